@@ -1,0 +1,1 @@
+"""Shared library for the Slurm charms: integration interfaces and Slurm service managers."""
