@@ -1,0 +1,520 @@
+"""Lab machines: systemd-nspawn containers over an overlay of the cached base.
+
+Each machine is an overlayfs (lower: the base; upper and work: per machine under the state
+dir), a network namespace joined to the lab bridge (see `slurm_lab.network`), and a detached
+`systemd-nspawn -b` whose PID is recorded in the state file, so separate processes (the CLI,
+test runs) see the same lab. Commands run inside with `nsenter` on the container's init.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import json
+import logging
+import os
+import re
+import shutil
+import signal
+import subprocess
+import threading
+import time
+import uuid
+from collections.abc import Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from slurm_lab import network, rootfs
+from slurm_lab.errors import LabError
+from slurm_lab.proc import run
+
+__all__ = ["Lab", "LabError", "Machine"]
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_STATE_DIR = Path("/var/lib/slurm-lab")
+SUBNET = "10.151.0"
+FIRST_HOST = 2
+LAST_HOST = 254
+BOOT_TIMEOUT = 120.0
+STOP_TIMEOUT = 15.0
+MACHINE_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+NAME_PATTERN = re.compile(r"^[a-z][a-z0-9-]{0,40}[a-z0-9]$|^[a-z]$")
+SHARED_MOUNT = "/lab/shared"
+CHARMS_MOUNT = "/lab/charms"
+
+
+@dataclass(frozen=True)
+class Machine:
+    """A running lab machine, addressed by name (also its hostname) on the lab bridge."""
+
+    name: str
+    address: str
+    init_pid: int = 0
+
+    def nsenter_argv(self, argv: Sequence[str], env: Mapping[str, str] | None = None) -> list[str]:
+        """Return the host command line that runs argv inside this machine (for shell-likes)."""
+        if not self.init_pid or not Path(f"/proc/{self.init_pid}").exists():
+            raise LabError(f"machine {self.name} is not running")
+        variables = {"PATH": MACHINE_PATH, "HOME": "/root", "LANG": "C.UTF-8", "USER": "root"}
+        variables.update(env or {})
+        return [
+            "nsenter",
+            f"--target={self.init_pid}",
+            "--all",
+            "--root",
+            "--wd",
+            "--",
+            "/usr/bin/env",
+            "-i",
+            *(f"{key}={value}" for key, value in variables.items()),
+            *argv,
+        ]
+
+    def exec(
+        self,
+        argv: Sequence[str],
+        *,
+        input: str | None = None,
+        timeout: float | None = 120,
+        env: Mapping[str, str] | None = None,
+        check: bool = False,
+    ) -> subprocess.CompletedProcess[str]:
+        """Run argv inside the machine as root in /, with a clean environment plus env.
+
+        Raises LabError on timeout, and with check on a non-zero exit (message has stderr).
+        """
+        result = run(self.nsenter_argv(argv, env), input=input, timeout=timeout, check=False)
+        if check and result.returncode != 0:
+            raise LabError(
+                f"{self.name}: {' '.join(argv)} exited {result.returncode}: "
+                f"{result.stderr.strip() or result.stdout.strip()}"
+            )
+        return result
+
+    def _exec_bytes(self, argv: Sequence[str], data: bytes, timeout: float | None = 300) -> None:
+        try:
+            result = subprocess.run(
+                self.nsenter_argv(argv, None),
+                input=data,
+                capture_output=True,
+                timeout=timeout,
+                check=False,
+            )
+        except subprocess.TimeoutExpired as e:
+            raise LabError(f"{self.name}: timed out: {' '.join(argv)}") from e
+        if result.returncode != 0:
+            stderr = result.stderr.decode(errors="replace").strip()
+            raise LabError(f"{self.name}: {' '.join(argv)} failed: {stderr}")
+
+    def write_file(self, dest: str, content: str | bytes, mode: int = 0o644) -> None:
+        """Write a file inside the machine atomically (parents created), owned by root."""
+        data = content.encode() if isinstance(content, str) else content
+        script = (
+            'set -e; mkdir -p "$(dirname "$1")"; tmp="$1.lab-tmp.$$"; '
+            'cat > "$tmp"; chmod "$2" "$tmp"; mv -f "$tmp" "$1"'
+        )
+        self._exec_bytes(["sh", "-c", script, "sh", dest, f"{mode:o}"], data)
+
+    def push(self, src: Path, dest: str) -> None:
+        """Copy a host file to the path dest, or a host directory's content into dest."""
+        src = Path(src)
+        if src.is_file():
+            self.write_file(dest, src.read_bytes(), src.stat().st_mode & 0o7777)
+            return
+        if not src.is_dir():
+            raise LabError(f"push: no such file or directory: {src}")
+        self.exec(["mkdir", "-p", dest], check=True)
+        with subprocess.Popen(
+            ["tar", "-C", str(src), "-cf", "-", "."], stdout=subprocess.PIPE
+        ) as tar:
+            extract = subprocess.run(
+                self.nsenter_argv(["tar", "-C", dest, "--no-same-owner", "-xf", "-"], None),
+                stdin=tar.stdout,
+                capture_output=True,
+                timeout=600,
+                check=False,
+            )
+        if tar.returncode != 0 or extract.returncode != 0:
+            stderr = extract.stderr.decode(errors="replace").strip()
+            raise LabError(f"{self.name}: push {src} -> {dest} failed: {stderr}")
+
+    def journal(self, unit: str | None = None, lines: int = 500) -> str:
+        """Return the newest `lines` lines of the machine's journal (or of one unit's)."""
+        argv = ["journalctl", "--no-pager", "-o", "short-precise", "-n", str(lines)]
+        if unit:
+            argv += ["-u", unit]
+        result = self.exec(argv, timeout=60)
+        return result.stdout + (result.stderr if result.returncode else "")
+
+
+@dataclass
+class _Record:
+    """What the state file keeps about one machine."""
+
+    name: str
+    address: str
+    veth: str
+    netns: str
+    nspawn_pid: int = 0
+    init_pid: int = 0
+
+
+def _alive(pid: int) -> bool:
+    """Whether pid runs (a zombie does not count)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
+def _children(pid: int) -> list[int]:
+    found: list[int] = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
+            found.append(int(entry.name))
+    return found
+
+
+def _cmdline(pid: int) -> list[str]:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_text().split("\0")
+    except OSError:
+        return []
+
+
+def _reap(pid: int) -> None:
+    """Collect pid's exit status if it is our child (else its parent does)."""
+    with contextlib.suppress(ChildProcessError, OSError):
+        os.waitpid(pid, os.WNOHANG)
+
+
+def _kill_and_wait(pid: int, sig: int, timeout: float) -> bool:
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, sig)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        _reap(pid)
+        if not _alive(pid):
+            return True
+        time.sleep(0.1)
+    return not _alive(pid)
+
+
+def _hosts_file(records: Sequence[_Record]) -> str:
+    lines = [
+        "127.0.0.1\tlocalhost",
+        "::1\tlocalhost ip6-localhost ip6-loopback",
+        "# lab machines (rewritten by slurm-lab)",
+        *(f"{record.address}\t{record.name}" for record in records),
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def _write_atomic(path: Path, content: str, mode: int = 0o644) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.lab-tmp")
+    tmp.write_text(content)
+    tmp.chmod(mode)
+    os.replace(tmp, path)
+
+
+class Lab:
+    """All lab machines under one state dir; every method is safe to call from any process."""
+
+    def __init__(self, state_dir: Path | None = None) -> None:
+        default = Path(os.environ.get("SLURM_LAB_STATE", DEFAULT_STATE_DIR))
+        self.state_dir = Path(state_dir or default).resolve()
+        self.cache_dir = rootfs.cache_dir()
+        self.shared_dir = self.state_dir / "shared"
+        self.charms_dir = self.state_dir / "charms"
+        self._machines_dir = self.state_dir / "machines"
+        self._state_file = self.state_dir / "lab.json"
+        digest = hashlib.sha256(str(self.state_dir).encode()).hexdigest()[:6]
+        #: Names of this lab's network namespaces start with this (one lab per state dir).
+        self.netns_prefix = f"slab{digest}-"
+        self.lab_netns = f"{self.netns_prefix}bridge"
+        self._children: dict[int, subprocess.Popen[bytes]] = {}
+        self._thread_lock = threading.Lock()
+
+    # --- state -------------------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def _locked(self) -> Iterator[dict[str, _Record]]:
+        """Exclusive access to the state file; changes to the yielded dict are saved."""
+        self.state_dir.mkdir(parents=True, exist_ok=True)
+        with self._thread_lock, (self.state_dir / "lab.lock").open("a") as handle:
+            fcntl.flock(handle, fcntl.LOCK_EX)
+            records = self._load()
+            yield records
+            payload = {"machines": {name: asdict(rec) for name, rec in records.items()}}
+            _write_atomic(self._state_file, json.dumps(payload, indent=2, sort_keys=True))
+
+    def _load(self) -> dict[str, _Record]:
+        try:
+            data: dict[str, Any] = json.loads(self._state_file.read_text())
+        except FileNotFoundError:
+            return {}
+        except ValueError as e:
+            raise LabError(f"corrupt lab state {self._state_file}: {e}") from e
+        return {name: _Record(**fields) for name, fields in data.get("machines", {}).items()}
+
+    def _machine_dir(self, name: str) -> Path:
+        return self._machines_dir / name
+
+    def _root(self, name: str) -> Path:
+        return self._machine_dir(name) / "root"
+
+    # --- public API ----------------------------------------------------------------------
+
+    def ensure_base(self) -> Path:
+        """Build or reuse the cached base root filesystem."""
+        return rootfs.ensure_base(self.cache_dir)
+
+    def machines(self) -> list[Machine]:
+        """Every recorded machine, by name."""
+        return [
+            Machine(rec.name, rec.address, rec.init_pid)
+            for rec in sorted(self._load().values(), key=lambda r: r.name)
+        ]
+
+    def get(self, name: str) -> Machine:
+        """Return the named machine; LabError if there is none."""
+        record = self._load().get(name)
+        if record is None:
+            raise LabError(f"no lab machine named {name!r}")
+        return Machine(record.name, record.address, record.init_pid)
+
+    def create(self, name: str) -> Machine:
+        """Create and boot a machine; returns once its systemd is running (or degraded)."""
+        if not NAME_PATTERN.match(name):
+            raise LabError(f"bad machine name {name!r}: use lowercase letters, digits and '-'")
+        base = self.ensure_base()
+        record = self._reserve(name)
+        started = time.monotonic()
+        try:
+            self._prepare_root(record, base)
+            network.attach(self.lab_netns, record.netns, record.veth, record.address)
+            record.nspawn_pid = self._start_nspawn(record)
+            with self._locked() as records:
+                records[name] = record
+            record.init_pid = self._wait_for_init(record)
+            with self._locked() as records:
+                records[name] = record
+            machine = Machine(record.name, record.address, record.init_pid)
+            self._wait_for_systemd(machine, record)
+        except BaseException:
+            self._teardown(record)
+            with self._locked() as records:
+                records.pop(name, None)
+            raise
+        logger.info("%s booted in %.1fs", name, time.monotonic() - started)
+        self._update_hosts()
+        return machine
+
+    def destroy(self, name: str) -> None:
+        """Stop a machine and remove everything it had (processes, mount, network, files)."""
+        record = self._load().get(name)
+        if record is None:
+            raise LabError(f"no lab machine named {name!r}")
+        self._teardown(record)
+        with self._locked() as records:
+            records.pop(name, None)
+        self._update_hosts()
+
+    def down(self) -> None:
+        """Remove every machine and the lab network; leave no process, mount or namespace."""
+        records = list(self._load().values())
+        errors: list[str] = []
+        with ThreadPoolExecutor(max_workers=max(1, len(records))) as pool:
+            for record, future in [(r, pool.submit(self._teardown, r)) for r in records]:
+                if (error := future.exception()) is not None:
+                    errors.append(f"{record.name}: {error}")
+        self._sweep()
+        if self._state_file.exists():
+            with self._locked() as state:
+                state.clear()
+        if leftovers := rootfs.mounts_under(self.state_dir):
+            errors.append(f"still mounted: {leftovers}")
+        else:
+            shutil.rmtree(self._machines_dir, ignore_errors=True)
+            shutil.rmtree(self.shared_dir, ignore_errors=True)
+        if errors:
+            raise LabError("lab teardown incomplete: " + "; ".join(errors))
+
+    # --- create steps --------------------------------------------------------------------
+
+    def _reserve(self, name: str) -> _Record:
+        """Record the machine with a free address and make sure the bridge exists (locked)."""
+        with self._locked() as records:
+            if name in records:
+                raise LabError(f"lab machine {name!r} already exists")
+            used = {rec.address for rec in records.values()}
+            free = (f"{SUBNET}.{n}" for n in range(FIRST_HOST, LAST_HOST + 1))
+            address = next((a for a in free if a not in used), None)
+            if address is None:
+                raise LabError("the lab subnet is full")
+            host = address.rsplit(".", 1)[1]
+            record = _Record(name, address, f"veth{host}", f"{self.netns_prefix}{name}")
+            records[name] = record
+            network.ensure_bridge(self.lab_netns)
+        return record
+
+    def _prepare_root(self, record: _Record, base: Path) -> None:
+        """Mount the machine's overlay and write its identity and hosts file."""
+        machine_dir = self._machine_dir(record.name)
+        if machine_dir.exists():
+            rootfs.unmount_under(machine_dir)
+            shutil.rmtree(machine_dir)
+        upper, work, root = machine_dir / "upper", machine_dir / "work", machine_dir / "root"
+        for path in (upper, work, root, self.shared_dir, self.charms_dir):
+            path.mkdir(parents=True, exist_ok=True)
+        options = f"lowerdir={base},upperdir={upper},workdir={work}"
+        run(["mount", "-t", "overlay", "overlay", "-o", options, str(root)])
+        (root / "etc/hostname").write_text(f"{record.name}\n")
+        (root / "etc/machine-id").write_text(f"{uuid.uuid4().hex}\n")
+        others = [rec for rec in self._load().values() if rec.name != record.name]
+        (root / "etc/hosts").write_text(_hosts_file([*others, record]))
+        for mountpoint in (SHARED_MOUNT, CHARMS_MOUNT):
+            (root / mountpoint.lstrip("/")).mkdir(parents=True, exist_ok=True)
+
+    def _start_nspawn(self, record: _Record) -> int:
+        """Start systemd-nspawn detached, its console going to a log file; return its PID."""
+        argv = [
+            "systemd-nspawn",
+            "--boot",
+            f"--directory={self._root(record.name)}",
+            f"--machine={record.name}",
+            "--register=no",
+            "--keep-unit",
+            f"--network-namespace-path={network.netns_path(record.netns)}",
+            f"--bind={self.shared_dir}:{SHARED_MOUNT}",
+            f"--bind-ro={self.charms_dir}:{CHARMS_MOUNT}",
+            "--resolv-conf=off",
+            "--timezone=off",
+            "--link-journal=no",
+            "--console=read-only",
+        ]
+        env = {**os.environ, "SYSTEMD_NSPAWN_UNIFIED_HIERARCHY": "1"}
+        log = (self._machine_dir(record.name) / "console.log").open("ab")
+        with log:
+            try:
+                process = subprocess.Popen(
+                    argv,
+                    stdin=subprocess.DEVNULL,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    env=env,
+                    start_new_session=True,
+                )
+            except FileNotFoundError as e:
+                raise LabError("systemd-nspawn not found: install systemd-container") from e
+        self._children[process.pid] = process
+        return process.pid
+
+    def console_log(self, name: str, lines: int = 50) -> str:
+        """Return the tail of a machine's console output (nspawn and early boot messages)."""
+        path = self._machine_dir(name) / "console.log"
+        if not path.exists():
+            return ""
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+
+    def _wait_for_init(self, record: _Record) -> int:
+        """Find the container's init: the child of systemd-nspawn in a new PID namespace."""
+        deadline = time.monotonic() + BOOT_TIMEOUT
+        while time.monotonic() < deadline:
+            if not _alive(record.nspawn_pid):
+                raise LabError(
+                    f"systemd-nspawn for {record.name} exited:\n{self.console_log(record.name)}"
+                )
+            for child in _children(record.nspawn_pid):
+                if Path(f"/proc/{child}/ns/pid").exists() and self._in_own_pid_ns(child):
+                    return child
+            time.sleep(0.05)
+        raise LabError(f"{record.name}: no container init after {BOOT_TIMEOUT}s")
+
+    @staticmethod
+    def _in_own_pid_ns(pid: int) -> bool:
+        try:
+            return os.readlink(f"/proc/{pid}/ns/pid") != os.readlink("/proc/self/ns/pid")
+        except OSError:
+            return False
+
+    def _wait_for_systemd(self, machine: Machine, record: _Record) -> None:
+        deadline = time.monotonic() + BOOT_TIMEOUT
+        state = ""
+        while time.monotonic() < deadline:
+            if not _alive(record.nspawn_pid):
+                break
+            with contextlib.suppress(LabError):
+                state = machine.exec(["systemctl", "is-system-running"], timeout=10).stdout
+                if state.strip() in ("running", "degraded"):
+                    return
+            time.sleep(0.2)
+        raise LabError(
+            f"{record.name}: systemd not running (state {state.strip()!r}):\n"
+            f"{self.console_log(record.name)}"
+        )
+
+    def _update_hosts(self) -> None:
+        """Rewrite /etc/hosts in every machine to list every machine."""
+        with self._locked() as records:
+            content = _hosts_file(sorted(records.values(), key=lambda r: r.name))
+            for record in records.values():
+                root = self._root(record.name)
+                if (root / "etc").is_dir():
+                    _write_atomic(root / "etc/hosts", content)
+
+    # --- teardown ------------------------------------------------------------------------
+
+    def _is_ours(self, pid: int) -> bool:
+        cmdline = _cmdline(pid)
+        return (
+            bool(cmdline)
+            and "systemd-nspawn" in Path(cmdline[0]).name
+            and any(arg.startswith(f"--directory={self._machines_dir}/") for arg in cmdline)
+        )
+
+    def _stop(self, record: _Record) -> None:
+        """Power the container off (SIGTERM to nspawn), killing it if that takes too long."""
+        pid = record.nspawn_pid
+        if pid and _alive(pid) and self._is_ours(pid):
+            init_pid = record.init_pid
+            if not _kill_and_wait(pid, signal.SIGTERM, STOP_TIMEOUT):
+                logger.warning("%s: nspawn did not stop; killing", record.name)
+                if init_pid and _alive(init_pid):
+                    _kill_and_wait(init_pid, signal.SIGKILL, 5)
+                _kill_and_wait(pid, signal.SIGKILL, 5)
+        process = self._children.pop(pid, None)
+        if process is not None:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                process.wait(timeout=1)
+
+    def _teardown(self, record: _Record) -> None:
+        self._stop(record)
+        machine_dir = self._machine_dir(record.name)
+        rootfs.unmount_under(machine_dir)
+        network.detach(self.lab_netns, record.netns, record.veth)
+        if rootfs.mounts_under(machine_dir):
+            raise LabError(f"{record.name}: still mounted: {rootfs.mounts_under(machine_dir)}")
+        shutil.rmtree(machine_dir, ignore_errors=True)
+
+    def _sweep(self) -> None:
+        """Remove leftovers no record names: stray nspawns, mounts, namespaces, the bridge."""
+        for entry in Path("/proc").iterdir():
+            if entry.name.isdigit() and self._is_ours(int(entry.name)):
+                _kill_and_wait(int(entry.name), signal.SIGKILL, 5)
+        for lab_dir in (self._machines_dir, self.shared_dir, self.charms_dir):
+            rootfs.unmount_under(lab_dir)
+        for name in network.list_netns(self.netns_prefix):
+            network.delete_netns(name)
