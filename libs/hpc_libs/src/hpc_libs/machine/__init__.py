@@ -1,0 +1,1 @@
+"""Machine-level operations: processes, files, apt packages and systemd services."""

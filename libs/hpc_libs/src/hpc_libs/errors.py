@@ -1,0 +1,87 @@
+"""The one error hierarchy of `hpc_libs`.
+
+Everything this library raises on purpose derives from `HpcLibsError`::
+
+    HpcLibsError
+    ├── SlurmOpsError          an operation on the machine or on Slurm failed
+    │   ├── PackageError       installing packages or adding a repository failed
+    │   ├── ServiceError       a systemd operation failed
+    │   └── ScontrolError      an `scontrol` command failed or printed unusable output
+    ├── ConfigError            operator input is invalid (also a `ValueError`)
+    └── IntegrationError       integration data or a shared secret is not available yet
+
+Lower-level errors (`subprocess.CalledProcessError`, `OSError`, library errors) are
+mapped at the boundary with `raise ... from e`, so callers catch only these types.
+"""
+
+from collections.abc import Sequence
+
+
+class HpcLibsError(Exception):
+    """Root of every error raised by `hpc_libs`."""
+
+
+class SlurmOpsError(HpcLibsError):
+    """An operation on the machine or on Slurm failed.
+
+    Attributes:
+        message: What failed, for logs and status messages.
+        command: The argv that failed, if a command was run.
+        stderr: The command's standard error (empty if none).
+        returncode: The command's exit status, if it exited.
+
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        command: Sequence[str] | None = None,
+        stderr: str = "",
+        returncode: int | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.message = message
+        self.command: list[str] | None = list(command) if command is not None else None
+        self.stderr = stderr
+        self.returncode = returncode
+
+    def __str__(self) -> str:
+        if self.stderr:
+            return f"{self.message}: {self.stderr.strip()}"
+        return self.message
+
+
+class PackageError(SlurmOpsError):
+    """Installing packages or adding a package repository failed."""
+
+
+class ServiceError(SlurmOpsError):
+    """A systemd operation (start, stop, daemon-reload, ...) failed."""
+
+
+class ScontrolError(SlurmOpsError):
+    """An `scontrol` command failed or printed output that could not be parsed."""
+
+
+class ConfigError(HpcLibsError, ValueError):
+    """Operator-supplied configuration is invalid.
+
+    Attributes:
+        key: The offending configuration key (empty if the input could not be split into keys).
+        message: Why the input is invalid.
+
+    """
+
+    def __init__(self, message: str, *, key: str = "") -> None:
+        super().__init__(message)
+        self.message = message
+        self.key = key
+
+
+class IntegrationError(HpcLibsError):
+    """Integration data or a secret it points to is missing or unreadable.
+
+    Raised by interface methods that must return a value (such as the auth key) when the
+    other side has not provided it yet; read properties return None instead.
+    """

@@ -1,0 +1,83 @@
+"""A small base for integration interfaces over one endpoint.
+
+Databags are read and written as pydantic models with `ops.Relation.load/save` (each
+field JSON-encoded under its own key). Models have only optional fields so an empty
+databag parses. Data that does not parse is logged and read as "not ready" (None): a hook
+never crashes on a peer's bad data. Libraries never set status; charms decide from facts.
+"""
+
+import logging
+from typing import TypeVar
+
+import ops
+from pydantic import BaseModel, ConfigDict
+
+logger = logging.getLogger(__name__)
+
+
+class DatabagModel(BaseModel):
+    """Base for databag models: every field optional, unknown keys ignored, frozen."""
+
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+
+D = TypeVar("D", bound=DatabagModel)
+
+
+class Interface(ops.Object):
+    """One side (provider or requirer) of an integration over `endpoint`."""
+
+    def __init__(self, charm: ops.CharmBase, endpoint: str) -> None:
+        super().__init__(charm, endpoint)
+        self.charm = charm
+        self.endpoint = endpoint
+
+    @property
+    def relations(self) -> list[ops.Relation]:
+        """Every relation on the endpoint."""
+        return list(self.model.relations[self.endpoint])
+
+    @property
+    def relation(self) -> ops.Relation | None:
+        """The first relation on the endpoint (for endpoints limited to one), or None."""
+        relations = self.relations
+        return relations[0] if relations else None
+
+    def is_joined(self) -> bool:
+        """Whether the endpoint has at least one relation."""
+        return bool(self.relations)
+
+    def load(
+        self, model: type[D], relation: ops.Relation, source: ops.Application | ops.Unit | None
+    ) -> D | None:
+        """Parse `source`'s databag in `relation` as `model`; None if it cannot be read.
+
+        An empty databag gives a model with every field None.
+        """
+        if source is None:
+            return None
+        try:
+            return relation.load(model, source)
+        except (ValueError, ops.RelationDataError) as e:
+            logger.warning(
+                "ignoring invalid %s data from %s in relation %s:%d: %s",
+                model.__name__,
+                source.name,
+                self.endpoint,
+                relation.id,
+                e,
+            )
+            return None
+
+    def save(self, data: DatabagModel, relation: ops.Relation, target: ops.Application) -> bool:
+        """Write `data` to this app's databag if it differs; return whether it was written.
+
+        Only the leader writes application data; on other units this does nothing.
+        """
+        if not self.model.unit.is_leader():
+            logger.debug("not the leader: not publishing %s", type(data).__name__)
+            return False
+        if self.load(type(data), relation, target) == data:
+            return False
+        relation.save(data, target)
+        return True

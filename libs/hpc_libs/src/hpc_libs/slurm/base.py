@@ -1,0 +1,262 @@
+"""What every Slurm daemon manager shares: packages, service, key, start options, config files.
+
+All paths are built from `root` (default `/`), so unit tests point a manager at `tmp_path`.
+"""
+
+import base64
+import binascii
+import logging
+import re
+import secrets
+import shlex
+from collections.abc import Generator, Mapping, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, ClassVar, Generic, Literal, TypeVar
+
+from slurmutils import BaseEditor, Model, ModelError
+
+from hpc_libs.errors import ConfigError, PackageError, SlurmOpsError
+from hpc_libs.machine import apt, files
+from hpc_libs.machine.systemd import Service
+
+logger = logging.getLogger(__name__)
+
+PackageSource = Literal["ppa", "archive"]
+"""Where Slurm packages come from: the Ubuntu HPC team's PPA or the machine's own archive."""
+
+SLURM_PPA = "ppa:ubuntu-hpc/slurm-wlm-24.11"
+SLURMCTLD_PORT = 6817
+SLURM_USER = "slurm"
+SLURM_GROUP = "slurm"
+
+M = TypeVar("M", bound=Model)
+
+# Characters that cannot be carried inside a double-quoted EnvironmentFile value unescaped.
+_UNSAFE_OPTION_CHARS = re.compile(r'["\\$`\n]')
+
+
+class KeyFile:
+    """A secret key file of random bytes, exchanged between units as base64 text.
+
+    Juju secret content is text, so `get`, `set` and `generate` speak base64 while the file
+    holds the raw bytes Slurm expects. The file is written 0600, owned by the service user.
+    """
+
+    def __init__(self, path: Path, *, size: int, owner: str = SLURM_USER) -> None:
+        self.path = path
+        self.size = size
+        self.owner = owner
+
+    def generate(self) -> str:
+        """Return a new random key as base64 text (not written; pass it to `set`)."""
+        return base64.b64encode(secrets.token_bytes(self.size)).decode()
+
+    def exists(self) -> bool:
+        """Whether the key file exists."""
+        return self.path.exists()
+
+    def get(self) -> str | None:
+        """Return the key as base64 text, or None if the file does not exist."""
+        data = files.read_bytes(self.path)
+        return None if data is None else base64.b64encode(data).decode()
+
+    def set(self, key: str) -> bool:
+        """Write the base64 `key`; return whether the file changed.
+
+        Raises:
+            ConfigError: `key` is not base64 text.
+
+        """
+        try:
+            data = base64.b64decode(key, validate=True)
+        except binascii.Error as e:
+            raise ConfigError(f"{self.path.name} content is not base64", key=self.path.name) from e
+        return files.write_if_changed(self.path, data, mode=0o600, owner=self.owner)
+
+
+class OptionsFile:
+    """A daemon's systemd EnvironmentFile, `/etc/default/<daemon>`, with `NAME="value"` lines."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def write(self, variables: Mapping[str, str]) -> bool:
+        """Replace the file with `variables`; return whether it changed.
+
+        Raises:
+            ConfigError: A value holds a character that cannot be quoted in the file.
+
+        """
+        lines = ["# Written by the Slurm charms; changes are overwritten.\n"]
+        for name, value in variables.items():
+            if _UNSAFE_OPTION_CHARS.search(value):
+                raise ConfigError(f"{name} holds a quote, backslash, $ or newline", key=name)
+            lines.append(f'{name}="{value}"\n')
+        return files.write_if_changed(self.path, "".join(lines), mode=0o644)
+
+    def read(self) -> dict[str, str]:
+        """Return the variables in the file (empty if it does not exist)."""
+        data = files.read_bytes(self.path)
+        result: dict[str, str] = {}
+        for line in (data or b"").decode().splitlines():
+            name, sep, value = line.partition("=")
+            if sep and not name.startswith("#"):
+                result[name.strip()] = value.strip().removeprefix('"').removesuffix('"')
+        return result
+
+
+class ConfigFile(Generic[M]):
+    """One Slurm configuration file read and written through a `slurmutils` editor.
+
+    Writes are atomic and happen only when the rendered text changes; `write` returns and
+    `changed` records whether it did, so callers reconfigure only when needed.
+    """
+
+    def __init__(
+        self,
+        path: Path,
+        editor: BaseEditor[M],
+        model: type[M],
+        *,
+        mode: int = 0o644,
+        owner: str = SLURM_USER,
+        group: str | None = SLURM_GROUP,
+    ) -> None:
+        self.path = path
+        self.mode = mode
+        self.owner = owner
+        self.group = group
+        self.changed = False
+        self._editor = editor
+        self._model = model
+
+    def exists(self) -> bool:
+        """Whether the file exists."""
+        return self.path.exists()
+
+    def load(self) -> M:
+        """Return the parsed file; an empty model if the file does not exist.
+
+        Raises:
+            SlurmOpsError: The file exists but slurmutils cannot parse it.
+
+        """
+        data = files.read_bytes(self.path)
+        if data is None:
+            return self._model()
+        try:
+            return self._editor.loads(data.decode())
+        except (ModelError, ValueError) as e:
+            raise SlurmOpsError(f"cannot parse {self.path}: {e}") from e
+
+    def write(self, config: M) -> bool:
+        """Write `config` if its rendering differs from the file; return whether it did."""
+        text = self._editor.dumps(config) + "\n"
+        self.changed = files.write_if_changed(
+            self.path, text, mode=self.mode, owner=self.owner, group=self.group
+        )
+        return self.changed
+
+    @contextmanager
+    def edit(self) -> Generator[M]:
+        """Load the file, let the caller change the model, then `write` it.
+
+        After the block, `changed` tells whether the file was rewritten.
+        """
+        config = self.load()
+        yield config
+        self.write(config)
+
+
+class SlurmManager:
+    """Base for the per-daemon managers.
+
+    Subclasses set `daemon` (also the systemd unit and package name) and `packages`.
+    """
+
+    daemon: ClassVar[str]
+    packages: ClassVar[tuple[str, ...]]
+    user: ClassVar[str] = SLURM_USER
+    group: ClassVar[str] = SLURM_GROUP
+
+    def __init__(self, root: Path = Path("/")) -> None:
+        self.root = root
+        self.service = Service(self.daemon)
+        self.key = KeyFile(self.etc_dir / "slurm.key", size=1024, owner=self.user)
+        self.options = OptionsFile(root / "etc/default" / self.daemon)
+
+    @property
+    def etc_dir(self) -> Path:
+        """Slurm's configuration directory, /etc/slurm."""
+        return self.root / "etc/slurm"
+
+    @property
+    def options_variable(self) -> str:
+        """The EnvironmentFile variable the packaged unit passes to the daemon."""
+        return f"{self.daemon.upper()}_OPTIONS"
+
+    def install(self, source: PackageSource = "ppa") -> bool:
+        """Install the daemon's packages; return whether anything was installed.
+
+        With `ppa` the Ubuntu HPC team's Slurm PPA is added first (Ubuntu only); with
+        `archive` the machine's configured archive is used as is. Already installed
+        packages are never updated and the apt cache is not refreshed.
+
+        Raises:
+            PackageError: The repository or the packages could not be installed.
+
+        """
+        if not apt.missing(self.packages):
+            return False
+        if source == "ppa":
+            apt.add_repository(SLURM_PPA)
+        return apt.install(self.packages)
+
+    def version(self) -> str:
+        """Return the installed version of the daemon's package.
+
+        Raises:
+            PackageError: The package is not installed.
+
+        """
+        version = apt.installed_version(self.daemon)
+        if version is None:
+            raise PackageError(f"{self.daemon} is not installed")
+        return version
+
+
+def conf_server_option(controllers: Sequence[str]) -> str:
+    """`host[:port]` list for `--conf-server`, in the given order (primary first)."""
+    return ",".join(c if ":" in c else f"{c}:{SLURMCTLD_PORT}" for c in controllers)
+
+
+def parse_config_line(model: type[M], text: str) -> M:
+    """Parse space-separated `key=value` Slurm parameters into `model`, one key at a time.
+
+    Checking each key alone lets the error name the offending key, which slurmutils does
+    not always do (type errors name only the value).
+
+    Raises:
+        ConfigError: A token is not `key=value`, a key is unknown, or a value is invalid.
+            `key` names the first bad key.
+
+    """
+    try:
+        tokens = shlex.split(text)
+    except ValueError as e:
+        raise ConfigError(f"cannot split {text!r}: {e}") from e
+    merged: dict[str, Any] = {}
+    for token in tokens:
+        key, sep, value = token.partition("=")
+        if not sep or not key or not value:
+            raise ConfigError(f"{token!r} is not key=value", key=key)
+        try:
+            quoted = f'"{value}"' if any(c.isspace() for c in value) else value
+            merged |= model.from_str(f"{key}={quoted}").dict()
+        except (ModelError, ValueError) as e:
+            raise ConfigError(f"invalid {key}: {e}", key=key) from e
+    try:
+        return model.from_dict(merged)
+    except (ModelError, ValueError) as e:
+        raise ConfigError(f"invalid configuration {text!r}: {e}") from e

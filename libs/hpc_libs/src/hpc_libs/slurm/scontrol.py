@@ -1,0 +1,244 @@
+"""A typed wrapper around `scontrol` (Slurm 24.11, data_parser v0.0.42).
+
+Queries use `--json` and parse only the fields the charms need; unknown fields are
+ignored so newer Slurm versions keep working. Every failure becomes `ScontrolError`
+carrying scontrol's stderr.
+"""
+
+import json
+import logging
+from collections.abc import Sequence
+from typing import Annotated, Any, TypeVar
+
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
+
+from hpc_libs.errors import ScontrolError, SlurmOpsError
+from hpc_libs.machine import host
+
+logger = logging.getLogger(__name__)
+
+NO_JOBS_MESSAGE = "No slurmstepd's found on this node"
+_UNKNOWN_MARKERS = ("Invalid node name", "Invalid partition name", "not found")
+
+
+def _as_list(value: Any) -> Any:
+    """Accept Slurm's comma-separated strings where newer parsers give lists."""
+    if isinstance(value, str):
+        return [v for v in value.split(",") if v]
+    return value
+
+
+R = TypeVar("R", bound=BaseModel)
+
+StrList = Annotated[list[str], BeforeValidator(_as_list)]
+
+
+class _Parsed(BaseModel):
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+
+class ControllerPing(_Parsed):
+    """One controller in `scontrol ping --json`."""
+
+    hostname: str
+    pinged: str = ""
+    responding: bool = False
+    mode: str = ""
+    primary: bool = False
+
+    @property
+    def is_up(self) -> bool:
+        """Whether the controller answered the ping."""
+        return self.responding and self.pinged.upper() == "UP"
+
+
+class Node(_Parsed):
+    """One node in `scontrol show node --json`."""
+
+    name: str
+    state: StrList = Field(default_factory=list[str])
+    reason: str = ""
+    features: StrList = Field(default_factory=list[str])
+    active_features: StrList = Field(default_factory=list[str])
+    partitions: StrList = Field(default_factory=list[str])
+    cpus: int | None = None
+    real_memory: int | None = None
+    weight: int | None = None
+
+    def has_state(self, state: str) -> bool:
+        """Whether `state` (case-insensitive, e.g. `drain`, `idle`) is among the node's flags."""
+        return state.upper() in (s.upper() for s in self.state)
+
+
+class PartitionNodes(_Parsed):
+    """The `nodes` object of a partition."""
+
+    configured: str = ""
+    total: int = 0
+
+
+class PartitionInfo(_Parsed):
+    """The `partition` object of a partition (its state flags)."""
+
+    state: StrList = Field(default_factory=list[str])
+
+
+class Partition(_Parsed):
+    """One partition in `scontrol show partition --json`."""
+
+    name: str
+    nodes: PartitionNodes = Field(default_factory=PartitionNodes)
+    node_sets: str = ""
+    partition: PartitionInfo = Field(default_factory=PartitionInfo)
+
+
+class _PingResponse(_Parsed):
+    pings: list[ControllerPing] = Field(default_factory=list[ControllerPing])
+
+
+class _NodesResponse(_Parsed):
+    nodes: list[Node] = Field(default_factory=list[Node])
+
+
+class _PartitionsResponse(_Parsed):
+    partitions: list[Partition] = Field(default_factory=list[Partition])
+
+
+class Scontrol:
+    """Run `scontrol` (and `scancel`) through the `host.run` seam."""
+
+    def __init__(self, timeout: float = 60) -> None:
+        self.timeout = timeout
+
+    def ping(self) -> list[ControllerPing]:
+        """Return the controllers as `scontrol ping` sees them, primary first."""
+        return self._query(["ping"], _PingResponse).pings
+
+    def show_node(self, name: str) -> Node | None:
+        """Return the node called `name`, or None if Slurm does not know it."""
+        nodes = self._query_or_none(["show", "node", name], _NodesResponse)
+        return next((n for n in nodes.nodes if n.name == name), None) if nodes else None
+
+    def show_nodes(self) -> list[Node]:
+        """Return every node the controller knows."""
+        return self._query(["show", "nodes"], _NodesResponse).nodes
+
+    def show_partition(self, name: str) -> Partition | None:
+        """Return the partition called `name`, or None if Slurm does not know it."""
+        parts = self._query_or_none(["show", "partition", name], _PartitionsResponse)
+        return next((p for p in parts.partitions if p.name == name), None) if parts else None
+
+    def show_partitions(self) -> list[Partition]:
+        """Return every partition."""
+        return self._query(["show", "partitions"], _PartitionsResponse).partitions
+
+    def update_node(
+        self,
+        names: str | Sequence[str],
+        *,
+        state: str | None = None,
+        reason: str | None = None,
+        **params: str | int,
+    ) -> None:
+        """`scontrol update nodename=<names> [state=..] [reason=..] [key=value ...]`.
+
+        `reason` travels as one argv element, so spaces need no quoting and no quote
+        characters end up in Slurm.
+        """
+        node_list = names if isinstance(names, str) else ",".join(names)
+        args = ["update", f"nodename={node_list}"]
+        if state is not None:
+            args.append(f"state={state}")
+        if reason is not None:
+            args.append(f"reason={reason}")
+        args += [f"{key}={value}" for key, value in params.items()]
+        self._run(args)
+
+    def update_partition(self, name: str, **params: str | int) -> None:
+        """`scontrol update partitionname=<name> key=value ...`."""
+        self._run(["update", f"partitionname={name}", *(f"{k}={v}" for k, v in params.items())])
+
+    def delete_node(self, name: str) -> None:
+        """`scontrol delete nodename=<name>` (refused by Slurm while jobs run on it)."""
+        self._run(["delete", f"nodename={name}"])
+
+    def reconfigure(self) -> None:
+        """`scontrol reconfigure`: slurmctld rereads its configuration files."""
+        self._run(["reconfigure"])
+
+    def listjobs(self) -> list[int]:
+        """Return the ids of the jobs with a slurmstepd on THIS machine (the compute node).
+
+        Uses the text form: it is the form verified on Slurm 24.11, where "No slurmstepd's
+        found on this node" (on stderr) means no jobs.
+        """
+        command = ["scontrol", "listjobs"]
+        try:
+            result = host.run(command, timeout=self.timeout, check=False)
+        except SlurmOpsError as e:
+            raise _scontrol_error(e) from e
+        if NO_JOBS_MESSAGE in result.stderr or NO_JOBS_MESSAGE in result.stdout:
+            return []
+        if result.returncode != 0:
+            raise ScontrolError(
+                "scontrol listjobs failed",
+                command=command,
+                stderr=result.stderr,
+                returncode=result.returncode,
+            )
+        return [int(line.split()[0]) for line in result.stdout.splitlines() if _is_id(line)]
+
+    def cancel_node_jobs(self, name: str) -> None:
+        """Cancel every job running on node `name` (`scancel --nodelist`)."""
+        try:
+            host.run(["scancel", f"--nodelist={name}"], timeout=self.timeout)
+        except SlurmOpsError as e:
+            raise _scontrol_error(e) from e
+
+    def _run(self, args: list[str]) -> str:
+        try:
+            return host.run(["scontrol", *args], timeout=self.timeout).stdout
+        except SlurmOpsError as e:
+            raise _scontrol_error(e) from e
+
+    def _query(self, args: list[str], response: type[R]) -> R:
+        result = self._query_or_none(args, response)
+        if result is None:
+            raise ScontrolError(
+                f"scontrol {' '.join(args)}: not found", command=["scontrol", *args]
+            )
+        return result
+
+    def _query_or_none(self, args: list[str], response: type[R]) -> R | None:
+        """Run `scontrol <args> --json` and parse it; None if the object does not exist."""
+        command = ["scontrol", *args, "--json"]
+        try:
+            result = host.run(command, timeout=self.timeout, check=False)
+        except SlurmOpsError as e:
+            raise _scontrol_error(e) from e
+        if result.returncode != 0:
+            # With --json, scontrol may report errors in the JSON document on stdout.
+            output = result.stderr + result.stdout
+            if any(marker in output for marker in _UNKNOWN_MARKERS):
+                return None
+            raise ScontrolError(
+                f"{' '.join(command)} failed with exit status {result.returncode}",
+                command=command,
+                stderr=result.stderr or result.stdout,
+                returncode=result.returncode,
+            )
+        try:
+            return response.model_validate(json.loads(result.stdout))
+        except (ValueError, ValidationError) as e:
+            raise ScontrolError(
+                f"cannot parse the output of {' '.join(command)}: {e}", command=command
+            ) from e
+
+
+def _is_id(line: str) -> bool:
+    fields = line.split()
+    return bool(fields) and fields[0].isdigit()
+
+
+def _scontrol_error(e: SlurmOpsError) -> ScontrolError:
+    return ScontrolError(e.message, command=e.command, stderr=e.stderr, returncode=e.returncode)

@@ -1,0 +1,170 @@
+"""The compute node daemon, run as a dynamic node (`slurmd -Z`) in configless mode.
+
+How the start options reach slurmd
+----------------------------------
+The packaged unit runs `slurmd --systemd $SLURMD_OPTIONS`. systemd splits an unbraced
+`$VAR` at whitespace without honoring quotes, so `--conf "CPUs=2 RealMemory=1000"` cannot
+travel inside SLURMD_OPTIONS as one argument. systemd.service(5) expands `${VAR}` standing
+as a word of its own to exactly one argument, whitespace included. So a static drop-in
+(written once, see `START_OVERRIDE`) runs::
+
+    /usr/sbin/slurmd --systemd -Z $SLURMD_OPTIONS --conf ${SLURMD_CONF}
+
+and /etc/default/slurmd carries `SLURMD_OPTIONS="-N <node> --conf-server a:6817,b:6817"`
+and `SLURMD_CONF="<node configuration>"`. Changing either needs only a restart, no
+daemon-reload.
+"""
+
+import logging
+import re
+from collections.abc import Mapping, Sequence
+
+from slurmutils import Node
+
+from hpc_libs.errors import ConfigError, SlurmOpsError
+from hpc_libs.machine import host, systemd
+from hpc_libs.slurm.base import SlurmManager, conf_server_option, parse_config_line
+
+logger = logging.getLogger(__name__)
+
+START_OVERRIDE_NAME = "10-hpc-libs-dynamic-node"
+START_OVERRIDE = """\
+# Written by the Slurm charms: run slurmd as a dynamic node (-Z).
+# ${SLURMD_CONF} stands alone, so systemd passes it as ONE argument with its spaces;
+# $SLURMD_OPTIONS is split at whitespace.
+[Service]
+Type=notify
+EnvironmentFile=-/etc/default/slurmd
+ExecStart=
+ExecStart=/usr/sbin/slurmd --systemd -Z $SLURMD_OPTIONS --conf ${SLURMD_CONF}
+"""
+
+HARDWARE_KEYS = (
+    "CPUs",
+    "Boards",
+    "SocketsPerBoard",
+    "CoresPerSocket",
+    "ThreadsPerCore",
+    "RealMemory",
+)
+"""The `slurmd -C` fields that describe a node's hardware."""
+
+
+class SlurmdManager(SlurmManager):
+    """slurmd: packages, service, slurm.key, start options and hardware detection."""
+
+    daemon = "slurmd"
+    packages = ("slurmd", "slurm-client")
+
+    def set_start_options(
+        self, nodename: str, conf_servers: Sequence[str], node_conf: str
+    ) -> bool:
+        """Configure how slurmd starts; return whether anything changed (restart if so).
+
+        Args:
+            nodename: The dynamic node's name (`-N`).
+            conf_servers: Controllers (`host` or `host:port`), primary first.
+            node_conf: The node's configuration for `--conf` (see `node_config`).
+
+        Raises:
+            ValueError: An argument is empty.
+            ConfigError: `node_conf` holds a character that cannot be carried (quote, ...).
+
+        """
+        if not nodename or not conf_servers or not node_conf.strip():
+            raise ValueError("slurmd needs a node name, a controller and a node configuration")
+        override_changed = systemd.write_override(
+            self.daemon, START_OVERRIDE_NAME, START_OVERRIDE, root=self.root
+        )
+        if override_changed:
+            systemd.daemon_reload()
+        options_changed = self.options.write(
+            {
+                self.options_variable: (
+                    f"-N {nodename} --conf-server {conf_server_option(conf_servers)}"
+                ),
+                "SLURMD_CONF": node_conf,
+            }
+        )
+        return override_changed or options_changed
+
+    def detect_hardware(self) -> dict[str, int | str]:
+        """Return the node's hardware from `slurmd -C`, plus `Gres` when GPUs are found.
+
+        Detect on every start: a driver installed later, or new hardware, shows up then.
+
+        Raises:
+            SlurmOpsError: `slurmd -C` failed or printed none of the expected fields.
+
+        """
+        output = host.run(["slurmd", "-C"]).stdout
+        hardware = parse_slurmd_c(output)
+        if not hardware:
+            raise SlurmOpsError(f"cannot parse `slurmd -C` output: {output!r}")
+        gres = gres_string(self.gpus())
+        if gres:
+            hardware["Gres"] = gres
+        return hardware
+
+    def gpus(self) -> dict[str, int]:
+        """Return GPU model -> count from `nvidia-smi`; empty when there is no NVIDIA driver."""
+        try:
+            result = host.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"])
+        except SlurmOpsError as e:
+            logger.debug("no NVIDIA GPUs detected: %s", e)
+            return {}
+        counts: dict[str, int] = {}
+        for line in result.stdout.splitlines():
+            if line.strip():
+                model = gpu_model_name(line)
+                counts[model] = counts.get(model, 0) + 1
+        return counts
+
+
+def parse_slurmd_c(output: str) -> dict[str, int | str]:
+    """Return the hardware fields of the first line of `slurmd -C` output, as integers."""
+    first_line = output.strip().splitlines()[0] if output.strip() else ""
+    fields = dict(token.split("=", 1) for token in first_line.split() if "=" in token)
+    return {key: int(fields[key]) for key in HARDWARE_KEYS if fields.get(key, "").isdigit()}
+
+
+def gpu_model_name(name: str) -> str:
+    """Return a Gres type for a GPU model: `NVIDIA A100-SXM4-40GB` -> `a100-sxm4-40gb`."""
+    model = name.strip().lower().removeprefix("nvidia").strip()
+    return re.sub(r"[^a-z0-9_.-]+", "_", model) or "gpu"
+
+
+def gres_string(gpus: Mapping[str, int]) -> str:
+    """`gpu:<model>:<count>` entries, comma-separated, sorted by model ('' if none)."""
+    return ",".join(f"gpu:{model}:{count}" for model, count in sorted(gpus.items()))
+
+
+def parse_node_config(text: str) -> Node:
+    """Validate an operator's node configuration (`key=value ...`) as a slurmutils Node.
+
+    Raises:
+        ConfigError: A key is unknown or malformed, a value is invalid, or the text sets
+            `NodeName` (the charm names the node). `key` names the offending key.
+
+    """
+    node = parse_config_line(Node, text)
+    if node.node_name is not None:
+        raise ConfigError("NodeName is set by the charm", key="NodeName")
+    return node
+
+
+def node_config(hardware: Mapping[str, int | str], feature: str, admin_config: str = "") -> str:
+    """Return the `--conf` value: detected hardware, partition feature, admin config.
+
+    The admin's keys override detected ones; `Features` is the union of `feature` and the
+    admin's features, so the node always joins its partition's NodeSet.
+
+    Raises:
+        ConfigError: `admin_config` is invalid (see `parse_node_config`).
+
+    """
+    detected = parse_config_line(Node, " ".join(f"{k}={v}" for k, v in hardware.items()))
+    admin = parse_node_config(admin_config)
+    features = [feature, *(f for f in admin.features or [] if f != feature)]
+    merged = detected.dict() | admin.dict() | {"features": features}
+    return str(Node.from_dict(merged))

@@ -1,0 +1,58 @@
+"""A scripted stand-in for `hpc_libs.machine.host.run`."""
+
+import subprocess
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from hpc_libs.errors import SlurmOpsError
+
+
+@dataclass
+class FakeRun:
+    """Records argv lists and answers with scripted results (by argv prefix)."""
+
+    calls: list[list[str]] = field(default_factory=list[list[str]])
+    answers: list[
+        tuple[tuple[str, ...], Callable[[list[str]], subprocess.CompletedProcess[str]]]
+    ] = field(default_factory=list)
+
+    def on(self, *prefix: str, stdout: str = "", stderr: str = "", returncode: int = 0) -> None:
+        """Answer commands starting with `prefix` (latest registration wins)."""
+
+        def answer(argv: list[str]) -> subprocess.CompletedProcess[str]:
+            return subprocess.CompletedProcess(argv, returncode, stdout, stderr)
+
+        self.answers.insert(0, (prefix, answer))
+
+    def missing(self, *prefix: str) -> None:
+        """Make commands starting with `prefix` behave as a binary that does not exist."""
+
+        def answer(argv: list[str]) -> subprocess.CompletedProcess[str]:
+            raise SlurmOpsError(f"command {argv[0]!r} not found", command=argv)
+
+        self.answers.insert(0, (prefix, answer))
+
+    def __call__(
+        self,
+        argv: Sequence[str],
+        *,
+        input: str | None = None,
+        timeout: float | None = None,
+        check: bool = True,
+    ) -> subprocess.CompletedProcess[str]:
+        command = list(argv)
+        self.calls.append(command)
+        for prefix, answer in self.answers:
+            if tuple(command[: len(prefix)]) == prefix:
+                result = answer(command)
+                break
+        else:
+            result = subprocess.CompletedProcess(command, 0, "", "")
+        if check and result.returncode != 0:
+            raise SlurmOpsError(
+                f"command {command} failed with exit status {result.returncode}",
+                command=command,
+                stderr=result.stderr,
+                returncode=result.returncode,
+            )
+        return result

@@ -1,0 +1,390 @@
+"""Scenarios for the slurmd interface, with tiny charms observing its events."""
+
+import json
+from typing import Any, ClassVar
+
+import ops
+import pytest
+from hpc_libs.errors import IntegrationError
+from hpc_libs.interfaces.slurmd import (
+    AUTH_KEY_LABEL,
+    ComputeData,
+    ControllerData,
+    SlurmctldConnectedEvent,
+    SlurmctldDisconnectedEvent,
+    SlurmctldReadyEvent,
+    SlurmdDisconnectedEvent,
+    SlurmdProvider,
+    SlurmdReadyEvent,
+    SlurmdRequirer,
+    get_or_create_auth_key_secret,
+)
+from ops import testing
+from pydantic import ValidationError
+
+AUTH_KEY = "c2VjcmV0LWtleS1ieXRlcw=="
+PARTITION = {"partitionname": "compute", "nodes": ["compute"], "maxtime": 60}
+NODESET = {"nodeset": "compute", "feature": "compute"}
+COMPUTE = ComputeData(partition=PARTITION, nodeset=NODESET)
+
+
+class SlurmdCharm(ops.CharmBase):
+    """Publishes compute data when connected and reads the key when ready."""
+
+    seen_keys: ClassVar[list[str]] = []
+
+    def __init__(self, framework: ops.Framework) -> None:
+        super().__init__(framework)
+        self.slurmctld = SlurmdProvider(self, "slurmctld")
+        framework.observe(self.slurmctld.on.slurmctld_connected, self._on_connected)
+        framework.observe(self.slurmctld.on.slurmctld_ready, self._on_ready)
+
+    def _on_connected(self, _: SlurmctldConnectedEvent) -> None:
+        self.slurmctld.publish_compute_data(COMPUTE)
+
+    def _on_ready(self, _: SlurmctldReadyEvent) -> None:
+        SlurmdCharm.seen_keys.append(self.slurmctld.auth_key())
+
+
+class SlurmctldCharm(ops.CharmBase):
+    """Creates the auth key secret and shares it when a partition is ready."""
+
+    def __init__(self, framework: ops.Framework) -> None:
+        super().__init__(framework)
+        self.slurmd = SlurmdRequirer(self, "slurmd")
+        framework.observe(self.slurmd.on.slurmd_ready, self._on_ready)
+
+    def _on_ready(self, event: SlurmdReadyEvent) -> None:
+        secret = get_or_create_auth_key_secret(self, lambda: AUTH_KEY)
+        self.slurmd.publish_controller_data(event.relation, secret, ["ctl-0", "ctl-1"])
+
+
+SLURMD_META: dict[str, Any] = {
+    "name": "slurmd",
+    "provides": {"slurmctld": {"interface": "slurmd", "limit": 1}},
+}
+SLURMCTLD_META: dict[str, Any] = {
+    "name": "slurmctld",
+    "requires": {"slurmd": {"interface": "slurmd"}},
+}
+
+
+@pytest.fixture
+def slurmd_ctx() -> testing.Context[SlurmdCharm]:
+    SlurmdCharm.seen_keys = []
+    return testing.Context(SlurmdCharm, meta=SLURMD_META)
+
+
+@pytest.fixture
+def slurmctld_ctx() -> testing.Context[SlurmctldCharm]:
+    return testing.Context(SlurmctldCharm, meta=SLURMCTLD_META)
+
+
+def kinds(ctx: testing.Context[Any]) -> list[str]:
+    return [e.handle.kind for e in ctx.emitted_events]
+
+
+def all_databag_text(state: testing.State) -> str:
+    parts: list[str] = []
+    for relation in state.relations:
+        parts.append(json.dumps(dict(relation.local_app_data)))
+        parts.append(json.dumps(dict(relation.local_unit_data)))
+    return "\n".join(parts)
+
+
+# Models.
+
+
+def test_empty_databag_models_parse() -> None:
+    assert ControllerData() == ControllerData(auth_key_id=None, controllers=None)
+    assert ControllerData().is_complete is False
+    assert ComputeData().is_complete is False
+
+
+def test_compute_data_validates_with_slurmutils() -> None:
+    assert COMPUTE.partition_model() is not None
+    assert COMPUTE.nodeset_model() is not None
+    with pytest.raises(ValidationError):
+        ComputeData(partition={"partitionname": "p", "colour": "blue"})
+    with pytest.raises(ValidationError):
+        ComputeData(nodeset={"nodeset": "n", "feature": 3})
+
+
+# Provider side (the slurmd charm).
+
+
+def test_connected_leader_publishes_compute_data(slurmd_ctx: testing.Context[SlurmdCharm]) -> None:
+    relation = testing.Relation("slurmctld", remote_app_name="slurmctld")
+
+    out = slurmd_ctx.run(
+        slurmd_ctx.on.relation_created(relation), testing.State(leader=True, relations={relation})
+    )
+
+    assert "slurmctld_connected" in kinds(slurmd_ctx)
+    data = out.get_relation(relation.id).local_app_data
+    assert json.loads(data["partition"]) == PARTITION
+    assert json.loads(data["nodeset"]) == NODESET
+
+
+def test_publish_is_idempotent(slurmd_ctx: testing.Context[SlurmdCharm]) -> None:
+    relation = testing.Relation("slurmctld", remote_app_name="slurmctld")
+    state = testing.State(leader=True, relations={relation})
+
+    first = slurmd_ctx.run(slurmd_ctx.on.relation_created(relation), state)
+    second = slurmd_ctx.run(slurmd_ctx.on.relation_created(first.get_relation(relation.id)), first)
+
+    assert first.get_relation(relation.id).local_app_data == (
+        second.get_relation(relation.id).local_app_data
+    )
+
+
+def test_non_leader_does_not_publish(slurmd_ctx: testing.Context[SlurmdCharm]) -> None:
+    relation = testing.Relation("slurmctld", remote_app_name="slurmctld")
+
+    out = slurmd_ctx.run(
+        slurmd_ctx.on.relation_created(relation), testing.State(leader=False, relations={relation})
+    )
+
+    assert dict(out.get_relation(relation.id).local_app_data) == {}
+
+
+def test_ready_reads_the_granted_secret(slurmd_ctx: testing.Context[SlurmdCharm]) -> None:
+    secret = testing.Secret(tracked_content={"key": AUTH_KEY})
+    relation = testing.Relation(
+        "slurmctld",
+        remote_app_name="slurmctld",
+        remote_app_data={
+            "auth_key_id": json.dumps(secret.id),
+            "controllers": json.dumps(["ctl-0", "ctl-1"]),
+        },
+    )
+
+    slurmd_ctx.run(
+        slurmd_ctx.on.relation_changed(relation),
+        testing.State(relations={relation}, secrets={secret}),
+    )
+
+    assert "slurmctld_ready" in kinds(slurmd_ctx)
+    assert SlurmdCharm.seen_keys == [AUTH_KEY]
+
+
+@pytest.mark.parametrize(
+    "remote_app_data",
+    [
+        {},
+        {"controllers": json.dumps(["ctl-0"])},
+        {"auth_key_id": json.dumps("secret:abc")},
+        {"auth_key_id": json.dumps("secret:abc"), "controllers": json.dumps([])},
+        {"auth_key_id": "not json", "controllers": json.dumps(["ctl-0"])},
+        {"auth_key_id": json.dumps(5), "controllers": json.dumps("ctl-0")},
+    ],
+    ids=["empty", "no-key", "no-controllers", "zero-controllers", "malformed", "wrong-types"],
+)
+def test_incomplete_or_bad_controller_data_is_not_ready(
+    slurmd_ctx: testing.Context[SlurmdCharm], remote_app_data: dict[str, str]
+) -> None:
+    relation = testing.Relation(
+        "slurmctld", remote_app_name="slurmctld", remote_app_data=remote_app_data
+    )
+
+    slurmd_ctx.run(slurmd_ctx.on.relation_changed(relation), testing.State(relations={relation}))
+
+    assert "slurmctld_ready" not in kinds(slurmd_ctx)
+
+
+def test_auth_key_before_ready_is_an_integration_error() -> None:
+    ctx = testing.Context(SlurmdCharm, meta=SLURMD_META)
+    relation = testing.Relation("slurmctld", remote_app_name="slurmctld")
+
+    with (
+        ctx(ctx.on.update_status(), testing.State(relations={relation})) as manager,
+        pytest.raises(IntegrationError),
+    ):
+        manager.charm.slurmctld.auth_key()
+        assert manager.charm.slurmctld.controller_data == ControllerData()
+        assert manager.charm.slurmctld.is_ready() is False
+
+
+def test_secret_not_granted_is_an_integration_error() -> None:
+    ctx = testing.Context(SlurmdCharm, meta=SLURMD_META)
+    relation = testing.Relation(
+        "slurmctld",
+        remote_app_name="slurmctld",
+        remote_app_data={
+            "auth_key_id": json.dumps("secret:cqnf3a9ta1nbkc1rr8m0"),
+            "controllers": json.dumps(["ctl-0"]),
+        },
+    )
+
+    with (
+        ctx(ctx.on.update_status(), testing.State(relations={relation})) as manager,
+        pytest.raises(IntegrationError),
+    ):
+        manager.charm.slurmctld.auth_key()
+
+
+def test_this_unit_departing_is_disconnected() -> None:
+    # Scenario names the departing unit after the remote application, so this scenario
+    # gives the relation's remote side this charm's own name to make unit slurmd/3 depart.
+    ctx = testing.Context(SlurmdCharm, meta=SLURMD_META, unit_id=3)
+    relation = testing.Relation("slurmctld", remote_app_name="slurmd")
+
+    ctx.run(
+        ctx.on.relation_departed(relation, remote_unit=3, departing_unit=3),
+        testing.State(relations={relation}),
+    )
+
+    assert "slurmctld_disconnected" in kinds(ctx)
+    event = next(e for e in ctx.emitted_events if e.handle.kind == "slurmctld_disconnected")
+    assert isinstance(event, SlurmctldDisconnectedEvent)
+
+
+def test_a_controller_departing_is_not_disconnected(
+    slurmd_ctx: testing.Context[SlurmdCharm],
+) -> None:
+    relation = testing.Relation("slurmctld", remote_app_name="slurmctld")
+
+    slurmd_ctx.run(
+        slurmd_ctx.on.relation_departed(relation, remote_unit=1, departing_unit=1),
+        testing.State(relations={relation}),
+    )
+
+    assert "slurmctld_disconnected" not in kinds(slurmd_ctx)
+
+
+def test_relation_broken_is_disconnected(slurmd_ctx: testing.Context[SlurmdCharm]) -> None:
+    relation = testing.Relation("slurmctld", remote_app_name="slurmctld")
+
+    slurmd_ctx.run(slurmd_ctx.on.relation_broken(relation), testing.State(relations={relation}))
+
+    assert "slurmctld_disconnected" in kinds(slurmd_ctx)
+
+
+# Requirer side (the slurmctld charm).
+
+
+def compute_databag(data: ComputeData) -> dict[str, str]:
+    return {k: json.dumps(v) for k, v in data.model_dump().items()}
+
+
+def test_slurmd_ready_grants_the_secret_and_publishes_only_its_id(
+    slurmctld_ctx: testing.Context[SlurmctldCharm],
+) -> None:
+    relation = testing.Relation(
+        "slurmd", remote_app_name="compute", remote_app_data=compute_databag(COMPUTE)
+    )
+
+    out = slurmctld_ctx.run(
+        slurmctld_ctx.on.relation_changed(relation),
+        testing.State(leader=True, relations={relation}),
+    )
+
+    assert "slurmd_ready" in kinds(slurmctld_ctx)
+    secret = out.get_secret(label=AUTH_KEY_LABEL)
+    assert secret.owner == "app"
+    assert secret.tracked_content == {"key": AUTH_KEY}
+    assert secret.remote_grants == {relation.id: {"compute"}}
+    data = out.get_relation(relation.id).local_app_data
+    assert json.loads(data["auth_key_id"]) == secret.id
+    assert json.loads(data["controllers"]) == ["ctl-0", "ctl-1"]
+    assert AUTH_KEY not in all_databag_text(out)
+
+
+def test_existing_secret_is_reused_and_publish_is_idempotent(
+    slurmctld_ctx: testing.Context[SlurmctldCharm],
+) -> None:
+    secret = testing.Secret(tracked_content={"key": AUTH_KEY}, label=AUTH_KEY_LABEL, owner="app")
+    relation = testing.Relation(
+        "slurmd", remote_app_name="compute", remote_app_data=compute_databag(COMPUTE)
+    )
+    state = testing.State(leader=True, relations={relation}, secrets={secret})
+
+    first = slurmctld_ctx.run(slurmctld_ctx.on.relation_changed(relation), state)
+    second = slurmctld_ctx.run(
+        slurmctld_ctx.on.relation_changed(first.get_relation(relation.id)), first
+    )
+
+    assert len(second.secrets) == 1
+    assert json.loads(second.get_relation(relation.id).local_app_data["auth_key_id"]) == secret.id
+    assert first.get_relation(relation.id).local_app_data == (
+        second.get_relation(relation.id).local_app_data
+    )
+
+
+@pytest.mark.parametrize(
+    "remote_app_data",
+    [
+        {},
+        {"partition": json.dumps(PARTITION)},
+        {"partition": json.dumps({"partitionname": "p", "colour": "blue"}), "nodeset": "{}"},
+        {"partition": "{not json", "nodeset": json.dumps(NODESET)},
+    ],
+    ids=["empty", "no-nodeset", "bad-partition-key", "malformed"],
+)
+def test_incomplete_or_bad_compute_data_is_not_ready(
+    slurmctld_ctx: testing.Context[SlurmctldCharm], remote_app_data: dict[str, str]
+) -> None:
+    relation = testing.Relation(
+        "slurmd", remote_app_name="compute", remote_app_data=remote_app_data
+    )
+
+    out = slurmctld_ctx.run(
+        slurmctld_ctx.on.relation_changed(relation),
+        testing.State(leader=True, relations={relation}),
+    )
+
+    assert "slurmd_ready" not in kinds(slurmctld_ctx)
+    assert dict(out.get_relation(relation.id).local_app_data) == {}
+
+
+def test_compute_data_read_back(slurmctld_ctx: testing.Context[SlurmctldCharm]) -> None:
+    relation = testing.Relation(
+        "slurmd", remote_app_name="compute", remote_app_data=compute_databag(COMPUTE)
+    )
+
+    with slurmctld_ctx(
+        slurmctld_ctx.on.update_status(), testing.State(relations={relation})
+    ) as manager:
+        rel = manager.charm.model.get_relation("slurmd", relation.id)
+        assert rel is not None
+        assert manager.charm.slurmd.compute_data(rel) == COMPUTE
+
+
+def test_non_leader_controller_does_not_publish(
+    slurmctld_ctx: testing.Context[SlurmctldCharm],
+) -> None:
+    secret = testing.Secret(tracked_content={"key": AUTH_KEY}, label=AUTH_KEY_LABEL, owner="app")
+    relation = testing.Relation(
+        "slurmd", remote_app_name="compute", remote_app_data=compute_databag(COMPUTE)
+    )
+
+    out = slurmctld_ctx.run(
+        slurmctld_ctx.on.relation_changed(relation),
+        testing.State(leader=False, relations={relation}, secrets={secret}),
+    )
+
+    assert dict(out.get_relation(relation.id).local_app_data) == {}
+
+
+def test_non_leader_cannot_create_the_secret(
+    slurmctld_ctx: testing.Context[SlurmctldCharm],
+) -> None:
+    with (
+        slurmctld_ctx(slurmctld_ctx.on.update_status(), testing.State()) as manager,
+        pytest.raises(IntegrationError),
+    ):
+        get_or_create_auth_key_secret(manager.charm, lambda: AUTH_KEY)
+
+
+def test_slurmd_application_leaving_is_disconnected(
+    slurmctld_ctx: testing.Context[SlurmctldCharm],
+) -> None:
+    relation = testing.Relation("slurmd", remote_app_name="compute")
+
+    slurmctld_ctx.run(
+        slurmctld_ctx.on.relation_broken(relation), testing.State(relations={relation})
+    )
+
+    assert "slurmd_disconnected" in kinds(slurmctld_ctx)
+    event = next(e for e in slurmctld_ctx.emitted_events if e.handle.kind == "slurmd_disconnected")
+    assert isinstance(event, SlurmdDisconnectedEvent)
