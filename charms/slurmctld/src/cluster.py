@@ -1,0 +1,176 @@
+"""What the controller's Slurm configuration should be, derived from charm state.
+
+Everything slurm.conf holds is rendered from scratch on every reconcile: the charm's options,
+the ordered controllers and the partitions that slurmd applications publish. Comparing the
+rendering with the file on disk is what decides whether anything is written and whether
+`scontrol reconfigure` runs, so a compute unit joining (which changes none of these inputs)
+never touches slurm.conf.
+"""
+
+import dataclasses
+import json
+import logging
+from typing import Any
+
+import pydantic
+from config import SlurmctldConfig
+from hpc_libs.errors import SlurmOpsError
+from hpc_libs.machine import host
+from slurmutils import CGroupConfig, NodeSet, Partition, SlurmConfig
+
+logger = logging.getLogger(__name__)
+
+STATE_SAVE_LOCATION = "/var/lib/slurm/slurmctld"  # SlurmctldManager creates it.
+
+# Slurm gives these partition/node-set names a meaning of their own (`PartitionName=DEFAULT`
+# sets defaults for every partition, `Nodes=ALL` selects every node), so a slurmd application
+# with such a name cannot become a partition.
+RESERVED_NAMES = frozenset({"default", "all"})
+
+# Plugin choices per `process-isolation` option value.
+ISOLATION_PLUGINS: dict[str, dict[str, Any]] = {
+    "cgroup": {
+        "proctracktype": "proctrack/cgroup",
+        "taskplugin": ["task/cgroup", "task/affinity"],
+        "jobacctgathertype": "jobacct_gather/cgroup",
+    },
+    # TaskPlugin unset is Slurm's `task/none` (slurmutils does not accept writing that).
+    "none": {
+        "proctracktype": "proctrack/linuxproc",
+        "jobacctgathertype": "jobacct_gather/none",
+    },
+}
+CGROUP_PLUGIN = {"cgroup": "autodetect", "none": "disabled"}
+
+
+@dataclasses.dataclass(frozen=True)
+class Controller:
+    """One slurmctld unit as other hosts reach it."""
+
+    hostname: str
+    address: str
+
+    @property
+    def slurmctld_host(self) -> str:
+        """The `SlurmctldHost` value: hostname plus address, so names need not resolve."""
+        return f"{self.hostname}({self.address})"
+
+
+class PartitionRecord(pydantic.BaseModel):
+    """A partition the controller serves, remembered so it outlives its integration."""
+
+    partition: dict[str, Any]
+    nodeset: dict[str, Any]
+    retiring: bool = False
+
+
+PartitionStore = pydantic.TypeAdapter(dict[str, PartitionRecord])
+
+
+def load_partitions(text: str) -> dict[str, PartitionRecord]:
+    """Read the remembered partitions (a JSON document kept in StoredState)."""
+    return PartitionStore.validate_json(text or "{}")
+
+
+def dump_partitions(partitions: dict[str, PartitionRecord]) -> str:
+    """Serialise the remembered partitions, in a stable order."""
+    return PartitionStore.dump_json(dict(sorted(partitions.items()))).decode()
+
+
+def partition_record(
+    app: str, partition: dict[str, Any] | None, nodeset: dict[str, Any] | None
+) -> PartitionRecord:
+    """Build the record for a slurmd application from the data it published.
+
+    The data was validated when read from the databag. The names are forced to the
+    application name whatever the data says, so one application can never overwrite another
+    application's partition. Raises ValueError when the data is unusable.
+    """
+    if app.lower() in RESERVED_NAMES:
+        raise ValueError(f"application name '{app}' is reserved by Slurm")
+    if partition is None or nodeset is None:
+        raise ValueError("partition or nodeset missing")
+    settings = Partition.from_dict(dict(partition)).dict()
+    settings.update(partitionname=app, nodes=[app])
+    return PartitionRecord(partition=settings, nodeset={"nodeset": app, "feature": app})
+
+
+def render_slurm_conf(
+    config: SlurmctldConfig,
+    controllers: list[Controller],
+    partitions: dict[str, PartitionRecord],
+) -> SlurmConfig:
+    """Render the complete slurm.conf for the cluster."""
+    conf = SlurmConfig.from_dict(
+        {
+            "clustername": config.cluster_name,
+            "slurmctldhost": [c.slurmctld_host for c in controllers],
+            "slurmuser": "slurm",
+            "authtype": "auth/slurm",
+            "credtype": "cred/slurm",
+            "slurmctldparameters": {"enable_configless": True},
+            "maxnodecount": config.max_node_count,
+            "statesavelocation": STATE_SAVE_LOCATION,
+            "selecttype": "select/cons_tres",
+            **ISOLATION_PLUGINS[config.process_isolation],
+        }
+    )
+    for name, record in sorted(partitions.items()):
+        settings = dict(record.partition)
+        if record.retiring:
+            # Keep a retiring partition drained even if a later reconfigure re-reads the file.
+            settings["state"] = "drain"
+        conf.nodesets[name] = NodeSet.from_dict(dict(record.nodeset))
+        conf.partitions[name] = Partition.from_dict(settings)
+    return conf
+
+
+def render_cgroup_conf(config: SlurmctldConfig) -> CGroupConfig:
+    """Render cgroup.conf, served to compute nodes by configless slurmctld."""
+    return CGroupConfig.from_dict({"cgroupplugin": CGROUP_PLUGIN[config.process_isolation]})
+
+
+def partition_has_jobs(name: str) -> bool:
+    """Whether jobs are still running (or finishing) in a partition.
+
+    Pending jobs do not count: nothing will run them once the partition's nodes leave. When
+    Slurm cannot be asked, assume there are jobs: removing a busy partition is the worse error.
+    """
+    argv = ["squeue", "--noheader", "--format=%i", f"--partition={name}"]
+    argv.append("--states=RUNNING,COMPLETING,CONFIGURING,SUSPENDED")
+    try:
+        result = host.run(argv)
+    except SlurmOpsError as e:
+        logger.warning("cannot list jobs of partition %s: %s", name, e.stderr or e)
+        return True
+    return bool(result.stdout.strip())
+
+
+def order_controllers(previous: list[str], present: list[str]) -> list[str]:
+    """Keep the controllers' join order: known units first, newcomers appended.
+
+    `previous` is the order recorded so far (unit names), `present` the units that exist now.
+    The first entry is the primary controller.
+    """
+
+    def unit_number(name: str) -> int:
+        return int(name.rsplit("/", 1)[-1])
+
+    kept = [name for name in previous if name in present]
+    newcomers = sorted((name for name in present if name not in kept), key=unit_number)
+    return kept + newcomers
+
+
+def parse_order(text: str | None) -> list[str]:
+    """Read the recorded controller order from the peer application databag."""
+    try:
+        value = json.loads(text or "[]")
+    except json.JSONDecodeError:
+        logger.warning("ignoring malformed controller order %r", text)
+        return []
+    return [str(v) for v in value] if isinstance(value, list) else []
+
+
+def dump_order(order: list[str]) -> str:
+    """Serialise the controller order for the peer application databag."""
+    return json.dumps(order)

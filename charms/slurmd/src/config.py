@@ -1,0 +1,73 @@
+"""The slurmd charm's configuration: options and operator-supplied Slurm parameters."""
+
+from typing import Any, Literal
+
+import pydantic
+from hpc_libs.errors import ConfigError
+from hpc_libs.slurm.base import parse_config_line
+from slurmutils import Node, Partition
+
+# Keys the charm sets itself, or that a dynamic node cannot take through `--conf`.
+PARTITION_MANAGED_KEYS = frozenset({"partitionname", "nodes"})
+NODE_MANAGED_KEYS = frozenset({"nodename", "port", "state", "reason"})
+
+
+class SlurmdConfig(pydantic.BaseModel):
+    """Schema of the charm's config options (see charmcraft.yaml for their meaning)."""
+
+    model_config = pydantic.ConfigDict(frozen=True)
+
+    slurm_package_source: Literal["ppa", "archive"] = "ppa"
+    partition_config: str = ""
+    default_node_state: Literal["idle", "down"] = "idle"
+    default_node_reason: str = pydantic.Field("new node: resume when ready", pattern=r"^[^\"']+$")
+
+
+def describe_error(error: pydantic.ValidationError) -> str:
+    """Turn a validation error into a status message that names the bad option."""
+    first = error.errors()[0]
+    option = str(first["loc"][0]).replace("_", "-") if first["loc"] else "config"
+    return f"invalid config option '{option}': {first['msg']}"
+
+
+def parse_partition_config(text: str) -> dict[str, Any]:
+    """Validate `partition-config` and return it as slurmutils partition fields.
+
+    Raises ConfigError naming the first bad key.
+    """
+    try:
+        fields = parse_config_line(Partition, text).dict()
+    except ConfigError as e:
+        raise _named(e, "partition-config") from e
+    _reject_managed(fields, PARTITION_MANAGED_KEYS, "partition-config")
+    return fields
+
+
+def parse_node_parameters(text: str) -> dict[str, Any]:
+    """Validate node parameters given to the `node-config` action.
+
+    Raises ConfigError naming the first bad key.
+    """
+    try:
+        fields = parse_config_line(Node, text).dict()
+    except ConfigError as e:
+        raise _named(e, "node-config") from e
+    _reject_managed(fields, NODE_MANAGED_KEYS, "node-config")
+    return fields
+
+
+def _reject_managed(fields: dict[str, Any], managed: frozenset[str], what: str) -> None:
+    for key in fields:
+        if key in managed:
+            raise ConfigError(f"{what}: key '{key}' is set by the charm", key=key)
+
+
+def _named(error: ConfigError, what: str) -> ConfigError:
+    """Reword a parse error briefly, naming the bad key (slurmutils lists every field)."""
+    if "unrecognized" in error.message:
+        problem = "unknown key"
+    elif "not key=value" in error.message:
+        problem = "no value for key"
+    else:
+        problem = "invalid value for key"
+    return ConfigError(f"{what}: {problem} '{error.key}'", key=error.key)

@@ -1,0 +1,512 @@
+"""Scenarios for the slurmctld charm: build a State, fire one event, check state and commands."""
+
+import base64
+import json
+from pathlib import Path
+
+import pytest
+from hpc_libs.errors import SlurmOpsError
+from ops import testing
+
+KEY = base64.b64encode(b"k" * 1024).decode()
+RECONFIGURE = ["scontrol", "reconfigure"]
+
+
+def databag(**fields: object) -> dict[str, str]:
+    """A databag as ops.Relation.save writes it: every field JSON-encoded."""
+    return {name: json.dumps(value) for name, value in fields.items()}
+
+
+def compute_relation(app: str = "compute", units: int = 1, **partition: object):
+    return testing.Relation(
+        "slurmd",
+        remote_app_name=app,
+        remote_app_data=databag(
+            partition={"partitionname": app, "nodes": [app], **partition},
+            nodeset={"nodeset": app, "feature": app},
+        ),
+        remote_units_data={i: {} for i in range(units)},
+    )
+
+
+def auth_secret() -> testing.Secret:
+    return testing.Secret(tracked_content={"key": KEY}, owner="app", label="slurm-auth-key")
+
+
+def running(*relations: testing.RelationBase, **kwargs) -> testing.State:
+    """A leader whose slurmctld is installed, with the auth key secret made earlier."""
+    stored = testing.StoredState(owner_path="SlurmctldCharm", content={"installed": True})
+    kwargs.setdefault("config", {})
+    return testing.State(
+        leader=True,
+        relations=list(relations),
+        secrets=[auth_secret()],
+        stored_states={stored},
+        **kwargs,
+    )
+
+
+def slurm_conf(tmp_path: Path) -> str:
+    return (tmp_path / "etc/slurm/slurm.conf").read_text()
+
+
+@pytest.fixture
+def settled(ctx, machine, tmp_path):
+    """Run one reconcile so slurm.conf exists and slurmctld runs, then forget what ran."""
+
+    def settle(state: testing.State) -> testing.State:
+        out = ctx.run(ctx.on.update_status(), state)
+        machine.commands.clear()
+        machine.service_calls.clear()
+        return out
+
+    return settle
+
+
+# Install and start.
+
+
+def test_install_from_ppa_writes_config_and_starts(ctx, machine, tmp_path):
+    state = testing.State(leader=True)
+
+    out = ctx.run(ctx.on.install(), state)
+
+    assert {"slurmctld", "slurm-client"} <= machine.installed
+    assert ["ppa"] in machine.commands
+    conf = slurm_conf(tmp_path)
+    for line in (
+        "slurmctldhost=ctl0(192.0.2.0)",
+        "authtype=auth/slurm",
+        "credtype=cred/slurm",
+        "slurmctldparameters=enable_configless",
+        "maxnodecount=1024",
+        "proctracktype=proctrack/cgroup",
+        "taskplugin=task/cgroup,task/affinity",
+    ):
+        assert line in conf.splitlines()
+    assert "cgroupplugin=autodetect" in (tmp_path / "etc/slurm/cgroup.conf").read_text()
+    key = tmp_path / "etc/slurm/slurm.key"
+    assert len(key.read_bytes()) == 1024
+    assert key.stat().st_mode & 0o777 == 0o600
+    assert machine.calls("start") == ["slurmctld"]
+    assert [s.label for s in out.secrets] == ["slurm-auth-key"]
+    assert out.unit_status == testing.ActiveStatus()
+
+
+def test_install_from_archive_adds_no_repository(ctx, machine):
+    ctx.run(ctx.on.install(), testing.State(config={"slurm-package-source": "archive"}))
+
+    assert ["ppa"] not in machine.commands
+    assert "slurmctld" in machine.installed
+
+
+def test_auth_key_secret_is_made_once(ctx, machine, settled):
+    state = settled(running())
+
+    out = ctx.run(ctx.on.config_changed(), state)
+
+    assert len(out.secrets) == 1
+    assert machine.calls("restart") == []
+
+
+def test_process_isolation_none_uses_container_friendly_plugins(ctx, machine, tmp_path):
+    ctx.run(ctx.on.config_changed(), running(config={"process-isolation": "none"}))
+
+    conf = slurm_conf(tmp_path).splitlines()
+    assert "proctracktype=proctrack/linuxproc" in conf
+    assert not any(line.startswith("taskplugin=") for line in conf)
+    assert "jobacctgathertype=jobacct_gather/none" in conf
+    assert "cgroupplugin=disabled" in (tmp_path / "etc/slurm/cgroup.conf").read_text()
+
+
+@pytest.mark.parametrize(
+    ("option", "value"),
+    [("max-node-count", 0), ("process-isolation", "vm"), ("cluster-name", "Bad Name")],
+)
+def test_invalid_option_blocks_naming_it_and_writes_nothing(ctx, machine, tmp_path, option, value):
+    out = ctx.run(ctx.on.config_changed(), running(config={option: value}))
+
+    assert out.unit_status == testing.BlockedStatus(
+        f"invalid config option '{option}': {out.unit_status.message.split(': ', 1)[1]}"
+    )
+    assert not (tmp_path / "etc/slurm/slurm.conf").exists()
+    assert machine.service_calls == []
+
+
+def test_non_leader_leaves_the_cluster_config_alone(ctx, machine, tmp_path):
+    state = running()
+    state = testing.State(stored_states=state.stored_states, leader=False)
+
+    out = ctx.run(ctx.on.config_changed(), state)
+
+    assert not (tmp_path / "etc/slurm/slurm.conf").exists()
+    assert out.unit_status == testing.ActiveStatus("standby")
+
+
+# Partitions from slurmd applications.
+
+
+def test_slurmd_ready_adds_partition_reconfigures_once_and_publishes(ctx, machine, tmp_path):
+    relation = compute_relation()
+    ctx.run(ctx.on.update_status(), running())  # slurmctld runs without partitions.
+    machine.commands.clear()
+
+    out = ctx.run(ctx.on.relation_changed(relation), running(relation))
+
+    conf = slurm_conf(tmp_path).splitlines()
+    assert "nodeset=compute feature=compute" in conf
+    assert "partitionname=compute nodes=compute" in conf
+    assert machine.ran(*RECONFIGURE) == [RECONFIGURE]
+    assert machine.calls("restart") == []
+    published = out.get_relation(relation.id).local_app_data
+    secret = out.get_secret(label="slurm-auth-key")
+    assert json.loads(published["auth_key_id"]) == secret.id
+    assert json.loads(published["controllers"]) == ["192.0.2.0"]
+    assert relation.id in secret.remote_grants
+
+
+def test_adding_compute_units_writes_nothing_and_never_reconfigures(
+    ctx, machine, tmp_path, settled
+):
+    state = settled(running(compute_relation(units=1)))
+    before = (tmp_path / "etc/slurm/slurm.conf").stat().st_mtime_ns
+    grown = compute_relation(units=3)
+    state = testing.State(
+        leader=True,
+        relations=[grown],
+        secrets=list(state.secrets),
+        stored_states=state.stored_states,
+    )
+
+    ctx.run(ctx.on.relation_joined(grown, remote_unit=2), state)
+    ctx.run(ctx.on.relation_changed(grown, remote_unit=2), state)
+
+    assert (tmp_path / "etc/slurm/slurm.conf").stat().st_mtime_ns == before
+    assert machine.ran(*RECONFIGURE) == []
+    assert machine.service_calls == []
+
+
+def test_partition_config_change_updates_that_partition_with_one_reconfigure(
+    ctx, machine, tmp_path, settled
+):
+    other = compute_relation("gpu")
+    state = settled(running(compute_relation(), other))
+    changed = compute_relation(maxtime=60)
+    state = testing.State(
+        leader=True,
+        relations=[changed, other],
+        secrets=list(state.secrets),
+        stored_states=state.stored_states,
+    )
+
+    ctx.run(ctx.on.relation_changed(changed), state)
+
+    conf = slurm_conf(tmp_path).splitlines()
+    assert "partitionname=compute nodes=compute maxtime=60" in conf
+    assert "partitionname=gpu nodes=gpu" in conf
+    assert machine.ran(*RECONFIGURE) == [RECONFIGURE]
+    assert machine.calls("restart") == []
+
+
+def test_partition_names_are_forced_to_the_application_name(ctx, machine, tmp_path):
+    hijack = testing.Relation(
+        "slurmd",
+        remote_app_name="compute",
+        remote_app_data=databag(
+            partition={"partitionname": "debug", "nodes": ["ALL"], "maxtime": 5},
+            nodeset={"nodeset": "debug", "feature": "x"},
+        ),
+    )
+
+    ctx.run(ctx.on.relation_changed(hijack), running(hijack))
+
+    conf = slurm_conf(tmp_path).splitlines()
+    assert "partitionname=compute nodes=compute maxtime=5" in conf
+    assert "nodeset=compute feature=compute" in conf
+    assert not any("debug" in line for line in conf)
+
+
+@pytest.mark.parametrize("app", ["default", "all"])
+def test_application_with_a_reserved_slurm_name_blocks(ctx, machine, tmp_path, app):
+    relation = compute_relation(app)
+
+    out = ctx.run(ctx.on.relation_changed(relation), running(relation))
+
+    assert f"partitionname={app}" not in slurm_conf(tmp_path)
+    assert out.unit_status == testing.BlockedStatus(
+        f"cannot serve partition of application '{app}'"
+    )
+    assert "auth_key_id" not in out.get_relation(relation.id).local_app_data
+
+
+def test_invalid_partition_data_is_not_served(ctx, machine, tmp_path):
+    relation = testing.Relation(
+        "slurmd",
+        remote_app_name="compute",
+        remote_app_data=databag(
+            partition={"partitionname": "compute", "default": "YES"},
+            nodeset={"nodeset": "compute"},
+        ),
+    )
+
+    out = ctx.run(ctx.on.update_status(), running(relation))
+
+    assert "partitionname=compute" not in slurm_conf(tmp_path)
+    assert "auth_key_id" not in out.get_relation(relation.id).local_app_data
+
+
+# A slurmd application leaving.
+
+
+def test_application_leaving_with_jobs_drains_its_partition(ctx, machine, tmp_path, settled):
+    relation = compute_relation()
+    state = settled(running(relation))
+    machine.responses[("squeue",)] = "42\n"
+
+    out = ctx.run(ctx.on.relation_broken(state.get_relation(relation.id)), state)
+
+    assert machine.ran("scontrol", "update") == [
+        ["scontrol", "update", "partitionname=compute", "state=drain"]
+    ]
+    conf = slurm_conf(tmp_path).splitlines()
+    assert "partitionname=compute nodes=compute state=drain" in conf
+    assert out.unit_status == testing.ActiveStatus("draining partitions: compute")
+
+
+def test_drained_partition_is_removed_once_its_jobs_end(ctx, machine, tmp_path, settled):
+    relation = compute_relation()
+    state = settled(running(relation))
+    machine.responses[("squeue",)] = "42\n"
+    state = ctx.run(ctx.on.relation_broken(state.get_relation(relation.id)), state)
+    state = testing.State(
+        leader=True, secrets=list(state.secrets), stored_states=state.stored_states
+    )
+    ctx.run(ctx.on.update_status(), state)  # Still busy: nothing changes.
+    machine.commands.clear()
+    machine.responses[("squeue",)] = ""
+
+    out = ctx.run(ctx.on.update_status(), state)
+
+    assert "compute" not in slurm_conf(tmp_path)
+    assert machine.ran(*RECONFIGURE) == [RECONFIGURE]
+    assert machine.ran("scontrol", "update") == []
+    assert out.unit_status == testing.ActiveStatus()
+
+
+def test_application_leaving_without_jobs_removes_its_partition(ctx, machine, tmp_path, settled):
+    relation = compute_relation()
+    state = settled(running(relation))
+
+    ctx.run(ctx.on.relation_broken(state.get_relation(relation.id)), state)
+
+    assert "compute" not in slurm_conf(tmp_path)
+    assert machine.ran(*RECONFIGURE) == [RECONFIGURE]
+    assert machine.ran("scontrol", "update") == []
+    assert machine.calls("restart") == []
+
+
+def test_unreachable_squeue_counts_as_busy(ctx, machine, tmp_path, settled):
+    relation = compute_relation()
+    state = settled(running(relation))
+    machine.responses[("squeue",)] = SlurmOpsError("squeue failed", stderr="timeout")
+
+    ctx.run(ctx.on.relation_broken(state.get_relation(relation.id)), state)
+
+    assert "partitionname=compute nodes=compute state=drain" in slurm_conf(tmp_path)
+
+
+# Restarts versus reconfigures.
+
+
+def test_upgrade_rerenders_every_generated_file(ctx, machine, tmp_path, settled):
+    state = settled(running(compute_relation()))
+    (tmp_path / "etc/slurm/slurm.conf").write_text("clustername=old\n")
+    (tmp_path / "etc/slurm/cgroup.conf").write_text("cgroupplugin=disabled\n")
+
+    ctx.run(ctx.on.upgrade_charm(), state)
+
+    assert "partitionname=compute nodes=compute" in slurm_conf(tmp_path)
+    assert "autodetect" in (tmp_path / "etc/slurm/cgroup.conf").read_text()
+
+
+def test_new_controller_address_restarts_instead_of_reconfiguring(ctx, machine, tmp_path, settled):
+    state = settled(running())
+    changed = testing.State(
+        leader=True,
+        secrets=list(state.secrets),
+        stored_states=state.stored_states,
+        networks={testing.Network("slurmd", bind_addresses=[_address("10.9.9.9")])},
+    )
+
+    ctx.run(ctx.on.config_changed(), changed)
+
+    assert "slurmctldhost=ctl0(10.9.9.9)" in slurm_conf(tmp_path)
+    assert machine.calls("restart") == ["slurmctld"]
+    assert machine.ran(*RECONFIGURE) == []
+
+
+def test_max_node_count_change_reconfigures_without_restart(ctx, machine, tmp_path, settled):
+    state = settled(running())
+    changed = testing.State(
+        leader=True,
+        config={"max-node-count": 64},
+        secrets=list(state.secrets),
+        stored_states=state.stored_states,
+    )
+
+    ctx.run(ctx.on.config_changed(), changed)
+
+    assert "maxnodecount=64" in slurm_conf(tmp_path)
+    assert machine.ran(*RECONFIGURE) == [RECONFIGURE]
+    assert machine.calls("restart") == []
+
+
+def test_controllers_are_listed_in_join_order(ctx, machine, tmp_path):
+    peer = testing.PeerRelation(
+        "slurmctld-peer",
+        local_app_data={"controller-order": json.dumps(["slurmctld/0", "slurmctld/3"])},
+        peers_data={
+            3: {"hostname": "ctl3", "address": "10.0.0.3"},
+            1: {"hostname": "ctl1", "address": "10.0.0.1"},
+        },
+    )
+    relation = compute_relation()
+
+    out = ctx.run(ctx.on.relation_changed(relation), running(relation, peer))
+
+    conf = slurm_conf(tmp_path).splitlines()
+    hosts = [line for line in conf if line.startswith("slurmctldhost=")]
+    assert hosts == [
+        "slurmctldhost=ctl0(192.0.2.0)",
+        "slurmctldhost=ctl3(10.0.0.3)",
+        "slurmctldhost=ctl1(10.0.0.1)",
+    ]
+    published = out.get_relation(relation.id).local_app_data
+    assert json.loads(published["controllers"]) == ["192.0.2.0", "10.0.0.3", "10.0.0.1"]
+    order = out.get_relation(peer.id).local_app_data["controller-order"]
+    assert json.loads(order) == ["slurmctld/0", "slurmctld/3", "slurmctld/1"]
+
+
+# Actions.
+
+
+def test_resume_returns_nodes_to_service(ctx, machine):
+    ctx.run(ctx.on.action("resume", params={"nodename": "compute-[0-2]"}), running())
+
+    assert machine.ran("scontrol", "update") == [
+        ["scontrol", "update", "nodename=compute-[0-2]", "state=resume"]
+    ]
+    assert ctx.action_results == {"nodename": "compute-[0-2]", "state": "resume"}
+
+
+def test_resume_failure_fails_the_action_with_slurms_error(ctx, machine):
+    machine.responses[("scontrol", "update")] = SlurmOpsError(
+        "scontrol failed", stderr="Invalid node name specified"
+    )
+
+    with pytest.raises(testing.ActionFailed) as failure:
+        ctx.run(ctx.on.action("resume", params={"nodename": "nope"}), running())
+
+    assert "Invalid node name specified" in failure.value.message
+
+
+def _address(ip: str) -> testing.BindAddress:
+    return testing.BindAddress([testing.Address(ip)])
+
+
+def test_install_waits_for_valid_config_and_any_later_event_retries(ctx, machine, tmp_path):
+    bad = testing.State(leader=True, config={"max-node-count": -1})
+    out = ctx.run(ctx.on.install(), bad)
+    assert machine.installed == set()
+
+    fixed = testing.State(leader=True, stored_states=out.stored_states)
+    ctx.run(ctx.on.config_changed(), fixed)
+
+    assert "slurmctld" in machine.installed
+    assert machine.calls("start") == ["slurmctld"]
+
+
+def test_every_unit_shares_its_address_with_the_other_controllers(ctx, machine):
+    peer = testing.PeerRelation("slurmctld-peer")
+    state = running(peer)
+    state = testing.State(leader=False, relations=[peer], stored_states=state.stored_states)
+
+    out = ctx.run(ctx.on.config_changed(), state)
+
+    shared = out.get_relation(peer.id).local_unit_data
+    assert (shared["hostname"], shared["address"]) == ("ctl0", "192.0.2.0")
+
+
+def test_corrupt_slurm_conf_is_rewritten_with_a_restart(ctx, machine, tmp_path, settled):
+    state = settled(running())
+    (tmp_path / "etc/slurm/slurm.conf").write_text("this is = not [slurm.conf\n")
+
+    ctx.run(ctx.on.update_status(), state)
+
+    assert "slurmctldhost=ctl0(192.0.2.0)" in slurm_conf(tmp_path)
+    assert machine.calls("restart") == ["slurmctld"]
+
+
+def test_resumed_node_is_never_put_down_again_by_the_charm(ctx, machine, tmp_path, settled):
+    relation = compute_relation()
+    state = settled(running(relation))
+    state = ctx.run(ctx.on.action("resume", params={"nodename": "compute-0"}), state)
+    machine.commands.clear()
+
+    ctx.run(ctx.on.relation_changed(state.get_relation(relation.id)), state)
+    ctx.run(ctx.on.upgrade_charm(), state)
+
+    assert not any("nodename=compute-0" in " ".join(c) for c in machine.commands)
+    assert "downnodes" not in slurm_conf(tmp_path)  # slurm.conf holds no node state at all.
+
+
+def test_slurmd_application_that_has_not_published_yet_is_not_an_error(ctx, machine):
+    relation = testing.Relation("slurmd", remote_app_name="compute")
+
+    out = ctx.run(ctx.on.update_status(), running(relation))
+
+    assert out.unit_status == testing.ActiveStatus()
+    assert out.get_relation(relation.id).local_app_data == {}
+
+
+def test_boolean_partition_parameters_are_written_as_slurm_spells_them(ctx, machine, tmp_path):
+    relation = compute_relation(default=True)
+
+    ctx.run(ctx.on.relation_changed(relation), running(relation))
+
+    assert "partitionname=compute nodes=compute default=YES" in slurm_conf(tmp_path).splitlines()
+
+
+def test_failed_partition_drain_is_retried_by_the_next_event(ctx, machine, tmp_path, settled):
+    relation = compute_relation()
+    state = settled(running(relation))
+    machine.responses[("squeue",)] = "42\n"
+    machine.responses[("scontrol", "update")] = SlurmOpsError("update", stderr="timeout")
+    state = ctx.run(ctx.on.relation_broken(state.get_relation(relation.id)), state)
+    state = testing.State(
+        leader=True, secrets=list(state.secrets), stored_states=state.stored_states
+    )
+    del machine.responses[("scontrol", "update")]
+    machine.commands.clear()
+
+    ctx.run(ctx.on.update_status(), state)
+
+    assert machine.ran("scontrol", "update") == [
+        ["scontrol", "update", "partitionname=compute", "state=drain"]
+    ]
+
+
+@pytest.mark.parametrize(
+    ("recorded", "present", "order"),
+    [
+        (None, ["slurmctld/2", "slurmctld/0"], ["slurmctld/0", "slurmctld/2"]),
+        ('["slurmctld/2"]', ["slurmctld/0", "slurmctld/2"], ["slurmctld/2", "slurmctld/0"]),
+        ('["slurmctld/1", "slurmctld/2"]', ["slurmctld/2"], ["slurmctld/2"]),
+        ("not json", ["slurmctld/0"], ["slurmctld/0"]),
+        ('{"a": 1}', ["slurmctld/0"], ["slurmctld/0"]),
+    ],
+)
+def test_controller_order_keeps_join_order(cluster_module, recorded, present, order):
+    previous = cluster_module.parse_order(recorded)
+
+    assert cluster_module.order_controllers(previous, present) == order

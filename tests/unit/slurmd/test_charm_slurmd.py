@@ -1,0 +1,548 @@
+"""Scenarios for the slurmd charm: build a State, fire one event, check state and commands."""
+
+import base64
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hpc_libs.errors import SlurmOpsError
+from ops import testing
+
+KEY = base64.b64encode(b"k" * 1024).decode()
+NODE = "slurmd-0"
+CONTROLLERS = ["10.0.0.1", "10.0.0.2"]
+SHOW_NODE = ("scontrol", "show", "node", NODE, "--json")
+REGISTERED = json.dumps({"nodes": [{"name": NODE, "state": ["IDLE"]}]})
+
+
+def databag(**fields: object) -> dict[str, str]:
+    """A databag as ops.Relation.save writes it: every field JSON-encoded."""
+    return {name: json.dumps(value) for name, value in fields.items()}
+
+
+def auth_secret() -> testing.Secret:
+    return testing.Secret(tracked_content={"key": KEY})
+
+
+def controller_relation(secret: testing.Secret | None = None, controllers=CONTROLLERS, **kw):
+    data = {}
+    if secret is not None:
+        data = databag(auth_key_id=secret.id, controllers=list(controllers))
+    return testing.Relation("slurmctld", remote_app_name="slurmctld", remote_app_data=data, **kw)
+
+
+def installed(*relations, secrets=(), leader=True, config=None, **stored) -> testing.State:
+    content = {"installed": True, **stored}
+    return testing.State(
+        leader=leader,
+        relations=list(relations),
+        secrets=list(secrets),
+        config=config or {},
+        stored_states={testing.StoredState(owner_path="SlurmdCharm", content=content)},
+    )
+
+
+def options(tmp_path: Path) -> dict[str, str]:
+    text = (tmp_path / "etc/default/slurmd").read_text()
+    lines = [line for line in text.splitlines() if "=" in line and not line.startswith("#")]
+    return {k: v.strip('"') for k, v in (line.split("=", 1) for line in lines)}
+
+
+def stored(state: testing.State) -> dict[str, Any]:
+    """The charm's own StoredState content."""
+    return dict(next(s for s in state.stored_states if s.owner_path == "SlurmdCharm").content)
+
+
+@pytest.fixture
+def enlisted(ctx, machine):
+    """A unit whose node has enlisted with the detected hardware; records then cleared."""
+    secret = auth_secret()
+    relation = controller_relation(secret)
+    out = ctx.run(ctx.on.relation_changed(relation), installed(relation, secrets=[secret]))
+    machine.commands.clear()
+    machine.service_calls.clear()
+    return out
+
+
+def again(state: testing.State, **changes) -> testing.State:
+    """The same state with some fields replaced (the output of one run as the next input)."""
+    fields = {
+        "leader": state.leader,
+        "relations": list(state.relations),
+        "secrets": list(state.secrets),
+        "config": dict(state.config),
+        "stored_states": state.stored_states,
+    }
+    return testing.State(**(fields | changes))
+
+
+# Install and partition publication.
+
+
+def test_install_from_ppa(ctx, machine):
+    out = ctx.run(ctx.on.install(), testing.State())
+
+    assert {"slurmd", "slurm-client"} <= machine.installed
+    assert ["ppa"] in machine.commands
+    assert out.unit_status == testing.BlockedStatus("needs an integration with slurmctld")
+
+
+def test_install_from_archive_adds_no_repository(ctx, machine):
+    ctx.run(ctx.on.install(), testing.State(config={"slurm-package-source": "archive"}))
+
+    assert ["ppa"] not in machine.commands
+
+
+def test_leader_publishes_partition_when_slurmctld_connects(ctx, machine):
+    relation = controller_relation()
+    state = installed(relation, config={"partition-config": "MaxTime=60 Default=YES"})
+
+    out = ctx.run(ctx.on.relation_created(relation), state)
+
+    data = out.get_relation(relation.id).local_app_data
+    assert json.loads(data["partition"]) == {
+        "maxtime": 60,
+        "default": True,
+        "partitionname": "slurmd",
+        "nodes": ["slurmd"],
+    }
+    assert json.loads(data["nodeset"]) == {"nodeset": "slurmd", "feature": "slurmd"}
+    assert out.unit_status == testing.WaitingStatus("waiting for slurmctld")
+
+
+def test_partition_config_change_republishes_without_touching_the_node(ctx, machine, enlisted):
+    state = again(enlisted, config={"partition-config": "MaxTime=30"})
+
+    out = ctx.run(ctx.on.config_changed(), state)
+
+    relation = out.get_relations("slurmctld")[0]
+    partition = json.loads(relation.local_app_data["partition"])
+    assert partition["maxtime"] == 30
+    assert machine.service_calls == []
+    assert machine.ran("scontrol") == []
+
+
+def test_non_leader_does_not_publish(ctx, machine):
+    relation = controller_relation()
+
+    out = ctx.run(ctx.on.relation_created(relation), installed(relation, leader=False))
+
+    assert out.get_relation(relation.id).local_app_data == {}
+
+
+@pytest.mark.parametrize(
+    ("partition_config", "message"),
+    [
+        ("Foo=1", "partition-config: unknown key 'Foo'"),
+        ("MaxTime=60 Default=maybe", "partition-config: invalid value for key 'Default'"),
+        ("MaxTime", "partition-config: no value for key 'MaxTime'"),
+        ("Nodes=other", "partition-config: key 'nodes' is set by the charm"),
+    ],
+)
+def test_bad_partition_config_blocks_naming_the_key_and_keeps_the_last_partition(
+    ctx, machine, partition_config, message
+):
+    last = databag(
+        partition={"partitionname": "slurmd", "nodes": ["slurmd"], "maxtime": 10},
+        nodeset={"nodeset": "slurmd", "feature": "slurmd"},
+    )
+    relation = testing.Relation("slurmctld", local_app_data=last)
+    state = installed(relation, config={"partition-config": partition_config})
+
+    out = ctx.run(ctx.on.config_changed(), state)
+
+    assert out.unit_status == testing.BlockedStatus(message)
+    assert out.get_relation(relation.id).local_app_data == last
+
+
+def test_invalid_default_node_state_blocks_naming_the_option(ctx, machine):
+    out = ctx.run(ctx.on.config_changed(), installed(config={"default-node-state": "drain"}))
+
+    assert out.unit_status.name == "blocked"
+    assert out.unit_status.message.startswith("invalid config option 'default-node-state'")
+
+
+# Enlistment.
+
+
+def test_slurmctld_ready_enlists_the_node(ctx, machine, tmp_path):
+    secret = auth_secret()
+    relation = controller_relation(secret)
+
+    out = ctx.run(ctx.on.relation_changed(relation), installed(relation, secrets=[secret]))
+
+    key = tmp_path / "etc/slurm/slurm.key"
+    assert key.read_bytes() == b"k" * 1024
+    assert key.stat().st_mode & 0o777 == 0o600
+    assert options(tmp_path) == {
+        "SLURMD_OPTIONS": f"-N {NODE} --conf-server 10.0.0.1:6817,10.0.0.2:6817",
+        "SLURMD_CONF": (
+            "cpus=2 boards=1 socketsperboard=1 corespersocket=2 threadspercore=1 "
+            "realmemory=1000 features=slurmd"
+        ),
+    }
+    override = tmp_path / "etc/systemd/system/slurmd.service.d"
+    assert "-Z" in next(override.iterdir()).read_text()
+    assert machine.calls("start") == ["slurmd"]
+    assert machine.calls("restart") == []
+    assert not (tmp_path / "etc/slurm/slurm.conf").exists()
+    assert out.unit_status == testing.ActiveStatus()
+
+
+def test_gpus_are_detected_as_gres(ctx, machine, tmp_path):
+    machine.responses[("nvidia-smi",)] = "NVIDIA A100-SXM4-40GB\nNVIDIA A100-SXM4-40GB\n"
+    secret = auth_secret()
+    relation = controller_relation(secret)
+
+    ctx.run(ctx.on.relation_changed(relation), installed(relation, secrets=[secret]))
+
+    assert "gres=gpu:a100-sxm4-40gb:2" in options(tmp_path)["SLURMD_CONF"]
+
+
+def test_nothing_changed_means_no_restart(ctx, machine, enlisted):
+    ctx.run(ctx.on.relation_changed(enlisted.get_relations("slurmctld")[0]), enlisted)
+
+    assert machine.service_calls == []
+    assert machine.ran("scontrol") == []
+    assert machine.ran("systemd-run") == []
+
+
+def test_new_controller_list_restarts_slurmd(ctx, machine, tmp_path, enlisted):
+    relation = enlisted.get_relations("slurmctld")[0]
+    secret = next(iter(enlisted.secrets))
+    moved = controller_relation(secret, controllers=["10.0.0.9"], id=relation.id)
+    state = again(enlisted, relations=[moved])
+
+    ctx.run(ctx.on.relation_changed(moved), state)
+
+    assert "--conf-server 10.0.0.9:6817" in options(tmp_path)["SLURMD_OPTIONS"]
+    assert machine.calls("restart") == ["slurmd"]
+
+
+def test_controller_data_without_a_readable_secret_waits(ctx, machine, tmp_path):
+    relation = controller_relation(auth_secret())  # The secret was never granted.
+
+    out = ctx.run(ctx.on.relation_changed(relation), installed(relation))
+
+    assert machine.service_calls == []
+    assert out.unit_status == testing.WaitingStatus("waiting for slurmctld")
+
+
+def test_default_node_state_down_is_applied_after_registration(ctx, machine):
+    machine.responses[SHOW_NODE] = REGISTERED
+    secret = auth_secret()
+    relation = controller_relation(secret)
+    config = {"default-node-state": "down", "default-node-reason": "burn-in first"}
+
+    out = ctx.run(
+        ctx.on.relation_changed(relation), installed(relation, secrets=[secret], config=config)
+    )
+
+    assert machine.ran("scontrol", "update") == [
+        ["scontrol", "update", f"nodename={NODE}", "state=down", "reason=burn-in first"]
+    ]
+    assert out.unit_status == testing.ActiveStatus()
+
+
+def test_default_node_state_waits_for_a_slow_registration(ctx, machine):
+    machine.responses[SHOW_NODE] = SlurmOpsError("no", stderr="Invalid node name specified")
+    secret = auth_secret()
+    relation = controller_relation(secret)
+    state = installed(relation, secrets=[secret], config={"default-node-state": "down"})
+
+    out = ctx.run(ctx.on.relation_changed(relation), state)
+
+    assert machine.ran("scontrol", "update") == []
+    assert out.unit_status == testing.WaitingStatus("waiting for the node to register")
+
+    machine.responses[SHOW_NODE] = REGISTERED
+    out = ctx.run(ctx.on.update_status(), again(out))
+
+    assert machine.ran("scontrol", "update")[0][3] == "state=down"
+    assert out.unit_status == testing.ActiveStatus()
+
+
+def test_default_node_state_never_touches_an_enlisted_node(ctx, machine, enlisted):
+    state = again(enlisted, config={"default-node-state": "down"})
+
+    ctx.run(ctx.on.config_changed(), state)
+
+    assert machine.ran("scontrol") == []
+
+
+def test_hardware_is_detected_again_on_start(ctx, machine, tmp_path, enlisted):
+    machine.responses[("slurmd", "-C")] = "CPUs=2 RealMemory=2000\n"
+
+    out = ctx.run(ctx.on.start(), enlisted)
+
+    assert "realmemory=2000" in options(tmp_path)["SLURMD_CONF"]
+    assert machine.ran("systemd-run")[0][1] == f"--unit=slurmd-reregister-{NODE}"
+    assert machine.ran("scontrol", "delete") == []
+    assert json.loads(stored(out)["registered"])["realmemory"] == 2000
+
+
+# The node-config action.
+
+
+def test_node_config_live_fields_update_the_running_node(ctx, machine, tmp_path, enlisted):
+    action = ctx.on.action("node-config", params={"parameters": "Weight=5 Features=fast"})
+
+    ctx.run(action, enlisted)
+
+    assert machine.ran("scontrol", "update") == [
+        [
+            "scontrol",
+            "update",
+            f"nodename={NODE}",
+            "weight=5",
+            "availablefeatures=slurmd,fast",
+            "activefeatures=slurmd,fast",
+        ]
+    ]
+    assert machine.service_calls == []
+    assert machine.ran("systemd-run") == []
+    assert options(tmp_path)["SLURMD_CONF"].endswith("weight=5 features=slurmd,fast")
+    assert ctx.action_results == {
+        "node": NODE,
+        "parameters": "weight=5 features=fast",
+        "conf": options(tmp_path)["SLURMD_CONF"],
+    }
+
+
+def test_node_config_hardware_fields_drain_and_reregister_without_killing_jobs(
+    ctx, machine, tmp_path, enlisted
+):
+    action = ctx.on.action("node-config", params={"parameters": "RealMemory=900"})
+
+    ctx.run(action, enlisted)
+
+    assert machine.ran("scontrol", "update") == [
+        [
+            "scontrol",
+            "update",
+            f"nodename={NODE}",
+            "state=drain",
+            "reason=juju: applying new node configuration",
+        ]
+    ]
+    (transient,) = machine.ran("systemd-run")
+    assert transient[1:3] == [f"--unit=slurmd-reregister-{NODE}", "--collect"]
+    script = transient[-1]
+    assert script.index("scontrol listjobs") < script.index(f"scontrol delete nodename={NODE}")
+    assert script.index("scontrol delete") < script.index("systemctl restart slurmd")
+    assert machine.ran("scontrol", "delete") == []
+    assert machine.service_calls == []
+    assert "realmemory=900" in options(tmp_path)["SLURMD_CONF"]
+
+
+def test_node_config_while_reregistering_does_not_start_a_second_transient(ctx, machine, enlisted):
+    machine.active.add(f"slurmd-reregister-{NODE}")
+
+    out = ctx.run(ctx.on.action("node-config", params={"parameters": "CPUs=1"}), enlisted)
+
+    assert machine.ran("systemd-run") == []
+    assert out.unit_status == testing.MaintenanceStatus("draining to register new configuration")
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [("Bogus=1", "Bogus"), ("CPUs=many", "CPUs"), ("State=down", "state"), ("Weight", "Weight")],
+)
+def test_node_config_invalid_input_fails_and_changes_nothing(
+    ctx, machine, tmp_path, enlisted, bad
+):
+    parameters, key = bad
+    before = options(tmp_path)
+
+    with pytest.raises(testing.ActionFailed) as failure:
+        ctx.run(ctx.on.action("node-config", params={"parameters": parameters}), enlisted)
+
+    assert f"'{key}'" in failure.value.message
+    assert options(tmp_path) == before
+    assert machine.commands == []
+    assert machine.service_calls == []
+
+
+def test_node_config_without_parameters_reports_the_effective_config(ctx, machine, enlisted):
+    state = again(enlisted)
+    state = testing.State(
+        leader=True,
+        relations=list(enlisted.relations),
+        secrets=list(enlisted.secrets),
+        stored_states={
+            testing.StoredState(
+                owner_path="SlurmdCharm",
+                content={**stored(enlisted), "parameters": json.dumps({"weight": 3})},
+            )
+        },
+    )
+
+    ctx.run(ctx.on.action("node-config"), state)
+
+    assert ctx.action_results is not None
+    assert ctx.action_results["parameters"] == "weight=3"
+    assert ctx.action_results["conf"].startswith("cpus=2 boards=1")
+    assert machine.commands == []
+
+
+def test_node_config_merges_and_reset_replaces(ctx, machine, tmp_path, enlisted):
+    out = ctx.run(ctx.on.action("node-config", params={"parameters": "Weight=5"}), enlisted)
+    out = ctx.run(ctx.on.action("node-config", params={"parameters": "Features=ssd"}), out)
+    assert json.loads(stored(out)["parameters"]) == {"weight": 5, "features": ["ssd"]}
+    machine.commands.clear()
+
+    out = ctx.run(ctx.on.action("node-config", params={"reset": True}), out)
+
+    assert json.loads(stored(out)["parameters"]) == {}
+    assert machine.ran("scontrol", "update") == [
+        [
+            "scontrol",
+            "update",
+            f"nodename={NODE}",
+            "weight=1",
+            "availablefeatures=slurmd",
+            "activefeatures=slurmd",
+        ]
+    ]
+    assert options(tmp_path)["SLURMD_CONF"].endswith("realmemory=1000 features=slurmd")
+
+
+def test_node_config_before_enlistment_is_stored_for_later(ctx, machine, tmp_path):
+    action = ctx.on.action("node-config", params={"parameters": "Weight=9"})
+
+    out = ctx.run(action, installed(controller_relation()))
+
+    assert json.loads(stored(out)["parameters"]) == {"weight": 9}
+    assert machine.commands == []
+
+
+# destroy-jobs.
+
+
+def test_destroy_jobs_cancels_the_jobs_on_this_node(ctx, machine, enlisted):
+    machine.responses[("scontrol", "listjobs")] = "JOBID\n7 0 1\n8 0 1\n"
+
+    ctx.run(ctx.on.action("destroy-jobs"), enlisted)
+
+    assert machine.ran("scancel") == [["scancel", f"--nodelist={NODE}"]]
+    assert ctx.action_results == {"node": NODE, "cancelled": "7,8"}
+
+
+def test_destroy_jobs_failure_fails_the_action(ctx, machine, enlisted):
+    machine.responses[("scancel",)] = SlurmOpsError("scancel", stderr="Access denied")
+
+    with pytest.raises(testing.ActionFailed) as failure:
+        ctx.run(ctx.on.action("destroy-jobs"), enlisted)
+
+    assert "Access denied" in failure.value.message
+
+
+# Departure.
+
+
+def test_unit_departing_drains_and_hands_the_wait_to_a_transient_unit(ctx, machine, enlisted):
+    relation = enlisted.get_relations("slurmctld")[0]
+    # Scenario names the departing unit after the remote application; naming that "slurmd"
+    # makes the departing unit this very unit, slurmd/0.
+    departing = testing.Relation(
+        "slurmctld",
+        id=relation.id,
+        remote_app_name="slurmd",
+        remote_app_data=dict(relation.remote_app_data),
+        local_app_data=dict(relation.local_app_data),
+    )
+    state = again(enlisted, relations=[departing])
+
+    out = ctx.run(ctx.on.relation_departed(departing, remote_unit=0, departing_unit=0), state)
+
+    assert machine.ran("scontrol", "update") == [
+        [
+            "scontrol",
+            "update",
+            f"nodename={NODE}",
+            "state=drain",
+            "reason=juju: unit leaving the cluster",
+        ]
+    ]
+    (transient,) = machine.ran("systemd-run")
+    assert transient[1:3] == [f"--unit=slurmd-retire-{NODE}", "--collect"]
+    script = transient[-1]
+    assert "sleep 5" in script
+    assert script.index("scontrol listjobs") < script.index(f"scontrol delete nodename={NODE}")
+    assert script.index("scontrol delete") < script.index("systemctl disable --now slurmd")
+    assert machine.ran("scontrol", "delete") == []
+    assert machine.service_calls == []
+    assert out.unit_status == testing.MaintenanceStatus("leaving: node drained until its jobs end")
+
+    # The stop hook that follows does not start a second retirement, nor slurmd again.
+    machine.commands.clear()
+    ctx.run(ctx.on.stop(), again(out))
+    ctx.run(ctx.on.update_status(), again(out))
+    assert machine.ran("systemd-run") == []
+    assert machine.service_calls == []
+
+
+def test_another_unit_departing_is_not_this_units_departure(ctx, machine, enlisted):
+    relation = enlisted.get_relations("slurmctld")[0]
+
+    ctx.run(ctx.on.relation_departed(relation, remote_unit=0, departing_unit=0), enlisted)
+
+    assert machine.ran("systemd-run") == []
+
+
+@pytest.mark.parametrize("event", ["stop", "remove"])
+def test_stop_or_remove_without_departure_retires_the_node(ctx, machine, enlisted, event):
+    ctx.run(getattr(ctx.on, event)(), enlisted)
+
+    assert machine.ran("systemd-run")[0][1] == f"--unit=slurmd-retire-{NODE}"
+    assert machine.ran("scontrol", "delete") == []
+
+
+def test_drain_failure_still_retires(ctx, machine, enlisted):
+    machine.responses[("scontrol", "update")] = SlurmOpsError("down", stderr="unreachable")
+
+    ctx.run(ctx.on.relation_broken(enlisted.get_relations("slurmctld")[0]), enlisted)
+
+    assert machine.ran("systemd-run")[0][1] == f"--unit=slurmd-retire-{NODE}"
+
+
+def test_never_enlisted_unit_leaves_without_a_transient(ctx, machine):
+    relation = controller_relation()
+
+    ctx.run(ctx.on.relation_broken(relation), installed(relation))
+
+    assert machine.ran("systemd-run") == []
+    assert machine.ran("scontrol") == []
+
+
+def test_integrating_again_after_retirement_enlists_afresh(ctx, machine, enlisted):
+    retired = ctx.run(ctx.on.stop(), enlisted)
+    machine.active.discard("slurmd")  # The retire transient unit finished: slurmd stopped.
+    machine.commands.clear()
+    relation = retired.get_relations("slurmctld")[0]
+
+    out = ctx.run(ctx.on.relation_created(relation), again(retired))
+
+    assert stored(out)["retiring"] is False
+    assert machine.calls("start") == ["slurmd"]
+
+
+def test_node_config_that_cannot_be_applied_now_fails_but_is_kept(ctx, machine, enlisted):
+    machine.responses[("scontrol", "update")] = SlurmOpsError("update", stderr="unreachable")
+
+    with pytest.raises(testing.ActionFailed) as failure:
+        ctx.run(ctx.on.action("node-config", params={"parameters": "Weight=4"}), enlisted)
+
+    assert "retried later" in failure.value.message
+    assert "unreachable" in failure.value.message
+
+
+def test_unit_leaving_before_enlisting_just_stops_slurmd(ctx, machine):
+    machine.active.add("slurmd")
+    relation = controller_relation()
+
+    ctx.run(ctx.on.relation_broken(relation), installed(relation))
+
+    assert machine.calls("stop") == ["slurmd"]
+    assert machine.ran("systemd-run") == []
