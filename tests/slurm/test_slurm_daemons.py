@@ -31,16 +31,9 @@ RECONFIGURE_LINE = "Processing Reconfiguration Request"
 
 
 def listjobs(cluster: Cluster, node: str) -> list[int]:
-    """`Scontrol().listjobs()` run on the compute machine of `node`.
-
-    The node name is passed if the method takes one (the fix for the bug this tier found).
-    """
+    """`Scontrol().listjobs(node)` run on the compute machine of `node`."""
     return cluster.py(
-        cluster.computes[node],
-        SCONTROL + "import inspect\n"
-        "takes_name = bool(inspect.signature(scontrol.listjobs).parameters)\n"
-        "result = scontrol.listjobs(args['node']) if takes_name else scontrol.listjobs()",
-        node=node,
+        cluster.computes[node], SCONTROL + "result = scontrol.listjobs(args['node'])", node=node
     )
 
 
@@ -243,9 +236,8 @@ def test_listjobs_on_the_node_lists_its_running_job(cluster: Cluster):
         cluster.sh(cluster.controller, "scancel", str(job))
 
     assert listed == [job], (
-        f"hpc_libs BUG: Scontrol.listjobs() on {node}'s machine returned {listed} while job "
-        f"{job} runs there (`scontrol listjobs {node}` lists it). Without a node name, "
-        "scontrol guesses the node from the short hostname, which is not the -N name."
+        f"Scontrol.listjobs({node!r}) on {node}'s machine returned {listed} while job "
+        f"{job} runs there (`scontrol listjobs {node}` lists it)."
     )
     assert idle == []
 

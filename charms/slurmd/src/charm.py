@@ -114,7 +114,7 @@ class SlurmdCharm(ops.CharmBase):
 
     def _on_destroy_jobs_action(self, event: ops.ActionEvent) -> None:
         try:
-            jobs = self.scontrol.listjobs()
+            jobs = self.scontrol.listjobs(self.node_name)
             self.scontrol.cancel_node_jobs(self.node_name)
         except SlurmOpsError as e:
             event.fail(f"cannot cancel jobs on {self.node_name}: {e}")

@@ -128,7 +128,7 @@ def retire_command(node: str) -> list[str]:
     then sees the node down and an administrator can delete it; nothing blocks.
     """
     return _sh(
-        _wait_for_no_jobs(),
+        _wait_for_no_jobs(node),
         _delete_with_retries(node) + " || true",
         "systemctl disable --now slurmd",
     )
@@ -141,20 +141,23 @@ def reregister_command(node: str) -> list[str]:
     reason saying why, for an administrator to look at.
     """
     return _sh(
-        _wait_for_no_jobs(),
+        _wait_for_no_jobs(node),
         _delete_with_retries(node) + " && systemctl restart slurmd",
     )
 
 
-def _wait_for_no_jobs() -> str:
-    """Poll every few seconds until `scontrol listjobs` reports no job on this node.
+def _wait_for_no_jobs(node: str) -> str:
+    """Poll every few seconds until `scontrol listjobs <node>` reports no job on this node.
+
+    The node name is required: without it scontrol looks up the hostname, which is not the
+    node's name, and reports no job while jobs run.
 
     Only if `scontrol listjobs` itself fails (a crashed slurmd takes the configless
     configuration with it) does the absence of any slurmstepd process count as "no job":
     otherwise such a node would be polled forever.
     """
     return (
-        "no_jobs() { out=$(scontrol listjobs 2>&1); status=$?; "
+        f"no_jobs() {{ out=$(scontrol listjobs {shlex.quote(node)} 2>&1); status=$?; "
         f'case "$out" in *{shlex.quote(NO_JOBS_MARKER)}*) return 0;; esac; '
         '[ "$status" -ne 0 ] && ! pgrep -x slurmstepd >/dev/null; }; '
         f"until no_jobs; do sleep {POLL_SECONDS}; done"

@@ -329,7 +329,7 @@ def test_node_config_hardware_fields_drain_and_reregister_without_killing_jobs(
     (transient,) = machine.ran("systemd-run")
     assert transient[1:3] == [f"--unit=slurmd-reregister-{NODE}", "--collect"]
     script = transient[-1]
-    assert script.index("scontrol listjobs") < script.index(f"scontrol delete nodename={NODE}")
+    assert script.index(f"scontrol listjobs {NODE}") < script.index(f"scontrol delete nodename={NODE}")
     assert script.index("scontrol delete") < script.index("systemctl restart slurmd")
     assert machine.ran("scontrol", "delete") == []
     assert machine.service_calls == []
@@ -421,7 +421,7 @@ def test_node_config_before_enlistment_is_stored_for_later(ctx, machine, tmp_pat
 
 
 def test_destroy_jobs_cancels_the_jobs_on_this_node(ctx, machine, enlisted):
-    machine.responses[("scontrol", "listjobs")] = "JOBID\n7 0 1\n8 0 1\n"
+    machine.responses[("scontrol", "listjobs", NODE)] = "JOBID\n7 0 1\n8 0 1\n"
 
     ctx.run(ctx.on.action("destroy-jobs"), enlisted)
 
@@ -469,7 +469,7 @@ def test_unit_departing_drains_and_hands_the_wait_to_a_transient_unit(ctx, machi
     assert transient[1:3] == [f"--unit=slurmd-retire-{NODE}", "--collect"]
     script = transient[-1]
     assert "sleep 5" in script
-    assert script.index("scontrol listjobs") < script.index(f"scontrol delete nodename={NODE}")
+    assert script.index(f"scontrol listjobs {NODE}") < script.index(f"scontrol delete nodename={NODE}")
     assert script.index("scontrol delete") < script.index("systemctl disable --now slurmd")
     assert machine.ran("scontrol", "delete") == []
     assert machine.service_calls == []

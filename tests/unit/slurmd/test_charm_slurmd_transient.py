@@ -10,6 +10,8 @@ FAKE_SCONTROL = """#!/bin/sh
 echo "scontrol $*" >> "$LOG"
 case "$1" in
 listjobs)
+  # Like Slurm: without the node name, scontrol looks for the hostname's steps and finds none.
+  if [ -z "$2" ]; then echo "No slurmstepd's found on this node" >&2; exit 1; fi
   n=$(cat "$DIR/polls" 2>/dev/null || echo 0); n=$((n+1)); echo $n > "$DIR/polls"
   if [ "$n" -le "$BUSY_POLLS" ]; then echo "JOBID PID"; echo "42 1234"; echo "busy" >> "$LOG"
   elif [ -n "$BROKEN" ]; then echo "fatal: Could not establish a configuration source" >&2; exit 1
@@ -55,7 +57,7 @@ def test_retire_waits_for_jobs_then_deletes_then_stops_slurmd(run_script, node_m
     last_busy = len(log) - 1 - log[::-1].index("busy")
     delete = log.index("scontrol delete nodename=compute-0")
     assert last_busy < delete
-    assert log[delete - 1] == "scontrol listjobs"
+    assert log[delete - 1] == "scontrol listjobs compute-0"
     assert log[-1] == "systemctl disable --now slurmd"
     assert "sleep 5" in log
 

@@ -166,13 +166,16 @@ class Scontrol:
         """`scontrol reconfigure`: slurmctld rereads its configuration files."""
         self._run(["reconfigure"])
 
-    def listjobs(self) -> list[int]:
-        """Return the ids of the jobs with a slurmstepd on THIS machine (the compute node).
+    def listjobs(self, node_name: str) -> list[int]:
+        """Return the ids of the jobs with a slurmstepd on this machine, the node `node_name`.
 
+        The node name must be given: without it scontrol looks for the steps of a node named
+        after the short hostname, and a dynamic node started with `-N <name>` then always
+        reads as idle ("No slurmstepd's found on this node") while its jobs run.
         Uses the text form: it is the form verified on Slurm 24.11, where "No slurmstepd's
         found on this node" (on stderr) means no jobs.
         """
-        command = ["scontrol", "listjobs"]
+        command = ["scontrol", "listjobs", node_name]
         try:
             result = host.run(command, timeout=self.timeout, check=False)
         except SlurmOpsError as e:

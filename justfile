@@ -1,0 +1,94 @@
+# Developer and CI entry points. `just` lists them; `just test` is what CI (.ci/run) runs.
+
+set shell := ["bash", "-euo", "pipefail", "-c"]
+
+charms := "sackd slurmctld slurmd slurmdbd slurmrestd"
+project_tool := "uv run python tools/charmcraft_project.py"
+pack_args := env("CHARMCRAFT_PACK_ARGS", "")
+
+[private]
+default:
+    @just --list
+
+# Format the code and apply safe lint fixes.
+fmt:
+    uv run ruff format .
+    uv run ruff check --fix .
+
+# Lint: ruff, ruff's formatting check and codespell.
+lint:
+    uv run ruff check .
+    uv run ruff format --check .
+    uv run codespell
+
+# Type-check with pyright (strict for libs/hpc_libs, standard elsewhere; see pyproject.toml).
+typecheck:
+    uv run pyright
+
+# Unit tests (charms in ops.testing, hpc_libs, the charmcraft projects) with coverage.
+unit *args:
+    uv run coverage run -m pytest tests/unit {{ args }}
+    uv run coverage report
+
+# The lab's own tests: machines, network, teardown, the Juju backend. Needs root.
+lab-test *args:
+    uv run pytest lab/tests {{ args }}
+
+# hpc_libs driving real Slurm daemons on lab machines (tests/slurm). Needs root.
+slurm-test *args:
+    uv run pytest tests/slurm {{ args }}
+
+# Integration tests: real Juju if `juju` is on PATH, else the local lab (needs root).
+integration *args:
+    uv run pytest tests/integration {{ args }}
+
+# Benchmarks (pytest-benchmark).
+bench *args:
+    uv run pytest tests/bench --benchmark-only {{ args }}
+
+# Everything CI runs, in order, timing each step. Pytest's "no tests collected" (exit 5) fails.
+test:
+    #!/usr/bin/env bash
+    set -euo pipefail
+    for recipe in lint typecheck unit lab-test slurm-test integration; do
+        started=$SECONDS
+        "{{ just_executable() }}" "$recipe"
+        echo "== just $recipe: $((SECONDS - started)) s"
+    done
+
+# Write a charm's full charmcraft.yaml (charmcraft-common.yaml + its own) to OUTPUT.
+charmcraft-project charm output="":
+    {{ project_tool }} render {{ charm }} {{ if output == "" { "" } else { "-o " + output } }}
+
+# Check every charm's full project with charmcraft's own schema (charmcraft from PyPI).
+charmcraft-validate *charms:
+    {{ project_tool }} validate {{ charms }}
+
+# Pin charmcraft's dependencies for `charmcraft-validate` (after changing its version).
+charmcraft-constraints:
+    version=$(sed -n 's/^CHARMCRAFT_VERSION = "\(.*\)"$/\1/p' tools/charmcraft_project.py); \
+    echo "charmcraft==$version" | uv pip compile - --universal --python-version 3.11 \
+        --custom-compile-command "just charmcraft-constraints" -q \
+        -o tools/charmcraft-constraints.txt
+
+# Each charm is first staged as a self-contained uv project in build/<charm> (see
+# tools/charmcraft_project.py). On an Ubuntu 24.04 machine without LXD:
+# CHARMCRAFT_PACK_ARGS=--destructive-mode just pack
+# Pack charms (default: all) into build/ + build/local-charms.yaml. Needs charmcraft and LXD.
+pack *names:
+    for charm in {{ if names == "" { charms } else { names } }}; do \
+        {{ project_tool }} stage "$charm"; \
+        charmcraft pack --project-dir "build/$charm" --output build {{ pack_args }}; \
+    done
+    {{ project_tool }} overlay bundles/slurm-cluster.yaml -o build/local-charms.yaml
+
+# Bring up a cluster on the local lab (needs root) and print how to reach it.
+lab bundle="bundles/lab.yaml":
+    uv run slurm-lab deploy-bundle {{ bundle }}
+    uv run slurm-lab juju-exec slurmctld/0 -- sinfo
+    @echo
+    @echo "The cluster is up. Reach it with:"
+    @echo "  uv run slurm-lab juju-exec slurmctld/0 -- sinfo"
+    @echo "  uv run slurm-lab juju-exec slurmctld/0 -- srun -p slurmd -N2 hostname"
+    @echo "Status: uv run slurm-lab juju-status    Logs: uv run slurm-lab juju-log [UNIT]"
+    @echo "Tear down: uv run slurm-lab juju-destroy && uv run slurm-lab down"

@@ -1,0 +1,743 @@
+"""`LabJuju`: the subset of `jubilant.Juju` the integration tests use, backed by the lab.
+
+Every unit gets its own lab machine; its charm's hooks run inside that machine (see
+`slurm_lab.juju.engine`). Calls that change the model run the resulting hooks before they
+return, so the model is quiescent between calls; `wait` also fires update-status every
+`update_status_interval` seconds, like a test model with a short interval.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import shlex
+import time
+import uuid
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any, overload
+
+import jubilant
+import yaml
+from jubilant import ConfigValue, ConstraintValue, Status, Task, TaskError, WaitError
+
+from slurm_lab.errors import LabError
+from slurm_lab.juju import charms, lifecycle
+from slurm_lab.juju import model as store
+from slurm_lab.juju.engine import Controller, LabLike
+from slurm_lab.juju.model import App, Endpoint, ModelState, Relation, Unit
+from slurm_lab.juju.status import build_status
+
+
+def cli_error(*argv: str, message: str) -> jubilant.CLIError:
+    """Build the error jubilant raises when the juju command fails."""
+    return jubilant.CLIError(1, ["juju", *argv], "", f"ERROR {message}\n")
+
+
+class LabJuju(jubilant.Juju):
+    """A jubilant.Juju whose model lives on the lab (no juju CLI involved)."""
+
+    def __init__(
+        self,
+        lab: LabLike | None = None,
+        *,
+        model: str = "lab",
+        wait_timeout: float = 15 * 60.0,
+        update_status_interval: float = 10.0,
+        charms_mount: str = "/lab/charms",
+    ) -> None:
+        super().__init__(model=model, wait_timeout=wait_timeout, cli_binary="juju")
+        if lab is None:
+            from slurm_lab.machines import Lab  # noqa: PLC0415
+
+            lab = Lab()
+        self.lab: LabLike = lab
+        self.update_status_interval = update_status_interval
+        self._dir = Path(lab.state_dir) / "juju"
+        self._file = self._dir / "model.json"
+        self._depth = 0
+        self._lock_handle: Any = None
+        state = store.load(self._file)
+        if state is None or not self._machines_alive(state):
+            state = ModelState(name=model, uuid=str(uuid.uuid4()))
+            store.save(state, self._file)
+        self.ctl = Controller(state, lab, self._dir / "logs", self._save, charms_mount)
+        self._last_update_status = time.monotonic()
+        from slurm_lab.juju.fsclient import FilesystemClient  # noqa: PLC0415
+
+        self.ctl.builtin[FilesystemClient.KIND] = FilesystemClient(self.ctl).handle
+
+    def _machines_alive(self, state: ModelState) -> bool:
+        """Whether every unit's machine still exists (`slurm-lab down` removes them)."""
+        names = {machine.name for machine in self.lab.machines()}
+        return all(unit.machine in names for unit in state.units.values())
+
+    def __repr__(self) -> str:
+        return f"LabJuju(model={self.model!r}, state_dir={str(self.lab.state_dir)!r})"
+
+    @property
+    def state(self) -> ModelState:
+        """The model's current state (read-only use, please)."""
+        return self.ctl.model
+
+    # --- persistence and locking ---------------------------------------------------------------
+
+    def _save(self) -> None:
+        store.save(self.ctl.model, self._file)
+
+    @contextlib.contextmanager
+    def _session(self) -> Iterator[ModelState]:
+        """Exclusive use of the model across processes; reloads it, saves it after."""
+        if self._depth:
+            self._depth += 1
+            try:
+                yield self.ctl.model
+            finally:
+                self._depth -= 1
+            return
+        self._dir.mkdir(parents=True, exist_ok=True)
+        with (self._dir / "model.lock").open("a") as handle:
+            fcntl.flock(handle, fcntl.LOCK_EX)
+            loaded = store.load(self._file)
+            if loaded is not None:
+                self.ctl.model = loaded
+            self._depth = 1
+            try:
+                yield self.ctl.model
+                self.ctl.drain()
+            finally:
+                self._depth = 0
+                self._save()
+
+    # --- unsupported: there is no juju CLI -------------------------------------------------------
+
+    def cli(self, *args: str, include_model: bool = True, stdin: str | None = None) -> str:
+        """Not available: the lab has no juju CLI."""
+        raise NotImplementedError(f"the lab backend has no juju CLI (juju {shlex.join(args)})")
+
+    def _cli(self, *args: str, **kwargs: Any) -> tuple[str, str]:
+        raise NotImplementedError(f"the lab backend has no juju CLI (juju {shlex.join(args)})")
+
+    # --- names -----------------------------------------------------------------------------------
+
+    def _app(self, name: str, *argv: str) -> App:
+        app = self.ctl.model.apps.get(name)
+        if app is None:
+            raise cli_error(*argv, message=f'application "{name}" not found')
+        return app
+
+    def _unit(self, name: str) -> Unit:
+        model = self.ctl.model
+        if name.endswith("/leader"):
+            leader = model.apps.get(name.split("/", maxsplit=1)[0])
+            name = leader.leader if leader and leader.leader else name
+        unit = model.units.get(name)
+        if unit is None:
+            raise ValueError(f'unit "{name}" not found')
+        return unit
+
+    # --- deploy and scale ------------------------------------------------------------------------
+
+    def deploy(
+        self,
+        charm: str | Path,
+        app: str | None = None,
+        *,
+        attach_storage: str | Iterable[str] | None = None,
+        base: str | None = None,
+        bind: Mapping[str, str] | str | None = None,
+        channel: str | None = None,
+        config: Mapping[str, ConfigValue] | None = None,
+        constraints: Mapping[str, ConstraintValue] | None = None,
+        force: bool = False,
+        num_units: int = 1,
+        overlays: Iterable[str | Path] = (),
+        resources: Mapping[str, str] | None = None,
+        revision: int | None = None,
+        storage: Mapping[str, str] | None = None,
+        to: str | Iterable[str] | None = None,
+        trust: bool = False,
+    ) -> None:
+        """Deploy a local charm directory, a bundle file, or the filesystem-client stand-in."""
+        path = Path(charm)
+        with self._session():
+            if path.suffix in (".yaml", ".yml") and path.is_file():
+                self._deploy_bundle(path)
+                return
+            self._deploy_app(charm, app, config=config, num_units=num_units)
+
+    def _deploy_app(
+        self,
+        charm: str | Path,
+        app: str | None,
+        *,
+        config: Mapping[str, ConfigValue] | None,
+        num_units: int,
+        base_dir: Path | None = None,
+    ) -> App:
+        from slurm_lab.juju.fsclient import FilesystemClient  # noqa: PLC0415
+
+        model = self.ctl.model
+        charm_dir = _find_charm(str(charm), base_dir or Path.cwd())
+        if charm_dir is None and Path(str(charm)).name == FilesystemClient.KIND:
+            new = FilesystemClient.new_app(app or FilesystemClient.KIND, config)
+            if new.name in model.apps:
+                raise cli_error("deploy", str(charm), message=f'"{new.name}" already exists')
+            model.apps[new.name] = new
+            return new
+        if charm_dir is None:
+            raise cli_error("deploy", str(charm), message=f"no local charm at {charm}")
+        spec = charms.load_spec(charm_dir)
+        name = app or spec.name
+        if name in model.apps:
+            raise cli_error("deploy", str(charm), message=f'application "{name}" already exists')
+        charms.install_runner(self.lab.charms_dir)
+        charms.stage(charm_dir, name, self.lab.charms_dir)
+        new = App(
+            name=name,
+            charm_dir=str(charm_dir),
+            charm_name=spec.name,
+            subordinate=spec.subordinate,
+            config=_coerce_config(spec.options, dict(config or {}), name),
+        )
+        model.apps[name] = new
+        self.ctl.forget_spec(name)
+        for endpoint, (role, ep_spec) in spec.endpoints().items():
+            if role == "peer":
+                lifecycle.new_relation(
+                    self.ctl, [Endpoint(name, endpoint, ep_spec.get("interface", ""), "peer")]
+                )
+        if not spec.subordinate:
+            self._add_units(new, num_units)
+        return new
+
+    def _add_units(self, app: App, count: int) -> list[Unit]:
+        model = self.ctl.model
+        plans: list[tuple[str, str]] = []
+        for _ in range(count):
+            machine_id = str(model.next_machine)
+            model.next_machine += 1
+            plans.append((machine_id, f"juju-{model.uuid[:6]}-{machine_id}"))
+        with ThreadPoolExecutor(max_workers=max(1, min(4, count))) as pool:
+            machines = list(pool.map(lambda plan: self.lab.create(plan[1]), plans))
+        units: list[Unit] = []
+        for (machine_id, _), machine in zip(plans, machines, strict=True):
+            unit = Unit(
+                name=f"{app.name}/{app.next_unit}",
+                app=app.name,
+                machine=machine.name,
+                machine_id=machine_id,
+                address=machine.address,
+            )
+            app.next_unit += 1
+            model.units[unit.name] = unit
+            app.units.append(unit.name)
+            if app.leader is None:
+                app.leader = unit.name
+            units.append(unit)
+            self._add_subordinates(unit)
+            lifecycle.unit_added(self.ctl, unit)
+        return units
+
+    def _add_subordinates(self, unit: Unit) -> None:
+        """Stand-in subordinates related to the app get a unit beside the new principal."""
+        from slurm_lab.juju.fsclient import FilesystemClient  # noqa: PLC0415
+
+        for rel in self.ctl.model.relations_of(unit.app):
+            FilesystemClient(self.ctl).add_subordinate_units(rel, principals=[unit])
+
+    def add_unit(
+        self,
+        app: str,
+        *,
+        attach_storage: str | Iterable[str] | None = None,
+        num_units: int = 1,
+        to: str | Iterable[str] | None = None,
+    ) -> None:
+        """Add units (each on a new lab machine) and run their hooks."""
+        with self._session():
+            self._add_units(self._app(app, "add-unit"), num_units)
+
+    def remove_unit(
+        self,
+        *app_or_unit: str,
+        destroy_storage: bool = False,
+        force: bool = False,
+        num_units: int = 0,
+    ) -> None:
+        """Remove units: departed/broken/stop/remove hooks, leader re-election, machine gone."""
+        with self._session():
+            for name in app_or_unit:
+                self._remove_unit(self._unit(name))
+
+    def _remove_unit(self, unit: Unit) -> None:
+        model = self.ctl.model
+        app = model.apps[unit.app]
+        if unit.name not in app.units:
+            return
+        app.units.remove(unit.name)
+        unit.failed_event, unit.backlog = None, []  # like --force: a unit in error still goes
+        lifecycle.departing(self.ctl, unit)
+        for sub in [u for u in model.units.values() if u.principal == unit.name]:
+            self._remove_unit(sub)
+        if app.leader == unit.name:
+            app.leader = app.units[0] if app.units else None
+            if app.leader:
+                self.ctl.enqueue(app.leader, "leader_elected")
+        model.queue.append({"unit": unit.name, "kind": "_destroy_unit"})
+
+    def remove_application(
+        self,
+        *app: str,
+        destroy_storage: bool = False,
+        force: bool = False,
+    ) -> None:
+        """Remove applications: their relations break on the remaining side, units go."""
+        with self._session():
+            for name in app:
+                self._remove_application(self._app(name, "remove-application"))
+
+    def _remove_application(self, app: App) -> None:
+        model = self.ctl.model
+        for rel in model.relations_of(app.name):
+            if not rel.is_peer:
+                lifecycle.relation_removed(self.ctl, rel)
+        for unit in list(model.app_units(app.name)):
+            self._remove_unit(unit)
+        for rel in model.relations_of(app.name):
+            model.queue.append({"unit": "", "kind": "_drop_relation", "relation_id": rel.id})
+        model.queue.append({"unit": "", "kind": "_drop_app", "app": app.name})
+
+    # --- relations -------------------------------------------------------------------------------
+
+    def integrate(self, app1: str, app2: str, *, via: str | Iterable[str] | None = None) -> None:
+        """Relate two applications ("app" or "app:endpoint") and run the relation hooks."""
+        with self._session():
+            endpoints = self._match_endpoints(app1, app2)
+            existing = self._existing(endpoints)
+            if existing is not None:
+                raise cli_error(
+                    "integrate", app1, app2, message=f"relation {existing.key()} already exists"
+                )
+            self._relate(endpoints)
+
+    def _endpoints_of(self, app: App) -> dict[str, tuple[str, dict[str, Any]]]:
+        from slurm_lab.juju.fsclient import FilesystemClient  # noqa: PLC0415
+
+        if app.kind == FilesystemClient.KIND:
+            return FilesystemClient.ENDPOINTS
+        return self.ctl.spec(app).endpoints()
+
+    def _match_endpoints(self, first: str, second: str) -> list[Endpoint]:
+        (app1, _, ep1), (app2, _, ep2) = first.partition(":"), second.partition(":")
+        a, b = self._app(app1, "integrate"), self._app(app2, "integrate")
+        eps_a, eps_b = self._endpoints_of(a), self._endpoints_of(b)
+        matches: list[list[Endpoint]] = []
+        for name_a, (role_a, spec_a) in eps_a.items():
+            for name_b, (role_b, spec_b) in eps_b.items():
+                if (ep1 and name_a != ep1) or (ep2 and name_b != ep2):
+                    continue
+                if {role_a, role_b} != {"provider", "requirer"}:
+                    continue
+                if spec_a.get("interface") != spec_b.get("interface"):
+                    continue
+                scope = (
+                    "container"
+                    if "container" in (spec_a.get("scope"), spec_b.get("scope"))
+                    else "global"
+                )
+                matches.append(
+                    [
+                        Endpoint(a.name, name_a, spec_a["interface"], role_a, scope),
+                        Endpoint(b.name, name_b, spec_b["interface"], role_b, scope),
+                    ]
+                )
+        if len(matches) != 1:
+            what = "no relations found" if not matches else "ambiguous relation"
+            raise cli_error("integrate", first, second, message=f"{what}: {first} {second}")
+        return matches[0]
+
+    def remove_relation(self, app1: str, app2: str, *, force: bool = False) -> None:
+        """Remove an existing relation: departed and broken hooks on both sides."""
+        with self._session() as model:
+            wanted = [spec.partition(":") for spec in (app1, app2)]
+            found = [
+                rel
+                for rel in model.relations.values()
+                if not rel.is_peer
+                and all(
+                    any(e.app == app and (not ep or e.endpoint == ep) for e in rel.endpoints)
+                    for app, _, ep in wanted
+                )
+                and wanted[0][0] != wanted[1][0]
+            ]
+            if len(found) != 1:
+                what = "relation not found" if not found else "ambiguous relation"
+                raise cli_error("remove-relation", app1, app2, message=f"{what}: {app1} {app2}")
+            lifecycle.relation_removed(self.ctl, found[0])
+            self._drop_subordinates(found[0])
+
+    def _drop_subordinates(self, rel: Relation) -> None:
+        """Subordinate units go with the container relation that put them on their principal."""
+        model = self.ctl.model
+        if not any(e.scope == "container" for e in rel.endpoints):
+            return
+        for endpoint in rel.endpoints:
+            app = model.apps[endpoint.app]
+            if not app.subordinate:
+                continue
+            principal_app = rel.other_app(app.name)
+            for name in list(app.units):
+                principal = model.units[name].principal or ""
+                if principal.split("/")[0] == principal_app:
+                    app.units.remove(name)
+                    model.queue.append({"unit": name, "kind": "_destroy_unit"})
+            if app.leader not in app.units:
+                app.leader = app.units[0] if app.units else None
+
+    # --- config ----------------------------------------------------------------------------------
+
+    @overload
+    def config(self, app: str, *, app_config: bool = False) -> Mapping[str, ConfigValue]: ...
+
+    @overload
+    def config(
+        self,
+        app: str,
+        values: Mapping[str, ConfigValue],
+        *,
+        reset: str | Iterable[str] = (),
+    ) -> None: ...
+
+    @overload
+    def config(self, app: str, *, reset: str | Iterable[str]) -> None: ...
+
+    def config(
+        self,
+        app: str,
+        values: Mapping[str, ConfigValue] | None = None,
+        *,
+        app_config: bool = False,
+        reset: str | Iterable[str] = (),
+    ) -> Mapping[str, ConfigValue] | None:
+        """Get the app's config (with defaults), or set/reset keys and run config-changed."""
+        with self._session():
+            target = self._app(app, "config")
+            options = self._options(target)
+            if values is None and not reset:
+                if app_config:
+                    return {}
+                defaults = {k: v["default"] for k, v in options.items() if "default" in v}
+                return {**defaults, **target.config}
+            new = dict(target.config)
+            for key in [reset] if isinstance(reset, str) else list(reset):
+                new.pop(key, None)
+            new.update(_coerce_config(options, dict(values or {}), app))
+            if new != target.config:
+                target.config = new
+                for unit in self.ctl.model.app_units(app):
+                    self.ctl.enqueue(unit.name, "config_changed")
+            return None
+
+    def _options(self, app: App) -> dict[str, Any]:
+        if app.kind != "charm":
+            return {}
+        return self.ctl.spec(app).options
+
+    # --- actions and exec ------------------------------------------------------------------------
+
+    def run(
+        self,
+        unit: str,
+        action: str,
+        params: Mapping[str, Any] | None = None,
+        *,
+        wait: float | None = None,
+    ) -> Task:
+        """Run an action on a unit; TaskError if it fails, like jubilant."""
+        with self._session() as model:
+            target = self._unit(unit)
+            app = model.apps[target.app]
+            if app.kind != "charm" or action not in self.ctl.spec(app).actions:
+                raise ValueError(f'action "{action}" not defined for unit "{target.name}"')
+            self.ctl.drain()
+            model.next_task += 1
+            task_id = str(model.next_task)
+            declared = self.ctl.spec(app).actions[action] or {}
+            defaults = {
+                name: param["default"]
+                for name, param in (declared.get("params") or {}).items()
+                if isinstance(param, dict) and "default" in param
+            }
+            event = {
+                "unit": target.name,
+                "kind": "action",
+                "name": action,
+                "params": {**defaults, **(params or {})},
+                "id": task_id,
+            }
+            response = self.ctl.run_charm(target, event)
+            if response.get("state") is not None:
+                self.ctl.apply(target, response)
+            task = _task(task_id, response)
+        task.raise_on_failure()
+        return task
+
+    @overload
+    def exec(
+        self, command: str, *args: str, machine: int | str, wait: float | None = None
+    ) -> Task: ...
+
+    @overload
+    def exec(self, command: str, *args: str, unit: str, wait: float | None = None) -> Task: ...
+
+    def exec(
+        self,
+        command: str,
+        *args: str,
+        machine: int | str | None = None,
+        unit: str | None = None,
+        wait: float | None = None,
+    ) -> Task:
+        """Run a shell command on a unit's (or machine's) lab machine."""
+        if (machine is None) == (unit is None):
+            raise TypeError('must specify "machine" or "unit", but not both')
+        with self._session() as model:
+            if unit is not None:
+                target = self.lab.get(self._unit(unit).machine)
+            else:
+                found = [u for u in model.units.values() if u.machine_id == str(machine)]
+                if not found:
+                    raise ValueError(f'machine "{machine}" not found')
+                target = self.lab.get(found[0].machine)
+            model.next_task += 1
+            task_id = str(model.next_task)
+        script = " ".join([command, *args])
+        try:
+            result = target.exec(["bash", "-c", script], timeout=wait or 300)
+        except LabError as e:
+            if "timed out" in str(e):
+                raise TimeoutError(f"timed out waiting for command: {e}") from None
+            raise
+        task = Task(
+            id=task_id,
+            status="completed" if result.returncode == 0 else "failed",
+            return_code=result.returncode,
+            stdout=result.stdout,
+            stderr=result.stderr,
+        )
+        task.raise_on_failure()
+        return task
+
+    # --- hooks on request ------------------------------------------------------------------------
+
+    def update_status(self, *units: str) -> None:
+        """Fire update-status on the given units (every charm unit if none given).
+
+        The hooks of different units run concurrently, like Juju's unit agents.
+        """
+        with self._session() as model:
+            names = list(units) or [
+                u.name for u in model.units.values() if model.apps[u.app].kind == "charm"
+            ]
+            targets = sorted({self._unit(name).name for name in names})
+            self.ctl.run_concurrently([{"unit": n, "kind": "update_status"} for n in targets])
+
+    def resolve(self, unit: str) -> None:
+        """Retry a unit's failed hook (like `juju resolve`)."""
+        with self._session():
+            target = self._unit(unit)
+            if target.in_error:
+                self.ctl.retry(target)
+
+    # --- status and wait -------------------------------------------------------------------------
+
+    def status(self) -> Status:
+        """Return the model's status, parsed by jubilant from a `juju status` JSON document."""
+        with self._session() as model:
+            return Status._from_dict(build_status(model))  # pyright: ignore[reportPrivateUsage]
+
+    def status_dict(self) -> dict[str, Any]:
+        """Return the `juju status --format json` document that status() parses."""
+        with self._session() as model:
+            return build_status(model)
+
+    def wait(
+        self,
+        ready: Callable[[Status], bool],
+        *,
+        error: Callable[[Status], bool] | None = None,
+        delay: float = 1.0,
+        timeout: float | None = None,
+        successes: int = 3,
+    ) -> Status:
+        """Like jubilant's wait; fires update-status every update_status_interval seconds."""
+        timeout = self.wait_timeout if timeout is None else timeout
+        start = time.monotonic()
+        status: Status | None = None
+        count = 0
+        while time.monotonic() - start < timeout:
+            if time.monotonic() - self._last_update_status >= self.update_status_interval:
+                self.update_status()
+                self._last_update_status = time.monotonic()  # the interval runs between ticks
+            status = self.status()
+            if error is not None and error(status):
+                name = getattr(error, "__qualname__", repr(error))
+                raise WaitError(f"error function {name} returned true\n{status}")
+            if ready(status):
+                count += 1
+                if count >= successes:
+                    return status
+            else:
+                count = 0
+            time.sleep(delay)
+        raise TimeoutError(f"wait timed out after {timeout}s\n{status}")
+
+    # --- logs ------------------------------------------------------------------------------------
+
+    def debug_log(self, *, limit: int = 0) -> str:
+        """Every unit's charm log lines, in order (the last `limit` lines if given)."""
+        path = self._dir / "logs" / "debug.log"
+        lines = path.read_text().splitlines(keepends=True) if path.exists() else []
+        return "".join(lines[-limit:] if limit else lines)
+
+    def unit_log(self, unit: str, *, journal_lines: int = 300) -> str:
+        """One unit's charm log (every hook) followed by its machine's journal."""
+        with self._session():
+            target = self._unit(unit)
+            path = self._dir / "logs" / f"unit-{target.app}-{target.number}.log"
+            charm_log = path.read_text() if path.exists() else ""
+            try:
+                journal = self.ctl.machine(target).journal(lines=journal_lines)
+            except LabError as e:
+                journal = f"(no journal: {e})\n"
+        header = f"=== {target.name} charm log ===\n"
+        return f"{header}{charm_log}=== {target.machine} journal ===\n{journal}"
+
+    def dump_logs(self, *, journal_lines: int = 200) -> str:
+        """Status, then every unit's logs: what to print when a test fails."""
+        parts = [json.dumps(self.status_dict(), indent=1)]
+        for name in sorted(self.ctl.model.units):
+            if self.ctl.model.units[name].principal is None:
+                parts.append(self.unit_log(name, journal_lines=journal_lines))
+        return "\n".join(parts)
+
+    # --- teardown --------------------------------------------------------------------------------
+
+    def destroy_lab_model(self) -> None:
+        """Destroy every unit's machine and forget the model (no hooks run)."""
+        with self._session() as model:
+            for unit in model.units.values():
+                if unit.principal is None:
+                    with contextlib.suppress(LabError):
+                        self.lab.destroy(unit.machine)
+            self.ctl.model = ModelState(name=model.name, uuid=str(uuid.uuid4()))
+
+    # --- bundles ---------------------------------------------------------------------------------
+
+    def _deploy_bundle(self, path: Path) -> None:
+        """Deploy a bundle's applications and relations; ones already there are kept as is."""
+        model = self.ctl.model
+        bundle: dict[str, Any] = yaml.safe_load(path.read_text()) or {}
+        apps: dict[str, Any] = bundle.get("applications") or bundle.get("services") or {}
+        for name, raw in apps.items():
+            spec: dict[str, Any] = raw or {}
+            if name in model.apps:
+                continue
+            self._deploy_app(
+                spec.get("charm", name),
+                name,
+                config=spec.get("options") or spec.get("config") or {},
+                num_units=int(spec.get("num_units", spec.get("num-units", 1))),
+                base_dir=path.parent,
+            )
+        for first, second in bundle.get("relations") or bundle.get("integrations") or []:
+            endpoints = self._match_endpoints(first, second)
+            if self._existing(endpoints) is None:
+                self._relate(endpoints)
+
+    def _existing(self, endpoints: list[Endpoint]) -> Relation | None:
+        wanted = {(e.app, e.endpoint) for e in endpoints}
+        for rel in self.ctl.model.relations.values():
+            if {(e.app, e.endpoint) for e in rel.endpoints} == wanted:
+                return rel
+        return None
+
+    def _relate(self, endpoints: list[Endpoint]) -> None:
+        from slurm_lab.juju.fsclient import FilesystemClient  # noqa: PLC0415
+
+        rel = lifecycle.new_relation(self.ctl, endpoints)
+        FilesystemClient(self.ctl).add_subordinate_units(rel)
+        lifecycle.integrated(self.ctl, rel)
+
+
+def _find_charm(ref: str, base_dir: Path) -> Path | None:
+    """Find the local charm dir for a reference: a path, or charms/<name> near base_dir."""
+    candidates = [Path(ref), base_dir / ref]
+    name = Path(ref).name
+    for parent in [base_dir, *base_dir.parents, Path.cwd()]:
+        candidates.append(parent / "charms" / name)
+    for candidate in candidates:
+        if (candidate / "charmcraft.yaml").is_file():
+            return candidate.resolve()
+    return None
+
+
+def _coerce_value(kind: str, value: Any) -> Any:
+    if kind == "boolean" and isinstance(value, str):
+        return value.lower() in ("true", "yes", "1")
+    if kind == "int":
+        return int(value)
+    if kind == "float":
+        return float(value)
+    if kind in ("string", "secret"):
+        return str(value)
+    return value
+
+
+def _coerce_config(options: dict[str, Any], values: dict[str, Any], app: str) -> dict[str, Any]:
+    """Convert values to their option's type, as `juju config key=value` would."""
+    out: dict[str, Any] = {}
+    for key, value in values.items():
+        option = options.get(key)
+        if option is None:
+            raise cli_error("config", app, message=f'unknown option "{key}"')
+        out[key] = _coerce_value(option.get("type", "string"), value)
+    return out
+
+
+def _stringify(results: Any) -> Any:
+    """Convert action results to what Juju returns: nested maps of strings."""
+    if isinstance(results, dict):
+        return {str(k): _stringify(v) for k, v in results.items()}  # pyright: ignore[reportUnknownVariableType]
+    return str(results)
+
+
+def _task(task_id: str, response: dict[str, Any]) -> Task:
+    results = _stringify(response.get("action_results") or {})
+    logs = list(response.get("action_logs") or [])
+    if not response["ok"]:
+        error = response.get("error") or ""
+        return Task(
+            id=task_id,
+            status="failed",
+            results=results,
+            return_code=1,
+            stderr=error,
+            message="exit status 1",
+            log=logs,
+        )
+    if response.get("action_failed") is not None:
+        return Task(
+            id=task_id,
+            status="failed",
+            results=results,
+            message=response["action_failed"],
+            log=logs,
+        )
+    return Task(id=task_id, status="completed", results=results, log=logs)
+
+
+__all__ = ["LabJuju", "TaskError"]

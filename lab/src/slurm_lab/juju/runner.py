@@ -1,0 +1,346 @@
+"""Run one Juju hook (or action) of a charm inside a lab machine, with ops.testing.
+
+This file is shipped into the lab (``/lab/charms/_runner/runner.py``) and executed by the
+machine's own python3 with PYTHONPATH set to the charm's dependency dir and its ``src``. It
+must only import the standard library, ops and ops.testing (the charm's own dependencies).
+
+Protocol: one JSON request on stdin (see ``slurm_lab.juju.engine`` for what the backend sends),
+one JSON response on stdout. The charm's own stdout (prints, subprocesses) goes to stderr so it
+cannot corrupt the response.
+"""
+
+from __future__ import annotations
+
+import base64
+import importlib
+import inspect
+import json
+import marshal
+import os
+import sys
+import traceback
+from pathlib import Path
+from typing import Any
+
+import ops
+from ops import testing
+
+# --- state: JSON -> ops.testing --------------------------------------------------------------
+
+
+def _status(raw: dict[str, str] | None) -> ops.StatusBase:
+    if not raw or raw.get("name", "unknown") in ("unknown", "error"):
+        return ops.UnknownStatus()
+    return ops.StatusBase.from_name(raw["name"], raw.get("message", ""))
+
+
+def _decode_content(raw: Any) -> Any:
+    if isinstance(raw, dict) and "__marshal__" in raw:
+        return marshal.loads(base64.b64decode(raw["__marshal__"]))
+    return raw
+
+
+def _encode_content(content: Any) -> Any:
+    try:
+        json.dumps(content)
+        return content
+    except TypeError:
+        return {"__marshal__": base64.b64encode(marshal.dumps(content)).decode()}
+
+
+def _int_keys(bags: dict[str, dict[str, str]]) -> dict[int, dict[str, str]]:
+    return {int(key): dict(value) for key, value in bags.items()}
+
+
+def _relation(raw: dict[str, Any]) -> testing.RelationBase:
+    common: dict[str, Any] = {
+        "endpoint": raw["endpoint"],
+        "interface": raw.get("interface"),
+        "id": raw["id"],
+        "local_app_data": raw["local_app_data"],
+        "local_unit_data": raw["local_unit_data"],
+    }
+    if raw["type"] == "peer":
+        return testing.PeerRelation(**common, peers_data=_int_keys(raw["remote_units_data"]))
+    if raw["type"] == "subordinate":
+        return testing.SubordinateRelation(
+            **common,
+            remote_app_name=raw["remote_app"],
+            remote_app_data=raw["remote_app_data"],
+            remote_unit_id=raw["remote_unit_id"],
+            remote_unit_data=raw["remote_units_data"].get(str(raw["remote_unit_id"]), {}),
+        )
+    return testing.Relation(
+        **common,
+        remote_app_name=raw["remote_app"],
+        remote_app_data=raw["remote_app_data"],
+        remote_units_data=_int_keys(raw["remote_units_data"]),
+        limit=raw.get("limit", 1),
+    )
+
+
+def _secret(raw: dict[str, Any]) -> testing.Secret:
+    secret = testing.Secret(
+        raw["tracked_content"],
+        latest_content=raw["latest_content"],
+        id=raw["id"],
+        owner=raw["owner"],
+        remote_grants={int(k): v for k, v in raw["remote_grants"].items()},
+        label=raw.get("label"),
+        description=raw.get("description"),
+    )
+    # ops.testing keeps revision numbers as private attributes; seed them so revisions stay
+    # consistent with the backend's across hooks.
+    object.__setattr__(secret, "_tracked_revision", raw["tracked_revision"])
+    object.__setattr__(secret, "_latest_revision", raw["latest_revision"])
+    return secret
+
+
+def _network(raw: dict[str, str]) -> testing.Network:
+    address = raw["address"]
+    return testing.Network(
+        raw["binding"],
+        [testing.BindAddress([testing.Address(address)], interface_name="eth0")],
+        ingress_addresses=[address],
+        egress_subnets=[f"{address}/32"],
+    )
+
+
+def build_state(raw: dict[str, Any]) -> testing.State:
+    """Build the ops.testing State for the backend's JSON view of one unit."""
+    return testing.State(
+        config=raw["config"],
+        leader=raw["leader"],
+        planned_units=raw["planned_units"],
+        model=testing.Model(name=raw["model"]["name"], uuid=raw["model"]["uuid"]),
+        relations=[_relation(r) for r in raw["relations"]],
+        networks=[_network(n) for n in raw["networks"]],
+        secrets=[_secret(s) for s in raw["secrets"]],
+        stored_states=[
+            testing.StoredState(
+                s["name"],
+                owner_path=s["owner_path"],
+                content=_decode_content(s["content"]),
+                _data_type_name=s.get("data_type_name", "StoredStateData"),
+            )
+            for s in raw["stored_states"]
+        ],
+        deferred=[
+            testing.DeferredEvent(
+                d["handle_path"], d["owner"], d["observer"], _decode_content(d["snapshot_data"])
+            )
+            for d in raw["deferred"]
+        ],
+        opened_ports=[testing.Port(protocol=p["protocol"], port=p["port"]) for p in raw["ports"]],
+        unit_status=_status(raw["unit_status"]),
+        app_status=_status(raw["app_status"]),
+        workload_version=raw["workload_version"],
+    )
+
+
+# --- state: ops.testing -> JSON --------------------------------------------------------------
+
+
+def _dump_status(status: Any) -> dict[str, str]:
+    return {"name": status.name, "message": status.message}
+
+
+def _dump_relation(relation: testing.RelationBase) -> dict[str, Any]:
+    return {
+        "id": relation.id,
+        "endpoint": relation.endpoint,
+        "local_app_data": dict(relation.local_app_data),
+        "local_unit_data": dict(relation.local_unit_data),
+    }
+
+
+def _dump_secret(secret: testing.Secret) -> dict[str, Any]:
+    return {
+        "id": secret.id,
+        "owner": secret.owner,
+        "label": secret.label,
+        "description": secret.description,
+        "latest_content": dict(secret.latest_content),
+        "latest_revision": secret._latest_revision,  # pyright: ignore[reportPrivateUsage]
+        "tracked_revision": secret._tracked_revision,  # pyright: ignore[reportPrivateUsage]
+        "remote_grants": {str(k): sorted(v) for k, v in secret.remote_grants.items()},
+    }
+
+
+def dump_state(state: testing.State) -> dict[str, Any]:
+    """Dump the parts of an output State the backend keeps."""
+    return {
+        "relations": [_dump_relation(r) for r in state.relations],
+        "secrets": [_dump_secret(s) for s in state.secrets],
+        "stored_states": [
+            {
+                "name": s.name,
+                "owner_path": s.owner_path,
+                "content": _encode_content(dict(s.content)),
+                "data_type_name": s._data_type_name,  # pyright: ignore[reportPrivateUsage]
+            }
+            for s in state.stored_states
+        ],
+        "deferred": [
+            {
+                "handle_path": d.handle_path,
+                "owner": d.owner,
+                "observer": d.observer,
+                "snapshot_data": _encode_content(d.snapshot_data),
+            }
+            for d in state.deferred
+        ],
+        "ports": [{"protocol": p.protocol, "port": p.port} for p in state.opened_ports],
+        "unit_status": _dump_status(state.unit_status),
+        "app_status": _dump_status(state.app_status),
+        "workload_version": state.workload_version,
+    }
+
+
+# --- the event ---------------------------------------------------------------------------------
+
+
+def build_event(  # noqa: PLR0911
+    ctx: testing.Context[ops.CharmBase], raw: dict[str, Any], state: testing.State
+) -> Any:
+    """Build the ctx.on.<event>(...) for the backend's event description."""
+    kind: str = raw["kind"]
+    if kind == "action":
+        return ctx.on.action(raw["name"], params=raw.get("params") or None, id=raw["id"])
+    if kind.startswith("relation_"):
+        relation = state.get_relation(raw["relation_id"])
+        if kind in ("relation_created", "relation_broken"):
+            return getattr(ctx.on, kind)(relation)
+        if kind == "relation_departed":
+            return ctx.on.relation_departed(
+                relation,
+                remote_unit=raw.get("remote_unit"),
+                departing_unit=raw.get("departing_unit_id"),
+            )
+        return getattr(ctx.on, kind)(relation, remote_unit=raw.get("remote_unit"))
+    if kind.startswith("secret_"):
+        secret = state.get_secret(id=raw["secret_id"])
+        if kind in ("secret_expired", "secret_remove"):
+            return getattr(ctx.on, kind)(secret, revision=raw["revision"])
+        return getattr(ctx.on, kind)(secret)
+    return getattr(ctx.on, kind)()
+
+
+def _patch_departing_unit(departing_unit: str | None) -> None:
+    """Make JUJU_DEPARTING_UNIT name the real departing unit.
+
+    ops.testing assumes the departing unit belongs to the remote app; when a unit leaves, Juju
+    also runs relation-departed on the unit itself, with JUJU_DEPARTING_UNIT naming it.
+    """
+    if not departing_unit:
+        return
+    from scenario import _runtime  # noqa: PLC0415
+
+    original = _runtime.Runtime._get_event_env  # pyright: ignore[reportPrivateUsage]
+
+    def patched(self: Any, *args: Any, **kwargs: Any) -> dict[str, str]:
+        env = original(self, *args, **kwargs)
+        env["JUJU_DEPARTING_UNIT"] = departing_unit
+        return env
+
+    _runtime.Runtime._get_event_env = patched  # pyright: ignore[reportPrivateUsage]
+
+
+def _record_secret_reads(reads: set[str]) -> None:
+    """Remember which secrets the charm read: only those observers get secret-changed."""
+    from scenario import mocking  # noqa: PLC0415
+
+    original = mocking._MockModelBackend.secret_get  # pyright: ignore[reportPrivateUsage]
+
+    def patched(self: Any, *args: Any, **kwargs: Any) -> dict[str, str]:
+        secret = self._get_secret(kwargs.get("id"), kwargs.get("label"))
+        reads.add(secret.id)
+        return original(self, *args, **kwargs)
+
+    mocking._MockModelBackend.secret_get = patched  # pyright: ignore[reportPrivateUsage]
+
+
+def charm_class(module_name: str = "charm") -> type[ops.CharmBase]:
+    """Find the charm class defined in src/charm.py (the most derived if several)."""
+    module = importlib.import_module(module_name)
+    classes = [
+        obj
+        for _, obj in inspect.getmembers(module, inspect.isclass)
+        if issubclass(obj, ops.CharmBase) and obj.__module__ == module.__name__
+    ]
+    leaves = [c for c in classes if not any(o is not c and issubclass(o, c) for o in classes)]
+    if len(leaves) != 1:
+        raise RuntimeError(f"expected one charm class in {module_name}, found {leaves}")
+    return leaves[0]
+
+
+def _charm_root(unit_dir: str, charm_dir: str) -> Path:
+    """Make a writable charm dir (ops.testing writes metadata there) linking the charm."""
+    root = Path(unit_dir) / "charm"
+    root.mkdir(parents=True, exist_ok=True)
+    for name in ("src", "charmcraft.yaml"):
+        link = root / name
+        if not link.is_symlink():
+            link.symlink_to(Path(charm_dir) / name)
+    return root
+
+
+def run(request: dict[str, Any]) -> dict[str, Any]:
+    """Run the requested event; return the response document."""
+    charm = request["charm"]
+    event = request["event"]
+    _patch_departing_unit(event.get("departing_unit"))
+    reads: set[str] = set()
+    _record_secret_reads(reads)
+    response: dict[str, Any] = {"ok": True, "error": None, "action_failed": None, "state": None}
+    ctx: testing.Context[ops.CharmBase] | None = None
+    try:
+        ctx = testing.Context(
+            charm_class(),
+            meta=charm["meta"],
+            actions=charm["actions"],
+            config=charm["config"],
+            app_name=request["app"],
+            unit_id=request["unit_id"],
+            machine_id=request["machine_id"],
+            principal_unit=request.get("principal_unit"),
+            charm_root=_charm_root(request["unit_dir"], charm["dir"]),
+        )
+        state_in = build_state(request["state"])
+        state_out = ctx.run(build_event(ctx, event, state_in), state_in)
+        response["state"] = dump_state(state_out)
+    except testing.ActionFailed as e:
+        response["action_failed"] = e.message
+        response["state"] = dump_state(e.state) if isinstance(e.state, testing.State) else None
+    except Exception:
+        response["ok"] = False
+        response["error"] = traceback.format_exc()
+    if ctx is None:
+        return {
+            **response,
+            "log": [],
+            "action_results": None,
+            "action_logs": [],
+            "secrets_read": [],
+        }
+    response["log"] = [[line.level, line.message] for line in ctx.juju_log]
+    response["action_results"] = ctx.action_results
+    response["action_logs"] = list(ctx.action_logs)
+    response["secrets_read"] = sorted(reads)
+    return response
+
+
+def main() -> None:
+    """Read the request on stdin, answer on the original stdout."""
+    request = json.load(sys.stdin)
+    response_fd = os.dup(1)
+    os.dup2(2, 1)  # the charm's own output (and its subprocesses') goes to stderr
+    sys.stdout = sys.stderr
+    os.environ.setdefault("SCENARIO_BARE_CHARM_ERRORS", "true")
+    response = run(request)
+    with os.fdopen(response_fd, "w") as out:
+        json.dump(response, out)
+
+
+if __name__ == "__main__":
+    main()

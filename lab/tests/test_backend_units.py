@@ -1,0 +1,157 @@
+"""The backend's pure parts, without machines: charm metadata, dependencies, hook order, status.
+
+The lab-machine tests (test_backend.py) prove the whole; these pin the rules quickly.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import jubilant
+import pytest
+from slurm_lab.juju import charms, lifecycle
+from slurm_lab.juju.backend import _coerce_config
+from slurm_lab.juju.engine import Controller
+from slurm_lab.juju.model import App, Endpoint, ModelState, StatusValue, Unit, load, save
+from slurm_lab.juju.status import build_status
+
+REPO = Path(__file__).resolve().parents[2]
+LABTEST = Path(__file__).parent / "charms" / "labtest"
+
+
+def test_charm_file_is_merged_over_the_common_file(tmp_path: Path):
+    (tmp_path / "charmcraft-common.yaml").write_text(
+        "type: charm\nconfig:\n  options:\n    shared: {type: string, default: a}\n"
+        "assumes: [juju >= 3.6]\n"
+    )
+    charm = tmp_path / "mine"
+    charm.mkdir()
+    (charm / "charmcraft.yaml").write_text(
+        "name: mine\nconfig:\n  options:\n    own: {type: int, default: 1}\nassumes: [juju]\n"
+    )
+
+    spec = charms.load_spec(charm)
+
+    assert spec.name == "mine"
+    assert set(spec.options) == {"shared", "own"}
+    assert spec.meta["assumes"] == ["juju"]  # lists are replaced, not concatenated
+
+
+def test_a_charm_outside_the_workspace_gets_its_declared_dependencies_and_ops_testing():
+    reqs, local = charms.requirements(LABTEST)
+
+    assert reqs == ["ops>=3.3", "ops[testing]"]
+    assert local == []
+
+
+def test_a_workspace_charm_gets_its_locked_export_with_local_libraries_from_source():
+    reqs, local = charms.requirements(REPO / "charms" / "slurmd")
+
+    ops_pin = next(r for r in reqs if r.startswith("ops=="))
+    assert reqs[-1] == f"ops[testing]=={ops_pin.removeprefix('ops==')}"
+    assert REPO / "libs" / "hpc_libs" in local
+    assert not any(r.startswith("-e") for r in reqs)
+
+
+def test_config_values_take_their_option_type_and_unknown_keys_fail():
+    options = {
+        "n": {"type": "int"},
+        "on": {"type": "boolean"},
+        "x": {"type": "float"},
+        "s": {"type": "string"},
+    }
+
+    values = _coerce_config(options, {"n": "3", "on": "true", "x": 1, "s": 5}, "app")
+
+    assert values == {"n": 3, "on": True, "x": 1.0, "s": "5"}
+    with pytest.raises(jubilant.CLIError):
+        _coerce_config(options, {"nope": 1}, "app")
+
+
+class _NoLab:
+    state_dir = Path("/nonexistent")
+    shared_dir = Path("/nonexistent/shared")
+    charms_dir = Path("/nonexistent/charms")
+
+
+def _model_with(app: str, units: int, *, peers: bool = True) -> tuple[Controller, ModelState]:
+    model = ModelState(uuid="0" * 8)
+    ctl = Controller(model, _NoLab(), Path("/nonexistent/logs"), lambda: None)  # type: ignore[arg-type]
+    model.apps[app] = App(name=app, charm_dir="", charm_name=app)
+    if peers:
+        lifecycle.new_relation(ctl, [Endpoint(app, "peers", "p", "peer")])
+    for n in range(units):
+        unit = Unit(f"{app}/{n}", app, f"m{n}", str(n), f"10.0.0.{n + 2}")
+        model.units[unit.name] = unit
+        model.apps[app].units.append(unit.name)
+        model.apps[app].leader = model.apps[app].leader or unit.name
+    return ctl, model
+
+
+def _kinds(model: ModelState, unit: str) -> list[str]:
+    return [
+        e["kind"] + (f":{e['remote_unit']}" if e.get("remote_unit") else "")
+        for e in model.queue
+        if e["unit"] == unit
+    ]
+
+
+def test_a_new_leader_unit_queues_setup_hooks_in_juju_order():
+    ctl, model = _model_with("a", 1)
+
+    lifecycle.unit_added(ctl, model.units["a/0"])
+
+    assert _kinds(model, "a/0") == [
+        "install",
+        "relation_created",
+        "leader_elected",
+        "config_changed",
+        "start",
+    ]
+
+
+def test_a_second_unit_joins_its_peer_both_ways_after_its_setup():
+    ctl, model = _model_with("a", 2)
+
+    lifecycle.unit_added(ctl, model.units["a/1"])
+
+    assert _kinds(model, "a/1") == [
+        "install",
+        "relation_created",
+        "config_changed",
+        "start",
+        "relation_joined:a/0",
+        "relation_changed:a/0",
+    ]
+    assert _kinds(model, "a/0") == ["relation_joined:a/1", "relation_changed:a/1"]
+
+
+def test_a_leaving_unit_is_departed_elsewhere_then_departs_breaks_stops_and_is_removed():
+    ctl, model = _model_with("a", 2)
+    (peers,) = model.relations.values()
+    peers.members = ["a/0", "a/1"]
+    peers.seen = {"a/0": ["a/1"], "a/1": ["a/0"]}
+
+    lifecycle.departing(ctl, model.units["a/0"])
+
+    assert _kinds(model, "a/1") == ["relation_departed:a/0"]
+    assert _kinds(model, "a/0") == ["relation_departed:a/1", "relation_broken", "stop", "remove"]
+    assert all(e.get("departing_unit") in (None, "a/0") for e in model.queue)
+
+
+def test_status_shows_a_failed_hook_as_error_and_derives_the_app_status(tmp_path: Path):
+    _, model = _model_with("a", 2, peers=False)
+    model.units["a/0"].workload = StatusValue("active", "ok")
+    model.units["a/1"].workload = StatusValue("active", "ok")
+    model.units["a/1"].failed_event = {"unit": "a/1", "kind": "config_changed"}
+    save(model, tmp_path / "model.json")
+    reloaded = load(tmp_path / "model.json")
+    assert reloaded is not None
+
+    status = jubilant.Status._from_dict(build_status(reloaded))  # pyright: ignore[reportPrivateUsage]
+
+    assert status.apps["a"].units["a/1"].workload_status.message == 'hook failed: "config-changed"'
+    assert status.apps["a"].app_status.current == "error"
+    assert jubilant.any_error(status)
+    assert not jubilant.all_active(status)
+    assert status.apps["a"].units["a/0"].leader

@@ -1,0 +1,89 @@
+"""The one `juju` fixture: real Juju (jubilant) when the juju CLI is on PATH, else the lab.
+
+The same test files run on both. Set SLURM_LAB_BACKEND=lab to use the lab even where juju is
+installed. On the lab every unit is a real machine (systemd, Slurm 24.11) running the charm's
+real code under ops.testing; see slurm_lab.juju.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import jubilant
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+CHARM_DIRS = (REPO / "charms", REPO / "lab" / "tests" / "charms")
+
+
+def on_real_juju() -> bool:
+    """Whether the tests run against a real Juju controller."""
+    backend = os.environ.get("SLURM_LAB_BACKEND", "")
+    return backend != "lab" and (backend == "juju" or shutil.which("juju") is not None)
+
+
+def charm_path(name: str) -> Path:
+    """What to deploy for a charm: a packed .charm on real Juju, the charm's dir on the lab.
+
+    Real Juju takes $CHARM_<NAME>_PATH (dashes as underscores), else what `just pack` wrote
+    (build/<name>_*.charm), else charms/<name>/*.charm; a test whose charm is not packed is
+    skipped.
+    """
+    if on_real_juju():
+        env = os.environ.get(f"CHARM_{name.upper().replace('-', '_')}_PATH")
+        if env:
+            return Path(env)
+        packed = sorted((REPO / "build").glob(f"{name}_*.charm")) + sorted(
+            p for d in CHARM_DIRS for p in (d / name).glob("*.charm") if (d / name).is_dir()
+        )
+        if not packed:
+            pytest.skip(f"no packed {name} charm (set CHARM_{name.upper()}_PATH)")
+        return packed[0]
+    for directory in CHARM_DIRS:
+        if (directory / name / "charmcraft.yaml").is_file():
+            return directory / name
+    raise FileNotFoundError(f"no charm directory for {name} under {CHARM_DIRS}")
+
+
+@pytest.fixture(scope="session", name="charm_path")
+def charm_path_fixture() -> Callable[[str], Path]:
+    """The `charm_path` helper, as a fixture."""
+    return charm_path
+
+
+def _lab_usable() -> bool:
+    return (
+        os.geteuid() == 0
+        and shutil.which("debootstrap") is not None
+        and shutil.which("systemd-nspawn") is not None
+    )
+
+
+@pytest.fixture(scope="module")
+def juju(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[jubilant.Juju]:
+    """A fresh model for the test module: a temporary Juju model, or a fresh lab."""
+    if on_real_juju():
+        with jubilant.temp_model() as real:
+            real.wait_timeout = 20 * 60
+            yield real
+            if request.session.testsfailed:
+                print(real.debug_log(limit=1000), end="")
+        return
+    if not _lab_usable():
+        pytest.skip("no juju CLI, and the lab needs root, debootstrap and systemd-nspawn")
+    from slurm_lab.juju import LabJuju
+    from slurm_lab.machines import Lab
+
+    lab = Lab(tmp_path_factory.mktemp("lab"))
+    backend = LabJuju(lab, wait_timeout=20 * 60)
+    try:
+        yield backend
+        if request.session.testsfailed:
+            print(backend.dump_logs(), end="")
+    finally:
+        lab.down()

@@ -1,0 +1,178 @@
+"""The charmcraft projects: merged from charmcraft-common.yaml and each charm's own file, and
+accepted by charmcraft's own schema (charmcraft from PyPI, no LXD needed).
+
+Charmcraft takes seconds to start, so every project - the five charms and deliberately broken
+copies - is checked in one charmcraft process per session and the tests read its results.
+"""
+
+import copy
+import os
+from collections.abc import Callable
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+import yaml
+
+REPO = Path(__file__).parents[3]
+CHARMS = sorted(path.parent.name for path in (REPO / "charms").glob("*/charmcraft.yaml"))
+
+
+def _unknown_top_level_key(project: dict[str, Any]) -> None:
+    project["maintainer"] = "nobody"
+
+
+def _unsupported_base(project: dict[str, Any]) -> None:
+    project["base"] = "ubuntu@23.04"
+
+
+def _unknown_plugin(project: dict[str, Any]) -> None:
+    project["parts"]["charm"]["plugin"] = "uvv"
+
+
+def _bad_config_option_type(project: dict[str, Any]) -> None:
+    project["config"]["options"]["slurm-package-source"]["type"] = "text"
+
+
+#: A deliberate breakage of a valid project, and what charmcraft's complaint must name.
+BREAKAGES: dict[str, tuple[Callable[[dict[str, Any]], None], str]] = {
+    "unknown top-level key": (_unknown_top_level_key, "maintainer"),
+    "unsupported base": (_unsupported_base, "ubuntu@23.04"),
+    "unknown plugin": (_unknown_plugin, "uvv"),
+    "bad config option type": (_bad_config_option_type, "text"),
+}
+
+
+@pytest.fixture(scope="session")
+def charmcraft_results(
+    tool: ModuleType, tmp_path_factory: pytest.TempPathFactory
+) -> dict[str, Any]:
+    """Every charm's project and every broken copy of the sackd project, checked at once."""
+    root = tmp_path_factory.mktemp("charmcraft-projects")
+    files: dict[str, Path] = {}
+    for charm in CHARMS:
+        files[charm] = tool.write_project(charm, root / charm / "charmcraft.yaml")
+    for breakage, (breaks, _) in BREAKAGES.items():
+        project = copy.deepcopy(tool.render_project("sackd"))
+        breaks(project)
+        path = root / breakage.replace(" ", "-") / "charmcraft.yaml"
+        path.parent.mkdir()
+        path.write_text(tool.dump_project(project))
+        files[breakage] = path
+    results = tool.validate_files(list(files.values()))
+    return dict(zip(files, results, strict=True))
+
+
+def test_there_are_five_charms():
+    assert CHARMS == ["sackd", "slurmctld", "slurmd", "slurmdbd", "slurmrestd"]
+
+
+@pytest.mark.parametrize("charm", CHARMS)
+def test_charm_project_passes_charmcraft_validation(
+    charm: str, charmcraft_results: dict[str, Any]
+):
+    result = charmcraft_results[charm]
+
+    assert result.ok, f"{' '.join(result.command)} failed:\n{result.output}"
+
+
+@pytest.mark.parametrize("breakage", BREAKAGES)
+def test_a_broken_project_fails_charmcraft_validation(
+    breakage: str, charmcraft_results: dict[str, Any]
+):
+    result = charmcraft_results[breakage]
+    _, complaint = BREAKAGES[breakage]
+
+    assert not result.ok, f"charmcraft accepted a project with an {breakage}"
+    assert complaint in result.output
+
+
+@pytest.mark.parametrize("charm", CHARMS)
+def test_rendered_project_has_the_shared_build_and_the_charms_own_metadata(
+    charm: str, tool: ModuleType
+):
+    project = tool.render_project(charm)
+
+    assert project["name"] == charm
+    assert project["type"] == "charm"
+    assert project["base"] == "ubuntu@24.04"
+    assert list(project["platforms"]) == ["amd64"]
+    assert project["parts"]["charm"]["plugin"] == "uv"
+    assert project["config"]["options"]["slurm-package-source"]["default"] == "ppa"
+
+
+@pytest.mark.parametrize("charm", CHARMS)
+def test_charm_file_holds_only_what_is_its_own(charm: str, tool: ModuleType):
+    assert tool.shared_keys_redeclared(charm) == []
+
+
+def test_rendered_file_reads_back_as_the_merged_project(tool: ModuleType, tmp_path: Path):
+    path = tool.write_project("sackd", tmp_path / "charmcraft.yaml")
+
+    assert path.read_text().startswith(tool.GENERATED_HEADER)
+    assert yaml.safe_load(path.read_text()) == tool.render_project("sackd")
+
+
+def test_charm_endpoints_match_what_slurmctld_integrates_with(tool: ModuleType):
+    provided = {
+        charm: {
+            name: spec["interface"]
+            for name, spec in tool.render_project(charm)["provides"].items()
+        }
+        for charm in ("sackd", "slurmdbd", "slurmrestd")
+    }
+
+    assert provided == {
+        "sackd": {"slurmctld": "sackd"},
+        "slurmdbd": {"slurmctld": "slurmdbd"},
+        "slurmrestd": {"slurmctld": "slurmrestd"},
+    }
+    assert tool.render_project("slurmdbd")["requires"] == {
+        "database": {"interface": "mysql_client", "limit": 1}
+    }
+
+
+class TestDeepMerge:
+    def test_mappings_merge_key_by_key(self, tool: ModuleType):
+        merged = tool.deep_merge(
+            {"parts": {"charm": {"plugin": "uv", "source": "."}}},
+            {"parts": {"charm": {"build-packages": ["git"]}}},
+        )
+
+        assert merged == {
+            "parts": {"charm": {"plugin": "uv", "source": ".", "build-packages": ["git"]}}
+        }
+
+    def test_lists_are_replaced_not_concatenated(self, tool: ModuleType):
+        merged = tool.deep_merge({"assumes": ["juju >= 3.6"]}, {"assumes": ["juju >= 3.7"]})
+
+        assert merged == {"assumes": ["juju >= 3.7"]}
+
+    def test_null_is_an_ordinary_value(self, tool: ModuleType):
+        assert tool.deep_merge({"platforms": {"amd64": None}}, {}) == {
+            "platforms": {"amd64": None}
+        }
+        assert tool.deep_merge({"a": {"b": 1}}, {"a": None}) == {"a": None}
+        assert tool.deep_merge({"a": None}, {"a": {"b": 1}}) == {"a": {"b": 1}}
+
+    def test_a_mapping_against_a_scalar_is_an_error_naming_the_key(self, tool: ModuleType):
+        with pytest.raises(tool.ProjectError, match=r"'parts\.charm'"):
+            tool.deep_merge({"parts": {"charm": {"plugin": "uv"}}}, {"parts": {"charm": "uv"}})
+
+    def test_inputs_are_not_modified(self, tool: ModuleType):
+        base = {"parts": {"charm": {"plugin": "uv"}}}
+        tool.deep_merge(base, {"parts": {"charm": {"source": "."}}})
+
+        assert base == {"parts": {"charm": {"plugin": "uv"}}}
+
+
+def test_staged_charm_is_a_self_contained_uv_project(tool: ModuleType, tmp_path: Path):
+    staged = tool.stage("sackd", tmp_path)
+
+    assert os.access(staged / "src" / "charm.py", os.X_OK)
+    assert (staged / "libs" / "hpc_libs" / "src" / "hpc_libs" / "__init__.py").exists()
+    assert yaml.safe_load((staged / "charmcraft.yaml").read_text()) == tool.render_project("sackd")
+    lock = (staged / "uv.lock").read_text()
+    assert 'source = { directory = "libs/hpc_libs" }' in lock
+    assert "workspace = true" not in (staged / "pyproject.toml").read_text()
