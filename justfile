@@ -44,7 +44,7 @@ integration *args:
 
 # Benchmarks (pytest-benchmark).
 bench *args:
-    uv run pytest tests/bench --benchmark-only {{ args }}
+    uv run pytest benchmarks --benchmark-only {{ args }}
 
 # Everything CI runs, in order, timing each step. Pytest's "no tests collected" (exit 5) fails.
 test:

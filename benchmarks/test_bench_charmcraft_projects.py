@@ -9,7 +9,7 @@ from types import ModuleType
 
 from pytest_benchmark.fixture import BenchmarkFixture
 
-TOOL = Path(__file__).parents[2] / "tools" / "charmcraft_project.py"
+TOOL = Path(__file__).parents[1] / "tools" / "charmcraft_project.py"
 
 
 def load_tool() -> ModuleType:

@@ -369,12 +369,12 @@ def test_node_config_merges_hardware_feature_and_admin_config() -> None:
 
     conf = node_config(hardware, "compute", "Weight=10 RealMemory=30000 Features=fast")
 
-    assert conf == "cpus=8 realmemory=30000 gres=gpu:t4:1 weight=10 features=compute,fast"
+    assert conf == "CPUs=8 RealMemory=30000 Gres=gpu:t4:1 Weight=10 Features=compute,fast"
     assert Node.from_str(conf).features == ["compute", "fast"]
 
 
 def test_node_config_without_admin_config() -> None:
-    assert node_config({"CPUs": 2}, "compute") == "cpus=2 features=compute"
+    assert node_config({"CPUs": 2}, "compute") == "CPUs=2 Features=compute"
 
 
 @pytest.mark.parametrize(

@@ -19,8 +19,11 @@ from slurmutils import ModelError, NodeSet, Partition
 
 from hpc_libs.errors import IntegrationError
 from hpc_libs.interfaces.base import DatabagModel, Interface
+from hpc_libs.slurm import schema_cache
 
 logger = logging.getLogger(__name__)
+
+schema_cache.install()  # ComputeData validates with slurmutils on every databag read.
 
 AUTH_KEY_LABEL = "slurm-auth-key"
 """Label of the slurmctld application's auth key secret."""

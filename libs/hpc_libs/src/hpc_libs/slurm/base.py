@@ -19,6 +19,8 @@ from slurmutils import BaseEditor, Model, ModelError
 from hpc_libs.errors import ConfigError, PackageError, SlurmOpsError
 from hpc_libs.machine import apt, files
 from hpc_libs.machine.systemd import Service
+from hpc_libs.slurm import schema_cache
+from hpc_libs.slurm.text import literals_as_yes_no, yes_no_as_literals
 
 logger = logging.getLogger(__name__)
 
@@ -31,6 +33,8 @@ SLURM_USER = "slurm"
 SLURM_GROUP = "slurm"
 
 M = TypeVar("M", bound=Model)
+
+schema_cache.install()
 
 # Characters that cannot be carried inside a double-quoted EnvironmentFile value unescaped.
 _UNSAFE_OPTION_CHARS = re.compile(r'["\\$`\n]')
@@ -111,6 +115,9 @@ class ConfigFile(Generic[M]):
 
     Writes are atomic and happen only when the rendered text changes; `write` returns and
     `changed` records whether it did, so callers reconfigure only when needed.
+
+    With `yes_no_booleans` (slurm.conf-format files) boolean parameters such as a
+    partition's `Default` are read from and written as `YES`/`NO` (see `hpc_libs.slurm.text`).
     """
 
     def __init__(
@@ -122,11 +129,13 @@ class ConfigFile(Generic[M]):
         mode: int = 0o644,
         owner: str = SLURM_USER,
         group: str | None = SLURM_GROUP,
+        yes_no_booleans: bool = False,
     ) -> None:
         self.path = path
         self.mode = mode
         self.owner = owner
         self.group = group
+        self.yes_no_booleans = yes_no_booleans
         self.changed = False
         self._editor = editor
         self._model = model
@@ -145,14 +154,20 @@ class ConfigFile(Generic[M]):
         data = files.read_bytes(self.path)
         if data is None:
             return self._model()
+        text = data.decode()
         try:
-            return self._editor.loads(data.decode())
+            return self._editor.loads(yes_no_as_literals(text) if self.yes_no_booleans else text)
         except (ModelError, ValueError) as e:
             raise SlurmOpsError(f"cannot parse {self.path}: {e}") from e
 
+    def render(self, config: M) -> str:
+        """Return the file's text for `config`, as `write` would write it."""
+        text = self._editor.dumps(config) + "\n"
+        return literals_as_yes_no(text) if self.yes_no_booleans else text
+
     def write(self, config: M) -> bool:
         """Write `config` if its rendering differs from the file; return whether it did."""
-        text = self._editor.dumps(config) + "\n"
+        text = self.render(config)
         self.changed = files.write_if_changed(
             self.path, text, mode=self.mode, owner=self.owner, group=self.group
         )
@@ -235,7 +250,8 @@ def parse_config_line(model: type[M], text: str) -> M:
     """Parse space-separated `key=value` Slurm parameters into `model`, one key at a time.
 
     Checking each key alone lets the error name the offending key, which slurmutils does
-    not always do (type errors name only the value).
+    not always do (type errors name only the value). Boolean parameters take Slurm's
+    spellings (`Default=YES`, `Hidden=no`, ...; see `hpc_libs.slurm.text`).
 
     Raises:
         ConfigError: A token is not `key=value`, a key is unknown, or a value is invalid.
@@ -253,7 +269,7 @@ def parse_config_line(model: type[M], text: str) -> M:
             raise ConfigError(f"{token!r} is not key=value", key=key)
         try:
             quoted = f'"{value}"' if any(c.isspace() for c in value) else value
-            merged |= model.from_str(f"{key}={quoted}").dict()
+            merged |= model.from_str(yes_no_as_literals(f"{key}={quoted}")).dict()
         except (ModelError, ValueError) as e:
             raise ConfigError(f"invalid {key}: {e}", key=key) from e
     try:

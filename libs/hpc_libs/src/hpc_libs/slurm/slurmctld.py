@@ -36,7 +36,9 @@ class SlurmctldManager(SlurmManager):
 
     def __init__(self, root: Path = Path("/")) -> None:
         super().__init__(root)
-        self.config = ConfigFile(self.etc_dir / "slurm.conf", SlurmConfigEditor(), SlurmConfig)
+        self.config = ConfigFile(
+            self.etc_dir / "slurm.conf", SlurmConfigEditor(), SlurmConfig, yes_no_booleans=True
+        )
         self.cgroup_config = ConfigFile(
             self.etc_dir / "cgroup.conf", CGroupConfigEditor(), CGroupConfig
         )
@@ -59,7 +61,9 @@ class SlurmctldManager(SlurmManager):
         """
         if not name or "/" in name or name.startswith("."):
             raise ValueError(f"not a plain file name: {name!r}")
-        return ConfigFile(self.etc_dir / name, SlurmConfigEditor(), SlurmConfig)
+        return ConfigFile(
+            self.etc_dir / name, SlurmConfigEditor(), SlurmConfig, yes_no_booleans=True
+        )
 
     def create_state_save_location(self, path: Path | None = None) -> Path:
         """Create the state directory (default `state_save_location`) owned by slurm, 0750."""

@@ -24,6 +24,7 @@ from slurmutils import Node
 from hpc_libs.errors import ConfigError, SlurmOpsError
 from hpc_libs.machine import host, systemd
 from hpc_libs.slurm.base import SlurmManager, conf_server_option, parse_config_line
+from hpc_libs.slurm.text import change_keys
 
 logger = logging.getLogger(__name__)
 
@@ -48,6 +49,36 @@ HARDWARE_KEYS = (
     "RealMemory",
 )
 """The `slurmd -C` fields that describe a node's hardware."""
+
+NODE_KEYS = {
+    key.lower(): key
+    for key in (
+        "NodeName",
+        "NodeHostname",
+        "NodeAddr",
+        "BcastAddr",
+        "Boards",
+        "CoreSpecCount",
+        "CoresPerSocket",
+        "CpuBind",
+        "CPUs",
+        "CpuSpecList",
+        "Features",
+        "Gres",
+        "MemSpecLimit",
+        "Port",
+        "Procs",
+        "RealMemory",
+        "Reason",
+        "Sockets",
+        "SocketsPerBoard",
+        "State",
+        "ThreadsPerCore",
+        "TmpDisk",
+        "Weight",
+    )
+}
+"""slurmutils' lower-case Node keys -> their spelling in slurm.conf(5)."""
 
 
 class SlurmdManager(SlurmManager):
@@ -167,4 +198,13 @@ def node_config(hardware: Mapping[str, int | str], feature: str, admin_config: s
     admin = parse_node_config(admin_config)
     features = [feature, *(f for f in admin.features or [] if f != feature)]
     merged = detected.dict() | admin.dict() | {"features": features}
-    return str(Node.from_dict(merged))
+    return node_conf_string(Node.from_dict(merged))
+
+
+def node_conf_string(node: Node) -> str:
+    """Render `node` as a slurm.conf node line with Slurm's key spelling (`CPUs=2 ...`).
+
+    Slurm reads keys in any case, but operators read this line in `ps` and
+    `systemctl status slurmd`, so it uses the spelling of slurm.conf(5).
+    """
+    return change_keys(str(node), lambda key: NODE_KEYS.get(key, key))
