@@ -89,6 +89,6 @@ lab bundle="bundles/lab.yaml":
     @echo
     @echo "The cluster is up. Reach it with:"
     @echo "  uv run slurm-lab juju-exec slurmctld/0 -- sinfo"
-    @echo "  uv run slurm-lab juju-exec slurmctld/0 -- srun -p slurmd -N2 hostname"
+    @echo "  uv run slurm-lab juju-exec slurmctld/0 -- srun -N2 hostname"
     @echo "Status: uv run slurm-lab juju-status    Logs: uv run slurm-lab juju-log [UNIT]"
     @echo "Tear down: uv run slurm-lab juju-destroy && uv run slurm-lab down"

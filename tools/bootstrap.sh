@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# Set up a fresh Debian machine (root, python3) for this repository: the lab's host packages
+# (apt), uv and just (PyPI: uv, rust-just) in a venv of their own linked into /usr/local/bin,
+# and the workspace (`uv sync --frozen`). Safe to run again; each step prints its duration.
+# README.md's two commands and CI's .ci/run all start with it.
+set -euo pipefail
+
+cd "$(dirname "$0")/.."
+export DEBIAN_FRONTEND=noninteractive
+TOOLS_VENV=${SLURM_CHARMS_TOOLS_VENV:-/opt/slurm-charms-tools}
+
+step() {
+    local name=$1
+    shift
+    local started=$SECONDS
+    echo "::: $name"
+    "$@"
+    echo "::: $name: $((SECONDS - started)) s"
+}
+
+apt_base() {
+    apt-get update
+    apt-get install -y --no-install-recommends ca-certificates git
+}
+
+tools() {
+    # Debian's python3 refuses `pip install` outside a venv (PEP 668); its venv module comes
+    # with python3-venv.
+    if ! python3 -m venv "$TOOLS_VENV" 2>/dev/null; then
+        apt-get install -y --no-install-recommends python3-venv
+        python3 -m venv "$TOOLS_VENV"
+    fi
+    "$TOOLS_VENV/bin/pip" install --quiet --upgrade uv rust-just
+    ln -sf "$TOOLS_VENV/bin/uv" "$TOOLS_VENV/bin/uvx" "$TOOLS_VENV/bin/just" /usr/local/bin/
+}
+
+workspace() {
+    uv sync --frozen
+}
+
+lab_host_packages() {
+    # The lab lists what it needs from the host (debootstrap, systemd-container, iproute2, ...).
+    local packages
+    packages=$(uv run --frozen slurm-lab host-requirements)
+    # shellcheck disable=SC2086 # one word per package
+    apt-get install -y --no-install-recommends $packages
+}
+
+step "apt: base packages" apt_base
+step "uv and just from PyPI" tools
+export PATH="/usr/local/bin:$PATH"
+uv --version
+just --version
+step "uv sync --frozen" workspace
+step "apt: lab host packages" lab_host_packages
