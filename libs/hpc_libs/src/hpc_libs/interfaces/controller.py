@@ -1,0 +1,155 @@
+"""What slurmctld gives every Slurm daemon that joins its cluster: the auth key and controllers.
+
+slurmd (compute) and sackd (login) both receive the same `ControllerData` from slurmctld's
+leader: the id of the auth key secret and the controllers, primary first. The key itself
+travels only as a Juju secret owned by the slurmctld application and granted to the relation;
+it never appears in a databag.
+
+* `ControllerConsumer`: the daemon's side (slurmd, sackd). Emits `slurmctld_connected`,
+  `slurmctld_ready` and `slurmctld_disconnected`; reads the controllers and the key.
+* `ControllerPublisher`: slurmctld's side. Grants the key and publishes `ControllerData`.
+"""
+
+import logging
+from collections.abc import Callable
+
+import ops
+
+from hpc_libs.errors import IntegrationError
+from hpc_libs.interfaces.base import DatabagModel, Interface
+
+logger = logging.getLogger(__name__)
+
+AUTH_KEY_LABEL = "slurm-auth-key"
+"""Label of the slurmctld application's auth key secret."""
+AUTH_KEY_FIELD = "key"
+"""Field of the secret content holding the key (base64 text, as `KeyFile` uses)."""
+
+
+class ControllerData(DatabagModel):
+    """slurmctld's application databag."""
+
+    auth_key_id: str | None = None
+    controllers: list[str] | None = None
+
+    @property
+    def is_complete(self) -> bool:
+        """Whether the auth key secret id and at least one controller are present."""
+        return bool(self.auth_key_id) and bool(self.controllers)
+
+
+class SlurmctldConnectedEvent(ops.RelationEvent):
+    """A slurmctld application was integrated (relation-created)."""
+
+
+class SlurmctldReadyEvent(ops.RelationEvent):
+    """slurmctld published a complete `ControllerData` (auth key secret id and controllers)."""
+
+
+class SlurmctldDisconnectedEvent(ops.RelationEvent):
+    """Fired when this unit leaves the integration (its own relation-departed) or it is broken.
+
+    With several controllers a departing unit sees one relation-departed per controller
+    unit, so handlers must be idempotent.
+    """
+
+
+class ControllerConsumerEvents(ops.ObjectEvents):
+    """Events of `ControllerConsumer`."""
+
+    slurmctld_connected = ops.EventSource(SlurmctldConnectedEvent)
+    slurmctld_ready = ops.EventSource(SlurmctldReadyEvent)
+    slurmctld_disconnected = ops.EventSource(SlurmctldDisconnectedEvent)
+
+
+class ControllerConsumer(Interface):
+    """A Slurm daemon's side of its integration with slurmctld (one relation at most)."""
+
+    on = ControllerConsumerEvents()  # pyright: ignore[reportIncompatibleMethodOverride, reportAssignmentType]
+
+    def __init__(self, charm: ops.CharmBase, endpoint: str = "slurmctld") -> None:
+        super().__init__(charm, endpoint)
+        events = charm.on[endpoint]
+        self.framework.observe(events.relation_created, self._on_relation_created)
+        self.framework.observe(events.relation_changed, self._on_relation_changed)
+        self.framework.observe(events.relation_departed, self._on_relation_departed)
+        self.framework.observe(events.relation_broken, self._on_relation_broken)
+
+    def _on_relation_created(self, event: ops.RelationCreatedEvent) -> None:
+        self.on.slurmctld_connected.emit(event.relation, app=event.app, unit=event.unit)
+
+    def _on_relation_changed(self, event: ops.RelationChangedEvent) -> None:
+        if self.is_ready():
+            self.on.slurmctld_ready.emit(event.relation, app=event.app, unit=event.unit)
+
+    def _on_relation_departed(self, event: ops.RelationDepartedEvent) -> None:
+        if event.departing_unit == self.model.unit:
+            self.on.slurmctld_disconnected.emit(event.relation, app=event.app, unit=event.unit)
+
+    def _on_relation_broken(self, event: ops.RelationBrokenEvent) -> None:
+        self.on.slurmctld_disconnected.emit(event.relation, app=event.app, unit=event.unit)
+
+    @property
+    def controller_data(self) -> ControllerData | None:
+        """Slurmctld's data; None without a relation or if it is malformed."""
+        relation = self.relation
+        if relation is None:
+            return None
+        return self.load(ControllerData, relation, relation.app)
+
+    def is_ready(self) -> bool:
+        """Whether slurmctld published the auth key secret id and the controllers."""
+        data = self.controller_data
+        return data is not None and data.is_complete
+
+    def auth_key(self) -> str:
+        """Return the auth key (base64 text) read from the secret slurmctld granted.
+
+        Raises:
+            IntegrationError: No secret id yet, or the secret cannot be read.
+
+        """
+        data = self.controller_data
+        if data is None or not data.auth_key_id:
+            raise IntegrationError("slurmctld has not shared the auth key yet")
+        try:
+            content = self.model.get_secret(id=data.auth_key_id).get_content(refresh=True)
+        except (ops.SecretNotFoundError, ops.ModelError) as e:
+            raise IntegrationError(f"cannot read the auth key secret: {e}") from e
+        key = content.get(AUTH_KEY_FIELD)
+        if not key:
+            raise IntegrationError(f"the auth key secret has no {AUTH_KEY_FIELD!r} field")
+        return key
+
+
+class ControllerPublisher(Interface):
+    """slurmctld's side of an integration with a Slurm daemon application."""
+
+    def publish_controller_data(
+        self, relation: ops.Relation, auth_key: ops.Secret, controllers: list[str]
+    ) -> bool:
+        """Grant `auth_key` to `relation` and publish its id and `controllers` (leader only).
+
+        Returns whether the databag changed. The key's content is never written to it.
+        """
+        if not self.model.unit.is_leader():
+            return False
+        auth_key.grant(relation)
+        secret_id = auth_key.id or auth_key.get_info().id
+        data = ControllerData(auth_key_id=secret_id, controllers=list(controllers))
+        return self.save(data, relation, self.model.app)
+
+
+def get_or_create_auth_key_secret(charm: ops.CharmBase, generate: Callable[[], str]) -> ops.Secret:
+    """Return the slurmctld app's auth key secret, created once with `generate()`.
+
+    Raises:
+        IntegrationError: The secret does not exist and this unit is not the leader.
+
+    """
+    try:
+        return charm.model.get_secret(label=AUTH_KEY_LABEL)
+    except ops.SecretNotFoundError:
+        if not charm.unit.is_leader():
+            raise IntegrationError("the auth key secret does not exist yet") from None
+    return charm.app.add_secret({AUTH_KEY_FIELD: generate()}, label=AUTH_KEY_LABEL)

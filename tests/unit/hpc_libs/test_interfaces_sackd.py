@@ -1,0 +1,118 @@
+"""Scenarios for the sackd (login node) interface, with tiny charms observing its events."""
+
+import json
+from typing import Any, ClassVar
+
+import ops
+import pytest
+from hpc_libs.interfaces.controller import AUTH_KEY_LABEL, get_or_create_auth_key_secret
+from hpc_libs.interfaces.sackd import SackdProvider, SackdRequirer
+from ops import testing
+
+AUTH_KEY = "bG9naW4tbm9kZS1rZXk="
+
+
+class LoginCharm(ops.CharmBase):
+    """Reads the key and the controllers when slurmctld is ready."""
+
+    seen: ClassVar[list[tuple[str, list[str]]]] = []
+
+    def __init__(self, framework: ops.Framework) -> None:
+        super().__init__(framework)
+        self.slurmctld = SackdProvider(self)
+        framework.observe(self.slurmctld.on.slurmctld_ready, self._on_ready)
+
+    def _on_ready(self, _: ops.EventBase) -> None:
+        data = self.slurmctld.controller_data
+        assert data is not None
+        LoginCharm.seen.append((self.slurmctld.auth_key(), data.controllers or []))
+
+
+class ControllerCharm(ops.CharmBase):
+    """Shares the key and the controllers with every login node application that joins."""
+
+    def __init__(self, framework: ops.Framework) -> None:
+        super().__init__(framework)
+        self.login_nodes = SackdRequirer(self)
+        framework.observe(self.on["login-node"].relation_joined, self._on_joined)
+
+    def _on_joined(self, event: ops.RelationJoinedEvent) -> None:
+        secret = get_or_create_auth_key_secret(self, lambda: AUTH_KEY)
+        self.login_nodes.publish_controller_data(event.relation, secret, ["ctl-0"])
+
+
+LOGIN_META: dict[str, Any] = {
+    "name": "sackd",
+    "provides": {"slurmctld": {"interface": "sackd", "limit": 1}},
+}
+CONTROLLER_META: dict[str, Any] = {
+    "name": "slurmctld",
+    "requires": {"login-node": {"interface": "sackd"}},
+}
+
+
+@pytest.fixture
+def login_ctx() -> testing.Context[LoginCharm]:
+    LoginCharm.seen = []
+    return testing.Context(LoginCharm, meta=LOGIN_META)
+
+
+def test_login_node_reads_the_granted_key_and_the_controllers(
+    login_ctx: testing.Context[LoginCharm],
+) -> None:
+    secret = testing.Secret(tracked_content={"key": AUTH_KEY})
+    relation = testing.Relation(
+        "slurmctld",
+        remote_app_name="slurmctld",
+        remote_app_data={
+            "auth_key_id": json.dumps(secret.id),
+            "controllers": json.dumps(["ctl-0", "ctl-1"]),
+        },
+    )
+
+    login_ctx.run(
+        login_ctx.on.relation_changed(relation),
+        testing.State(relations={relation}, secrets={secret}),
+    )
+
+    assert LoginCharm.seen == [(AUTH_KEY, ["ctl-0", "ctl-1"])]
+
+
+def test_login_node_without_controller_data_is_not_ready(
+    login_ctx: testing.Context[LoginCharm],
+) -> None:
+    relation = testing.Relation("slurmctld", remote_app_name="slurmctld")
+
+    login_ctx.run(login_ctx.on.relation_changed(relation), testing.State(relations={relation}))
+
+    assert LoginCharm.seen == []
+    assert "slurmctld_ready" not in [e.handle.kind for e in login_ctx.emitted_events]
+
+
+def test_controller_grants_the_key_to_the_login_node_and_publishes_only_its_id() -> None:
+    ctx = testing.Context(ControllerCharm, meta=CONTROLLER_META)
+    relation = testing.Relation("login-node", remote_app_name="login")
+
+    out = ctx.run(
+        ctx.on.relation_joined(relation), testing.State(leader=True, relations={relation})
+    )
+
+    secret = out.get_secret(label=AUTH_KEY_LABEL)
+    assert secret.remote_grants == {relation.id: {"login"}}
+    data = out.get_relation(relation.id).local_app_data
+    assert json.loads(data["auth_key_id"]) == secret.id
+    assert json.loads(data["controllers"]) == ["ctl-0"]
+    assert AUTH_KEY not in json.dumps(dict(data))
+
+
+def test_non_leader_controller_publishes_nothing() -> None:
+    ctx = testing.Context(ControllerCharm, meta=CONTROLLER_META)
+    secret = testing.Secret(tracked_content={"key": AUTH_KEY}, label=AUTH_KEY_LABEL, owner="app")
+    relation = testing.Relation("login-node", remote_app_name="login")
+
+    out = ctx.run(
+        ctx.on.relation_joined(relation),
+        testing.State(leader=False, relations={relation}, secrets={secret}),
+    )
+
+    assert dict(out.get_relation(relation.id).local_app_data) == {}
