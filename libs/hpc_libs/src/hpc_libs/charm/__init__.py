@@ -1,0 +1,1 @@
+"""What the Slurm charms share in their charm code: config basics and package installation."""

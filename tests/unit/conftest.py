@@ -1,0 +1,15 @@
+"""Fixtures every charm's unit tests share; the helpers behind them are in charm_testing.
+
+pytest's default ("prepend") import mode puts this folder on sys.path before importing this
+file, because it is in no package; so every test module and conftest below can import
+`charm_testing`.
+"""
+
+import pytest
+from charm_testing import FakeMachine, fake_machine
+
+
+@pytest.fixture
+def machine(monkeypatch: pytest.MonkeyPatch) -> FakeMachine:
+    """A fake machine behind hpc_libs' seams (see charm_testing.FakeMachine)."""
+    return fake_machine(monkeypatch)
