@@ -23,6 +23,8 @@ logger = logging.getLogger(__name__)
 PEER = "slurmctld-peer"
 SLURMD = "slurmd"
 CONTROLLER_ORDER = "controller-order"
+# Same reason the slurmd charm gives when its unit leaves.
+DEPARTED_REASON = "juju: unit leaving the cluster"
 
 
 class SlurmctldCharm(ops.CharmBase):
@@ -32,11 +34,13 @@ class SlurmctldCharm(ops.CharmBase):
 
     def __init__(self, framework: ops.Framework) -> None:
         super().__init__(framework)
-        self._stored.set_default(installed=False, partitions="{}", drained=[])
+        # `departed`: nodes of slurmd units that left, deleted once no job runs on them.
+        self._stored.set_default(installed=False, partitions="{}", drained=[], departed=[])
         self.slurmctld = SlurmctldManager()
         self.scontrol = Scontrol()
         self.slurmd = SlurmdRequirer(self, SLURMD)
 
+        framework.observe(self.on[SLURMD].relation_departed, self._on_slurmd_unit_departed)
         framework.observe(self.on.resume_action, self._on_resume_action)
         framework.observe(self.on.collect_unit_status, self._on_collect_unit_status)
         for event in (
@@ -54,6 +58,19 @@ class SlurmctldCharm(ops.CharmBase):
             framework.observe(event, self._reconcile)
 
     # Event handlers.
+
+    def _on_slurmd_unit_departed(self, event: ops.RelationDepartedEvent) -> None:
+        """Take a leaving compute unit's node out of the cluster, from the controller's side.
+
+        The unit retires its node itself, but its machine may disappear before it can
+        (Juju removes the machine with its last unit): the controller drains the node and
+        deletes it once no job runs on it, so no node of a removed unit is left behind.
+        """
+        if self.unit.is_leader() and event.departing_unit is not None:
+            name = cluster.node_name(event.departing_unit.name)
+            self._drain_node(name)
+            self._stored.departed = sorted({*self._stored.departed, name})
+        self._reconcile(event)
 
     def _on_resume_action(self, event: ops.ActionEvent) -> None:
         nodename = str(event.params["nodename"])
@@ -97,6 +114,7 @@ class SlurmctldCharm(ops.CharmBase):
         auth_key = self._auth_key_secret()
         key_changed = self._write_auth_key(auth_key)
         controllers = self._controllers(me)
+        self._delete_departed_nodes()
         partitions = self._update_partitions()
         self._apply_slurm_conf(config, controllers, partitions, restart=key_changed)
         self._publish_controller_data(auth_key, controllers, partitions)
@@ -127,6 +145,8 @@ class SlurmctldCharm(ops.CharmBase):
         conf_changed = self.slurmctld.config.write(
             cluster.render_slurm_conf(config, controllers, partitions)
         )
+        # The log directory, like the state directory, must be slurm's (slurmctld runs as it).
+        self.slurmctld.create_state_save_location(self.slurmctld.root / cluster.LOG_DIR)
         service = self.slurmctld.service
         if not service.is_active():
             self.slurmctld.create_state_save_location()
@@ -145,24 +165,51 @@ class SlurmctldCharm(ops.CharmBase):
             logger.warning("cannot parse the current slurm.conf, rewriting it: %s", e.message)
             return None
 
+    # Nodes of departed slurmd units.
+
+    def _drain_node(self, name: str) -> None:
+        try:
+            self.scontrol.update_node(name, state="drain", reason=DEPARTED_REASON)
+        except SlurmOpsError as e:
+            logger.info("cannot drain departed node %s: %s", name, e.stderr or e.message)
+
+    def _delete_departed_nodes(self) -> None:
+        """Delete the nodes of departed units once no job runs on them (retried by any event)."""
+        remaining: list[str] = []
+        for name in self._stored.departed:
+            try:
+                if self.scontrol.show_node(name) is None:
+                    continue  # Gone already: the unit retired it.
+                if cluster.node_has_jobs(name):
+                    remaining.append(name)
+                    continue
+                self.scontrol.delete_node(name)
+                logger.info("deleted node %s of a departed unit", name)
+            except SlurmOpsError as e:
+                logger.warning("cannot delete node %s yet: %s", name, e.stderr or e.message)
+                remaining.append(name)
+        self._stored.departed = remaining
+
     # Partitions published by slurmd applications.
 
     def _partitions(self) -> dict[str, cluster.PartitionRecord]:
         return cluster.load_partitions(str(self._stored.partitions))
 
-    def _published(self) -> Iterator[tuple[str, ComputeData]]:
-        """Yield each integrated slurmd application with the complete data it published."""
+    def _published(self) -> Iterator[tuple[int, str, ComputeData]]:
+        """Yield each integrated slurmd application's relation id, name and complete data."""
         for relation in self.model.relations[SLURMD]:
             data = self.slurmd.compute_data(relation)
             if relation.app is not None and data is not None and data.is_complete:
-                yield relation.app.name, data
+                yield relation.id, relation.app.name, data
 
     def _live_partitions(self) -> dict[str, cluster.PartitionRecord]:
         """Partitions of the slurmd applications integrated now, with usable data."""
         live: dict[str, cluster.PartitionRecord] = {}
-        for app, data in self._published():
+        for relation_id, app, data in self._published():
             try:
-                live[app] = cluster.partition_record(app, data.partition, data.nodeset)
+                live[app] = cluster.partition_record(
+                    app, data.partition, data.nodeset, relation_id
+                )
             except ValueError as e:
                 logger.warning("ignoring partition of %s: %s", app, e)
         return live
@@ -170,7 +217,7 @@ class SlurmctldCharm(ops.CharmBase):
     def _unusable_partitions(self) -> list[str]:
         """List the slurmd applications whose partition data the controller cannot serve."""
         unusable: list[str] = []
-        for app, data in self._published():
+        for _, app, data in self._published():
             try:
                 cluster.partition_record(app, data.partition, data.nodeset)
             except ValueError:

@@ -21,6 +21,8 @@ from slurmutils import CGroupConfig, NodeSet, Partition, SlurmConfig
 logger = logging.getLogger(__name__)
 
 STATE_SAVE_LOCATION = "/var/lib/slurm/slurmctld"  # SlurmctldManager creates it.
+LOG_DIR = "var/log/slurm"  # Relative to the manager's root; the charm creates it.
+SLURMCTLD_LOG_FILE = f"/{LOG_DIR}/slurmctld.log"
 
 # Slurm gives these partition/node-set names a meaning of their own (`PartitionName=DEFAULT`
 # sets defaults for every partition, `Nodes=ALL` selects every node), so a slurmd application
@@ -62,6 +64,9 @@ class PartitionRecord(pydantic.BaseModel):
     partition: dict[str, Any]
     nodeset: dict[str, Any]
     retiring: bool = False
+    # Id of the relation that published it: the oldest application's partition (lowest id)
+    # becomes the cluster's default partition when no application asks for `Default`.
+    relation_id: int | None = None
 
 
 PartitionStore = pydantic.TypeAdapter(dict[str, PartitionRecord])
@@ -78,7 +83,10 @@ def dump_partitions(partitions: dict[str, PartitionRecord]) -> str:
 
 
 def partition_record(
-    app: str, partition: dict[str, Any] | None, nodeset: dict[str, Any] | None
+    app: str,
+    partition: dict[str, Any] | None,
+    nodeset: dict[str, Any] | None,
+    relation_id: int | None = None,
 ) -> PartitionRecord:
     """Build the record for a slurmd application from the data it published.
 
@@ -92,7 +100,29 @@ def partition_record(
         raise ValueError("partition or nodeset missing")
     settings = Partition.from_dict(dict(partition)).dict()
     settings.update(partitionname=app, nodes=[app])
-    return PartitionRecord(partition=settings, nodeset={"nodeset": app, "feature": app})
+    return PartitionRecord(
+        partition=settings, nodeset={"nodeset": app, "feature": app}, relation_id=relation_id
+    )
+
+
+def default_partition(partitions: dict[str, PartitionRecord]) -> str | None:
+    """Pick the partition the charm marks `Default=YES`, or None to leave `Default` alone.
+
+    Jobs submitted without `-p` need a default partition. When a serving (not retiring)
+    partition asks for `Default=YES` itself, it is the default and the charm adds none.
+    Otherwise the oldest slurmd application's partition (lowest relation id, so the choice
+    is stable while applications come and go) is the default, unless it set `Default=NO`.
+    """
+    serving = {name: r for name, r in partitions.items() if not r.retiring}
+    if any(r.partition.get("default") is True for r in serving.values()):
+        return None
+    candidates = [
+        (r.relation_id, name) for name, r in serving.items() if r.relation_id is not None
+    ]
+    if not candidates:
+        return None
+    oldest = min(candidates)[1]
+    return None if "default" in serving[oldest].partition else oldest
 
 
 def render_slurm_conf(
@@ -111,13 +141,18 @@ def render_slurm_conf(
             "slurmctldparameters": {"enable_configless": True},
             "maxnodecount": config.max_node_count,
             "statesavelocation": STATE_SAVE_LOCATION,
+            "slurmctldlogfile": SLURMCTLD_LOG_FILE,
             "selecttype": "select/cons_tres",
             **ISOLATION_PLUGINS[config.process_isolation],
         }
     )
+    default = default_partition(partitions)
     for name, record in sorted(partitions.items()):
         settings = dict(record.partition)
+        if name == default:
+            settings["default"] = True
         if record.retiring:
+            settings.pop("default", None)
             # Keep a retiring partition drained even if a later reconfigure re-reads the file.
             settings["state"] = "drain"
         conf.nodesets[name] = NodeSet.from_dict(dict(record.nodeset))
@@ -136,14 +171,29 @@ def partition_has_jobs(name: str) -> bool:
     Pending jobs do not count: nothing will run them once the partition's nodes leave. When
     Slurm cannot be asked, assume there are jobs: removing a busy partition is the worse error.
     """
-    argv = ["squeue", "--noheader", "--format=%i", f"--partition={name}"]
+    return _has_jobs(f"--partition={name}", f"partition {name}")
+
+
+def node_has_jobs(name: str) -> bool:
+    """Whether jobs are still running (or finishing) on a node; True when Slurm cannot say."""
+    return _has_jobs(f"--nodelist={name}", f"node {name}")
+
+
+def _has_jobs(selection: str, what: str) -> bool:
+    argv = ["squeue", "--noheader", "--format=%i", selection]
     argv.append("--states=RUNNING,COMPLETING,CONFIGURING,SUSPENDED")
     try:
         result = host.run(argv)
     except SlurmOpsError as e:
-        logger.warning("cannot list jobs of partition %s: %s", name, e.stderr or e)
+        logger.warning("cannot list jobs of %s: %s", what, e.stderr or e)
         return True
     return bool(result.stdout.strip())
+
+
+def node_name(unit_name: str) -> str:
+    """Name a slurmd unit's Slurm node `<application>-<unit number>`, as slurmd does."""
+    app, number = unit_name.rsplit("/", 1)
+    return f"{app}-{number}"
 
 
 def order_controllers(previous: list[str], present: list[str]) -> list[str]:

@@ -155,7 +155,7 @@ def test_slurmd_ready_adds_partition_reconfigures_once_and_publishes(ctx, machin
 
     conf = slurm_conf(tmp_path).splitlines()
     assert "nodeset=compute feature=compute" in conf
-    assert "partitionname=compute nodes=compute" in conf
+    assert "partitionname=compute nodes=compute default=YES" in conf
     assert machine.ran(*RECONFIGURE) == [RECONFIGURE]
     assert machine.calls("restart") == []
     published = out.get_relation(relation.id).local_app_data
@@ -203,7 +203,7 @@ def test_partition_config_change_updates_that_partition_with_one_reconfigure(
 
     conf = slurm_conf(tmp_path).splitlines()
     assert "partitionname=compute nodes=compute maxtime=60" in conf
-    assert "partitionname=gpu nodes=gpu" in conf
+    assert "partitionname=gpu nodes=gpu default=YES" in conf  # The older integration.
     assert machine.ran(*RECONFIGURE) == [RECONFIGURE]
     assert machine.calls("restart") == []
 
@@ -221,7 +221,7 @@ def test_partition_names_are_forced_to_the_application_name(ctx, machine, tmp_pa
     ctx.run(ctx.on.relation_changed(hijack), running(hijack))
 
     conf = slurm_conf(tmp_path).splitlines()
-    assert "partitionname=compute nodes=compute maxtime=5" in conf
+    assert "partitionname=compute nodes=compute maxtime=5 default=YES" in conf
     assert "nodeset=compute feature=compute" in conf
     assert not any("debug" in line for line in conf)
 
@@ -510,3 +510,165 @@ def test_controller_order_keeps_join_order(cluster_module, recorded, present, or
     previous = cluster_module.parse_order(recorded)
 
     assert cluster_module.order_controllers(previous, present) == order
+
+
+# The default partition (jobs submitted without `-p`).
+
+
+def partition_lines(tmp_path: Path) -> list[str]:
+    return [line for line in slurm_conf(tmp_path).splitlines() if line.startswith("partition")]
+
+
+def test_oldest_application_partition_is_the_default(ctx, machine, tmp_path):
+    oldest, newer = compute_relation("compute"), compute_relation("debug")
+
+    ctx.run(ctx.on.relation_changed(newer), running(newer, oldest))
+
+    assert partition_lines(tmp_path) == [
+        "partitionname=compute nodes=compute default=YES",
+        "partitionname=debug nodes=debug",
+    ]
+
+
+def test_application_asking_for_default_wins_over_the_oldest(ctx, machine, tmp_path):
+    oldest, newer = compute_relation("compute"), compute_relation("debug", default=True)
+
+    ctx.run(ctx.on.relation_changed(newer), running(oldest, newer))
+
+    assert partition_lines(tmp_path) == [
+        "partitionname=compute nodes=compute",
+        "partitionname=debug nodes=debug default=YES",
+    ]
+
+
+def test_oldest_application_saying_default_no_is_respected(ctx, machine, tmp_path):
+    oldest, newer = compute_relation("compute", default=False), compute_relation("debug")
+
+    ctx.run(ctx.on.relation_changed(newer), running(oldest, newer))
+
+    assert partition_lines(tmp_path) == [
+        "partitionname=compute nodes=compute default=NO",
+        "partitionname=debug nodes=debug",
+    ]
+
+
+def test_default_moves_to_the_next_oldest_when_the_default_application_leaves(
+    ctx, machine, tmp_path, settled
+):
+    oldest, newer = compute_relation("compute"), compute_relation("debug")
+    state = settled(running(oldest, newer))
+    state = testing.State(
+        leader=True,
+        relations=[newer],
+        secrets=list(state.secrets),
+        stored_states=state.stored_states,
+    )
+
+    ctx.run(ctx.on.relation_changed(newer), state)  # squeue: compute has no jobs left.
+
+    assert partition_lines(tmp_path) == ["partitionname=debug nodes=debug default=YES"]
+    assert machine.ran(*RECONFIGURE) == [RECONFIGURE]
+
+
+def test_retiring_partition_is_never_the_default(ctx, machine, tmp_path, settled):
+    oldest, newer = compute_relation("compute"), compute_relation("debug")
+    state = settled(running(oldest, newer))
+    machine.responses[("squeue",)] = "42\n"  # compute still runs a job.
+    state = testing.State(
+        leader=True,
+        relations=[newer],
+        secrets=list(state.secrets),
+        stored_states=state.stored_states,
+    )
+
+    ctx.run(ctx.on.relation_changed(newer), state)
+
+    assert partition_lines(tmp_path) == [
+        "partitionname=compute nodes=compute state=drain",
+        "partitionname=debug nodes=debug default=YES",
+    ]
+
+
+def test_slurmctld_logs_to_a_file_in_a_directory_slurm_owns(ctx, machine, tmp_path):
+    ctx.run(ctx.on.update_status(), running())
+
+    assert "slurmctldlogfile=/var/log/slurm/slurmctld.log" in slurm_conf(tmp_path).splitlines()
+    assert (tmp_path / "var/log/slurm").is_dir()
+
+
+# Nodes of departed compute units (their machine may vanish before they retire themselves).
+
+NODE_JSON = json.dumps({"nodes": [{"name": "compute-1", "state": ["IDLE", "DRAIN"]}]})
+
+
+def test_departing_unit_node_is_drained_and_deleted_once_idle(ctx, machine, settled):
+    relation = compute_relation(units=2)
+    state = settled(running(relation))
+    machine.responses[("scontrol", "show", "node", "compute-1")] = NODE_JSON
+
+    ctx.run(
+        ctx.on.relation_departed(state.get_relation(relation.id), remote_unit=1, departing_unit=1),
+        state,
+    )
+
+    drain = machine.ran("scontrol", "update", "nodename=compute-1")
+    assert drain == [
+        [
+            "scontrol",
+            "update",
+            "nodename=compute-1",
+            "state=drain",
+            "reason=juju: unit leaving the cluster",
+        ]
+    ]
+    assert machine.ran("scontrol", "delete") == [["scontrol", "delete", "nodename=compute-1"]]
+    assert machine.ran(*RECONFIGURE) == []
+
+
+def test_departed_node_with_jobs_is_deleted_by_a_later_event_once_idle(ctx, machine, settled):
+    relation = compute_relation(units=2)
+    state = settled(running(relation))
+    machine.responses[("scontrol", "show", "node", "compute-1")] = NODE_JSON
+    machine.responses[("squeue",)] = "42\n"
+
+    state = ctx.run(
+        ctx.on.relation_departed(state.get_relation(relation.id), remote_unit=1, departing_unit=1),
+        state,
+    )
+    assert machine.ran("scontrol", "delete") == []  # Never while a job runs.
+
+    del machine.responses[("squeue",)]
+    ctx.run(ctx.on.update_status(), state)
+    assert machine.ran("scontrol", "delete") == [["scontrol", "delete", "nodename=compute-1"]]
+
+
+def test_departed_node_already_retired_by_its_unit_is_forgotten(ctx, machine, settled):
+    relation = compute_relation(units=2)
+    state = settled(running(relation))
+    machine.responses[("scontrol", "show", "node", "compute-1")] = json.dumps({"nodes": []})
+
+    out = ctx.run(
+        ctx.on.relation_departed(state.get_relation(relation.id), remote_unit=1, departing_unit=1),
+        state,
+    )
+
+    assert machine.ran("scontrol", "delete") == []
+    stored = next(s for s in out.stored_states if s.owner_path == "SlurmctldCharm")
+    assert stored.content["departed"] == []
+
+
+def test_departed_node_slurm_cannot_report_on_is_kept_for_later(ctx, machine, settled):
+    relation = compute_relation(units=2)
+    state = settled(running(relation))
+    machine.responses[("scontrol", "show", "node", "compute-1")] = SlurmOpsError(
+        "scontrol failed", stderr="Unable to contact slurm controller"
+    )
+
+    out = ctx.run(
+        ctx.on.relation_departed(state.get_relation(relation.id), remote_unit=1, departing_unit=1),
+        state,
+    )
+
+    assert machine.ran("scontrol", "delete") == []
+    stored = next(s for s in out.stored_states if s.owner_path == "SlurmctldCharm")
+    assert stored.content["departed"] == ["compute-1"]

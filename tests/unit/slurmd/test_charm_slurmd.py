@@ -329,7 +329,8 @@ def test_node_config_hardware_fields_drain_and_reregister_without_killing_jobs(
     (transient,) = machine.ran("systemd-run")
     assert transient[1:3] == [f"--unit=slurmd-reregister-{NODE}", "--collect"]
     script = transient[-1]
-    assert script.index(f"scontrol listjobs {NODE}") < script.index(f"scontrol delete nodename={NODE}")
+    delete = script.index(f"scontrol delete nodename={NODE}")
+    assert script.index(f"scontrol listjobs {NODE}") < delete
     assert script.index("scontrol delete") < script.index("systemctl restart slurmd")
     assert machine.ran("scontrol", "delete") == []
     assert machine.service_calls == []
@@ -469,7 +470,8 @@ def test_unit_departing_drains_and_hands_the_wait_to_a_transient_unit(ctx, machi
     assert transient[1:3] == [f"--unit=slurmd-retire-{NODE}", "--collect"]
     script = transient[-1]
     assert "sleep 5" in script
-    assert script.index(f"scontrol listjobs {NODE}") < script.index(f"scontrol delete nodename={NODE}")
+    delete = script.index(f"scontrol delete nodename={NODE}")
+    assert script.index(f"scontrol listjobs {NODE}") < delete
     assert script.index("scontrol delete") < script.index("systemctl disable --now slurmd")
     assert machine.ran("scontrol", "delete") == []
     assert machine.service_calls == []
