@@ -291,3 +291,18 @@ def test_an_undeclared_dependency_fails_the_install_hook(juju: LabJuju):
     assert unit.workload_status.current == "error"
     assert unit.workload_status.message == 'hook failed: "install"'
     assert "No module named 'pydantic'" in juju.unit_log("undeclared/0")
+
+
+def test_a_removed_units_machine_stays_until_its_background_work_ends(juju: LabJuju):
+    juju.config("beta", {"linger-on-stop": 6})
+    machine = juju.state.units["beta/1"].machine
+
+    juju.remove_unit("beta/1")
+
+    assert "beta/1" not in juju.status().apps["beta"].units
+    assert machine in {m.name for m in juju.lab.machines()}  # type: ignore[attr-defined]
+    deadline = time.monotonic() + 60
+    while machine in {m.name for m in juju.lab.machines()}:  # type: ignore[attr-defined]
+        assert time.monotonic() < deadline, "the machine outlived its background work"
+        time.sleep(2)
+        juju.reap_machines()

@@ -66,8 +66,9 @@ class SlurmctldCharm(ops.CharmBase):
         (Juju removes the machine with its last unit): the controller drains the node and
         deletes it once no job runs on it, so no node of a removed unit is left behind.
         """
-        if self.unit.is_leader() and event.departing_unit is not None:
-            name = cluster.node_name(event.departing_unit.name)
+        leaving = event.departing_unit
+        if self.unit.is_leader() and leaving is not None and leaving != self.unit:
+            name = cluster.node_name(leaving.name)
             self._drain_node(name)
             self._stored.departed = sorted({*self._stored.departed, name})
         self._reconcile(event)

@@ -545,6 +545,11 @@ class LabJuju(jubilant.Juju):
             targets = sorted({self._unit(name).name for name in names})
             self.ctl.run_concurrently([{"unit": n, "kind": "update_status"} for n in targets])
 
+    def reap_machines(self) -> None:
+        """Destroy the machines of removed units once their background work has ended."""
+        with self._session():
+            self.ctl.reap_machines()
+
     def resolve(self, unit: str) -> None:
         """Retry a unit's failed hook (like `juju resolve`)."""
         with self._session():
@@ -581,6 +586,7 @@ class LabJuju(jubilant.Juju):
         while time.monotonic() - start < timeout:
             if time.monotonic() - self._last_update_status >= self.update_status_interval:
                 self.update_status()
+                self.reap_machines()
                 self._last_update_status = time.monotonic()  # the interval runs between ticks
             status = self.status()
             if error is not None and error(status):
@@ -629,10 +635,10 @@ class LabJuju(jubilant.Juju):
     def destroy_lab_model(self) -> None:
         """Destroy every unit's machine and forget the model (no hooks run)."""
         with self._session() as model:
-            for unit in model.units.values():
-                if unit.principal is None:
-                    with contextlib.suppress(LabError):
-                        self.lab.destroy(unit.machine)
+            machines = [u.machine for u in model.units.values() if u.principal is None]
+            for machine in [*machines, *model.retiring_machines]:
+                with contextlib.suppress(LabError):
+                    self.lab.destroy(machine)
             self.ctl.model = ModelState(name=model.name, uuid=str(uuid.uuid4()))
 
     # --- bundles ---------------------------------------------------------------------------------

@@ -13,6 +13,7 @@ destroying a unit's machine).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import subprocess
@@ -41,6 +42,10 @@ logger = logging.getLogger(__name__)
 HOOK_TIMEOUT = 900.0
 UNIT_AGENT_DIR = "/var/lib/juju/agents"
 PYCACHE_DIR = "/var/cache/lab-juju/pycache"
+
+
+RETIRING_MACHINE_TIMEOUT = 30 * 60
+"""How long a removed unit's machine is kept for its background work, at most (seconds)."""
 
 
 class MachineLike(Protocol):
@@ -545,7 +550,9 @@ class Controller:
         elif kind == "_destroy_unit":
             unit = self.model.units.pop(event["unit"], None)
             if unit is not None and unit.principal is None:
-                self.lab.destroy(unit.machine)
+                deadline = time.time() + RETIRING_MACHINE_TIMEOUT
+                self.model.retiring_machines[unit.machine] = deadline
+                self.reap_machines()
             for secret in list(self.model.secrets.values()):
                 secret.consumers.pop(event["unit"], None)
                 if secret.owner == event["unit"]:
@@ -556,6 +563,31 @@ class Controller:
             for secret in list(self.model.secrets.values()):
                 if secret.owner == app:
                     del self.model.secrets[secret.id]
+
+    def reap_machines(self) -> None:
+        """Destroy the machines of removed units whose background work has ended.
+
+        A charm may leave work running after its unit's last hook, as a transient systemd unit
+        (slurmd waits for its jobs, then deletes its node). The lab keeps such a machine until
+        that work ends, or RETIRING_MACHINE_TIMEOUT passes. Juju destroys a machine once its
+        last principal unit is gone, so there the work is cut short: see the slurmd README.
+        """
+        for name, deadline in list(self.model.retiring_machines.items()):
+            if time.time() < deadline and self._has_background_work(name):
+                continue
+            with contextlib.suppress(LabError):
+                self.lab.destroy(name)
+            del self.model.retiring_machines[name]
+
+    def _has_background_work(self, machine: str) -> bool:
+        """Whether a transient systemd service (`systemd-run`) is still loaded on the machine."""
+        try:
+            listed = self.lab.get(machine).exec(
+                ["sh", "-c", "ls /run/systemd/transient/ | grep '[.]service$'"], timeout=30
+            )
+        except LabError:
+            return False
+        return listed.returncode == 0 and bool(listed.stdout.strip())
 
     # --- logs ------------------------------------------------------------------------------------
 

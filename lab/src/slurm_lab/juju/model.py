@@ -175,6 +175,8 @@ class ModelState:
     next_relation: int = 0
     next_task: int = 0
     queue: list[JsonDict] = field(default_factory=list)
+    retiring_machines: dict[str, float] = field(default_factory=dict)
+    """Machines of removed units still finishing background work: name -> deadline (epoch s)."""
 
     def app_units(self, app: str) -> list[Unit]:
         """Return the units of app, by number."""

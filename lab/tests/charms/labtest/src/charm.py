@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import logging
+import subprocess
 from pathlib import Path
 
 import ops
@@ -35,6 +36,7 @@ class LabtestCharm(ops.CharmBase):
         framework.observe(self.on.mount_relation_changed, self._use_mount)
         framework.observe(self.on.get_state_action, self._get_state)
         framework.observe(self.on.fail_action, self._fail)
+        framework.observe(self.on.stop, self._linger)
         framework.observe(self.on.collect_unit_status, self._status)
 
     def _record(self, event: ops.EventBase) -> None:
@@ -51,6 +53,13 @@ class LabtestCharm(ops.CharmBase):
         fail_on = str(self.config["fail-on"]).replace("-", "_")
         if fail_on and fail_on == event.handle.kind:
             raise RuntimeError(f"failing on {event.handle.kind} as configured")
+
+    def _linger(self, _: ops.StopEvent) -> None:
+        """Leave background work behind, as slurmd does while its node drains."""
+        seconds = int(self.config["linger-on-stop"])
+        if seconds > 0:
+            argv = ["systemd-run", "--unit=labtest-linger", "--collect", "sleep", str(seconds)]
+            subprocess.run(argv, check=True)
 
     def _publish(self, event: ops.RelationJoinedEvent) -> None:
         event.relation.data[self.unit]["echo-of"] = self.unit.name
