@@ -85,10 +85,11 @@ pack *names:
 # Bring up a cluster on the local lab (needs root) and print how to reach it.
 lab bundle="bundles/lab.yaml":
     uv run slurm-lab deploy-bundle {{ bundle }}
-    uv run slurm-lab juju-exec slurmctld/0 -- sinfo
+    uv run slurm-lab juju-exec login/0 -- sinfo
     @echo
-    @echo "The cluster is up. Reach it with:"
-    @echo "  uv run slurm-lab juju-exec slurmctld/0 -- sinfo"
-    @echo "  uv run slurm-lab juju-exec slurmctld/0 -- srun -N2 hostname"
+    @echo "The cluster is up. Reach it from the login node:"
+    @echo "  uv run slurm-lab juju-exec login/0 -- sinfo"
+    @echo "  uv run slurm-lab juju-exec login/0 -- srun -N2 hostname"
+    @echo "  uv run slurm-lab shell <machine of login/0, see juju-status>"
     @echo "Status: uv run slurm-lab juju-status    Logs: uv run slurm-lab juju-log [UNIT]"
     @echo "Tear down: uv run slurm-lab juju-destroy && uv run slurm-lab down"

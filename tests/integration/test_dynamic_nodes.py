@@ -28,6 +28,7 @@ from dynamic_nodes_helpers import (
     sh,
     slurm_conf_fingerprint,
     submit_sleep,
+    try_sh,
 )
 
 LAB_OPTIONS = {"slurm-package-source": "archive"}
@@ -69,6 +70,20 @@ def test_job_without_partition_runs_on_both_nodes(cluster: jubilant.Juju):
 
     assert set(out.split()) == hostnames
     assert set(names.split()) == {"compute-0", "compute-1"}
+
+
+def test_login_node_reaches_the_cluster(cluster: jubilant.Juju, charm_path: Callable[[str], Path]):
+    """A sackd login node gets the key and controllers; users run jobs from it."""
+    cluster.deploy(charm_path("sackd"), "login", config=LAB_OPTIONS)
+    cluster.integrate("slurmctld:login-node", "login:slurmctld")
+    wait_active(cluster)
+
+    names = sh(cluster, "srun -N2 printenv SLURMD_NODENAME", unit="login/0", wait=60)
+    nodes = sh(cluster, "sinfo --noheader --format=%N", unit="login/0")
+
+    assert set(names.split()) == {"compute-0", "compute-1"}
+    assert "compute-[0-1]" in nodes
+    assert not try_sh(cluster, "test -e /etc/slurm/slurm.conf && echo present", unit="login/0")
 
 
 def test_second_application_becomes_second_partition(

@@ -10,6 +10,7 @@ import ops
 import pydantic
 from config import SlurmctldConfig, describe_error
 from hpc_libs.errors import SlurmOpsError
+from hpc_libs.interfaces.sackd import SackdRequirer
 from hpc_libs.interfaces.slurmd import (
     ComputeData,
     SlurmdRequirer,
@@ -22,6 +23,7 @@ logger = logging.getLogger(__name__)
 
 PEER = "slurmctld-peer"
 SLURMD = "slurmd"
+LOGIN_NODE = "login-node"
 CONTROLLER_ORDER = "controller-order"
 # Same reason the slurmd charm gives when its unit leaves.
 DEPARTED_REASON = "juju: unit leaving the cluster"
@@ -39,6 +41,7 @@ class SlurmctldCharm(ops.CharmBase):
         self.slurmctld = SlurmctldManager()
         self.scontrol = Scontrol()
         self.slurmd = SlurmdRequirer(self, SLURMD)
+        self.login_nodes = SackdRequirer(self, LOGIN_NODE)
 
         framework.observe(self.on[SLURMD].relation_departed, self._on_slurmd_unit_departed)
         framework.observe(self.on.resume_action, self._on_resume_action)
@@ -54,6 +57,7 @@ class SlurmctldCharm(ops.CharmBase):
             self.on[PEER].relation_departed,
             self.slurmd.on.slurmd_ready,
             self.slurmd.on.slurmd_disconnected,
+            self.on[LOGIN_NODE].relation_joined,
         ):
             framework.observe(event, self._reconcile)
 
@@ -311,11 +315,16 @@ class SlurmctldCharm(ops.CharmBase):
         controllers: list[cluster.Controller],
         partitions: dict[str, cluster.PartitionRecord],
     ) -> None:
-        """Tell slurmd applications whose partition is in place where to enlist."""
+        """Share the key and the controllers with login nodes and enlisted slurmd applications.
+
+        A slurmd application gets them once its partition is in slurm.conf.
+        """
         addresses = [c.address for c in controllers]
         for relation in self.model.relations[SLURMD]:
             if relation.app is not None and relation.app.name in partitions:
                 self.slurmd.publish_controller_data(relation, auth_key, addresses)
+        for relation in self.model.relations[LOGIN_NODE]:
+            self.login_nodes.publish_controller_data(relation, auth_key, addresses)
 
     def _config(self) -> SlurmctldConfig | None:
         try:

@@ -165,6 +165,33 @@ def test_slurmd_ready_adds_partition_reconfigures_once_and_publishes(ctx, machin
     assert relation.id in secret.remote_grants
 
 
+
+def test_login_node_gets_the_key_and_controllers_without_touching_slurm_conf(
+    ctx, machine, tmp_path, settled
+):
+    state = settled(running(compute_relation()))
+    before = (tmp_path / "etc/slurm/slurm.conf").stat().st_mtime_ns
+    login = testing.Relation("login-node", remote_app_name="login", remote_units_data={0: {}})
+    state = testing.State(
+        leader=True,
+        relations=[*state.relations, login],
+        secrets=state.secrets,
+        stored_states=state.stored_states,
+        config={},
+    )
+    machine.commands.clear()
+
+    out = ctx.run(ctx.on.relation_joined(login, remote_unit=0), state)
+
+    published = out.get_relation(login.id).local_app_data
+    secret = out.get_secret(label="slurm-auth-key")
+    assert json.loads(published["auth_key_id"]) == secret.id
+    assert json.loads(published["controllers"]) == ["192.0.2.0"]
+    assert login.id in secret.remote_grants
+    assert KEY not in json.dumps(dict(published))
+    assert (tmp_path / "etc/slurm/slurm.conf").stat().st_mtime_ns == before
+    assert machine.ran(*RECONFIGURE) == []
+
 def test_adding_compute_units_writes_nothing_and_never_reconfigures(
     ctx, machine, tmp_path, settled
 ):

@@ -205,10 +205,14 @@ def build_deps(charm_dir: Path, charms_dir: Path) -> Path:
         req_file.write_text("\n".join(reqs) + "\n")
         build = Path(tmp) / "site"
         logger.info("building dependencies of %s into %s", charm_dir.name, target)
+        # uv reuses a wheel it built from a local tree while that tree's pyproject.toml is
+        # unchanged: refresh the local packages so the machine gets their current source.
+        refresh = [f"--refresh-package={_project(path).get('name', path.name)}" for path in local]
         result = subprocess.run(
             [
                 *("uv", "pip", "install", "--quiet", "--target", str(build)),
                 *("--python-version", LAB_PYTHON, "--python-platform", LAB_PLATFORM),
+                *refresh,
                 *("--no-config", "-r", str(req_file)),
             ],
             capture_output=True,
