@@ -165,7 +165,6 @@ def test_slurmd_ready_adds_partition_reconfigures_once_and_publishes(ctx, machin
     assert relation.id in secret.remote_grants
 
 
-
 def test_login_node_gets_the_key_and_controllers_without_touching_slurm_conf(
     ctx, machine, tmp_path, settled
 ):
@@ -191,6 +190,7 @@ def test_login_node_gets_the_key_and_controllers_without_touching_slurm_conf(
     assert KEY not in json.dumps(dict(published))
     assert (tmp_path / "etc/slurm/slurm.conf").stat().st_mtime_ns == before
     assert machine.ran(*RECONFIGURE) == []
+
 
 def test_adding_compute_units_writes_nothing_and_never_reconfigures(
     ctx, machine, tmp_path, settled
