@@ -7,8 +7,9 @@ from collections.abc import Iterator
 
 import cluster
 import ops
-import pydantic
-from config import SlurmctldConfig, describe_error
+from config import SlurmctldConfig
+from hpc_libs.charm.config import config_problem, load_valid_config
+from hpc_libs.charm.install import SlurmInstaller
 from hpc_libs.errors import SlurmOpsError
 from hpc_libs.interfaces.sackd import SackdRequirer
 from hpc_libs.interfaces.slurmd import (
@@ -37,14 +38,16 @@ class SlurmctldCharm(ops.CharmBase):
     def __init__(self, framework: ops.Framework) -> None:
         super().__init__(framework)
         # `departed`: nodes of slurmd units that left, deleted once no job runs on them.
-        self._stored.set_default(installed=False, partitions="{}", drained=[], departed=[])
+        self._stored.set_default(partitions="{}", drained=[], departed=[])
         self.slurmctld = SlurmctldManager()
+        self.installer = SlurmInstaller(self, self.slurmctld)
         self.scontrol = Scontrol()
         self.slurmd = SlurmdRequirer(self, SLURMD)
         self.login_nodes = SackdRequirer(self, LOGIN_NODE)
 
         framework.observe(self.on[SLURMD].relation_departed, self._on_slurmd_unit_departed)
         framework.observe(self.on.resume_action, self._on_resume_action)
+        framework.observe(self.on.upgrade_charm, self._on_upgrade_charm)
         framework.observe(self.on.collect_unit_status, self._on_collect_unit_status)
         for event in (
             self.on.install,
@@ -62,6 +65,14 @@ class SlurmctldCharm(ops.CharmBase):
             framework.observe(event, self._reconcile)
 
     # Event handlers.
+
+    def _on_upgrade_charm(self, _: ops.UpgradeCharmEvent) -> None:
+        """Refresh the workload version: install again (a no-op for packages present).
+
+        Observed before `_reconcile`, which runs on upgrade-charm too.
+        """
+        if (config := load_valid_config(self, SlurmctldConfig)) is not None:
+            self.installer.install(config.slurm_package_source)
 
     def _on_slurmd_unit_departed(self, event: ops.RelationDepartedEvent) -> None:
         """Take a leaving compute unit's node out of the cluster, from the controller's side.
@@ -87,13 +98,11 @@ class SlurmctldCharm(ops.CharmBase):
         event.set_results({"nodename": nodename, "state": "resume"})
 
     def _on_collect_unit_status(self, event: ops.CollectStatusEvent) -> None:
-        try:
-            self.load_config(SlurmctldConfig)
-        except pydantic.ValidationError as e:
-            event.add_status(ops.BlockedStatus(describe_error(e)))
+        if problem := config_problem(self, SlurmctldConfig):
+            event.add_status(ops.BlockedStatus(problem))
         for app in self._unusable_partitions():
             event.add_status(ops.BlockedStatus(f"cannot serve partition of application '{app}'"))
-        if not self._stored.installed:
+        if not self.installer.installed:
             event.add_status(ops.MaintenanceStatus("installing slurmctld"))
         elif not self.unit.is_leader():
             event.add_status(ops.ActiveStatus("standby"))
@@ -109,10 +118,10 @@ class SlurmctldCharm(ops.CharmBase):
 
     def _reconcile(self, _: ops.EventBase | None) -> None:
         """Make the controller match the charm's state; a no-op when nothing changed."""
-        config = self._config()
+        config = load_valid_config(self, SlurmctldConfig)
         if config is None:
             return
-        self._ensure_installed(config)
+        self.installer.ensure_installed(config.slurm_package_source)
         me = self._share_address()
         if not self.unit.is_leader():
             return
@@ -123,14 +132,6 @@ class SlurmctldCharm(ops.CharmBase):
         partitions = self._update_partitions()
         self._apply_slurm_conf(config, controllers, partitions, restart=key_changed)
         self._publish_controller_data(auth_key, controllers, partitions)
-
-    def _ensure_installed(self, config: SlurmctldConfig) -> None:
-        """Install slurmctld once (retried by any event until it succeeds)."""
-        if self._stored.installed:
-            return
-        self.slurmctld.install(config.slurm_package_source)
-        self._stored.installed = True
-        self.unit.set_workload_version(self.slurmctld.version())
 
     def _apply_slurm_conf(
         self,
@@ -325,12 +326,6 @@ class SlurmctldCharm(ops.CharmBase):
                 self.slurmd.publish_controller_data(relation, auth_key, addresses)
         for relation in self.model.relations[LOGIN_NODE]:
             self.login_nodes.publish_controller_data(relation, auth_key, addresses)
-
-    def _config(self) -> SlurmctldConfig | None:
-        try:
-            return self.load_config(SlurmctldConfig)
-        except pydantic.ValidationError:
-            return None  # collect-status reports the bad option.
 
 
 if __name__ == "__main__":  # pragma: nocover

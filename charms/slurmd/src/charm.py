@@ -8,8 +8,9 @@ from typing import Any
 
 import node
 import ops
-import pydantic
-from config import SlurmdConfig, describe_error, parse_node_parameters, parse_partition_config
+from config import SlurmdConfig, parse_node_parameters, parse_partition_config
+from hpc_libs.charm.config import config_problem, load_valid_config
+from hpc_libs.charm.install import SlurmInstaller
 from hpc_libs.errors import ConfigError, IntegrationError, SlurmOpsError
 from hpc_libs.interfaces.slurmd import ComputeData, SlurmdProvider
 from hpc_libs.machine import systemd
@@ -31,7 +32,6 @@ class SlurmdCharm(ops.CharmBase):
         # `registered` is the node configuration slurmctld holds for this node (JSON, "" when
         # the node never enlisted); `parameters` the operator's node-config (JSON).
         self._stored.set_default(
-            installed=False,
             parameters="{}",
             registered="",
             controllers=[],
@@ -39,6 +39,7 @@ class SlurmdCharm(ops.CharmBase):
             retiring=False,
         )
         self.slurmd = SlurmdManager()
+        self.installer = SlurmInstaller(self, self.slurmd)
         self.scontrol = Scontrol()
         self.slurmctld = SlurmdProvider(self, SLURMCTLD)
         self.node_name = node.node_name(self.unit.name)
@@ -49,6 +50,7 @@ class SlurmdCharm(ops.CharmBase):
         framework.observe(self.on.remove, self._on_departure)
         framework.observe(self.on.node_config_action, self._on_node_config_action)
         framework.observe(self.on.destroy_jobs_action, self._on_destroy_jobs_action)
+        framework.observe(self.on.upgrade_charm, self._on_upgrade_charm)
         framework.observe(self.on.collect_unit_status, self._on_collect_unit_status)
         for event in (
             self.on.install,
@@ -63,6 +65,16 @@ class SlurmdCharm(ops.CharmBase):
             framework.observe(event, self._reconcile)
 
     # Event handlers.
+
+    def _on_upgrade_charm(self, _: ops.UpgradeCharmEvent) -> None:
+        """Refresh the workload version: install again (a no-op for packages present).
+
+        Also while the node leaves, when `_reconcile` installs nothing: a unit upgraded from
+        a revision that kept `installed` in the charm's own StoredState is then known to be
+        installed. Observed before `_reconcile`, which runs on upgrade-charm too.
+        """
+        if (config := load_valid_config(self, SlurmdConfig)) is not None:
+            self.installer.install(config.slurm_package_source)
 
     def _on_slurmctld_connected(self, event: ops.EventBase) -> None:
         if self._stored.retiring and not self._transient_running(node.retire_unit):
@@ -131,10 +143,9 @@ class SlurmdCharm(ops.CharmBase):
 
     def _config_statuses(self) -> list[ops.StatusBase]:
         """Blocked statuses naming each bad option or partition-config key."""
-        try:
-            config = self.load_config(SlurmdConfig)
-        except pydantic.ValidationError as e:
-            return [ops.BlockedStatus(describe_error(e))]
+        if problem := config_problem(self, SlurmdConfig):
+            return [ops.BlockedStatus(problem)]
+        config = self.load_config(SlurmdConfig)
         try:
             parse_partition_config(config.partition_config)
         except ConfigError as e:
@@ -145,7 +156,7 @@ class SlurmdCharm(ops.CharmBase):
         """Pick the node's status from facts, first matching check wins."""
         stored = self._stored
         checks: list[tuple[Callable[[], bool], ops.StatusBase]] = [
-            (lambda: not stored.installed, ops.MaintenanceStatus("installing slurmd")),
+            (lambda: not self.installer.installed, ops.MaintenanceStatus("installing slurmd")),
             (
                 lambda: bool(stored.retiring),
                 ops.MaintenanceStatus("leaving: node drained until its jobs end"),
@@ -174,14 +185,14 @@ class SlurmdCharm(ops.CharmBase):
 
     def _reconcile(self, _: ops.EventBase | None) -> None:
         """Publish the partition (leader) and make this unit's node match the charm's state."""
-        config = self._config()
+        config = load_valid_config(self, SlurmdConfig)
         if config is None:
             return
         if self.unit.is_leader():
             self._publish_partition(config)
         if self._stored.retiring:
             return
-        self._ensure_installed(config)
+        self.installer.ensure_installed(config.slurm_package_source)
         controller = self.slurmctld.controller_data
         if controller is None or not controller.is_complete or not controller.controllers:
             return
@@ -200,14 +211,6 @@ class SlurmdCharm(ops.CharmBase):
         self._stored.controllers = list(controller.controllers)
         self._converge_node(desired, restart=key_changed or servers_changed)
         self._apply_initial_state(config)
-
-    def _ensure_installed(self, config: SlurmdConfig) -> None:
-        """Install slurmd once (retried by any event until it succeeds)."""
-        if self._stored.installed:
-            return
-        self.slurmd.install(config.slurm_package_source)
-        self._stored.installed = True
-        self.unit.set_workload_version(self.slurmd.version())
 
     def _converge_node(self, desired: dict[str, Any], *, restart: bool) -> None:
         """Start slurmd, and bring the registered node to the desired configuration.
@@ -290,12 +293,6 @@ class SlurmdCharm(ops.CharmBase):
 
     def _transient_running(self, unit_name: Callable[[str], str]) -> bool:
         return systemd.Service(unit_name(self.node_name)).is_active()
-
-    def _config(self) -> SlurmdConfig | None:
-        try:
-            return self.load_config(SlurmdConfig)
-        except pydantic.ValidationError:
-            return None  # collect-status reports the bad option.
 
 
 if __name__ == "__main__":  # pragma: nocover

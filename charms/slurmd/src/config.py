@@ -3,6 +3,7 @@
 from typing import Any, Literal
 
 import pydantic
+from hpc_libs.charm.config import SlurmCharmConfig
 from hpc_libs.errors import ConfigError
 from hpc_libs.slurm.base import parse_config_line
 from slurmutils import Node, Partition
@@ -12,22 +13,12 @@ PARTITION_MANAGED_KEYS = frozenset({"partitionname", "nodes"})
 NODE_MANAGED_KEYS = frozenset({"nodename", "port", "state", "reason"})
 
 
-class SlurmdConfig(pydantic.BaseModel):
+class SlurmdConfig(SlurmCharmConfig):
     """Schema of the charm's config options (see charmcraft.yaml for their meaning)."""
 
-    model_config = pydantic.ConfigDict(frozen=True)
-
-    slurm_package_source: Literal["ppa", "archive"] = "ppa"
     partition_config: str = ""
     default_node_state: Literal["idle", "down"] = "idle"
     default_node_reason: str = pydantic.Field("new node: resume when ready", pattern=r"^[^\"']+$")
-
-
-def describe_error(error: pydantic.ValidationError) -> str:
-    """Turn a validation error into a status message that names the bad option."""
-    first = error.errors()[0]
-    option = str(first["loc"][0]).replace("_", "-") if first["loc"] else "config"
-    return f"invalid config option '{option}': {first['msg']}"
 
 
 def parse_partition_config(text: str) -> dict[str, Any]:

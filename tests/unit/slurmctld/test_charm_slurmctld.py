@@ -5,6 +5,7 @@ import json
 from pathlib import Path
 
 import pytest
+from charm_testing import SLURM_VERSION, already_installed
 from hpc_libs.errors import SlurmOpsError
 from ops import testing
 
@@ -35,13 +36,12 @@ def auth_secret() -> testing.Secret:
 
 def running(*relations: testing.RelationBase, **kwargs) -> testing.State:
     """A leader whose slurmctld is installed, with the auth key secret made earlier."""
-    stored = testing.StoredState(owner_path="SlurmctldCharm", content={"installed": True})
     kwargs.setdefault("config", {})
     return testing.State(
         leader=True,
         relations=list(relations),
         secrets=[auth_secret()],
-        stored_states={stored},
+        stored_states={already_installed("SlurmctldCharm")},
         **kwargs,
     )
 
@@ -72,7 +72,7 @@ def test_install_from_ppa_writes_config_and_starts(ctx, machine, tmp_path):
     out = ctx.run(ctx.on.install(), state)
 
     assert {"slurmctld", "slurm-client"} <= machine.installed
-    assert ["ppa"] in machine.commands
+    assert machine.ran("add-apt-repository")
     conf = slurm_conf(tmp_path)
     for line in (
         "slurmctldhost=ctl0(192.0.2.0)",
@@ -96,8 +96,19 @@ def test_install_from_ppa_writes_config_and_starts(ctx, machine, tmp_path):
 def test_install_from_archive_adds_no_repository(ctx, machine):
     ctx.run(ctx.on.install(), testing.State(config={"slurm-package-source": "archive"}))
 
-    assert ["ppa"] not in machine.commands
+    assert machine.ran("add-apt-repository") == []
     assert "slurmctld" in machine.installed
+
+
+def test_upgrade_refreshes_the_workload_version_of_packages_present(ctx, machine, settled):
+    state = settled(running())
+    machine.installed.update({"slurmctld", "slurm-client"})
+
+    out = ctx.run(ctx.on.upgrade_charm(), state)
+
+    assert out.workload_version == SLURM_VERSION
+    assert machine.apt_installs == []
+    assert machine.ran("add-apt-repository") == []
 
 
 def test_auth_key_secret_is_made_once(ctx, machine, settled):

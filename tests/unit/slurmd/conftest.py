@@ -1,164 +1,41 @@
-"""Load the slurmd charm's modules for its unit tests.
+"""Load the slurmd charm's modules; fake its machine, with its files under tmp_path."""
 
-Both charms have modules called `charm` and `config`, so their `src` directories cannot both
-sit on sys.path. The charm's modules are imported once with its `src` on sys.path and then
-kept under unique names (`slurmd_charm`, ...), which lets `uv run pytest tests/unit` run
-every charm's tests in one process.
-"""
-
-import importlib
-import subprocess
-import sys
+from functools import partial
 from pathlib import Path
 from types import ModuleType
-from typing import Any
 
-import jsonschema.exceptions
-import jsonschema.protocols
-import jsonschema.validators
 import ops
 import pytest
-import slurmutils.core.base
-import yaml
+from charm_testing import FakeMachine, charm_context, load_charm
 from hpc_libs.errors import SlurmOpsError
+from hpc_libs.slurm.slurmd import SlurmdManager
 from ops import testing
 
-CHARM_DIR = Path(__file__).parents[3] / "charms" / "slurmd"
-SRC = CHARM_DIR / "src"
-MODULES = ("config", "node", "charm")
+_MODULES = load_charm("slurmd", ("config", "node", "charm"))
 HARDWARE = (
     "NodeName=host0 CPUs=2 Boards=1 SocketsPerBoard=1 CoresPerSocket=2 ThreadsPerCore=1 "
     "RealMemory=1000\nUpTime=0-01:00:00\n"
 )
 
 
-def _load(src: Path, names: tuple[str, ...], prefix: str) -> dict[str, ModuleType]:
-    shadowed = {name: sys.modules.pop(name) for name in names if name in sys.modules}
-    sys.path.insert(0, str(src))
-    try:
-        loaded = {name: importlib.import_module(name) for name in names}
-    finally:
-        sys.path.remove(str(src))
-        for name in names:
-            sys.modules.pop(name, None)
-        sys.modules.update(shadowed)
-    for name, module in loaded.items():
-        sys.modules[f"{prefix}_{name}"] = module
-    return loaded
+@pytest.fixture
+def machine(machine: FakeMachine, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> FakeMachine:
+    """The shared fake machine (tests/unit/conftest.py) with HARDWARE and no GPU.
 
-
-_MODULES = _load(SRC, MODULES, "slurmd")
+    Waits for the node to register (`node.wait_for_registration`) take no time.
+    """
+    machine.responses[("slurmd", "-C")] = HARDWARE
+    machine.responses[("nvidia-smi",)] = SlurmOpsError("nvidia-smi not found")
+    monkeypatch.setattr(_MODULES["charm"], "SlurmdManager", partial(SlurmdManager, root=tmp_path))
+    monkeypatch.setattr(_MODULES["node"].time, "sleep", lambda _: None)
+    return machine
 
 
 @pytest.fixture
-def charm_module() -> ModuleType:
-    return _MODULES["charm"]
+def ctx() -> testing.Context[ops.CharmBase]:
+    return charm_context("slurmd", _MODULES["charm"].SlurmdCharm)
 
 
 @pytest.fixture
 def node_module() -> ModuleType:
     return _MODULES["node"]
-
-
-@pytest.fixture
-def ctx() -> testing.Context[ops.CharmBase]:
-    """A Context for the charm, with metadata, config and actions from its charmcraft.yaml.
-
-    Given explicitly because the charm module is not importable under its own name.
-    """
-    project = yaml.safe_load((CHARM_DIR / "charmcraft.yaml").read_text())
-    config = {"options": project.pop("config", {}).get("options", {})}
-    actions = project.pop("actions", {})
-    charm_type = _MODULES["charm"].SlurmdCharm
-    return testing.Context(charm_type, meta=project, config=config, actions=actions)
-
-
-class Machine:
-    """A fake machine behind hpc_libs' seams: commands, systemd services, packages, owners.
-
-    `responses` maps an argv prefix to the stdout to return, or to an exception to raise.
-    """
-
-    def __init__(self) -> None:
-        self.commands: list[list[str]] = []
-        self.responses: dict[tuple[str, ...], str | Exception] = {}
-        self.active: set[str] = set()
-        self.service_calls: list[tuple[str, str]] = []
-        self.installed: set[str] = set()
-
-    def run(self, argv, *, input=None, timeout=None, check=True):
-        argv = [str(a) for a in argv]
-        self.commands.append(argv)
-        for prefix, response in self.responses.items():
-            if tuple(argv[: len(prefix)]) == prefix:
-                if isinstance(response, Exception):
-                    raise response
-                return subprocess.CompletedProcess(argv, 0, response, "")
-        return subprocess.CompletedProcess(argv, 0, "", "")
-
-    def ran(self, *prefix: str) -> list[list[str]]:
-        """The commands run that start with `prefix`."""
-        return [c for c in self.commands if tuple(c[: len(prefix)]) == prefix]
-
-    def calls(self, verb: str) -> list[str]:
-        """The services a systemd verb (start, restart, ...) was applied to."""
-        return [name for v, name in self.service_calls if v == verb]
-
-
-@pytest.fixture
-def machine(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Machine:
-    """Fake the workload at the hpc_libs boundary, with files under tmp_path."""
-    from hpc_libs.machine import apt, files, host, systemd
-    from hpc_libs.slurm import slurmd
-
-    fake = Machine()
-    monkeypatch.setattr(host, "run", fake.run)
-    monkeypatch.setattr(files, "set_owner", lambda path, owner, group: None)
-
-    def verb(name: str, effect):
-        def call(service: systemd.Service) -> None:
-            fake.service_calls.append((name, service.name))
-            effect(service.name)
-
-        return call
-
-    monkeypatch.setattr(systemd.Service, "start", verb("start", fake.active.add))
-    monkeypatch.setattr(systemd.Service, "restart", verb("restart", fake.active.add))
-    monkeypatch.setattr(systemd.Service, "stop", verb("stop", fake.active.discard))
-    monkeypatch.setattr(systemd.Service, "enable", verb("enable", lambda _: None))
-    monkeypatch.setattr(systemd.Service, "is_active", lambda s: s.name in fake.active)
-    monkeypatch.setattr(
-        apt, "installed_version", lambda p: "24.11.5" if p in fake.installed else None
-    )
-    monkeypatch.setattr(apt, "add_repository", lambda *a, **k: fake.commands.append(["ppa"]))
-    monkeypatch.setattr(apt, "install", lambda ps: bool(fake.installed.update(ps)) or True)
-    monkeypatch.setattr(systemd, "daemon_reload", lambda: fake.commands.append(["reload"]))
-    real = slurmd.SlurmdManager
-    monkeypatch.setattr(_MODULES["charm"], "SlurmdManager", lambda: real(root=tmp_path))
-    monkeypatch.setattr(_MODULES["node"].time, "sleep", lambda _: None)
-    fake.responses[("slurmd", "-C")] = HARDWARE
-    fake.responses[("nvidia-smi",)] = SlurmOpsError("nvidia-smi not found")
-    return fake
-
-
-@pytest.fixture(autouse=True)
-def fast_schema_validation(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Validate slurmutils models without re-checking the schema itself on every call.
-
-    `jsonschema.validate` checks the schema against its metaschema each time, which makes
-    one reconcile take seconds; the result is the same with a validator built once.
-    """
-    validators: dict[int, jsonschema.protocols.Validator] = {}
-    schemas: list[object] = []  # Keep schemas alive so their ids stay unique.
-
-    def validate(instance: Any, schema: dict[str, Any]) -> None:
-        validator = validators.get(id(schema))
-        if validator is None:
-            validator = jsonschema.validators.validator_for(schema)(schema)
-            validators[id(schema)] = validator
-            schemas.append(schema)
-        error = jsonschema.exceptions.best_match(validator.iter_errors(instance))
-        if error is not None:
-            raise error
-
-    monkeypatch.setattr(slurmutils.core.base, "validate", validate)

@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from charm_testing import SLURM_VERSION, already_installed
 from hpc_libs.errors import SlurmOpsError
 from ops import testing
 
@@ -33,13 +34,15 @@ def controller_relation(secret: testing.Secret | None = None, controllers=CONTRO
 
 
 def installed(*relations, secrets=(), leader=True, config=None, **stored) -> testing.State:
-    content = {"installed": True, **stored}
     return testing.State(
         leader=leader,
         relations=list(relations),
         secrets=list(secrets),
         config=config or {},
-        stored_states={testing.StoredState(owner_path="SlurmdCharm", content=content)},
+        stored_states={
+            already_installed("SlurmdCharm"),
+            testing.StoredState(owner_path="SlurmdCharm", content=stored),
+        },
     )
 
 
@@ -84,14 +87,38 @@ def test_install_from_ppa(ctx, machine):
     out = ctx.run(ctx.on.install(), testing.State())
 
     assert {"slurmd", "slurm-client"} <= machine.installed
-    assert ["ppa"] in machine.commands
+    assert machine.ran("add-apt-repository")
     assert out.unit_status == testing.BlockedStatus("needs an integration with slurmctld")
 
 
 def test_install_from_archive_adds_no_repository(ctx, machine):
     ctx.run(ctx.on.install(), testing.State(config={"slurm-package-source": "archive"}))
 
-    assert ["ppa"] not in machine.commands
+    assert machine.ran("add-apt-repository") == []
+
+
+def test_upgrade_refreshes_the_workload_version_of_packages_present(ctx, machine, enlisted):
+    machine.installed.update({"slurmd", "slurm-client"})
+
+    out = ctx.run(ctx.on.upgrade_charm(), again(enlisted))
+
+    assert out.workload_version == SLURM_VERSION
+    assert machine.apt_installs == []
+    assert machine.ran("add-apt-repository") == []
+
+
+def test_upgrade_from_a_revision_that_stored_the_install_itself_keeps_the_status(ctx, machine):
+    """Earlier revisions kept `installed` in the charm's own StoredState, not the installer's."""
+    machine.installed.update({"slurmd", "slurm-client"})
+    earlier = testing.StoredState(
+        owner_path="SlurmdCharm", content={"installed": True, "retiring": True}
+    )
+
+    out = ctx.run(ctx.on.upgrade_charm(), testing.State(stored_states={earlier}))
+
+    assert out.unit_status == testing.MaintenanceStatus("leaving: node drained until its jobs end")
+    assert out.workload_version == SLURM_VERSION
+    assert machine.apt_installs == []
 
 
 def test_leader_publishes_partition_when_slurmctld_connects(ctx, machine):
@@ -372,10 +399,11 @@ def test_node_config_without_parameters_reports_the_effective_config(ctx, machin
         relations=list(enlisted.relations),
         secrets=list(enlisted.secrets),
         stored_states={
+            already_installed("SlurmdCharm"),
             testing.StoredState(
                 owner_path="SlurmdCharm",
                 content={**stored(enlisted), "parameters": json.dumps({"weight": 3})},
-            )
+            ),
         },
     )
 
