@@ -143,6 +143,9 @@ def render_slurm_conf(
             "statesavelocation": STATE_SAVE_LOCATION,
             "slurmctldlogfile": SLURMCTLD_LOG_FILE,
             "selecttype": "select/cons_tres",
+            # slurmd units announce the GPUs they detect as `Gres=gpu:<model>:<n>` in --conf;
+            # slurmctld accepts a node's GRES only of the types listed here.
+            "grestypes": ["gpu"],
             **ISOLATION_PLUGINS[config.process_isolation],
         }
     )

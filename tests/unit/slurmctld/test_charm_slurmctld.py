@@ -80,6 +80,7 @@ def test_install_from_ppa_writes_config_and_starts(ctx, machine, tmp_path):
         "credtype=cred/slurm",
         "slurmctldparameters=enable_configless",
         "maxnodecount=1024",
+        "grestypes=gpu",
         "proctracktype=proctrack/cgroup",
         "taskplugin=task/cgroup,task/affinity",
     ):
