@@ -26,12 +26,7 @@ def parse_partition_config(text: str) -> dict[str, Any]:
 
     Raises ConfigError naming the first bad key.
     """
-    try:
-        fields = parse_config_line(Partition, text).dict()
-    except ConfigError as e:
-        raise _named(e, "partition-config") from e
-    _reject_managed(fields, PARTITION_MANAGED_KEYS, "partition-config")
-    return fields
+    return _parse(Partition, text, PARTITION_MANAGED_KEYS, "partition-config")
 
 
 def parse_node_parameters(text: str) -> dict[str, Any]:
@@ -39,18 +34,21 @@ def parse_node_parameters(text: str) -> dict[str, Any]:
 
     Raises ConfigError naming the first bad key.
     """
+    return _parse(Node, text, NODE_MANAGED_KEYS, "node-config")
+
+
+def _parse(
+    model: type[Partition] | type[Node], text: str, managed: frozenset[str], what: str
+) -> dict[str, Any]:
+    """Parse `key=value` text as `model` fields, refusing the keys the charm manages."""
     try:
-        fields = parse_config_line(Node, text).dict()
+        fields = parse_config_line(model, text).dict()
     except ConfigError as e:
-        raise _named(e, "node-config") from e
-    _reject_managed(fields, NODE_MANAGED_KEYS, "node-config")
-    return fields
-
-
-def _reject_managed(fields: dict[str, Any], managed: frozenset[str], what: str) -> None:
+        raise _named(e, what) from e
     for key in fields:
         if key in managed:
             raise ConfigError(f"{what}: key '{key}' is set by the charm", key=key)
+    return fields
 
 
 def _named(error: ConfigError, what: str) -> ConfigError:

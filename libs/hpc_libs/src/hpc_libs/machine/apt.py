@@ -50,12 +50,7 @@ def install(packages: Sequence[str]) -> bool:
         apt.update()
         apt.add_package(todo)
     except subprocess.CalledProcessError as e:
-        raise PackageError(
-            f"cannot install {todo}",
-            command=[str(a) for a in e.cmd],
-            stderr=_text(e.stderr),
-            returncode=e.returncode,
-        ) from e
+        raise _command_failed(f"cannot install {todo}", e) from e
     except (apt.PackageError, apt.PackageNotFoundError) as e:
         raise PackageError(f"cannot install {todo}", stderr=e.message) from e
     return True
@@ -86,19 +81,16 @@ def add_repository(source: str, *, key: str | None = None) -> None:
         if key:
             repository.import_key(key)
     except subprocess.CalledProcessError as e:
-        raise PackageError(
-            f"cannot add {source}",
-            command=[str(a) for a in e.cmd],
-            stderr=_text(e.stderr),
-            returncode=e.returncode,
-        ) from e
+        raise _command_failed(f"cannot add {source}", e) from e
     except (apt.InvalidSourceError, apt.GPGKeyError) as e:
         raise PackageError(f"cannot add {source}", stderr=e.message) from e
 
 
-def _text(output: str | bytes | None) -> str:
-    if output is None:
-        return ""
-    if isinstance(output, bytes):
-        return output.decode(errors="replace")
-    return output
+def _command_failed(message: str, error: subprocess.CalledProcessError) -> PackageError:
+    """Map a failed apt command run by charmlibs-apt to a PackageError carrying its stderr."""
+    return PackageError(
+        message,
+        command=[str(a) for a in error.cmd],
+        stderr=host.output_text(error.stderr),
+        returncode=error.returncode,
+    )

@@ -43,14 +43,14 @@ def run(
         raise SlurmOpsError(
             f"command {command} failed with exit status {e.returncode}",
             command=command,
-            stderr=_text(e.stderr),
+            stderr=output_text(e.stderr),
             returncode=e.returncode,
         ) from e
     except subprocess.TimeoutExpired as e:
         raise SlurmOpsError(
             f"command {command} timed out after {timeout} seconds",
             command=command,
-            stderr=_text(e.stderr),
+            stderr=output_text(e.stderr),
         ) from e
     except FileNotFoundError as e:
         raise SlurmOpsError(
@@ -58,7 +58,7 @@ def run(
         ) from e
 
 
-def _text(output: str | bytes | None) -> str:
+def output_text(output: str | bytes | None) -> str:
     """Return captured output as text (TimeoutExpired carries bytes even in text mode)."""
     if output is None:
         return ""
