@@ -30,6 +30,10 @@ unit *args:
     uv run coverage run -m pytest tests/unit {{ args }}
     uv run coverage report
 
+# Mutation checks: each known-bad change (tools/mutants.py) must fail a unit test.
+mutants *names:
+    uv run python tools/mutants.py {{ names }}
+
 # The lab's own tests: machines, network, teardown, the Juju backend. Needs root.
 lab-test *args:
     uv run pytest lab/tests {{ args }}
@@ -50,7 +54,7 @@ bench *args:
 test:
     #!/usr/bin/env bash
     set -euo pipefail
-    for recipe in lint typecheck unit lab-test slurm-test integration; do
+    for recipe in lint typecheck unit mutants lab-test slurm-test integration; do
         started=$SECONDS
         "{{ just_executable() }}" "$recipe"
         echo "== just $recipe: $((SECONDS - started)) s"
@@ -84,12 +88,12 @@ pack *names:
 
 # Bring up a cluster on the local lab (needs root) and print how to reach it.
 lab bundle="bundles/lab.yaml":
-    uv run slurm-lab deploy-bundle {{ bundle }}
-    uv run slurm-lab juju-exec login/0 -- sinfo
+    uv run slurm-lab juju deploy {{ bundle }} --wait
+    uv run slurm-lab juju exec --unit login/0 -- sinfo
     @echo
-    @echo "The cluster is up. Reach it from the login node:"
-    @echo "  uv run slurm-lab juju-exec login/0 -- sinfo"
-    @echo "  uv run slurm-lab juju-exec login/0 -- srun -N2 hostname"
-    @echo "  uv run slurm-lab shell <machine of login/0, see juju-status>"
-    @echo "Status: uv run slurm-lab juju-status    Logs: uv run slurm-lab juju-log [UNIT]"
-    @echo "Tear down: uv run slurm-lab juju-destroy && uv run slurm-lab down"
+    @echo "The cluster is up. Drive it with juju's verbs (see README, A session on the lab):"
+    @echo "  uv run slurm-lab juju exec --unit login/0 -- srun -N2 hostname"
+    @echo "  uv run slurm-lab juju exec --unit login/0 -- sbatch --wrap \"sleep 5\""
+    @echo "  uv run slurm-lab juju status    uv run slurm-lab juju debug-log --include slurmctld"
+    @echo "  uv run slurm-lab shell <Inst id of login/0 in juju status>"
+    @echo "Tear down: uv run slurm-lab juju destroy-model && uv run slurm-lab down"
