@@ -6,9 +6,9 @@ keeps them under unique names (`sackd_charm`, ...), which lets `uv run pytest te
 every charm's tests in one process.
 
 The machine is faked at hpc_libs' seams by `fake_machine`: `host.run` (every command hpc_libs
-runs itself, including `dpkg-query` and `add-apt-repository`), `apt.install` (which goes
-through charmlibs-apt), `systemd.Service` and `systemd.daemon_reload` (charmlibs-systemd) and
-`files.set_owner` (users such as slurm need not exist).
+runs, including `dpkg-query`, `systemctl`, `journalctl` and `add-apt-repository`),
+`apt.install` and `files.set_owner` (users such as slurm need not exist). Any command can be
+made to fail or time out, and a command run without a timeout fails the test.
 
 This folder is on sys.path because pytest's default import mode puts the folder of a
 conftest.py outside any package there (tests/unit/conftest.py).
@@ -17,7 +17,7 @@ conftest.py outside any package there (tests/unit/conftest.py).
 import importlib
 import subprocess
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
@@ -26,7 +26,7 @@ import ops
 import pytest
 import yaml
 from hpc_libs.errors import PackageError
-from hpc_libs.machine import apt, files, host, systemd
+from hpc_libs.machine import apt, files, host
 from ops import testing
 
 CHARMS_DIR = Path(__file__).parents[2] / "charms"
@@ -65,13 +65,14 @@ def charm_context(name: str, charm_type: type[ops.CharmBase]) -> testing.Context
     return testing.Context(charm_type, meta=project, config=config, actions=actions)
 
 
-def already_installed(charm_type: str) -> testing.StoredState:
-    """Stored state saying the charm's `SlurmInstaller` installed the packages in an earlier hook.
+def already_installed(charm_type: str, version: str = SLURM_VERSION) -> testing.StoredState:
+    """Stored state saying the charm's `SlurmInstaller` installed `version` in an earlier hook.
 
     `charm_type` is the charm class's name, e.g. `SackdCharm`.
     """
     return testing.StoredState(
-        owner_path=f"{charm_type}/SlurmInstaller[installer]", content={"installed": True}
+        owner_path=f"{charm_type}/SlurmInstaller[installer]",
+        content={"installed": True, "version": version},
     )
 
 
@@ -80,7 +81,14 @@ class FakeMachine:
     """What the charm did to the machine: packages, commands run, service operations.
 
     `responses` maps an argv prefix to the stdout to return, or to an exception to raise.
-    `dpkg-query` reports the packages in `installed`; `apt_fails` makes installing fail.
+    `fail` and `time_out` make any command fail as `host.run` would: with a return code and
+    stderr, or killed at its timeout. `dpkg-query` reports the packages in `installed`;
+    `apt_fails` makes installing fail. `systemctl` runs are services: `active` holds the
+    running ones, `service_calls` the verbs applied (not in `commands`, but `daemon-reload`
+    is), and `service_fails` makes a start or restart fail with a journal reason.
+
+    Every command must be run with a timeout: one without fails the test, so dropping a
+    timeout argument anywhere is seen by the unit tests.
     """
 
     installed: set[str] = field(default_factory=set[str])
@@ -92,20 +100,98 @@ class FakeMachine:
     apt_fails: bool = False
     active: set[str] = field(default_factory=set[str])
     service_calls: list[tuple[str, str]] = field(default_factory=list[tuple[str, str]])
+    journals: dict[str, list[str]] = field(default_factory=dict[str, list[str]])
+    timeouts: list[tuple[list[str], float]] = field(default_factory=list[tuple[list[str], float]])
+    _failures: dict[tuple[str, ...], tuple[int, str]] = field(
+        default_factory=dict[tuple[str, ...], tuple[int, str]]
+    )
+    _timing_out: set[tuple[str, ...]] = field(default_factory=set[tuple[str, ...]])
+    _failing_services: dict[tuple[str, str], str] = field(
+        default_factory=dict[tuple[str, str], str]
+    )
 
-    def run(self, argv: Sequence[object], **_: object) -> subprocess.CompletedProcess[str]:
+    def fail(self, *prefix: str, returncode: int = 1, stderr: str = "") -> None:
+        """Make commands starting with `prefix` exit with `returncode` and `stderr`."""
+        self._failures[prefix] = (returncode, stderr)
+
+    def time_out(self, *prefix: str) -> None:
+        """Make commands starting with `prefix` run past their timeout."""
+        self._timing_out.add(prefix)
+
+    def service_fails(
+        self, service: str, reason: str, *, verbs: Sequence[str] = ("start", "restart")
+    ) -> None:
+        """Make `systemctl <verb> service` fail, with `reason` as the journal's last line."""
+        for verb in verbs:
+            self._failing_services[(verb, service)] = reason
+
+    def heal(self) -> None:
+        """Undo `fail`, `time_out` and `service_fails`: the next event finds a healthy machine."""
+        self._failures.clear()
+        self._timing_out.clear()
+        self._failing_services.clear()
+
+    def run(
+        self,
+        argv: Sequence[object],
+        *,
+        input: str | None = None,
+        timeout: float | None = None,
+        check: bool = True,
+        env: Mapping[str, str] | None = None,
+    ) -> subprocess.CompletedProcess[str]:
+        del input, env
         command = [str(a) for a in argv]
-        self.commands.append(command)
+        if timeout is None or timeout <= 0:
+            pytest.fail(f"{command} was run without a timeout")
+        self.timeouts.append((command, timeout))
+        if command[0] != "systemctl" or command[1:2] == ["daemon-reload"]:
+            self.commands.append(command)
+        result = self._answer(command, timeout)
+        if check and result.returncode != 0:
+            raise host.command_failed(command, result.returncode, result.stderr)
+        return result
+
+    def _answer(self, command: list[str], timeout: float) -> subprocess.CompletedProcess[str]:
+        if any(_starts(command, prefix) for prefix in self._timing_out):
+            raise host.command_timed_out(command, timeout)
+        for prefix, (returncode, stderr) in self._failures.items():
+            if _starts(command, prefix):
+                return subprocess.CompletedProcess(command, returncode, "", stderr)
         for prefix, response in self.responses.items():
-            if tuple(command[: len(prefix)]) == prefix:
+            if _starts(command, prefix):
                 if isinstance(response, Exception):
                     raise response
                 return subprocess.CompletedProcess(command, 0, response, "")
         if command[0] == "dpkg-query":
             return self._dpkg_query(command)
+        if command[0] == "systemctl":
+            return self._systemctl(command)
+        if command[0] == "journalctl":
+            lines = self.journals.get(command[command.index("-u") + 1], [])
+            return subprocess.CompletedProcess(command, 0, "".join(f"{x}\n" for x in lines), "")
         return subprocess.CompletedProcess(command, 0, "", "")
 
-    def apt_install(self, packages: Sequence[str]) -> bool:
+    def _systemctl(self, command: list[str]) -> subprocess.CompletedProcess[str]:
+        verb, name = command[1], command[-1]
+        if verb == "is-active":
+            return subprocess.CompletedProcess(command, 0 if name in self.active else 3, "", "")
+        if verb == "daemon-reload":
+            return subprocess.CompletedProcess(command, 0, "", "")
+        self.service_calls.append((verb, name))
+        if (reason := self._failing_services.get((verb, name))) is not None:
+            self.active.discard(name)
+            self.journals.setdefault(name, []).append(reason)
+            stderr = f"Job for {name}.service failed because the control process exited."
+            return subprocess.CompletedProcess(command, 1, "", stderr)
+        if verb in ("start", "restart"):
+            self.active.add(name)
+        elif verb == "stop":
+            self.active.discard(name)
+        return subprocess.CompletedProcess(command, 0, "", "")
+
+    def apt_install(self, packages: Sequence[str], *, upgrade: bool = False) -> bool:
+        del upgrade
         if self.apt_fails:
             raise PackageError(f"cannot install {list(packages)}", stderr="E: unable to fetch")
         self.apt_installs.append(list(packages))
@@ -123,34 +209,25 @@ class FakeMachine:
     def _dpkg_query(self, command: list[str]) -> subprocess.CompletedProcess[str]:
         package = command[-1]
         if package in self.installed:
-            return subprocess.CompletedProcess(command, 0, f"installed {SLURM_VERSION}", "")
+            return subprocess.CompletedProcess(command, 0, f"installed {self.version}", "")
         return subprocess.CompletedProcess(command, 1, "", f"no packages found: {package}")
+
+    version: str = SLURM_VERSION
+    """The version `dpkg-query` reports for installed packages."""
+
+
+def _starts(command: list[str], prefix: tuple[str, ...]) -> bool:
+    return tuple(command[: len(prefix)]) == prefix
 
 
 def fake_machine(monkeypatch: pytest.MonkeyPatch) -> FakeMachine:
-    """Plug a new FakeMachine in at hpc_libs' seams (undone when the test ends)."""
+    """Plug a new FakeMachine in at hpc_libs' seams (undone when the test ends).
+
+    The seams: `host.run` (every command, systemctl and journalctl included), `apt.install`
+    (so no apt-get runs) and `files.set_owner` (users such as slurm need not exist).
+    """
     fake = FakeMachine()
     monkeypatch.setattr(host, "run", fake.run)
     monkeypatch.setattr(apt, "install", fake.apt_install)
     monkeypatch.setattr(files, "set_owner", lambda path, owner, group: None)
-    effects: dict[str, Callable[[str], None]] = {
-        "start": fake.active.add,
-        "restart": fake.active.add,
-        "stop": fake.active.discard,
-        "enable": lambda _: None,
-        "disable": lambda _: None,
-    }
-    for verb, effect in effects.items():
-
-        def call(
-            service: systemd.Service, verb: str = verb, effect: Callable[[str], None] = effect
-        ) -> None:
-            fake.service_calls.append((verb, service.name))
-            effect(service.name)
-
-        monkeypatch.setattr(systemd.Service, verb, call)
-    monkeypatch.setattr(systemd.Service, "is_active", lambda service: service.name in fake.active)
-    monkeypatch.setattr(
-        systemd, "daemon_reload", lambda: fake.commands.append(["systemctl", "daemon-reload"])
-    )
     return fake

@@ -45,14 +45,14 @@ class SackdCharm(ops.CharmBase):
             return
         self.installer.ensure_installed(config.slurm_package_source)
         data = self.slurmctld.controller_data
-        if data is None or not data.controllers:
+        if data is None or not data.conf_servers():
             return
         try:
             key_changed = self.sackd.key.set(self.slurmctld.auth_key())
         except IntegrationError as e:
             logger.warning("cannot read the auth key yet: %s", e)
             return
-        options_changed = self.sackd.set_conf_servers(data.controllers)
+        options_changed = self.sackd.set_conf_servers(data.conf_servers())
         if key_changed or options_changed or not self.sackd.service.is_active():
             self.sackd.service.enable()
             self.sackd.service.restart()

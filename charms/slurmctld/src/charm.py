@@ -13,10 +13,14 @@ from hpc_libs.charm.install import SlurmInstaller
 from hpc_libs.errors import SlurmOpsError
 from hpc_libs.interfaces.sackd import SackdRequirer
 from hpc_libs.interfaces.slurmd import (
+    RETIRE_REASON,
     ComputeData,
+    ControllerEntry,
     SlurmdRequirer,
     get_or_create_auth_key_secret,
+    node_name,
 )
+from hpc_libs.slurm.base import SLURMCTLD_PORT
 from hpc_libs.slurm.scontrol import Scontrol
 from hpc_libs.slurm.slurmctld import SlurmctldManager
 
@@ -26,8 +30,6 @@ PEER = "slurmctld-peer"
 SLURMD = "slurmd"
 LOGIN_NODE = "login-node"
 CONTROLLER_ORDER = "controller-order"
-# Same reason the slurmd charm gives when its unit leaves.
-DEPARTED_REASON = "juju: unit leaving the cluster"
 
 
 class SlurmctldCharm(ops.CharmBase):
@@ -83,7 +85,7 @@ class SlurmctldCharm(ops.CharmBase):
         """
         leaving = event.departing_unit
         if self.unit.is_leader() and leaving is not None and leaving != self.unit:
-            name = cluster.node_name(leaving.name)
+            name = node_name(leaving.name)
             self._drain_node(name)
             self._stored.departed = sorted({*self._stored.departed, name})
         self._reconcile(event)
@@ -99,6 +101,8 @@ class SlurmctldCharm(ops.CharmBase):
 
     def _on_collect_unit_status(self, event: ops.CollectStatusEvent) -> None:
         if problem := config_problem(self, SlurmctldConfig):
+            event.add_status(ops.BlockedStatus(problem))
+        for problem in self._compute_data_problems():
             event.add_status(ops.BlockedStatus(problem))
         for app in self._unusable_partitions():
             event.add_status(ops.BlockedStatus(f"cannot serve partition of application '{app}'"))
@@ -175,7 +179,7 @@ class SlurmctldCharm(ops.CharmBase):
 
     def _drain_node(self, name: str) -> None:
         try:
-            self.scontrol.update_node(name, state="drain", reason=DEPARTED_REASON)
+            self.scontrol.update_node(name, state="drain", reason=RETIRE_REASON)
         except SlurmOpsError as e:
             logger.info("cannot drain departed node %s: %s", name, e.stderr or e.message)
 
@@ -219,6 +223,11 @@ class SlurmctldCharm(ops.CharmBase):
             except ValueError as e:
                 logger.warning("ignoring partition of %s: %s", app, e)
         return live
+
+    def _compute_data_problems(self) -> list[str]:
+        """Say which slurmd application sent which invalid key (its data reads as not ready)."""
+        problems = (self.slurmd.compute_data_problem(r) for r in self.model.relations[SLURMD])
+        return [p for p in problems if p is not None]
 
     def _unusable_partitions(self) -> list[str]:
         """List the slurmd applications whose partition data the controller cannot serve."""
@@ -320,12 +329,19 @@ class SlurmctldCharm(ops.CharmBase):
 
         A slurmd application gets them once its partition is in slurm.conf.
         """
-        addresses = [c.address for c in controllers]
+        try:
+            entries = [
+                ControllerEntry(hostname=c.hostname, address=c.address, port=SLURMCTLD_PORT)
+                for c in controllers
+            ]
+        except ValueError as e:
+            logger.error("not publishing controllers that break Slurm's grammar: %s", e)
+            return
         for relation in self.model.relations[SLURMD]:
             if relation.app is not None and relation.app.name in partitions:
-                self.slurmd.publish_controller_data(relation, auth_key, addresses)
+                self.slurmd.publish_controller_data(relation, auth_key, entries)
         for relation in self.model.relations[LOGIN_NODE]:
-            self.login_nodes.publish_controller_data(relation, auth_key, addresses)
+            self.login_nodes.publish_controller_data(relation, auth_key, entries)
 
 
 if __name__ == "__main__":  # pragma: nocover

@@ -15,6 +15,7 @@ from typing import Any
 import pydantic
 from config import SlurmctldConfig
 from hpc_libs.errors import SlurmOpsError
+from hpc_libs.interfaces.slurmd import BUSY_JOB_STATES
 from hpc_libs.machine import host
 from slurmutils import CGroupConfig, NodeSet, Partition, SlurmConfig
 
@@ -184,19 +185,13 @@ def node_has_jobs(name: str) -> bool:
 
 def _has_jobs(selection: str, what: str) -> bool:
     argv = ["squeue", "--noheader", "--format=%i", selection]
-    argv.append("--states=RUNNING,COMPLETING,CONFIGURING,SUSPENDED")
+    argv.append(f"--states={','.join(BUSY_JOB_STATES)}")
     try:
-        result = host.run(argv)
+        result = host.run(argv, timeout=60)
     except SlurmOpsError as e:
         logger.warning("cannot list jobs of %s: %s", what, e.stderr or e)
         return True
     return bool(result.stdout.strip())
-
-
-def node_name(unit_name: str) -> str:
-    """Name a slurmd unit's Slurm node `<application>-<unit number>`, as slurmd does."""
-    app, number = unit_name.rsplit("/", 1)
-    return f"{app}-{number}"
 
 
 def order_controllers(previous: list[str], present: list[str]) -> list[str]:

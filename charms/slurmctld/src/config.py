@@ -1,14 +1,20 @@
 """The slurmctld charm's configuration options, validated."""
 
-from typing import Literal
+from typing import Annotated, Literal
 
 import pydantic
 from hpc_libs.charm.config import SlurmCharmConfig
+from hpc_libs.slurm import grammar
+
+# slurmctld refuses a MaxNodeCount above MAX_SLURM_NODES (64 * 1024, slurm.h).
+MAX_SLURM_NODES = 65536
 
 
 class SlurmctldConfig(SlurmCharmConfig):
     """Schema of the charm's config options (see charmcraft.yaml for their meaning)."""
 
-    cluster_name: str = pydantic.Field("charmed-hpc", pattern=r"^[a-z0-9_-]{1,40}$")
-    max_node_count: int = pydantic.Field(1024, ge=1)
+    cluster_name: Annotated[str, pydantic.AfterValidator(grammar.returning(grammar.token))] = (
+        pydantic.Field("charmed-hpc", pattern=r"^[a-z0-9_-]{1,40}$")
+    )
+    max_node_count: int = pydantic.Field(1024, ge=1, le=MAX_SLURM_NODES, strict=True)
     process_isolation: Literal["cgroup", "none"] = "cgroup"

@@ -12,7 +12,13 @@ from config import SlurmdConfig, parse_node_parameters, parse_partition_config
 from hpc_libs.charm.config import config_problem, load_valid_config
 from hpc_libs.charm.install import SlurmInstaller
 from hpc_libs.errors import ConfigError, IntegrationError, SlurmOpsError
-from hpc_libs.interfaces.slurmd import ComputeData, SlurmdProvider
+from hpc_libs.interfaces.slurmd import (
+    REREGISTER_REASON,
+    RETIRE_REASON,
+    ComputeData,
+    SlurmdProvider,
+    node_name,
+)
 from hpc_libs.machine import systemd
 from hpc_libs.slurm.scontrol import Scontrol
 from hpc_libs.slurm.slurmd import SlurmdManager
@@ -42,7 +48,7 @@ class SlurmdCharm(ops.CharmBase):
         self.installer = SlurmInstaller(self, self.slurmd)
         self.scontrol = Scontrol()
         self.slurmctld = SlurmdProvider(self, SLURMCTLD)
-        self.node_name = node.node_name(self.unit.name)
+        self.node_name = node_name(self.unit.name)
 
         framework.observe(self.slurmctld.on.slurmctld_connected, self._on_slurmctld_connected)
         framework.observe(self.slurmctld.on.slurmctld_disconnected, self._on_departure)
@@ -96,7 +102,7 @@ class SlurmdCharm(ops.CharmBase):
             if self.slurmd.service.is_active():
                 self.slurmd.service.stop()
             return
-        node.drain(self.scontrol, self.node_name, node.RETIRE_REASON)
+        node.drain(self.scontrol, self.node_name, RETIRE_REASON)
         systemd.run_transient(
             node.retire_unit(self.node_name),
             node.retire_command(self.node_name),
@@ -194,7 +200,7 @@ class SlurmdCharm(ops.CharmBase):
             return
         self.installer.ensure_installed(config.slurm_package_source)
         controller = self.slurmctld.controller_data
-        if controller is None or not controller.is_complete or not controller.controllers:
+        if controller is None or not controller.is_complete:
             return
         try:
             key_changed = self.slurmd.key.set(self.slurmctld.auth_key())
@@ -204,11 +210,10 @@ class SlurmdCharm(ops.CharmBase):
         desired = node.desired_conf(
             self.slurmd.detect_hardware(), self.app.name, self._parameters()
         )
-        self.slurmd.set_start_options(
-            self.node_name, list(controller.controllers), node.conf_string(desired)
-        )
-        servers_changed = list(self._stored.controllers) != list(controller.controllers)
-        self._stored.controllers = list(controller.controllers)
+        conf_servers = controller.conf_servers()
+        self.slurmd.set_start_options(self.node_name, conf_servers, node.conf_string(desired))
+        servers_changed = list(self._stored.controllers) != conf_servers
+        self._stored.controllers = conf_servers
         self._converge_node(desired, restart=key_changed or servers_changed)
         self._apply_initial_state(config)
 
@@ -239,7 +244,7 @@ class SlurmdCharm(ops.CharmBase):
         """Drain the node and let a transient unit re-register it once its jobs end."""
         if self._transient_running(node.reregister_unit):
             return  # It restarts slurmd with the options file as it is by then.
-        node.drain(self.scontrol, self.node_name, node.REREGISTER_REASON)
+        node.drain(self.scontrol, self.node_name, REREGISTER_REASON)
         systemd.run_transient(
             node.reregister_unit(self.node_name),
             node.reregister_command(self.node_name),

@@ -1,10 +1,11 @@
 """The slurmd charm's configuration: options and operator-supplied Slurm parameters."""
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import pydantic
 from hpc_libs.charm.config import SlurmCharmConfig
 from hpc_libs.errors import ConfigError
+from hpc_libs.slurm import grammar
 from hpc_libs.slurm.base import parse_config_line
 from slurmutils import Node, Partition
 
@@ -18,7 +19,10 @@ class SlurmdConfig(SlurmCharmConfig):
 
     partition_config: str = ""
     default_node_state: Literal["idle", "down"] = "idle"
-    default_node_reason: str = pydantic.Field("new node: resume when ready", pattern=r"^[^\"']+$")
+    # One `scontrol update ... reason=<text>` argument: spaces allowed, no quotes or controls.
+    default_node_reason: Annotated[
+        str, pydantic.AfterValidator(grammar.returning(grammar.free_text))
+    ] = pydantic.Field("new node: resume when ready", max_length=1024)
 
 
 def parse_partition_config(text: str) -> dict[str, Any]:

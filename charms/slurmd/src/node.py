@@ -20,6 +20,7 @@ import time
 from typing import Any
 
 from hpc_libs.errors import SlurmOpsError
+from hpc_libs.interfaces.slurmd import NO_JOBS_MESSAGE
 from hpc_libs.slurm import slurmd
 from hpc_libs.slurm.scontrol import Scontrol
 from slurmutils import Node
@@ -33,16 +34,6 @@ POLL_SECONDS = 5
 # initial state to a later event. Registration takes about 2 s.
 REGISTRATION_ATTEMPTS = 10
 DELETE_ATTEMPTS = 12
-NO_JOBS_MARKER = "No slurmstepd"
-
-RETIRE_REASON = "juju: unit leaving the cluster"
-REREGISTER_REASON = "juju: applying new node configuration"
-
-
-def node_name(unit_name: str) -> str:
-    """Name a unit's Slurm node `<application>-<unit number>`: stable and unique."""
-    app, number = unit_name.rsplit("/", 1)
-    return f"{app}-{number}"
 
 
 def desired_conf(
@@ -158,7 +149,7 @@ def _wait_for_no_jobs(node: str) -> str:
     """
     return (
         f"no_jobs() {{ out=$(scontrol listjobs {shlex.quote(node)} 2>&1); status=$?; "
-        f'case "$out" in *{shlex.quote(NO_JOBS_MARKER)}*) return 0;; esac; '
+        f'case "$out" in *{shlex.quote(NO_JOBS_MESSAGE)}*) return 0;; esac; '
         '[ "$status" -ne 0 ] && ! pgrep -x slurmstepd >/dev/null; }; '
         f"until no_jobs; do sleep {POLL_SECONDS}; done"
     )

@@ -1,9 +1,10 @@
 """A scripted stand-in for `hpc_libs.machine.host.run`."""
 
 import subprocess
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
+import pytest
 from hpc_libs.errors import SlurmOpsError
 
 
@@ -39,8 +40,11 @@ class FakeRun:
         input: str | None = None,
         timeout: float | None = None,
         check: bool = True,
+        env: Mapping[str, str] | None = None,
     ) -> subprocess.CompletedProcess[str]:
         command = list(argv)
+        if timeout is None or timeout <= 0:
+            pytest.fail(f"{command} was run without a timeout")
         self.calls.append(command)
         for prefix, answer in self.answers:
             if tuple(command[: len(prefix)]) == prefix:

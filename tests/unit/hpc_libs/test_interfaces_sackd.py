@@ -5,7 +5,11 @@ from typing import Any, ClassVar
 
 import ops
 import pytest
-from hpc_libs.interfaces.controller import AUTH_KEY_LABEL, get_or_create_auth_key_secret
+from hpc_libs.interfaces.controller import (
+    AUTH_KEY_LABEL,
+    ControllerEntry,
+    get_or_create_auth_key_secret,
+)
 from hpc_libs.interfaces.sackd import SackdProvider, SackdRequirer
 from ops import testing
 
@@ -25,7 +29,7 @@ class LoginCharm(ops.CharmBase):
     def _on_ready(self, _: ops.EventBase) -> None:
         data = self.slurmctld.controller_data
         assert data is not None
-        LoginCharm.seen.append((self.slurmctld.auth_key(), data.controllers or []))
+        LoginCharm.seen.append((self.slurmctld.auth_key(), data.conf_servers()))
 
 
 class ControllerCharm(ops.CharmBase):
@@ -38,7 +42,9 @@ class ControllerCharm(ops.CharmBase):
 
     def _on_joined(self, event: ops.RelationJoinedEvent) -> None:
         secret = get_or_create_auth_key_secret(self, lambda: AUTH_KEY)
-        self.login_nodes.publish_controller_data(event.relation, secret, ["ctl-0"])
+        self.login_nodes.publish_controller_data(
+            event.relation, secret, [ControllerEntry(hostname="ctl-0", address="10.0.0.1")]
+        )
 
 
 LOGIN_META: dict[str, Any] = {
@@ -66,7 +72,12 @@ def test_login_node_reads_the_granted_key_and_the_controllers(
         remote_app_name="slurmctld",
         remote_app_data={
             "auth_key_id": json.dumps(secret.id),
-            "controllers": json.dumps(["ctl-0", "ctl-1"]),
+            "controllers": json.dumps(
+                [
+                    {"hostname": "ctl-0", "address": "10.0.0.1"},
+                    {"hostname": "ctl-1", "address": "10.0.0.2", "port": 7817},
+                ]
+            ),
         },
     )
 
@@ -75,7 +86,7 @@ def test_login_node_reads_the_granted_key_and_the_controllers(
         testing.State(relations={relation}, secrets={secret}),
     )
 
-    assert LoginCharm.seen == [(AUTH_KEY, ["ctl-0", "ctl-1"])]
+    assert LoginCharm.seen == [(AUTH_KEY, ["10.0.0.1:6817", "10.0.0.2:7817"])]
 
 
 def test_login_node_without_controller_data_is_not_ready(
@@ -101,7 +112,9 @@ def test_controller_grants_the_key_to_the_login_node_and_publishes_only_its_id()
     assert secret.remote_grants == {relation.id: {"login"}}
     data = out.get_relation(relation.id).local_app_data
     assert json.loads(data["auth_key_id"]) == secret.id
-    assert json.loads(data["controllers"]) == ["ctl-0"]
+    assert json.loads(data["controllers"]) == [
+        {"hostname": "ctl-0", "address": "10.0.0.1", "port": None}
+    ]
     assert AUTH_KEY not in json.dumps(dict(data))
 
 

@@ -10,6 +10,7 @@ from hpc_libs.interfaces.slurmd import (
     AUTH_KEY_LABEL,
     ComputeData,
     ControllerData,
+    ControllerEntry,
     SlurmctldConnectedEvent,
     SlurmctldDisconnectedEvent,
     SlurmctldReadyEvent,
@@ -56,7 +57,14 @@ class SlurmctldCharm(ops.CharmBase):
 
     def _on_ready(self, event: SlurmdReadyEvent) -> None:
         secret = get_or_create_auth_key_secret(self, lambda: AUTH_KEY)
-        self.slurmd.publish_controller_data(event.relation, secret, ["ctl-0", "ctl-1"])
+        self.slurmd.publish_controller_data(
+            event.relation,
+            secret,
+            [
+                ControllerEntry(hostname="ctl-0", address="10.0.0.1"),
+                ControllerEntry(hostname="ctl-1", address="10.0.0.2", port=7817),
+            ],
+        )
 
 
 SLURMD_META: dict[str, Any] = {
@@ -155,7 +163,12 @@ def test_ready_reads_the_granted_secret(slurmd_ctx: testing.Context[SlurmdCharm]
         remote_app_name="slurmctld",
         remote_app_data={
             "auth_key_id": json.dumps(secret.id),
-            "controllers": json.dumps(["ctl-0", "ctl-1"]),
+            "controllers": json.dumps(
+                [
+                    {"hostname": "ctl-0", "address": "10.0.0.1"},
+                    {"hostname": "ctl-1", "address": "10.0.0.2", "port": 7817},
+                ]
+            ),
         },
     )
 
@@ -172,10 +185,13 @@ def test_ready_reads_the_granted_secret(slurmd_ctx: testing.Context[SlurmdCharm]
     "remote_app_data",
     [
         {},
-        {"controllers": json.dumps(["ctl-0"])},
+        {"controllers": json.dumps([{"hostname": "ctl-0", "address": "10.0.0.1"}])},
         {"auth_key_id": json.dumps("secret:abc")},
         {"auth_key_id": json.dumps("secret:abc"), "controllers": json.dumps([])},
-        {"auth_key_id": "not json", "controllers": json.dumps(["ctl-0"])},
+        {
+            "auth_key_id": "not json",
+            "controllers": json.dumps([{"hostname": "ctl-0", "address": "10.0.0.1"}]),
+        },
         {"auth_key_id": json.dumps(5), "controllers": json.dumps("ctl-0")},
     ],
     ids=["empty", "no-key", "no-controllers", "zero-controllers", "malformed", "wrong-types"],
@@ -212,7 +228,7 @@ def test_secret_not_granted_is_an_integration_error() -> None:
         remote_app_name="slurmctld",
         remote_app_data={
             "auth_key_id": json.dumps("secret:cqnf3a9ta1nbkc1rr8m0"),
-            "controllers": json.dumps(["ctl-0"]),
+            "controllers": json.dumps([{"hostname": "ctl-0", "address": "10.0.0.1"}]),
         },
     )
 
@@ -286,7 +302,10 @@ def test_slurmd_ready_grants_the_secret_and_publishes_only_its_id(
     assert secret.remote_grants == {relation.id: {"compute"}}
     data = out.get_relation(relation.id).local_app_data
     assert json.loads(data["auth_key_id"]) == secret.id
-    assert json.loads(data["controllers"]) == ["ctl-0", "ctl-1"]
+    assert json.loads(data["controllers"]) == [
+        {"hostname": "ctl-0", "address": "10.0.0.1", "port": None},
+        {"hostname": "ctl-1", "address": "10.0.0.2", "port": 7817},
+    ]
     assert AUTH_KEY not in all_databag_text(out)
 
 

@@ -6,8 +6,6 @@ import sys
 from pathlib import Path
 
 import pytest
-from charmlibs import apt as charmlibs_apt
-from charmlibs import systemd as sd
 from hpc_libs.errors import HpcLibsError, PackageError, ServiceError, SlurmOpsError
 from hpc_libs.machine import apt, files, host, systemd
 from hpc_libs_fakes import FakeRun
@@ -141,31 +139,8 @@ def test_backup_of_missing_file_is_none(tmp_path: Path) -> None:
 # systemd
 
 
-@pytest.fixture
-def systemctl(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, tuple[str, ...]]]:
-    """Replace charmlibs.systemd's operations by a recorder."""
-    calls: list[tuple[str, tuple[str, ...]]] = []
-    for name in (
-        "service_start",
-        "service_stop",
-        "service_restart",
-        "service_enable",
-        "service_disable",
-        "daemon_reload",
-    ):
-
-        def record(*args: str, _name: str = name) -> bool:
-            calls.append((_name, args))
-            return True
-
-        monkeypatch.setattr(sd, name, record)
-    monkeypatch.setattr(sd, "service_running", lambda name: name == "slurmd")
-    return calls
-
-
-def test_service_operations_go_through_charmlibs(
-    systemctl: list[tuple[str, tuple[str, ...]]],
-) -> None:
+def test_service_operations_run_systemctl_with_timeouts(fake_run: FakeRun) -> None:
+    fake_run.on("systemctl", "is-active", returncode=3)
     service = systemd.Service("slurmd")
 
     service.enable()
@@ -175,29 +150,65 @@ def test_service_operations_go_through_charmlibs(
     service.disable()
     systemd.daemon_reload()
 
-    assert systemctl == [
-        ("service_enable", ("slurmd",)),
-        ("service_start", ("slurmd",)),
-        ("service_restart", ("slurmd",)),
-        ("service_stop", ("slurmd",)),
-        ("service_disable", ("slurmd",)),
-        ("daemon_reload", ()),
+    assert fake_run.calls == [
+        ["systemctl", "enable", "slurmd"],
+        ["systemctl", "start", "slurmd"],
+        ["systemctl", "restart", "slurmd"],
+        ["systemctl", "stop", "slurmd"],
+        ["systemctl", "disable", "slurmd"],
+        ["systemctl", "daemon-reload"],
     ]
-    assert service.is_active() is True
-    assert systemd.Service("slurmctld").is_active() is False
+    assert service.is_active() is False
 
 
-def test_service_failure_is_a_service_error(monkeypatch: pytest.MonkeyPatch) -> None:
-    def fail(*args: str) -> bool:
-        raise sd.SystemdError("stderr: Job for slurmd.service failed")
-
-    monkeypatch.setattr(sd, "service_start", fail)
+def test_a_service_that_cannot_start_carries_its_journal_reason(fake_run: FakeRun) -> None:
+    fake_run.on("systemctl", "start", stderr="Job for slurmd.service failed.", returncode=1)
+    fake_run.on(
+        "journalctl",
+        stdout="slurmd: starting\nslurmd: error: cgroup/v2: no delegation\n"
+        "slurmd: fatal: Hybrid mode is not supported\nslurmd: exiting\n",
+    )
 
     with pytest.raises(ServiceError) as caught:
         systemd.Service("slurmd").start()
 
-    assert caught.value.command == ["systemctl", "start", "slurmd"]
-    assert "Job for slurmd.service failed" in caught.value.stderr
+    assert caught.value.status_message() == (
+        "slurmd cannot start: fatal: Hybrid mode is not supported"
+    )
+    assert fake_run.calls[-1] == [
+        "journalctl",
+        "-u",
+        "slurmd",
+        "-n",
+        "50",
+        "-o",
+        "cat",
+        "--no-pager",
+    ]
+
+
+def test_without_a_journal_reason_the_service_error_keeps_systemctl_stderr(
+    fake_run: FakeRun,
+) -> None:
+    fake_run.on("systemctl", "restart", stderr="Job for slurmd.service failed.", returncode=1)
+
+    with pytest.raises(ServiceError) as caught:
+        systemd.Service("slurmd").restart()
+
+    assert caught.value.command == ["systemctl", "restart", "slurmd"]
+    assert "Job for slurmd.service failed" in caught.value.status_message()
+
+
+def test_journal_reason_falls_back_to_the_last_error_line(fake_run: FakeRun) -> None:
+    fake_run.on("journalctl", stdout="error: first\nerror: second\ninfo\n")
+
+    assert systemd.journal_reason("slurmd") == "error: second"
+
+
+def test_an_unreadable_journal_gives_no_reason(fake_run: FakeRun) -> None:
+    fake_run.missing("journalctl")
+
+    assert systemd.journal_reason("slurmd") is None
 
 
 def test_write_override_creates_a_drop_in_once(tmp_path: Path) -> None:
@@ -240,19 +251,6 @@ def test_run_transient_failure_is_a_service_error(fake_run: FakeRun) -> None:
 # apt
 
 
-@pytest.fixture
-def apt_calls(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, object]]:
-    calls: list[tuple[str, object]] = []
-    monkeypatch.setattr(charmlibs_apt, "update", lambda: calls.append(("update", None)))
-
-    def add_package(names: list[str]) -> list[charmlibs_apt.DebianPackage]:
-        calls.append(("add_package", names))
-        return []
-
-    monkeypatch.setattr(charmlibs_apt, "add_package", add_package)
-    return calls
-
-
 def installed(fake_run: FakeRun, *packages: str) -> None:
     fake_run.on("dpkg-query", stdout="", returncode=1)
     for package in packages:
@@ -265,63 +263,45 @@ def installed(fake_run: FakeRun, *packages: str) -> None:
         )
 
 
-def test_install_skips_everything_when_installed(
-    fake_run: FakeRun, apt_calls: list[tuple[str, object]]
-) -> None:
+def test_install_skips_everything_when_installed(fake_run: FakeRun) -> None:
     installed(fake_run, "slurmd", "slurm-client")
 
     assert apt.install(["slurmd", "slurm-client"]) is False
-    assert apt_calls == []
+    assert [c[0] for c in fake_run.calls] == ["dpkg-query", "dpkg-query"]
 
 
-def test_install_updates_then_installs_only_missing_packages(
-    fake_run: FakeRun, apt_calls: list[tuple[str, object]]
-) -> None:
+def test_install_updates_then_installs_only_missing_packages(fake_run: FakeRun) -> None:
     installed(fake_run, "slurm-client")
 
     assert apt.install(["slurmd", "slurm-client"]) is True
-    assert apt_calls == [("update", None), ("add_package", ["slurmd"])]
+    assert fake_run.calls[-2:] == [
+        ["apt-get", "update", "--option=DPkg::Lock::Timeout=120"],
+        ["apt-get", "install", "--yes", "--option=DPkg::Lock::Timeout=120", "slurmd"],
+    ]
 
 
-def test_config_files_state_is_not_installed(
-    fake_run: FakeRun, apt_calls: list[tuple[str, object]]
-) -> None:
+def test_upgrade_installs_every_package_again(fake_run: FakeRun) -> None:
+    installed(fake_run, "slurmd")
+
+    assert apt.install(["slurmd"], upgrade=True) is True
+    assert fake_run.calls[-1][-1] == "slurmd"
+
+
+def test_config_files_state_is_not_installed(fake_run: FakeRun) -> None:
     fake_run.on("dpkg-query", stdout="config-files 24.11.5-1")
 
     assert apt.installed_version("slurmd") is None
 
 
-def test_install_failure_is_a_package_error(
-    fake_run: FakeRun, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_install_failure_is_a_package_error(fake_run: FakeRun) -> None:
     installed(fake_run)
-
-    def update() -> None:
-        raise subprocess.CalledProcessError(100, ["apt-get", "update"], b"", b"Temporary failure")
-
-    monkeypatch.setattr(charmlibs_apt, "update", update)
+    fake_run.on("apt-get", "update", stderr="Temporary failure", returncode=100)
 
     with pytest.raises(PackageError) as caught:
         apt.install(["slurmd"])
 
     assert caught.value.stderr == "Temporary failure"
     assert caught.value.returncode == 100
-
-
-def test_missing_package_is_a_package_error(
-    fake_run: FakeRun, monkeypatch: pytest.MonkeyPatch, apt_calls: list[tuple[str, object]]
-) -> None:
-    installed(fake_run)
-
-    def add_package(names: list[str]) -> None:
-        raise charmlibs_apt.PackageError("Failed to install packages: slurmd")
-
-    monkeypatch.setattr(charmlibs_apt, "add_package", add_package)
-
-    with pytest.raises(PackageError) as caught:
-        apt.install(["slurmd"])
-
-    assert "slurmd" in caught.value.stderr
 
 
 def test_add_ppa_uses_add_apt_repository_without_update(fake_run: FakeRun) -> None:

@@ -66,7 +66,7 @@ def test_install_from_ppa_adds_the_ppa_first(
 ) -> None:
     installed: list[list[str]] = []
     monkeypatch.setattr(
-        "hpc_libs.machine.apt.install", lambda p: installed.append(list(p)) or True
+        "hpc_libs.machine.apt.install", lambda p, upgrade=False: installed.append(list(p)) or True
     )
     fake_run.on("dpkg-query", returncode=1)
 
@@ -394,11 +394,11 @@ def test_bad_admin_node_config_names_the_key(admin: str, key: str) -> None:
     assert caught.value.key == key
 
 
-def test_parse_node_config_accepts_quoted_reason() -> None:
-    assert parse_node_config('Weight=3 Reason="new disks"').dict() == {
-        "weight": 3,
-        "reason": "new disks",
-    }
+def test_parse_node_config_refuses_a_quoted_value() -> None:
+    # A quoted value could hold whitespace and smuggle a key into the node's `--conf` line.
+    with pytest.raises(ConfigError) as caught:
+        parse_node_config('Weight=3 Reason="new disks"')
+    assert caught.value.key == "Reason"
 
 
 def test_parse_config_line_for_partitions() -> None:

@@ -21,7 +21,8 @@ def sackd_root(tmp_path, monkeypatch: pytest.MonkeyPatch):
 
 
 def slurmctld(secret: testing.Secret | None, controllers: list[str]) -> testing.Relation:
-    data = {"controllers": json.dumps(controllers)}
+    entries = [dict(zip(("address", "port"), c.split(":"), strict=False)) for c in controllers]
+    data = {"controllers": json.dumps([{**e, "port": int(e.get("port", 6817))} for e in entries])}
     if secret is not None:
         data["auth_key_id"] = json.dumps(secret.id)
     return testing.Relation("slurmctld", remote_app_name="slurmctld", remote_app_data=data)

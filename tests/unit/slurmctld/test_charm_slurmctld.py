@@ -173,7 +173,7 @@ def test_slurmd_ready_adds_partition_reconfigures_once_and_publishes(ctx, machin
     published = out.get_relation(relation.id).local_app_data
     secret = out.get_secret(label="slurm-auth-key")
     assert json.loads(published["auth_key_id"]) == secret.id
-    assert json.loads(published["controllers"]) == ["192.0.2.0"]
+    assert conf_servers(published) == ["192.0.2.0:6817"]
     assert relation.id in secret.remote_grants
 
 
@@ -197,7 +197,7 @@ def test_login_node_gets_the_key_and_controllers_without_touching_slurm_conf(
     published = out.get_relation(login.id).local_app_data
     secret = out.get_secret(label="slurm-auth-key")
     assert json.loads(published["auth_key_id"]) == secret.id
-    assert json.loads(published["controllers"]) == ["192.0.2.0"]
+    assert conf_servers(published) == ["192.0.2.0:6817"]
     assert login.id in secret.remote_grants
     assert KEY not in json.dumps(dict(published))
     assert (tmp_path / "etc/slurm/slurm.conf").stat().st_mtime_ns == before
@@ -421,7 +421,7 @@ def test_controllers_are_listed_in_join_order(ctx, machine, tmp_path):
         "slurmctldhost=ctl1(10.0.0.1)",
     ]
     published = out.get_relation(relation.id).local_app_data
-    assert json.loads(published["controllers"]) == ["192.0.2.0", "10.0.0.3", "10.0.0.1"]
+    assert conf_servers(published) == ["192.0.2.0:6817", "10.0.0.3:6817", "10.0.0.1:6817"]
     order = out.get_relation(peer.id).local_app_data["controller-order"]
     assert json.loads(order) == ["slurmctld/0", "slurmctld/3", "slurmctld/1"]
 
@@ -711,3 +711,9 @@ def test_departed_node_slurm_cannot_report_on_is_kept_for_later(ctx, machine, se
     assert machine.ran("scontrol", "delete") == []
     stored = next(s for s in out.stored_states if s.owner_path == "SlurmctldCharm")
     assert stored.content["departed"] == ["compute-1"]
+
+
+def conf_servers(databag) -> list[str]:
+    """The `--conf-server` entries a consumer reads from slurmctld's published databag."""
+    entries = json.loads(databag["controllers"])
+    return [f"{e['address']}:{e['port']}" for e in entries]

@@ -29,7 +29,7 @@ def auth_secret() -> testing.Secret:
 def controller_relation(secret: testing.Secret | None = None, controllers=CONTROLLERS, **kw):
     data = {}
     if secret is not None:
-        data = databag(auth_key_id=secret.id, controllers=list(controllers))
+        data = databag(auth_key_id=secret.id, controllers=[{"address": c} for c in controllers])
     return testing.Relation("slurmctld", remote_app_name="slurmctld", remote_app_data=data, **kw)
 
 

@@ -29,6 +29,8 @@ class SlurmOpsError(HpcLibsError):
         command: The argv that failed, if a command was run.
         stderr: The command's standard error (empty if none).
         returncode: The command's exit status, if it exited.
+        timed_out: The command was killed because it ran longer than its timeout; a charm
+            reports that as waiting (the next event tries again) rather than blocked.
 
     """
 
@@ -39,17 +41,24 @@ class SlurmOpsError(HpcLibsError):
         command: Sequence[str] | None = None,
         stderr: str = "",
         returncode: int | None = None,
+        timed_out: bool = False,
     ) -> None:
         super().__init__(message)
         self.message = message
         self.command: list[str] | None = list(command) if command is not None else None
         self.stderr = stderr
         self.returncode = returncode
+        self.timed_out = timed_out
 
     def __str__(self) -> str:
         if self.stderr:
             return f"{self.message}: {self.stderr.strip()}"
         return self.message
+
+    def status_message(self) -> str:
+        """One line for a unit status: the message and the last line of stderr, if any."""
+        lines = [line.strip() for line in self.stderr.splitlines() if line.strip()]
+        return f"{self.message}: {lines[-1]}" if lines else self.message
 
 
 class PackageError(SlurmOpsError):
@@ -57,7 +66,12 @@ class PackageError(SlurmOpsError):
 
 
 class ServiceError(SlurmOpsError):
-    """A systemd operation (start, stop, daemon-reload, ...) failed."""
+    """A systemd operation (start, stop, daemon-reload, ...) failed.
+
+    When a daemon fails to start or restart, `message` carries the daemon's own reason
+    (its last fatal journal line), e.g. "slurmd cannot start: fatal: Hybrid mode is not
+    supported ...".
+    """
 
 
 class ScontrolError(SlurmOpsError):

@@ -6,12 +6,11 @@ from hpc_libs.slurm.base import PackageSource, SlurmManager
 
 
 class SlurmInstaller(ops.Object):
-    """Install `manager`'s packages, record that they are installed, and the workload version.
+    """Install `manager`'s packages; record that they are installed, and their version.
 
-    The charm calls `install` from its install and upgrade-charm handlers, or
-    `ensure_installed` from a reconcile path that runs on every event. Either raises on
-    failure (`PackageError`): the hook errors and Juju retries it, as for any transient apt
-    failure. The charm decides its status from `installed`; this component sets none.
+    `SlurmCharm` drives it: `install` on install and upgrade-charm (refreshing the workload
+    version), `ensure_installed` before every reconcile. Either raises `PackageError` on
+    failure; the skeleton turns that into a status. This component sets no status.
     """
 
     _stored = ops.StoredState()
@@ -19,18 +18,25 @@ class SlurmInstaller(ops.Object):
     def __init__(self, charm: ops.CharmBase, manager: SlurmManager) -> None:
         super().__init__(charm, "installer")
         self._manager = manager
-        self._stored.set_default(installed=False)
+        self._stored.set_default(installed=False, version="")
 
     @property
     def installed(self) -> bool:
         """Whether the packages have been installed (once set, kept across upgrades)."""
         return bool(self._stored.installed)
 
-    def install(self, source: PackageSource) -> None:
-        """Install the packages from `source`; packages already present are left alone."""
-        self._manager.install(source)
+    @property
+    def version(self) -> str:
+        """The daemon's package version recorded at the last install ("" if not recorded)."""
+        return str(self._stored.version)
+
+    def install(self, source: PackageSource, *, upgrade: bool = False) -> None:
+        """Install the packages from `source`; with `upgrade`, also upgrade those present."""
+        self._manager.install(source, upgrade=upgrade)
+        version = self._manager.version()
         self._stored.installed = True
-        self.model.unit.set_workload_version(self._manager.version())
+        self._stored.version = version
+        self.model.unit.set_workload_version(version)
 
     def ensure_installed(self, source: PackageSource) -> None:
         """Install once: do nothing when `installed` (no package queries on every event)."""

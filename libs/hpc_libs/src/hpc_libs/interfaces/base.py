@@ -10,7 +10,7 @@ import logging
 from typing import TypeVar
 
 import ops
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, ValidationError
 
 logger = logging.getLogger(__name__)
 
@@ -52,7 +52,8 @@ class Interface(ops.Object):
     ) -> D | None:
         """Parse `source`'s databag in `relation` as `model`; None if it cannot be read.
 
-        An empty databag gives a model with every field None.
+        An empty databag gives a model with every field None. Invalid data is logged with
+        what `problem` says.
         """
         if source is None:
             return None
@@ -60,14 +61,28 @@ class Interface(ops.Object):
             return relation.load(model, source)
         except (ValueError, ops.RelationDataError) as e:
             logger.warning(
-                "ignoring invalid %s data from %s in relation %s:%d: %s",
+                "ignoring invalid %s data in relation %s:%d: %s",
                 model.__name__,
-                source.name,
                 self.endpoint,
                 relation.id,
-                e,
+                describe_invalid(source, e),
             )
             return None
+
+    def problem(
+        self, model: type[D], relation: ops.Relation, source: ops.Application | ops.Unit | None
+    ) -> str | None:
+        """Say what is wrong with `source`'s data, naming `source` and the key; None if valid.
+
+        Libraries never set status: a charm puts this text in its own status.
+        """
+        if source is None:
+            return None
+        try:
+            relation.load(model, source)
+        except (ValueError, ops.RelationDataError) as e:
+            return describe_invalid(source, e)
+        return None
 
     def save(self, data: DatabagModel, relation: ops.Relation, target: ops.Application) -> bool:
         """Write `data` to this app's databag if it differs; return whether it was written.
@@ -81,3 +96,13 @@ class Interface(ops.Object):
             return False
         relation.save(data, target)
         return True
+
+
+def describe_invalid(source: ops.Application | ops.Unit, error: Exception) -> str:
+    """`<source> sent an invalid <field>: <why>`, from a databag parsing error."""
+    if isinstance(error, ValidationError) and error.errors():
+        first = error.errors()[0]
+        field = ".".join(str(part) for part in first["loc"]) or "databag"
+        why = str(first["msg"]).removeprefix("Value error, ")
+        return f"{source.name} sent an invalid {field}: {why}"
+    return f"{source.name} sent unreadable data: {error}"

@@ -1,7 +1,10 @@
 """What slurmctld gives every Slurm daemon that joins its cluster: the auth key and controllers.
 
 slurmd (compute) and sackd (login) both receive the same `ControllerData` from slurmctld's
-leader: the id of the auth key secret and the controllers, primary first. The key itself
+leader: the id of the auth key secret and the controllers, primary first, each an object
+(`ControllerEntry`: hostname, address, port) checked against Slurm's grammar on both sides:
+an entry that is not a host or IP with a port in 1-65535 (`"ctl --foo"`, `"a,b"`, a new line)
+is never published, and a consumer reads a databag holding one as "not ready". The key itself
 travels only as a Juju secret owned by the slurmctld application and granted to the relation;
 it never appears in a databag.
 
@@ -10,13 +13,16 @@ it never appears in a databag.
 * `ControllerPublisher`: slurmctld's side. Grants the key and publishes `ControllerData`.
 """
 
+import ipaddress
 import logging
 from collections.abc import Callable
 
 import ops
+from pydantic import field_validator
 
 from hpc_libs.errors import IntegrationError
 from hpc_libs.interfaces.base import DatabagModel, Interface
+from hpc_libs.slurm import grammar
 
 logger = logging.getLogger(__name__)
 
@@ -26,16 +32,73 @@ AUTH_KEY_FIELD = "key"
 """Field of the secret content holding the key (base64 text, as `KeyFile` uses)."""
 
 
+DEFAULT_SLURMCTLD_PORT = 6817
+
+
+class ControllerEntry(DatabagModel):
+    """One slurmctld unit as the cluster's daemons reach it.
+
+    `address` (an IP or host name) is what daemons connect to; `hostname` is the unit's host
+    name, slurmctld's own `SlurmctldHost` name. `port` defaults to 6817.
+    """
+
+    hostname: str | None = None
+    address: str | None = None
+    port: int | None = None
+
+    @field_validator("hostname")
+    @classmethod
+    def _valid_hostname(cls, value: str | None) -> str | None:
+        if value is not None:
+            grammar.hostname(value)
+        return value
+
+    @field_validator("address")
+    @classmethod
+    def _valid_address(cls, value: str | None) -> str | None:
+        if value is not None:
+            grammar.host(value)
+        return value
+
+    @field_validator("port")
+    @classmethod
+    def _valid_port(cls, value: int | None) -> int | None:
+        if value is not None:
+            grammar.port(str(value))
+        return value
+
+    def conf_server(self) -> str | None:
+        """`host:port` for `--conf-server` (`[v6]:port` for IPv6); None without an address."""
+        host = self.address or self.hostname
+        if not host:
+            return None
+        if ":" in host:
+            host = f"[{ipaddress.ip_address(host)}]"
+        return f"{host}:{self.port or DEFAULT_SLURMCTLD_PORT}"
+
+
 class ControllerData(DatabagModel):
     """slurmctld's application databag."""
 
     auth_key_id: str | None = None
-    controllers: list[str] | None = None
+    controllers: list[ControllerEntry] | None = None
+
+    @field_validator("auth_key_id")
+    @classmethod
+    def _valid_secret_id(cls, value: str | None) -> str | None:
+        if value is not None:
+            grammar.token(value)
+        return value
+
+    def conf_servers(self) -> list[str]:
+        """Return the controllers as `host:port` for `--conf-server`, primary first (validated)."""
+        servers = [c.conf_server() for c in self.controllers or []]
+        return [s for s in servers if s is not None]
 
     @property
     def is_complete(self) -> bool:
         """Whether the auth key secret id and at least one controller are present."""
-        return bool(self.auth_key_id) and bool(self.controllers)
+        return bool(self.auth_key_id) and bool(self.conf_servers())
 
 
 class SlurmctldConnectedEvent(ops.RelationEvent):
@@ -126,11 +189,12 @@ class ControllerPublisher(Interface):
     """slurmctld's side of an integration with a Slurm daemon application."""
 
     def publish_controller_data(
-        self, relation: ops.Relation, auth_key: ops.Secret, controllers: list[str]
+        self, relation: ops.Relation, auth_key: ops.Secret, controllers: list[ControllerEntry]
     ) -> bool:
         """Grant `auth_key` to `relation` and publish its id and `controllers` (leader only).
 
-        Returns whether the databag changed. The key's content is never written to it.
+        Returns whether the databag changed. The key's content is never written to it. The
+        entries were validated when built (`ControllerEntry` refuses a bad host or port).
         """
         if not self.model.unit.is_leader():
             return False

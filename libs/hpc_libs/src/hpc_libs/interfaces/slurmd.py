@@ -8,6 +8,15 @@ The slurmd charm PROVIDES endpoint `slurmctld`; the slurmctld charm REQUIRES end
   controllers, primary first. The key itself travels only as a Juju secret owned by the
   slurmctld application and granted to the relation; it never appears in a databag. That
   half is shared with the login nodes' integration (`hpc_libs.interfaces.controller`).
+
+Both sides check the partition and node set against Slurm's grammar
+(`hpc_libs.slurm.grammar`), key by key as slurmutils would render them: a value such as
+`"60 Nodes=ALL"` never reaches slurm.conf, and the controller can say which application sent
+which bad key (`SlurmdRequirer.compute_data_problem`).
+
+The contract between the two charms about a unit's node is defined here, once: its name
+(`node_name`), the drain reasons each side sets, and what "no jobs" looks like
+(`NO_JOBS_MESSAGE`, `BUSY_JOB_STATES`).
 """
 
 import logging
@@ -23,17 +32,33 @@ from hpc_libs.interfaces.controller import (
     AUTH_KEY_LABEL,
     ControllerConsumer,
     ControllerData,
+    ControllerEntry,
     ControllerPublisher,
     SlurmctldConnectedEvent,
     SlurmctldDisconnectedEvent,
     SlurmctldReadyEvent,
     get_or_create_auth_key_secret,
 )
-from hpc_libs.slurm import schema_cache
+from hpc_libs.slurm import grammar, schema_cache
 
 logger = logging.getLogger(__name__)
 
 schema_cache.install()  # ComputeData validates with slurmutils on every databag read.
+
+RETIRE_REASON = "juju: unit leaving the cluster"
+"""Drain reason of the node of a slurmd unit that leaves (set by either charm)."""
+REREGISTER_REASON = "juju: applying new node configuration"
+"""Drain reason of a node waiting for its jobs to end before it registers again."""
+NO_JOBS_MESSAGE = "No slurmstepd's found on this node"
+"""What `scontrol listjobs <node>` prints (on stderr) when no job runs on the node."""
+BUSY_JOB_STATES = ("RUNNING", "COMPLETING", "CONFIGURING", "SUSPENDED")
+"""Job states that keep a node or partition busy (pending jobs do not)."""
+
+
+def node_name(unit_name: str) -> str:
+    """Name a slurmd unit's Slurm node `<application>-<unit number>`: stable and unique."""
+    app, number = unit_name.rsplit("/", 1)
+    return f"{app}-{number}"
 
 
 class ComputeData(DatabagModel):
@@ -75,11 +100,12 @@ class ComputeData(DatabagModel):
 
 
 def _check(model: type[Partition] | type[NodeSet], value: dict[str, Any]) -> None:
-    """Raise ValueError (what pydantic expects) if slurmutils rejects `value`."""
+    """Raise ValueError (what pydantic expects) if slurmutils or Slurm's grammar rejects it."""
     try:
         model.from_dict(value)
     except (ModelError, ValueError, TypeError) as e:
         raise ValueError(f"invalid {model.__name__}: {e}") from e
+    grammar.check_fields(model, value)  # GrammarError is a ValueError naming the key.
 
 
 class SlurmdConnectedEvent(ops.RelationEvent):
@@ -140,12 +166,21 @@ class SlurmdRequirer(ControllerPublisher):
         """Return the slurmd app's data in `relation`; None if missing or malformed."""
         return self.load(ComputeData, relation, relation.app)
 
+    def compute_data_problem(self, relation: ops.Relation) -> str | None:
+        """Say which key of the slurmd app's data is invalid (for status); None if valid."""
+        return self.problem(ComputeData, relation, relation.app)
+
 
 __all__ = [
     "AUTH_KEY_FIELD",
     "AUTH_KEY_LABEL",
+    "BUSY_JOB_STATES",
+    "NO_JOBS_MESSAGE",
+    "REREGISTER_REASON",
+    "RETIRE_REASON",
     "ComputeData",
     "ControllerData",
+    "ControllerEntry",
     "SlurmctldConnectedEvent",
     "SlurmctldDisconnectedEvent",
     "SlurmctldReadyEvent",
@@ -155,4 +190,5 @@ __all__ = [
     "SlurmdReadyEvent",
     "SlurmdRequirer",
     "get_or_create_auth_key_secret",
+    "node_name",
 ]

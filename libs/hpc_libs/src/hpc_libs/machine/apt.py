@@ -1,8 +1,13 @@
-"""apt packages and repositories, adapted from `charmlibs.apt`.
+"""apt packages and repositories.
 
 `install` first asks dpkg whether every package is already installed and then does
 nothing at all, so machines without network access (or with the packages preinstalled)
 never run `apt-get update`.
+
+Timeouts: `apt-get update` and `apt-get install` run through `host.run`, bounded by
+`UPDATE_TIMEOUT` and `INSTALL_TIMEOUT` (`charmlibs.apt` runs them without one, so it is not
+used for them). A `deb` source is still added with `charmlibs.apt`, whose `gpg` and
+`dpkg` calls have no timeout; they are local and quick, and no charm adds one today.
 """
 
 import logging
@@ -16,11 +21,24 @@ from hpc_libs.machine import host
 
 logger = logging.getLogger(__name__)
 
+QUERY_TIMEOUT = 30.0
+"""Seconds for a dpkg query."""
+REPOSITORY_TIMEOUT = 120.0
+"""Seconds for `add-apt-repository` (it fetches the PPA's signing key from Launchpad)."""
+UPDATE_TIMEOUT = 300.0
+"""Seconds for `apt-get update` (slow mirrors)."""
+INSTALL_TIMEOUT = 900.0
+"""Seconds for `apt-get install`: downloads and the packages' own scripts."""
+LOCK_TIMEOUT = 120
+"""Seconds apt waits for the dpkg lock (held by unattended-upgrades, say) before failing."""
+_APT_ENV = {"DEBIAN_FRONTEND": "noninteractive"}
+
 
 def installed_version(package: str) -> str | None:
     """Return the installed version of `package`, or None if it is not installed."""
     result = host.run(
         ["dpkg-query", "--show", "--showformat=${db:Status-Status} ${Version}", package],
+        timeout=QUERY_TIMEOUT,
         check=False,
     )
     status, _, version = result.stdout.strip().partition(" ")
@@ -34,26 +52,39 @@ def missing(packages: Sequence[str]) -> list[str]:
     return [p for p in packages if installed_version(p) is None]
 
 
-def install(packages: Sequence[str]) -> bool:
-    """Install `packages`; return whether anything had to be installed.
+def install(packages: Sequence[str], *, upgrade: bool = False) -> bool:
+    """Install `packages`; return whether apt ran.
+
+    Packages already installed are skipped, unless `upgrade`: then every package is
+    installed at the candidate version of the refreshed cache.
 
     Raises:
         PackageError: The cache update or an installation failed.
 
     """
-    todo = missing(packages)
+    todo = list(packages) if upgrade else missing(packages)
     if not todo:
         logger.debug("packages already installed: %s", list(packages))
         return False
     logger.info("installing %s", todo)
-    try:
-        apt.update()
-        apt.add_package(todo)
-    except subprocess.CalledProcessError as e:
-        raise _command_failed(f"cannot install {todo}", e) from e
-    except (apt.PackageError, apt.PackageNotFoundError) as e:
-        raise PackageError(f"cannot install {todo}", stderr=e.message) from e
+    lock = f"--option=DPkg::Lock::Timeout={LOCK_TIMEOUT}"
+    _apt_get(["update", lock], todo, timeout=UPDATE_TIMEOUT)
+    _apt_get(["install", "--yes", lock, *todo], todo, timeout=INSTALL_TIMEOUT)
     return True
+
+
+def _apt_get(args: list[str], packages: list[str], *, timeout: float) -> None:
+    """Run `apt-get <args>` non-interactively; map its failure to PackageError."""
+    try:
+        host.run(["apt-get", *args], timeout=timeout, env=_APT_ENV)
+    except SlurmOpsError as e:
+        raise PackageError(
+            f"cannot install {' '.join(packages)}",
+            command=e.command,
+            stderr=e.stderr,
+            returncode=e.returncode,
+            timed_out=e.timed_out,
+        ) from e
 
 
 def add_repository(source: str, *, key: str | None = None) -> None:
@@ -70,10 +101,16 @@ def add_repository(source: str, *, key: str | None = None) -> None:
     """
     if source.startswith("ppa:"):
         try:
-            host.run(["add-apt-repository", "--yes", "--no-update", source])
+            host.run(
+                ["add-apt-repository", "--yes", "--no-update", source], timeout=REPOSITORY_TIMEOUT
+            )
         except SlurmOpsError as e:
             raise PackageError(
-                f"cannot add {source}", command=e.command, stderr=e.stderr, returncode=e.returncode
+                f"cannot add {source}",
+                command=e.command,
+                stderr=e.stderr,
+                returncode=e.returncode,
+                timed_out=e.timed_out,
             ) from e
         return
     try:

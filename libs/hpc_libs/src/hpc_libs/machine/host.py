@@ -2,60 +2,88 @@
 
 Unit tests replace `run` (for example with `monkeypatch.setattr(host, "run", fake)`),
 so every module calls it as `host.run(...)` rather than importing the function.
+
+Every command is bounded: `run` kills a command after `timeout` seconds (default
+`DEFAULT_TIMEOUT`; there is no way to wait forever). Callers state the bound they mean,
+`timeout=...`, even when it is the default: the unit tests' fake machine refuses a command
+run without one, so a dropped timeout argument fails a test.
 """
 
 import logging
+import os
 import subprocess
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from hpc_libs.errors import SlurmOpsError
 
 logger = logging.getLogger(__name__)
+
+DEFAULT_TIMEOUT = 60.0
+"""Seconds a command may run when its caller states no longer bound (quick queries)."""
 
 
 def run(
     argv: Sequence[str],
     *,
     input: str | None = None,
-    timeout: float | None = None,
+    timeout: float = DEFAULT_TIMEOUT,
     check: bool = True,
+    env: Mapping[str, str] | None = None,
 ) -> subprocess.CompletedProcess[str]:
     """Run a command and capture its text output.
 
     Args:
         argv: The command and its arguments; never passed through a shell.
         input: Text written to the command's standard input.
-        timeout: Seconds to wait before the command is killed.
+        timeout: Seconds to wait before the command is killed (longer for apt, say).
         check: Raise if the command exits with a non-zero status.
+        env: Variables added to this process's environment for the command.
 
     Raises:
-        SlurmOpsError: The command failed (with `check`), timed out, or does not exist.
-            It carries the argv, the exit status and the command's stderr.
+        SlurmOpsError: The command failed (with `check`), timed out (`timed_out`), or does
+            not exist. It carries the argv, the exit status and the command's stderr.
 
     """
     command = list(argv)
-    logger.debug("running %s", command)
+    logger.debug("running %s (timeout %s s)", command, timeout)
     try:
         return subprocess.run(
-            command, input=input, timeout=timeout, check=check, capture_output=True, text=True
+            command,
+            input=input,
+            timeout=timeout,
+            check=check,
+            capture_output=True,
+            text=True,
+            env={**os.environ, **env} if env is not None else None,
         )
     except subprocess.CalledProcessError as e:
-        raise SlurmOpsError(
-            f"command {command} failed with exit status {e.returncode}",
-            command=command,
-            stderr=output_text(e.stderr),
-            returncode=e.returncode,
-        ) from e
+        raise command_failed(command, e.returncode, output_text(e.stderr)) from e
     except subprocess.TimeoutExpired as e:
-        raise SlurmOpsError(
-            f"command {command} timed out after {timeout} seconds",
-            command=command,
-            stderr=output_text(e.stderr),
-        ) from e
+        raise command_timed_out(command, timeout, output_text(e.stderr)) from e
     except FileNotFoundError as e:
         raise SlurmOpsError(
             f"command {command[0]!r} not found", command=command, stderr=str(e)
         ) from e
+
+
+def command_failed(command: list[str], returncode: int, stderr: str) -> SlurmOpsError:
+    """Return the error `run` raises when `command` exits with `returncode` (fakes use it)."""
+    return SlurmOpsError(
+        f"command {command} failed with exit status {returncode}",
+        command=command,
+        stderr=stderr,
+        returncode=returncode,
+    )
+
+
+def command_timed_out(command: list[str], timeout: float, stderr: str = "") -> SlurmOpsError:
+    """Return the error `run` raises when `command` is killed after `timeout` seconds."""
+    return SlurmOpsError(
+        f"command {command} timed out after {timeout:g} seconds",
+        command=command,
+        stderr=stderr,
+        timed_out=True,
+    )
 
 
 def output_text(output: str | bytes | None) -> str:

@@ -1,12 +1,32 @@
-"""systemd services, adapted from `charmlibs.systemd` with errors mapped to `ServiceError`."""
+"""systemd services: `systemctl` and `journalctl` run through `host.run`, every call bounded.
 
-from collections.abc import Callable, Sequence
+`charmlibs.systemd` runs `systemctl` without a timeout, so this module runs it itself.
+A start or restart of a `Type=notify` unit (slurmd, slurmctld, ...) is first bounded by
+systemd's own `TimeoutStartSec` (90 s by default): systemd fails the job and the daemon's
+reason is in its journal. `SERVICE_TIMEOUT` is longer, so systemd's verdict comes first and
+ours only guards against a systemctl that hangs.
+
+A daemon that fails to start or restart raises `ServiceError` whose message carries the
+daemon's own reason, its last fatal line in the journal (see `journal_reason`).
+"""
+
+import logging
+from collections.abc import Sequence
 from pathlib import Path
-
-from charmlibs import systemd as sd
 
 from hpc_libs.errors import ServiceError, SlurmOpsError
 from hpc_libs.machine import files, host
+
+logger = logging.getLogger(__name__)
+
+SERVICE_TIMEOUT = 180.0
+"""Seconds for `systemctl start|restart|stop`: beyond systemd's default 90 s job timeout."""
+QUICK_TIMEOUT = 30.0
+"""Seconds for systemctl calls that do not wait for a daemon (enable, is-active, ...)."""
+JOURNAL_TIMEOUT = 10.0
+"""Seconds to read a unit's journal for the reason it failed."""
+JOURNAL_LINES = 50
+_REASON_MARKERS = ("fatal:", "error:")
 
 
 class Service:
@@ -19,33 +39,89 @@ class Service:
         return f"Service({self.name!r})"
 
     def start(self) -> None:
-        """Start the service (a no-op for systemd if it is already running)."""
-        _call("start", sd.service_start, self.name)
+        """Start the service (a no-op for systemd if it is already running).
+
+        Raises:
+            ServiceError: The service did not start; the message holds its journal reason.
+
+        """
+        self._change("start")
 
     def stop(self) -> None:
         """Stop the service."""
-        _call("stop", sd.service_stop, self.name)
+        _systemctl("stop", self.name, timeout=SERVICE_TIMEOUT)
 
     def restart(self) -> None:
-        """Restart the service, starting it if it is stopped."""
-        _call("restart", sd.service_restart, self.name)
+        """Restart the service, starting it if it is stopped.
+
+        Raises:
+            ServiceError: The service did not come back; the message holds its journal reason.
+
+        """
+        self._change("restart")
 
     def enable(self) -> None:
         """Start the service at boot."""
-        _call("enable", sd.service_enable, self.name)
+        _systemctl("enable", self.name, timeout=QUICK_TIMEOUT)
 
     def disable(self) -> None:
         """Do not start the service at boot."""
-        _call("disable", sd.service_disable, self.name)
+        _systemctl("disable", self.name, timeout=QUICK_TIMEOUT)
 
     def is_active(self) -> bool:
-        """Whether the service is running now."""
-        return sd.service_running(self.name)
+        """Whether the service is running now (False also when systemctl cannot say)."""
+        try:
+            result = host.run(
+                ["systemctl", "is-active", "--quiet", self.name],
+                timeout=QUICK_TIMEOUT,
+                check=False,
+            )
+        except SlurmOpsError as e:
+            logger.warning("cannot tell whether %s is active: %s", self.name, e)
+            return False
+        return result.returncode == 0
+
+    def _change(self, verb: str) -> None:
+        try:
+            _systemctl(verb, self.name, timeout=SERVICE_TIMEOUT)
+        except ServiceError as e:
+            reason = journal_reason(self.name)
+            if reason is None:
+                raise
+            logger.warning("%s failed: %s", " ".join(e.command or []), e.stderr.strip())
+            raise ServiceError(
+                f"{self.name} cannot {verb}: {reason}",
+                command=e.command,
+                returncode=e.returncode,
+                timed_out=e.timed_out,
+            ) from e
+
+
+def journal_reason(unit: str, *, lines: int = JOURNAL_LINES) -> str | None:
+    """Return the last `fatal:` line of `unit`'s recent journal, else its last `error:` line.
+
+    None when neither is found or the journal cannot be read (within `JOURNAL_TIMEOUT`).
+    """
+    try:
+        result = host.run(
+            ["journalctl", "-u", unit, "-n", str(lines), "-o", "cat", "--no-pager"],
+            timeout=JOURNAL_TIMEOUT,
+            check=False,
+        )
+    except SlurmOpsError as e:
+        logger.warning("cannot read the journal of %s: %s", unit, e)
+        return None
+    recent = [line.strip() for line in result.stdout.splitlines()]
+    for marker in _REASON_MARKERS:
+        found = [line for line in recent if marker in line]
+        if found:
+            return found[-1][found[-1].index(marker) :]
+    return None
 
 
 def daemon_reload() -> None:
     """Make systemd read changed unit files and drop-ins."""
-    _call("daemon-reload", sd.daemon_reload)
+    _systemctl("daemon-reload", timeout=QUICK_TIMEOUT)
 
 
 def override_path(service: str, name: str, *, root: Path = Path("/")) -> Path:
@@ -66,6 +142,7 @@ def run_transient(unit_name: str, argv: Sequence[str], description: str) -> None
     """Run `argv` in the background as transient unit `unit_name`, collected when it ends.
 
     Use it for work that outlives a Juju hook (for example waiting for jobs to end).
+    `systemd-run` without `--wait` returns once the unit is started, so it is quick.
     """
     try:
         host.run(
@@ -76,25 +153,27 @@ def run_transient(unit_name: str, argv: Sequence[str], description: str) -> None
                 f"--description={description}",
                 "--",
                 *argv,
-            ]
+            ],
+            timeout=QUICK_TIMEOUT,
         )
     except SlurmOpsError as e:
-        raise ServiceError(
-            f"cannot start transient unit {unit_name}",
-            command=e.command,
-            stderr=e.stderr,
-            returncode=e.returncode,
-        ) from e
+        raise _service_error(f"cannot start transient unit {unit_name}", e) from e
 
 
-def _call(verb: str, operation: Callable[..., bool], *args: str) -> None:
-    """Run `systemctl <verb>` through `charmlibs.systemd`, mapping its error to `ServiceError`."""
+def _systemctl(verb: str, *args: str, timeout: float) -> None:
+    """Run `systemctl <verb> <args>`, mapping its failure to `ServiceError`."""
     command = ["systemctl", verb, *args]
     try:
-        operation(*args)
-    except sd.SystemdError as e:
-        raise ServiceError(
-            f"{' '.join(command)} failed",
-            command=command,
-            stderr=str(e),
-        ) from e
+        host.run(command, timeout=timeout)
+    except SlurmOpsError as e:
+        raise _service_error(f"{' '.join(command)} failed", e) from e
+
+
+def _service_error(message: str, error: SlurmOpsError) -> ServiceError:
+    return ServiceError(
+        f"{message}: {error.message}" if error.timed_out else message,
+        command=error.command,
+        stderr=error.stderr,
+        returncode=error.returncode,
+        timed_out=error.timed_out,
+    )

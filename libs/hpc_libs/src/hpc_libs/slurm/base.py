@@ -8,7 +8,6 @@ import binascii
 import logging
 import re
 import secrets
-import shlex
 from collections.abc import Generator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -19,7 +18,7 @@ from slurmutils import BaseEditor, Model, ModelError
 from hpc_libs.errors import ConfigError, PackageError, SlurmOpsError
 from hpc_libs.machine import apt, files
 from hpc_libs.machine.systemd import Service
-from hpc_libs.slurm import schema_cache
+from hpc_libs.slurm import grammar, schema_cache
 from hpc_libs.slurm.text import literals_as_yes_no, yes_no_as_literals
 
 logger = logging.getLogger(__name__)
@@ -211,22 +210,23 @@ class SlurmManager:
         """The EnvironmentFile variable the packaged unit passes to the daemon."""
         return f"{self.daemon.upper()}_OPTIONS"
 
-    def install(self, source: PackageSource = "ppa") -> bool:
-        """Install the daemon's packages; return whether anything was installed.
+    def install(self, source: PackageSource = "ppa", *, upgrade: bool = False) -> bool:
+        """Install the daemon's packages; return whether apt ran.
 
         With `ppa` the Ubuntu HPC team's Slurm PPA is added first (Ubuntu only); with
         `archive` the machine's configured archive is used as is. Already installed
-        packages are never updated and the apt cache is not refreshed.
+        packages are left alone (no cache refresh) unless `upgrade`: then they are upgraded
+        from `source`, for a Slurm too old for the charms.
 
         Raises:
             PackageError: The repository or the packages could not be installed.
 
         """
-        if not apt.missing(self.packages):
+        if not upgrade and not apt.missing(self.packages):
             return False
         if source == "ppa":
             apt.add_repository(SLURM_PPA)
-        return apt.install(self.packages)
+        return apt.install(self.packages, upgrade=upgrade)
 
     def version(self) -> str:
         """Return the installed version of the daemon's package.
@@ -247,29 +247,30 @@ def conf_server_option(controllers: Sequence[str]) -> str:
 
 
 def parse_config_line(model: type[M], text: str) -> M:
-    """Parse space-separated `key=value` Slurm parameters into `model`, one key at a time.
+    """Parse whitespace-separated `key=value` Slurm parameters into `model`, one key at a time.
 
-    Checking each key alone lets the error name the offending key, which slurmutils does
-    not always do (type errors name only the value). Boolean parameters take Slurm's
-    spellings (`Default=YES`, `Hidden=no`, ...; see `hpc_libs.slurm.text`).
+    Each value is first checked against Slurm's grammar for its key (`hpc_libs.slurm.grammar`):
+    quotes are refused, so a value can never hold whitespace and add a key (`MaxTime="60
+    Nodes=ALL"`). Checking each key alone lets the error name the offending key, which
+    slurmutils does not always do. Boolean parameters take Slurm's spellings (`Default=YES`,
+    `Hidden=no`, ...; see `hpc_libs.slurm.text`).
 
     Raises:
         ConfigError: A token is not `key=value`, a key is unknown, or a value is invalid.
             `key` names the first bad key.
 
     """
-    try:
-        tokens = shlex.split(text)
-    except ValueError as e:
-        raise ConfigError(f"cannot split {text!r}: {e}") from e
     merged: dict[str, Any] = {}
-    for token in tokens:
-        key, sep, value = token.partition("=")
+    for item in text.split():
+        key, sep, value = item.partition("=")
         if not sep or not key or not value:
-            raise ConfigError(f"{token!r} is not key=value", key=key)
+            raise ConfigError(f"{item!r} is not key=value", key=key)
         try:
-            quoted = f'"{value}"' if any(c.isspace() for c in value) else value
-            merged |= model.from_str(yes_no_as_literals(f"{key}={quoted}")).dict()
+            grammar.check_value(model, key, value)
+        except grammar.GrammarError as e:
+            raise ConfigError(str(e), key=key) from e
+        try:
+            merged |= model.from_str(yes_no_as_literals(f"{key}={value}")).dict()
         except (ModelError, ValueError) as e:
             raise ConfigError(f"invalid {key}: {e}", key=key) from e
     try:

@@ -13,11 +13,11 @@ from typing import Annotated, Any, TypeVar
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
 
 from hpc_libs.errors import ScontrolError, SlurmOpsError
+from hpc_libs.interfaces.slurmd import NO_JOBS_MESSAGE
 from hpc_libs.machine import host
 
 logger = logging.getLogger(__name__)
 
-NO_JOBS_MESSAGE = "No slurmstepd's found on this node"
 _UNKNOWN_MARKERS = ("Invalid node name", "Invalid partition name", "not found")
 
 
@@ -105,7 +105,11 @@ class _PartitionsResponse(_Parsed):
 
 
 class Scontrol:
-    """Run `scontrol` (and `scancel`) through the `host.run` seam."""
+    """Run `scontrol` (and `scancel`) through the `host.run` seam, each call bounded by `timeout`.
+
+    A timed-out call raises `ScontrolError` with `timed_out` set (the controller may be
+    busy or unreachable); the charms report it as waiting and retry on the next event.
+    """
 
     def __init__(self, timeout: float = 60) -> None:
         self.timeout = timeout
@@ -244,4 +248,10 @@ def _is_id(line: str) -> bool:
 
 
 def _scontrol_error(e: SlurmOpsError) -> ScontrolError:
-    return ScontrolError(e.message, command=e.command, stderr=e.stderr, returncode=e.returncode)
+    return ScontrolError(
+        e.message,
+        command=e.command,
+        stderr=e.stderr,
+        returncode=e.returncode,
+        timed_out=e.timed_out,
+    )

@@ -128,7 +128,7 @@ class SlurmdManager(SlurmManager):
             SlurmOpsError: `slurmd -C` failed or printed none of the expected fields.
 
         """
-        output = host.run(["slurmd", "-C"]).stdout
+        output = host.run(["slurmd", "-C"], timeout=60).stdout
         hardware = parse_slurmd_c(output)
         if not hardware:
             raise SlurmOpsError(f"cannot parse `slurmd -C` output: {output!r}")
@@ -140,7 +140,9 @@ class SlurmdManager(SlurmManager):
     def gpus(self) -> dict[str, int]:
         """Return GPU model -> count from `nvidia-smi`; empty when there is no NVIDIA driver."""
         try:
-            result = host.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"])
+            result = host.run(
+                ["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"], timeout=30
+            )
         except SlurmOpsError as e:
             logger.debug("no NVIDIA GPUs detected: %s", e)
             return {}

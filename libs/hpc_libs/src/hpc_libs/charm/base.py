@@ -1,0 +1,195 @@
+"""`SlurmCharm`: the wiring every Slurm charm shares.
+
+One reconcile path per charm, holistic: whatever the event, the charm makes the machine
+match the model (config, relations, secrets), and a separate collect-status handler reports
+facts. This is the "holistic" style of ops' machine-tinyproxy example.
+
+What the skeleton does:
+
+- Runs the guarded reconcile (`converge`) on install, start, config-changed,
+  upgrade-charm, update-status, leader-elected and secret-changed, plus the charm's own
+  events given to `reconcile_on`.
+- Before `reconcile`: loads the config (an invalid option: nothing is done), installs the
+  packages once (`SlurmInstaller`; upgrade-charm installs again, which refreshes the
+  workload version) and checks the Slurm version (older than 24.11: nothing is done; the
+  installed packages are upgraded from the configured source at the next event).
+- Captures workload failures: a `SlurmOpsError` (a daemon that cannot start, restart or
+  reconfigure, a timed-out `scontrol`, failed detection, a failed apt run) raised by
+  `reconcile` or by installing is logged and kept as a fact for collect-status, and the hook
+  succeeds. The next event tries again. Other errors are bugs and fail the hook.
+- collect-unit-status: an invalid option (blocked, naming it); installing (maintenance);
+  Slurm too old (blocked, saying which source to use); the failure captured during this
+  dispatch (blocked with the daemon's own reason, or waiting when a command timed out);
+  then the charm's `statuses(config)`; then active.
+
+Package installation failures are statuses, not hook errors: a hook in error holds every
+later event, so an operator could not fix `slurm-package-source` with `juju config` while
+Juju retries the failed install. Blocked "cannot install ..." is retried by every event
+(update-status at the latest), including the config-changed that fixes the source.
+
+Adopting it in a charm::
+
+    class SackdCharm(SlurmCharm[SackdConfig]):
+        def __init__(self, framework: ops.Framework) -> None:
+            self.sackd = SackdManager()
+            super().__init__(framework, config_type=SackdConfig, manager=self.sackd)
+            self.slurmctld = SackdProvider(self, "slurmctld")
+            self.reconcile_on(self.slurmctld.on.slurmctld_ready)
+            framework.observe(self.slurmctld.on.slurmctld_disconnected, self._on_gone)
+
+        def reconcile(self, config: SackdConfig) -> None:
+            data = self.slurmctld.controller_data
+            if data is None or not data.controllers:
+                return
+            changed = self.sackd.key.set(self.slurmctld.auth_key())
+            if self.sackd.set_conf_servers(data.controllers) or changed:
+                self.sackd.service.restart()  # ServiceError -> blocked status, retried
+
+        def statuses(self, config: SackdConfig) -> Iterable[ops.StatusBase]:
+            if not self.model.relations["slurmctld"]:
+                yield ops.BlockedStatus("needs a slurmctld integration")
+
+Remove the charm's own install/upgrade-charm/collect-status handlers and its
+`SlurmInstaller`; an action that must apply now calls `converge()` and reports the failure it
+returns. Unit tests seed an installed unit with `charm_testing.already_installed(<Class>)`.
+"""
+
+import logging
+from collections.abc import Iterable
+from typing import Generic
+
+import ops
+
+from hpc_libs.charm.config import C, config_problem, load_valid_config
+from hpc_libs.charm.install import SlurmInstaller
+from hpc_libs.errors import SlurmOpsError
+from hpc_libs.slurm.base import SlurmManager
+from hpc_libs.slurm.version import unsupported_reason
+
+logger = logging.getLogger(__name__)
+
+
+class SlurmCharm(ops.CharmBase, Generic[C]):
+    """Base of the Slurm charms: one guarded reconcile path and the status preamble.
+
+    Subclasses implement `reconcile` and may override `statuses`.
+    """
+
+    def __init__(
+        self, framework: ops.Framework, *, config_type: type[C], manager: SlurmManager
+    ) -> None:
+        super().__init__(framework)
+        self.config_type = config_type
+        self.manager = manager
+        self.installer = SlurmInstaller(self, manager)
+        self.failure: SlurmOpsError | None = None
+        """The workload failure captured during this dispatch, if any (a fact for status)."""
+        framework.observe(self.on.upgrade_charm, self._on_upgrade_charm)
+        framework.observe(self.on.collect_unit_status, self._on_collect_unit_status)
+        self.reconcile_on(
+            self.on.install,
+            self.on.start,
+            self.on.config_changed,
+            self.on.update_status,
+            self.on.leader_elected,
+            self.on.secret_changed,
+        )
+
+    # What the charm implements.
+
+    def reconcile(self, config: C) -> None:
+        """Make the workload match the model; called with valid config and Slurm installed.
+
+        Raise `SlurmOpsError` (or let it through) when the workload fails: it becomes this
+        dispatch's status and the next event tries again. Make each step idempotent and
+        track what was applied, not what was written, so a failed step is retried.
+        """
+        raise NotImplementedError
+
+    def statuses(self, config: C) -> Iterable[ops.StatusBase]:
+        """Return the charm's own statuses, from facts (config is valid, Slurm installed)."""
+        del config
+        return ()
+
+    # What the charm calls.
+
+    def reconcile_on(self, *events: ops.BoundEvent) -> None:
+        """Run the guarded reconcile on `events` too (the charm's relation events, ...)."""
+        for event in events:
+            self.framework.observe(event, self._on_reconcile_event)
+
+    def converge(self) -> SlurmOpsError | None:
+        """Run the guarded reconcile now; return the workload failure it captured, if any."""
+        return self._converge(refresh=False)
+
+    # Internals.
+
+    def _on_reconcile_event(self, _: ops.EventBase) -> None:
+        self._converge(refresh=False)
+
+    def _on_upgrade_charm(self, _: ops.UpgradeCharmEvent) -> None:
+        self._converge(refresh=True)
+
+    def _converge(self, *, refresh: bool) -> SlurmOpsError | None:
+        config = load_valid_config(self, self.config_type)
+        if config is None:
+            return None
+        try:
+            self._install(config, refresh=refresh)
+            if (reason := self._unsupported_slurm()) is not None:
+                logger.warning("not configuring Slurm: %s", reason)
+                return None
+            self.reconcile(config)
+        except SlurmOpsError as e:
+            logger.warning("%s (the next event tries again)", e)
+            self.failure = e
+            return e
+        return None
+
+    def _install(self, config: C, *, refresh: bool) -> None:
+        """Install once; on upgrade-charm, or while Slurm is too old, install again."""
+        source = config.slurm_package_source
+        if not self.installer.installed:
+            self.installer.install(source)
+        elif self._unsupported_slurm() is not None:
+            self.installer.install(source, upgrade=True)
+        elif refresh:
+            self.installer.install(source)
+
+    def _unsupported_slurm(self) -> str | None:
+        version = self.installer.version
+        return unsupported_reason(version) if version else None
+
+    def _on_collect_unit_status(self, event: ops.CollectStatusEvent) -> None:
+        for status in self._preamble():
+            event.add_status(status)
+        if (config := load_valid_config(self, self.config_type)) is not None and not (
+            self._blocked_before_reconcile()
+        ):
+            for status in self.statuses(config):
+                event.add_status(status)
+        event.add_status(ops.ActiveStatus())
+
+    def _blocked_before_reconcile(self) -> bool:
+        return not self.installer.installed or self._unsupported_slurm() is not None
+
+    def _preamble(self) -> list[ops.StatusBase]:
+        """Statuses every Slurm charm shares, before its own."""
+        statuses: list[ops.StatusBase] = []
+        if problem := config_problem(self, self.config_type):
+            statuses.append(ops.BlockedStatus(problem))
+        if self.failure is not None:
+            statuses.append(_failure_status(self.failure))
+        if not self.installer.installed:
+            statuses.append(ops.MaintenanceStatus(f"installing {self.manager.daemon}"))
+        elif reason := self._unsupported_slurm():
+            statuses.append(ops.BlockedStatus(reason))
+        return statuses
+
+
+def _failure_status(error: SlurmOpsError) -> ops.StatusBase:
+    """Blocked with the failure's own words; waiting when a command merely timed out."""
+    message = error.status_message()
+    if error.timed_out:
+        return ops.WaitingStatus(f"{message}; retrying")
+    return ops.BlockedStatus(message)

@@ -1,0 +1,416 @@
+"""Slurm's grammar for the values the charms accept from operators and related applications.
+
+Every value that reaches slurm.conf, a node's `--conf` line or a daemon's command line is
+checked here first. Two layers:
+
+* the token rule, for every value: printable ASCII with no whitespace, quote, `#`, `=` or
+  backslash, so a value can never end its `key=value` token, start a comment, add a key, a
+  line or a command-line argument (`"60 Nodes=ALL"` as a MaxTime is refused);
+* a rule per key, from slurm.conf(5) and Slurm's own parser (`s_p_handle_uint16/32/64`,
+  `time_str2secs`, the partition and node option tables of read_config.c): integer ranges,
+  time formats, enumerations, name lists, GRES and host names.
+
+A key without a rule of its own still gets the token rule. Keys are matched in any case, as
+Slurm does. Validators raise `ValueError` with the reason; `check_value` and `check_fields`
+raise `GrammarError`, which names the key as slurm.conf(5) spells it.
+"""
+
+import ipaddress
+import re
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from slurmutils import Model, Node, NodeSet, Partition
+
+from hpc_libs.slurm.text import literals_as_yes_no
+
+Validator = Callable[[str], None]
+"""Check one value as written in slurm.conf; raise ValueError saying why it is refused."""
+
+UNLIMITED_WORDS = frozenset({"unlimited", "infinite"})
+MAX_PORT = 65535
+# Largest number of seconds Slurm's time_str2secs can hold (a C int).
+_MAX_TIME_SECONDS = 2**31 - 1
+_TOKEN_FORBIDDEN = frozenset("'\"#=\\")
+_NAME = r"[A-Za-z0-9_.-]+"
+_NAME_RE = re.compile(_NAME)
+_GRES_RE = re.compile(rf"{_NAME}(:{_NAME})?(:[0-9]+[KMGTkmgt]?)?")
+_TIME_FORMS = (
+    re.compile(r"(?P<m>\d+)"),
+    re.compile(r"(?P<m>\d+):(?P<s>\d+)"),
+    re.compile(r"(?P<h>\d+):(?P<m>\d+):(?P<s>\d+)"),
+    re.compile(r"(?P<d>\d+)-(?P<h>\d+)"),
+    re.compile(r"(?P<d>\d+)-(?P<h>\d+):(?P<m>\d+)"),
+    re.compile(r"(?P<d>\d+)-(?P<h>\d+):(?P<m>\d+):(?P<s>\d+)"),
+)
+_HOST_LABEL_RE = re.compile(r"[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?")
+_CPU_RANGE_RE = re.compile(r"\d+(-\d+)?")
+_TRES_WEIGHT_RE = re.compile(rf"{_NAME}(/{_NAME})?=\d+(\.\d+)?[KMGTkmgt]?")
+_HOSTLIST_RE = re.compile(r"[A-Za-z0-9_.,\[\]-]+")
+
+
+class GrammarError(ValueError):
+    """A value breaks Slurm's grammar for its key.
+
+    Attributes:
+        key: The key as slurm.conf(5) spells it (as given when it is unknown).
+        reason: Why the value is refused.
+
+    """
+
+    def __init__(self, key: str, reason: str) -> None:
+        super().__init__(f"invalid {key}: {reason}")
+        self.key = key
+        self.reason = reason
+
+
+def returning(rule: Validator) -> Callable[[str], str]:
+    """`rule` as a function returning the value it accepts (for `pydantic.AfterValidator`)."""
+
+    def check(value: str) -> str:
+        rule(value)
+        return value
+
+    return check
+
+
+# The rules.
+
+
+def token(value: str) -> None:
+    """Check the rule every value obeys: one printable ASCII token, no Slurm syntax in it."""
+    _token(value, _TOKEN_FORBIDDEN)
+
+
+def _token(value: str, forbidden: frozenset[str]) -> None:
+    if not value:
+        raise ValueError("empty value")
+    for char in value:
+        if not "!" <= char <= "~":
+            raise ValueError(f"{char!r} is whitespace, a control or a non-ASCII character")
+        if char in forbidden:
+            raise ValueError(f"{char!r} is not allowed in a value")
+
+
+def free_text(value: str) -> None:
+    """Text passed as ONE argv element (a node reason): printable ASCII, spaces, no quotes.
+
+    Rejects control characters (no new line in Slurm's state or logs), quotes and backslash
+    (Slurm strips and interprets them), and leading or trailing blanks.
+    """
+    if not value or value != value.strip():
+        raise ValueError("empty, or leading or trailing blanks")
+    for char in value:
+        if not " " <= char <= "~" or char in "'\"\\":
+            raise ValueError(f"{char!r} is not allowed")
+
+
+def uint(bits: int, *, minimum: int = 0, unlimited: bool = False) -> Validator:
+    """Accept a decimal unsigned integer of `bits` bits, below Slurm's NO_VAL and INFINITE.
+
+    No sign, no float, no hex or `k` suffix (Slurm's parser takes them; the charms do not).
+    With `unlimited`, `UNLIMITED` and `INFINITE` (any case) are accepted too.
+    """
+    maximum = 2**bits - 3
+
+    def check(value: str) -> None:
+        token(value)
+        if unlimited and value.lower() in UNLIMITED_WORDS:
+            return
+        if not value.isdecimal() or not value.isascii():
+            words = " or UNLIMITED" if unlimited else ""
+            raise ValueError(f"{value!r} is not a whole number{words}")
+        if not minimum <= int(value) <= maximum:
+            raise ValueError(f"{value} is not between {minimum} and {maximum}")
+
+    return check
+
+
+UINT16 = uint(16)
+UINT32 = uint(32)
+UINT64 = uint(64)
+
+
+def time_value(value: str) -> None:
+    """Check a time limit (MaxTime, DefaultTime) as slurm.conf(5) documents it.
+
+    UNLIMITED, INFINITE, `minutes`, `minutes:seconds`, `hours:minutes:seconds`, `days-hours`,
+    `days-hours:minutes` or `days-hours:minutes:seconds`.
+    """
+    token(value)
+    if value.lower() in UNLIMITED_WORDS:
+        return
+    for form in _TIME_FORMS:
+        match = form.fullmatch(value)
+        if match and value.isascii():
+            parts = {k: int(v) for k, v in match.groupdict().items() if v is not None}
+            seconds = (
+                parts.get("d", 0) * 86400
+                + parts.get("h", 0) * 3600
+                + parts.get("m", 0) * 60
+                + parts.get("s", 0)
+            )
+            if seconds > _MAX_TIME_SECONDS:
+                raise ValueError(f"{value} is longer than Slurm can hold")
+            return
+    raise ValueError(f"{value!r} is not UNLIMITED, minutes or [days-]hours:minutes:seconds")
+
+
+def one_of(*choices: str) -> Validator:
+    """Accept one of `choices`, in any case."""
+    allowed = {c.lower() for c in choices}
+
+    def check(value: str) -> None:
+        token(value)
+        if value.lower() not in allowed:
+            raise ValueError(f"{value!r} is not one of {', '.join(choices)}")
+
+    return check
+
+
+def list_of(item: Validator) -> Validator:
+    """Accept a comma-separated list of `item`s, none empty."""
+
+    def check(value: str) -> None:
+        token(value)
+        for part in value.split(","):
+            item(part)
+
+    return check
+
+
+def pattern(regex: re.Pattern[str], what: str) -> Validator:
+    """Accept a value `regex` matches whole."""
+
+    def check(value: str) -> None:
+        token(value)
+        if not regex.fullmatch(value):
+            raise ValueError(f"{value!r} is not {what}")
+
+    return check
+
+
+def yes_no(value: str) -> None:
+    """Check a boolean as Slurm reads it (s_p_handle_boolean): YES/NO, TRUE/FALSE, UP/DOWN, 1/0."""
+    one_of("YES", "NO", "TRUE", "FALSE", "UP", "DOWN", "1", "0")(value)
+
+
+def over_subscribe(value: str) -> None:
+    """OverSubscribe: NO, EXCLUSIVE, YES[:count >= 2] or FORCE[:count >= 1]."""
+    token(value)
+    word, sep, count = value.partition(":")
+    word = word.upper()
+    if not sep and word in ("NO", "EXCLUSIVE", "YES", "FORCE"):
+        return
+    least = {"YES": 2, "FORCE": 1}.get(word)
+    if least is None or not count.isdecimal() or not least <= int(count) <= 2**15 - 1:
+        raise ValueError(f"{value!r} is not NO, EXCLUSIVE, YES[:count] or FORCE[:count]")
+
+
+def hostname(value: str) -> None:
+    """Check an RFC 1123 host name: dot-separated labels of letters, digits and inner hyphens."""
+    token(value)
+    labels = value.removesuffix(".").split(".")
+    if len(value) > 253 or not all(_HOST_LABEL_RE.fullmatch(label) for label in labels):
+        raise ValueError(f"{value!r} is not a host name")
+
+
+def host(value: str) -> None:
+    """Check a host name, an IPv4 address or an IPv6 address (without brackets)."""
+    token(value)
+    try:
+        ipaddress.ip_address(value)
+    except ValueError:
+        hostname(value)
+
+
+def port(value: str) -> None:
+    """Check a TCP port, 1-65535."""
+    token(value)
+    if not value.isdecimal() or not value.isascii() or not 1 <= int(value) <= MAX_PORT:
+        raise ValueError(f"{value!r} is not a port (1-65535)")
+
+
+def controller_entry(value: str) -> None:
+    """Check a `--conf-server` entry: host or IP, optional `:port` (`[v6]:port` for IPv6)."""
+    token(value)
+    if value.startswith("["):
+        address, sep, rest = value[1:].partition("]")
+        if not sep or not isinstance(_ip(address), ipaddress.IPv6Address):
+            raise ValueError(f"{value!r} is not [IPv6 address]:port")
+        if rest:
+            if not rest.startswith(":"):
+                raise ValueError(f"{value!r} is not [IPv6 address]:port")
+            port(rest[1:])
+        return
+    if value.count(":") > 1:  # A bare IPv6 address: no port can follow it.
+        if not isinstance(_ip(value), ipaddress.IPv6Address):
+            raise ValueError(f"{value!r} is not an IPv6 address")
+        return
+    name, sep, number = value.partition(":")
+    host(name)
+    if sep:
+        port(number)
+
+
+def _ip(value: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
+    try:
+        return ipaddress.ip_address(value)
+    except ValueError:
+        return None
+
+
+NAME = pattern(_NAME_RE, "a name of letters, digits, '_', '.' or '-'")
+NAMES = list_of(NAME)
+HOSTLIST = pattern(_HOSTLIST_RE, "a host list")
+GRES = list_of(pattern(_GRES_RE, "name[:type][:count]"))
+CPU_LIST = list_of(pattern(_CPU_RANGE_RE, "a CPU id or range"))
+CPU_BIND = one_of("none", "board", "socket", "ldom", "core", "thread")
+
+
+def tres_weights(value: str) -> None:
+    """TRESBillingWeights: `TRES[/name]=weight` items, comma-separated.
+
+    The one value that holds `=`: Slurm reads a token's key up to its first `=`, so an `=`
+    after it stays in the value; whitespace, quotes and `#` are still refused.
+    """
+    _token(value, _TOKEN_FORBIDDEN - {"="})
+    for item in value.split(","):
+        if not _TRES_WEIGHT_RE.fullmatch(item):
+            raise ValueError(f"{item!r} is not TRES=weight")
+
+
+# Partition keys slurmutils accepts, as slurm.conf(5) spells them, with their rules.
+PARTITION: Mapping[str, Validator] = {
+    "PartitionName": NAME,
+    "AllocNodes": HOSTLIST,
+    "AllowAccounts": NAMES,
+    "AllowGroups": NAMES,
+    "AllowQos": NAMES,
+    "Alternate": NAME,
+    "CpuBind": CPU_BIND,
+    "Default": yes_no,
+    "DefaultTime": time_value,
+    "DefCpuPerGPU": UINT64,
+    "DefMemPerCPU": UINT64,
+    "DefMemPerGPU": UINT64,
+    "DefMemPerNode": UINT64,
+    "DenyAccounts": NAMES,
+    "DenyQos": NAMES,
+    "DisableRootJobs": yes_no,
+    "ExclusiveTopo": yes_no,
+    "ExclusiveUser": yes_no,
+    "GraceTime": UINT32,
+    "Hidden": yes_no,
+    "LLN": yes_no,
+    "MaxCPUsPerNode": uint(32, unlimited=True),
+    "MaxCPUsPerSocket": uint(32, unlimited=True),
+    "MaxMemPerCPU": uint(64, unlimited=True),
+    "MaxMemPerNode": uint(64, unlimited=True),
+    "MaxNodes": uint(32, unlimited=True),
+    "MaxTime": time_value,
+    "MinNodes": UINT32,
+    "Nodes": NAMES,
+    "OverSubscribe": over_subscribe,
+    "OverTimeLimit": uint(16, unlimited=True),
+    "PowerDownOnIdle": yes_no,
+    "PreemptMode": list_of(one_of("OFF", "CANCEL", "GANG", "REQUEUE", "SUSPEND", "WITHIN")),
+    "PriorityJobFactor": UINT16,
+    "PriorityTier": UINT16,
+    "QOS": NAME,
+    "ReqResv": yes_no,
+    "ResumeTimeout": UINT16,
+    "RootOnly": yes_no,
+    "SelectTypeParameters": list_of(
+        one_of("CR_Core", "CR_Core_Memory", "CR_Socket", "CR_Socket_Memory")
+    ),
+    "State": one_of("UP", "DOWN", "DRAIN", "INACTIVE"),
+    "SuspendTime": uint(32, unlimited=True),
+    "SuspendTimeout": UINT16,
+    "TRESBillingWeights": tres_weights,
+}
+
+# Node keys slurmutils accepts, as slurm.conf(5) spells them, with their rules.
+NODE: Mapping[str, Validator] = {
+    "NodeName": NAME,
+    "NodeHostname": host,
+    "NodeAddr": host,
+    "BcastAddr": host,
+    "Boards": UINT16,
+    "CoreSpecCount": UINT16,
+    "CoresPerSocket": UINT16,
+    "CpuBind": CPU_BIND,
+    "CPUs": UINT16,
+    "CpuSpecList": CPU_LIST,
+    "Features": NAMES,
+    "Gres": GRES,
+    "MemSpecLimit": UINT64,
+    "Port": port,
+    "Procs": UINT16,
+    "RealMemory": UINT64,
+    "Reason": token,
+    "Sockets": UINT16,
+    "SocketsPerBoard": UINT16,
+    "State": one_of("CLOUD", "DOWN", "DRAIN", "FAIL", "FAILING", "FUTURE", "UNKNOWN"),
+    "ThreadsPerCore": UINT16,
+    "TmpDisk": UINT32,
+    "Weight": UINT32,
+}
+
+NODESET: Mapping[str, Validator] = {"NodeSet": NAME, "Feature": NAME, "Nodes": HOSTLIST}
+
+_RULES: dict[type[Model], Mapping[str, Validator]] = {
+    Partition: PARTITION,
+    Node: NODE,
+    NodeSet: NODESET,
+}
+
+
+def _spelling(rules: Mapping[str, Validator]) -> dict[str, str]:
+    """Lower-case key, and slurmutils' field name (no underscores) -> slurm.conf spelling."""
+    return {key.lower(): key for key in rules}
+
+
+_SPELLINGS = {model: _spelling(rules) for model, rules in _RULES.items()}
+
+
+def spelling(model: type[Model], key: str) -> str:
+    """`key` (any case, slurmutils' `max_time` too) as slurm.conf(5) spells it."""
+    return _SPELLINGS[model].get(key.replace("_", "").lower(), key)
+
+
+def check_value(model: type[Model], key: str, value: str) -> None:
+    """Check one `key=value` of `model` as written in slurm.conf.
+
+    Raises:
+        GrammarError: The value breaks the token rule or the key's own rule.
+
+    """
+    name = spelling(model, key)
+    rule = _RULES[model].get(name, token)
+    try:
+        rule(value)  # Every rule applies the token rule first.
+    except ValueError as e:
+        raise GrammarError(name, str(e)) from e
+
+
+def check_fields(model: type[Model], fields: Mapping[str, Any]) -> None:
+    """Check slurmutils fields (a model's `dict()`) as they would be rendered, key by key.
+
+    Each field is rendered alone, as slurmutils would write it, and must come out as exactly
+    one `key=value` token whose value obeys the key's rule.
+
+    Raises:
+        GrammarError: A field's rendering breaks the grammar, or slurmutils refuses it.
+
+    """
+    for key, value in fields.items():
+        name = spelling(model, str(key))
+        try:
+            text = literals_as_yes_no(str(model.from_dict({key: value})))
+        except Exception as e:
+            raise GrammarError(name, f"not a valid value: {e}") from e
+        rendered_key, sep, rendered = text.partition("=")
+        if not sep or rendered_key.lower() != str(key).lower() or not rendered:
+            raise GrammarError(name, f"renders as {text!r}")
+        check_value(model, name, rendered)
