@@ -5,11 +5,13 @@ The lab-machine tests (test_backend.py) prove the whole; these pin the rules qui
 
 from __future__ import annotations
 
+import inspect
+import time
 from pathlib import Path
 
 import jubilant
 import pytest
-from slurm_lab.juju import charms, lifecycle
+from slurm_lab.juju import LabJuju, charms, lifecycle
 from slurm_lab.juju.backend import _coerce_config
 from slurm_lab.juju.engine import Controller
 from slurm_lab.juju.model import App, Endpoint, ModelState, StatusValue, Unit, load, save
@@ -155,3 +157,44 @@ def test_status_shows_a_failed_hook_as_error_and_derives_the_app_status(tmp_path
     assert jubilant.any_error(status)
     assert not jubilant.all_active(status)
     assert status.apps["a"].units["a/0"].leader
+
+
+def test_update_status_fires_every_five_minutes_by_default():
+    default = inspect.signature(LabJuju).parameters["update_status_interval"].default
+
+    assert default == 300.0
+
+
+def test_a_failed_hook_is_retried_after_5_s_doubling_up_to_5_minutes():
+    ctl, model = _model_with("a", 1)
+    unit = model.units["a/0"]
+    delays: list[float] = []
+
+    for _ in range(9):
+        ctl._failed(unit, {"unit": "a/0", "kind": "install"})  # pyright: ignore[reportPrivateUsage]
+        delays.append(unit.retry_delay)
+
+    assert delays == [5, 10, 20, 40, 80, 160, 300, 300, 300]
+    assert unit.in_error
+    assert unit.retry_at > time.time() + 290
+    ctl.retry_now(unit)
+    assert unit.retry_at == 0.0
+
+
+def test_a_units_events_wait_for_its_running_hook_but_not_other_units():
+    ctl, model = _model_with("a", 2, peers=False)
+    model.units["a/0"].running = {"unit": "a/0", "kind": "stop"}
+    model.queue = [
+        {"unit": "a/0", "kind": "remove"},
+        {"unit": "a/0", "kind": "_destroy_unit"},
+        {"unit": "a/1", "kind": "update_status"},
+    ]
+    ran: list[str] = []
+    model.apps["a"].kind = "stand-in"
+    ctl.builtin["stand-in"] = lambda unit, event: ran.append(f"{unit.name} {event['kind']}")
+
+    ctl._start_runnable()  # pyright: ignore[reportPrivateUsage]
+
+    assert ran == ["a/1 update_status"]
+    assert [e["kind"] for e in model.queue] == ["remove", "_destroy_unit"]
+    assert "a/0" in model.units  # its machine waits for its hooks

@@ -16,7 +16,8 @@ import pytest
 import yaml
 from slurm_lab import cli
 from slurm_lab.juju import cli as juju_cli
-from slurm_lab.juju.cli import command_string, filter_log
+from slurm_lab.juju.cli import filter_log
+from slurm_lab.juju.shell import command_string
 
 STATUS: dict[str, Any] = {
     "model": {

@@ -295,6 +295,19 @@ class Lab:
             raise LabError(f"no lab machine named {name!r}")
         return Machine(record.name, record.address, record.init_pid)
 
+    def host_path(self, name: str, path: str) -> Path:
+        """Where a path inside the named machine's filesystem is on the host (read or write).
+
+        Only the machine itself can write there, unlike the shared mount every machine has.
+        """
+        if name not in self._load():
+            raise LabError(f"no lab machine named {name!r}")
+        root = self._root(name).resolve()
+        found = (root / path.lstrip("/")).resolve()
+        if not found.is_relative_to(root):  # a symlink in the machine must not lead the host out
+            raise LabError(f"{name}: {path} leads out of the machine")
+        return found
+
     def create(self, name: str) -> Machine:
         """Create and boot a machine; returns once its systemd is running (or degraded)."""
         if not NAME_PATTERN.match(name):

@@ -1,16 +1,20 @@
 """`LabJuju`: the subset of `jubilant.Juju` the integration tests use, backed by the lab.
 
 Every unit gets its own lab machine; its charm's hooks run inside that machine (see
-`slurm_lab.juju.engine`). Calls that change the model run the resulting hooks before they
-return, so the model is quiescent between calls; `wait` also fires update-status every
-`update_status_interval` seconds, like a test model with a short interval.
+`slurm_lab.juju.engine`, whose docstring lists how the lab still differs from Juju). Calls that
+change the model run the resulting hooks before they return, except hooks still running after
+`HOOK_GRACE` seconds, which go on in the background; `wait` also fires update-status every
+`update_status_interval` seconds (300 by default, as on Juju), retries failed hooks when due
+and runs the charm events machines dispatch with `juju-exec`.
 """
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import fcntl
 import json
+import math
 import shlex
 import time
 import uuid
@@ -26,8 +30,9 @@ from jubilant import ConfigValue, ConstraintValue, Status, Task, TaskError, Wait
 from slurm_lab.errors import LabError
 from slurm_lab.juju import charms, lifecycle
 from slurm_lab.juju import model as store
-from slurm_lab.juju.engine import Controller, LabLike
+from slurm_lab.juju.engine import JUJU_EXEC_PATH, JUJU_EXEC_SCRIPT, Controller, LabLike
 from slurm_lab.juju.model import App, Endpoint, ModelState, Relation, Unit
+from slurm_lab.juju.shell import command_string
 from slurm_lab.juju.status import build_status
 
 
@@ -45,7 +50,7 @@ class LabJuju(jubilant.Juju):
         *,
         model: str = "lab",
         wait_timeout: float = 15 * 60.0,
-        update_status_interval: float = 10.0,
+        update_status_interval: float = 300.0,
         charms_mount: str = "/lab/charms",
     ) -> None:
         super().__init__(model=model, wait_timeout=wait_timeout, cli_binary="juju")
@@ -68,6 +73,13 @@ class LabJuju(jubilant.Juju):
         from slurm_lab.juju.fsclient import FilesystemClient  # noqa: PLC0415
 
         self.ctl.builtin[FilesystemClient.KIND] = FilesystemClient(self.ctl).handle
+        atexit.register(self._finish_background_hooks)
+
+    def _finish_background_hooks(self) -> None:
+        """At exit: wait for this process's background hooks and apply their results."""
+        if self.ctl.busy:
+            with self._session():
+                self.ctl.drain(grace=math.inf)
 
     def _machines_alive(self, state: ModelState) -> bool:
         """Whether every unit's machine still exists (`slurm-lab down` removes them)."""
@@ -105,6 +117,7 @@ class LabJuju(jubilant.Juju):
                 self.ctl.model = loaded
             self._depth = 1
             try:
+                self.ctl.drain()  # what came due meanwhile: retries, juju-exec, ended hooks
                 yield self.ctl.model
                 self.ctl.drain()
             finally:
@@ -224,6 +237,7 @@ class LabJuju(jubilant.Juju):
             machines = list(pool.map(lambda plan: self.lab.create(plan[1]), plans))
         units: list[Unit] = []
         for (machine_id, _), machine in zip(plans, machines, strict=True):
+            machine.write_file(JUJU_EXEC_PATH, JUJU_EXEC_SCRIPT, 0o755)
             unit = Unit(
                 name=f"{app.name}/{app.next_unit}",
                 app=app.name,
@@ -278,14 +292,12 @@ class LabJuju(jubilant.Juju):
         if unit.name not in app.units:
             return
         app.units.remove(unit.name)
-        unit.failed_event, unit.backlog = None, []  # like --force: a unit in error still goes
+        unit.failed_event = None  # like --force: a unit in error still goes
         lifecycle.departing(self.ctl, unit)
         for sub in [u for u in model.units.values() if u.principal == unit.name]:
             self._remove_unit(sub)
-        if app.leader == unit.name:
-            app.leader = app.units[0] if app.units else None
-            if app.leader:
-                self.ctl.enqueue(app.leader, "leader_elected")
+        # The leader stays leader through its departure hooks; the controller elects another
+        # unit when it destroys this one (engine.Controller._destroy_unit).
         model.queue.append({"unit": unit.name, "kind": "_destroy_unit"})
 
     def remove_application(
@@ -463,6 +475,7 @@ class LabJuju(jubilant.Juju):
             if app.kind != "charm" or action not in self.ctl.spec(app).actions:
                 raise ValueError(f'action "{action}" not defined for unit "{target.name}"')
             self.ctl.drain()
+            self.ctl.wait_unit_idle(target.name)  # an action waits for the unit's running hook
             model.next_task += 1
             task_id = str(model.next_task)
             declared = self.ctl.spec(app).actions[action] or {}
@@ -514,7 +527,7 @@ class LabJuju(jubilant.Juju):
                 target = self.lab.get(found[0].machine)
             model.next_task += 1
             task_id = str(model.next_task)
-        script = " ".join([command, *args])
+        script = command_string([command, *args])
         try:
             result = target.exec(["bash", "-c", script], timeout=wait or 300)
         except LabError as e:
@@ -542,20 +555,16 @@ class LabJuju(jubilant.Juju):
             names = list(units) or [
                 u.name for u in model.units.values() if model.apps[u.app].kind == "charm"
             ]
-            targets = sorted({self._unit(name).name for name in names})
-            self.ctl.run_concurrently([{"unit": n, "kind": "update_status"} for n in targets])
-
-    def reap_machines(self) -> None:
-        """Destroy the machines of removed units once their background work has ended."""
-        with self._session():
-            self.ctl.reap_machines()
+            for name in sorted({self._unit(name).name for name in names}):
+                if {"unit": name, "kind": "update_status"} not in model.queue:
+                    self.ctl.enqueue(name, "update_status")
 
     def resolve(self, unit: str) -> None:
-        """Retry a unit's failed hook (like `juju resolve`)."""
+        """Retry a unit's failed hook now (like `juju resolve`)."""
         with self._session():
             target = self._unit(unit)
             if target.in_error:
-                self.ctl.retry(target)
+                self.ctl.retry_now(target)
 
     # --- status and wait -------------------------------------------------------------------------
 
@@ -578,7 +587,11 @@ class LabJuju(jubilant.Juju):
         timeout: float | None = None,
         successes: int = 3,
     ) -> Status:
-        """Like jubilant's wait; fires update-status every update_status_interval seconds."""
+        """Like jubilant's wait; fires update-status every update_status_interval seconds.
+
+        Every poll is a model session: hooks due for a retry, `juju-exec` dispatches and the
+        results of background hooks are handled there.
+        """
         timeout = self.wait_timeout if timeout is None else timeout
         start = time.monotonic()
         status: Status | None = None
@@ -586,7 +599,6 @@ class LabJuju(jubilant.Juju):
         while time.monotonic() - start < timeout:
             if time.monotonic() - self._last_update_status >= self.update_status_interval:
                 self.update_status()
-                self.reap_machines()
                 self._last_update_status = time.monotonic()  # the interval runs between ticks
             status = self.status()
             if error is not None and error(status):
@@ -636,9 +648,10 @@ class LabJuju(jubilant.Juju):
         """Destroy every unit's machine and forget the model (no hooks run)."""
         with self._session() as model:
             machines = [u.machine for u in model.units.values() if u.principal is None]
-            for machine in [*machines, *model.retiring_machines]:
+            for machine in machines:
                 with contextlib.suppress(LabError):
                     self.lab.destroy(machine)
+            self.ctl.forget_inflight()
             self.ctl.model = ModelState(name=model.name, uuid=str(uuid.uuid4()))
 
     # --- bundles ---------------------------------------------------------------------------------

@@ -13,7 +13,7 @@ import json
 import re
 import sys
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -21,6 +21,7 @@ import jubilant
 import yaml
 
 from slurm_lab.errors import LabError
+from slurm_lab.juju.shell import command_string
 
 if TYPE_CHECKING:
     from slurm_lab.juju.backend import LabJuju
@@ -83,26 +84,6 @@ def _action_value(raw: str) -> Any:
     if isinstance(value, bool | int | float | str | list | dict):
         return value  # pyright: ignore[reportUnknownVariableType]
     return raw  # dates and other YAML-only types stay as typed
-
-
-def command_string(words: Sequence[str]) -> str:
-    r"""Build the shell command `juju exec` runs for the words after `--`.
-
-    One word is the command as is, so it can be a whole script (`"sinfo; squeue"`). Several
-    words are joined with spaces; a word holding whitespace, `"`, `$` or `\` is put in double
-    quotes with those three characters escaped, so the machine's shell reads it back as one
-    word. Other shell syntax in a word (`;`, `|`, `*`, `'`) is left for that shell to act on.
-    """
-    if len(words) == 1:
-        return words[0]
-    return " ".join(_quote_word(word) for word in words)
-
-
-def _quote_word(word: str) -> str:
-    escaped = "".join(f"\\{c}" if c in '"$\\' else c for c in word)
-    if escaped != word or any(c.isspace() for c in word):
-        return f'"{escaped}"'
-    return word
 
 
 # --- output --------------------------------------------------------------------------------------

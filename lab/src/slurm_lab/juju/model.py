@@ -128,7 +128,10 @@ class Unit:
     workload: StatusValue = field(default_factory=lambda: StatusValue("waiting", "allocating"))
     agent: str = "allocating"
     failed_event: JsonDict | None = None  # the hook that failed (retried before anything else)
-    backlog: list[JsonDict] = field(default_factory=list)  # events held while in error
+    retry_at: float = 0.0  # when the failed hook runs again (epoch seconds)
+    retry_delay: float = 0.0  # the back-off that led to retry_at (seconds)
+    running: JsonDict | None = None  # the hook in flight, if any
+    runner_pid: int = 0  # the process that runs it (its results are applied there)
     stored_states: list[JsonDict] = field(default_factory=list)
     deferred: list[JsonDict] = field(default_factory=list)
     ports: list[JsonDict] = field(default_factory=list)
@@ -175,8 +178,6 @@ class ModelState:
     next_relation: int = 0
     next_task: int = 0
     queue: list[JsonDict] = field(default_factory=list)
-    retiring_machines: dict[str, float] = field(default_factory=dict)
-    """Machines of removed units still finishing background work: name -> deadline (epoch s)."""
 
     def app_units(self, app: str) -> list[Unit]:
         """Return the units of app, by number."""
@@ -186,6 +187,12 @@ class ModelState:
         """Relations app takes part in, by id."""
         found = [r for r in self.relations.values() if any(e.app == app for e in r.endpoints)]
         return sorted(found, key=lambda r: r.id)
+
+
+def _known(cls: type[Any], data: JsonDict) -> JsonDict:
+    """Keep the fields cls has (a model saved by an older lab may have others)."""
+    names = {f.name for f in dataclasses.fields(cls)}
+    return {k: v for k, v in data.items() if k in names}
 
 
 def _load_list(cls: type[Any], items: list[JsonDict]) -> list[Any]:
@@ -198,7 +205,7 @@ def _from_dict(data: JsonDict) -> ModelState:
         for name, a in data.get("apps", {}).items()
     }
     units = {
-        name: Unit(**{**u, "workload": StatusValue(**u["workload"])})
+        name: Unit(**_known(Unit, {**u, "workload": StatusValue(**u["workload"])}))
         for name, u in data.get("units", {}).items()
     }
     relations = {
@@ -215,7 +222,11 @@ def _from_dict(data: JsonDict) -> ModelState:
         )
         for key, s in data.get("secrets", {}).items()
     }
-    scalars = {k: v for k, v in data.items() if k not in ("apps", "units", "relations", "secrets")}
+    scalars = {
+        k: v
+        for k, v in _known(ModelState, data).items()
+        if k not in ("apps", "units", "relations", "secrets")
+    }
     return ModelState(apps=apps, units=units, relations=relations, secrets=secrets, **scalars)
 
 

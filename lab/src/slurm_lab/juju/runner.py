@@ -218,6 +218,10 @@ def build_event(  # noqa: PLR0911
                 departing_unit=raw.get("departing_unit_id"),
             )
         return getattr(ctx.on, kind)(relation, remote_unit=raw.get("remote_unit"))
+    if kind == "custom":
+        from scenario.state import _Event  # noqa: PLC0415
+
+        return _Event(raw["name"].replace("-", "_"))
     if kind.startswith("secret_"):
         secret = state.get_secret(id=raw["secret_id"])
         if kind in ("secret_expired", "secret_remove"):
@@ -226,13 +230,19 @@ def build_event(  # noqa: PLR0911
     return getattr(ctx.on, kind)()
 
 
-def _patch_departing_unit(departing_unit: str | None) -> None:
-    """Make JUJU_DEPARTING_UNIT name the real departing unit.
+def _patch_event_env(event: dict[str, Any]) -> None:
+    """Set the hook environment ops.testing gets wrong for the lab's events.
 
     ops.testing assumes the departing unit belongs to the remote app; when a unit leaves, Juju
-    also runs relation-departed on the unit itself, with JUJU_DEPARTING_UNIT naming it.
+    also runs relation-departed on the unit itself, with JUJU_DEPARTING_UNIT naming it. A custom
+    event dispatched by juju-exec has JUJU_DISPATCH_PATH=hooks/<name as given>.
     """
-    if not departing_unit:
+    overrides: dict[str, str] = {}
+    if event.get("departing_unit"):
+        overrides["JUJU_DEPARTING_UNIT"] = event["departing_unit"]
+    if event["kind"] == "custom":
+        overrides["JUJU_DISPATCH_PATH"] = f"hooks/{event['name']}"
+    if not overrides:
         return
     from scenario import _runtime  # noqa: PLC0415
 
@@ -240,10 +250,42 @@ def _patch_departing_unit(departing_unit: str | None) -> None:
 
     def patched(self: Any, *args: Any, **kwargs: Any) -> dict[str, str]:
         env = original(self, *args, **kwargs)
-        env["JUJU_DEPARTING_UNIT"] = departing_unit
+        env.update(overrides)
         return env
 
     _runtime.Runtime._get_event_env = patched  # pyright: ignore[reportPrivateUsage]
+
+
+def _publish_status_changes(path: str) -> None:
+    """Write each status the charm sets to path at once, for the host to show mid-hook.
+
+    On Juju, status-set takes effect immediately; ops.testing only returns it at the end.
+    """
+    from scenario import mocking  # noqa: PLC0415
+
+    live = Path(path)
+    live.parent.mkdir(parents=True, exist_ok=True)
+    live.unlink(missing_ok=True)
+    original = mocking._MockModelBackend.status_set  # pyright: ignore[reportPrivateUsage]
+
+    def patched(self: Any, status: Any, message: str = "", *, is_app: bool = False) -> None:
+        original(self, status, message, is_app=is_app)
+        try:
+            current = json.loads(live.read_text())
+        except (OSError, ValueError):
+            current = {}
+        current["app" if is_app else "unit"] = {"name": str(status), "message": message}
+        tmp = live.with_name(f".{live.name}.tmp")
+        tmp.write_text(json.dumps(current))
+        tmp.replace(live)
+
+    mocking._MockModelBackend.status_set = patched  # pyright: ignore[reportPrivateUsage]
+
+
+def _defined(charm: type[ops.CharmBase], name: str) -> bool:
+    """Whether the charm's events (charm.on) define an event of that name."""
+    events = type(charm.on)  # pyright: ignore[reportUnknownMemberType]
+    return isinstance(getattr(events, name.replace("-", "_"), None), ops.EventSource)
 
 
 def _record_secret_reads(reads: set[str]) -> None:
@@ -289,14 +331,26 @@ def run(request: dict[str, Any]) -> dict[str, Any]:
     """Run the requested event; return the response document."""
     charm = request["charm"]
     event = request["event"]
-    _patch_departing_unit(event.get("departing_unit"))
+    _patch_event_env(event)
+    if request.get("live_status_file"):
+        _publish_status_changes(request["live_status_file"])
     reads: set[str] = set()
     _record_secret_reads(reads)
     response: dict[str, Any] = {"ok": True, "error": None, "action_failed": None, "state": None}
     ctx: testing.Context[ops.CharmBase] | None = None
     try:
+        charm_type = charm_class()
+        if event["kind"] == "custom" and not _defined(charm_type, event["name"]):
+            message = f"event {event['name']} not defined for the charm: nothing to do"
+            return {
+                **response,
+                "log": [["DEBUG", message]],
+                "action_results": None,
+                "action_logs": [],
+                "secrets_read": [],
+            }
         ctx = testing.Context(
-            charm_class(),
+            charm_type,
             meta=charm["meta"],
             actions=charm["actions"],
             config=charm["config"],

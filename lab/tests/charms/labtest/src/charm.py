@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import logging
 import subprocess
+import time
 from pathlib import Path
 
 import ops
@@ -13,12 +14,24 @@ import ops
 logger = logging.getLogger(__name__)
 
 EVENTS_FILE = Path("/var/lib/labtest/events.log")
+FAILURES_FILE = Path("/var/lib/labtest/failures")
 MOUNTPOINT = Path("/srv/shared")
+
+
+class PingEvent(ops.EventBase):
+    """A custom event a process on the machine dispatches with juju-exec."""
+
+
+class LabtestEvents(ops.CharmEvents):
+    """The charm's events, with the custom one."""
+
+    ping = ops.EventSource(PingEvent)
 
 
 class LabtestCharm(ops.CharmBase):
     """Wires every event to one recorder; relation and secret handlers do the data flow."""
 
+    on = LabtestEvents()  # pyright: ignore[reportAssignmentType]
     _stored = ops.StoredState()
 
     def __init__(self, framework: ops.Framework) -> None:
@@ -53,6 +66,25 @@ class LabtestCharm(ops.CharmBase):
         fail_on = str(self.config["fail-on"]).replace("-", "_")
         if fail_on and fail_on == event.handle.kind:
             raise RuntimeError(f"failing on {event.handle.kind} as configured")
+        self._fail_first_times(event.handle.kind)
+        self._be_slow(event.handle.kind)
+
+    def _fail_first_times(self, kind: str) -> None:
+        """Fail the `fail-first` hook its first `fail-times` runs (counted on the machine)."""
+        if str(self.config["fail-first"]).replace("-", "_") != kind:
+            return
+        failures = int(FAILURES_FILE.read_text()) if FAILURES_FILE.exists() else 0
+        if failures < int(self.config["fail-times"]):
+            FAILURES_FILE.write_text(str(failures + 1))
+            raise RuntimeError(f"failing {kind} ({failures + 1} of {self.config['fail-times']})")
+
+    def _be_slow(self, kind: str) -> None:
+        """Sleep in a hook of one unit (`slow`: "unit:hook:seconds"), showing a status first."""
+        unit, _, rest = str(self.config["slow"]).partition(":")
+        hook, _, seconds = rest.partition(":")
+        if unit == self.unit.name and hook.replace("-", "_") == kind:
+            self.unit.status = ops.MaintenanceStatus(f"slow {hook}")
+            time.sleep(int(seconds))
 
     def _linger(self, _: ops.StopEvent) -> None:
         """Leave background work behind, as slurmd does while its node drains."""
@@ -141,7 +173,9 @@ class LabtestCharm(ops.CharmBase):
 
     def _status(self, event: ops.CollectStatusEvent) -> None:
         role = "leader" if self.unit.is_leader() else "follower"
-        event.add_status(ops.ActiveStatus(f"{role}, {len(self._stored.events)} events"))
+        seen = [e for e in self._stored.events if e != "update_status"]
+        last = seen[-1] if seen else "none"
+        event.add_status(ops.ActiveStatus(f"{role}, {len(self._stored.events)} events, {last}"))
 
 
 if __name__ == "__main__":  # pragma: nocover
