@@ -1,14 +1,18 @@
 #!/usr/bin/env python3
 """Charm for sackd: a Slurm login node that authenticates to and reads config from slurmctld."""
 
+import base64
+import binascii
 import logging
+from collections.abc import Iterable
 
 import ops
 from config import SackdConfig
-from hpc_libs.charm.config import config_problem, load_valid_config
-from hpc_libs.charm.install import SlurmInstaller
-from hpc_libs.errors import IntegrationError
+from hpc_libs.charm.base import SlurmCharm
+from hpc_libs.errors import IntegrationError, SlurmOpsError
+from hpc_libs.interfaces.controller import ControllerData
 from hpc_libs.interfaces.sackd import SackdProvider
+from hpc_libs.machine.systemd import journal_reason
 from hpc_libs.slurm.sackd import SackdManager
 
 logger = logging.getLogger(__name__)
@@ -16,71 +20,117 @@ logger = logging.getLogger(__name__)
 SLURMCTLD = "slurmctld"
 
 
-class SackdCharm(ops.CharmBase):
-    """Install sackd and the Slurm client, and run sackd against the cluster's controllers."""
+class SackdCharm(SlurmCharm[SackdConfig]):
+    """Run sackd against the cluster's controllers while integrated with slurmctld.
+
+    Unit-local facts (`_stored`): `applied`, the fingerprint of the key and options sackd was
+    last restarted with (restart whenever the files differ from it or sackd is not running,
+    so a failed restart is retried); `left_relation`, the id of the relation this unit
+    departed, which must not configure sackd again while its relation-broken is pending.
+    """
+
+    _stored = ops.StoredState()
 
     def __init__(self, framework: ops.Framework) -> None:
-        super().__init__(framework)
         self.sackd = SackdManager()
-        self.installer = SlurmInstaller(self, self.sackd)
+        super().__init__(framework, config_type=SackdConfig, manager=self.sackd)
+        self._stored.set_default(applied="", left_relation=-1)
         self.slurmctld = SackdProvider(self, SLURMCTLD)
-
-        for event in (
-            self.on.install,
-            self.on.config_changed,
-            self.slurmctld.on.slurmctld_ready,
-        ):
-            framework.observe(event, self._reconcile)
-        framework.observe(self.on.upgrade_charm, self._on_upgrade_charm)
+        self.reconcile_on(self.slurmctld.on.slurmctld_ready)
         framework.observe(self.slurmctld.on.slurmctld_disconnected, self._on_disconnected)
-        framework.observe(self.on.collect_unit_status, self._on_collect_unit_status)
 
-    def _reconcile(self, _: ops.EventBase) -> None:
-        """Install, then run sackd with the key and controllers slurmctld shared, if any.
+    def reconcile(self, config: SackdConfig) -> None:
+        """Write the key and controllers slurmctld shares and (re)start sackd if needed.
 
-        sackd restarts only when the key or the controllers changed (or it is not running).
+        Without a slurmctld integration, make sure the unit holds no key and runs no sackd.
         """
-        config = load_valid_config(self, SackdConfig)
-        if config is None:
+        relation = self._cluster_relation()
+        if relation is None:
+            if self.sackd.key.exists() or self.sackd.service.is_active():
+                self._leave()
             return
-        self.installer.ensure_installed(config.slurm_package_source)
         data = self.slurmctld.controller_data
-        if data is None or not data.conf_servers():
-            return
+        if data is None or not data.is_complete:
+            return  # `statuses` says what is missing or invalid
         try:
-            key_changed = self.sackd.key.set(self.slurmctld.auth_key())
+            key = self._auth_key()
         except IntegrationError as e:
-            logger.warning("cannot read the auth key yet: %s", e)
+            logger.warning("not configuring sackd: %s", e)
             return
-        options_changed = self.sackd.set_conf_servers(data.conf_servers())
-        if key_changed or options_changed or not self.sackd.service.is_active():
+        self.sackd.key.set(key)
+        self.sackd.set_conf_servers(data.conf_servers())
+        wanted = self.sackd.fingerprint()
+        if wanted != self._stored.applied or not self.sackd.service.is_active():
             self.sackd.service.enable()
             self.sackd.service.restart()
+            self._stored.applied = wanted
 
-    def _on_upgrade_charm(self, event: ops.UpgradeCharmEvent) -> None:
-        """Install again (a no-op for packages present; refreshes the version), then reconcile."""
-        config = load_valid_config(self, SackdConfig)
-        if config is not None:
-            self.installer.install(config.slurm_package_source)
-        self._reconcile(event)
+    def statuses(self, config: SackdConfig) -> Iterable[ops.StatusBase]:
+        """Report what the login node lacks: integration, valid data, key, a running sackd.
 
-    def _on_disconnected(self, _: ops.EventBase) -> None:
-        """Stop sackd: the login node left the cluster and has no controller to ask."""
-        self.sackd.service.disable()
-        self.sackd.service.stop()
-
-    def _on_collect_unit_status(self, event: ops.CollectStatusEvent) -> None:
-        if problem := config_problem(self, SackdConfig):
-            event.add_status(ops.BlockedStatus(problem))
-        if not self.installer.installed:
-            event.add_status(ops.MaintenanceStatus("installing sackd"))
-        if not self.model.relations[SLURMCTLD]:
-            event.add_status(ops.BlockedStatus("needs a slurmctld integration"))
+        A failure captured in this dispatch (the skeleton shows it) already says why sackd
+        is not running; otherwise its journal's last fatal line does.
+        """
+        relation = self._cluster_relation()
+        if relation is None:
+            yield ops.BlockedStatus("needs a slurmctld integration")
+            return
+        if problem := self.slurmctld.problem(ControllerData, relation, relation.app):
+            yield ops.WaitingStatus(problem)
+            return
         if not self.slurmctld.is_ready():
-            event.add_status(ops.WaitingStatus("waiting for slurmctld"))
-        elif not self.sackd.service.is_active():
-            event.add_status(ops.BlockedStatus("sackd is not running; see its journal"))
-        event.add_status(ops.ActiveStatus())
+            yield ops.WaitingStatus("waiting for slurmctld")
+            return
+        try:
+            self._auth_key()
+        except IntegrationError as e:
+            yield ops.WaitingStatus(f"waiting for slurmctld's auth key: {e}")
+            return
+        if self.failure is None and not self.sackd.service.is_active():
+            reason = journal_reason(self.sackd.daemon)
+            yield ops.BlockedStatus(
+                f"sackd is not running: {reason}" if reason else "sackd is not running"
+            )
+
+    def _cluster_relation(self) -> ops.Relation | None:
+        """Return the slurmctld relation, unless this unit has departed it."""
+        relation = self.slurmctld.relation
+        if relation is None or relation.id == self._stored.left_relation:
+            return None
+        return relation
+
+    def _auth_key(self) -> str:
+        """Return the auth key slurmctld granted, as base64 text.
+
+        Raises:
+            IntegrationError: No key yet, the secret is unreadable, or it is not base64.
+
+        """
+        key = self.slurmctld.auth_key()
+        try:
+            base64.b64decode(key, validate=True)
+        except binascii.Error:
+            raise IntegrationError("the auth key secret does not hold base64 text") from None
+        return key
+
+    def _on_disconnected(self, event: ops.RelationEvent) -> None:
+        """Leave the cluster: stop sackd and delete slurm.key; never raises.
+
+        Seen once per departing controller unit and again at relation-broken, so it is
+        idempotent. A step that fails is a status, and the next event's reconcile retries it.
+        """
+        self._stored.left_relation = event.relation.id
+        self._leave()
+
+    def _leave(self) -> None:
+        """Stop and disable sackd and delete slurm.key, trying every step even if one fails."""
+        self._stored.applied = ""
+        for step in (self.sackd.service.stop, self.sackd.service.disable, self.sackd.remove_key):
+            try:
+                step()
+            except SlurmOpsError as e:
+                logger.warning("leaving the cluster: %s (the next event tries again)", e)
+                self.failure = self.failure or e
 
 
 if __name__ == "__main__":  # pragma: nocover

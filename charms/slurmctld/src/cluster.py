@@ -8,13 +8,12 @@ never touches slurm.conf.
 """
 
 import dataclasses
-import json
 import logging
 from typing import Any
 
-import pydantic
 from config import SlurmctldConfig
 from hpc_libs.errors import SlurmOpsError
+from hpc_libs.interfaces.slurmctld_peer import PartitionEntry
 from hpc_libs.interfaces.slurmd import BUSY_JOB_STATES
 from hpc_libs.machine import host
 from slurmutils import CGroupConfig, NodeSet, Partition, SlurmConfig
@@ -44,6 +43,7 @@ ISOLATION_PLUGINS: dict[str, dict[str, Any]] = {
     },
 }
 CGROUP_PLUGIN = {"cgroup": "autodetect", "none": "disabled"}
+SQUEUE_TIMEOUT = 60
 
 
 @dataclasses.dataclass(frozen=True)
@@ -59,36 +59,12 @@ class Controller:
         return f"{self.hostname}({self.address})"
 
 
-class PartitionRecord(pydantic.BaseModel):
-    """A partition the controller serves, remembered so it outlives its integration."""
-
-    partition: dict[str, Any]
-    nodeset: dict[str, Any]
-    retiring: bool = False
-    # Id of the relation that published it: the oldest application's partition (lowest id)
-    # becomes the cluster's default partition when no application asks for `Default`.
-    relation_id: int | None = None
-
-
-PartitionStore = pydantic.TypeAdapter(dict[str, PartitionRecord])
-
-
-def load_partitions(text: str) -> dict[str, PartitionRecord]:
-    """Read the remembered partitions (a JSON document kept in StoredState)."""
-    return PartitionStore.validate_json(text or "{}")
-
-
-def dump_partitions(partitions: dict[str, PartitionRecord]) -> str:
-    """Serialise the remembered partitions, in a stable order."""
-    return PartitionStore.dump_json(dict(sorted(partitions.items()))).decode()
-
-
 def partition_record(
     app: str,
     partition: dict[str, Any] | None,
     nodeset: dict[str, Any] | None,
     relation_id: int | None = None,
-) -> PartitionRecord:
+) -> PartitionEntry:
     """Build the record for a slurmd application from the data it published.
 
     The data was validated when read from the databag. The names are forced to the
@@ -101,12 +77,15 @@ def partition_record(
         raise ValueError("partition or nodeset missing")
     settings = Partition.from_dict(dict(partition)).dict()
     settings.update(partitionname=app, nodes=[app])
-    return PartitionRecord(
-        partition=settings, nodeset={"nodeset": app, "feature": app}, relation_id=relation_id
+    return PartitionEntry(
+        name=app,
+        partition=settings,
+        nodeset={"nodeset": app, "feature": app},
+        relation_id=relation_id,
     )
 
 
-def default_partition(partitions: dict[str, PartitionRecord]) -> str | None:
+def default_partition(partitions: dict[str, PartitionEntry]) -> str | None:
     """Pick the partition the charm marks `Default=YES`, or None to leave `Default` alone.
 
     Jobs submitted without `-p` need a default partition. When a serving (not retiring)
@@ -115,7 +94,7 @@ def default_partition(partitions: dict[str, PartitionRecord]) -> str | None:
     is stable while applications come and go) is the default, unless it set `Default=NO`.
     """
     serving = {name: r for name, r in partitions.items() if not r.retiring}
-    if any(r.partition.get("default") is True for r in serving.values()):
+    if any((r.partition or {}).get("default") is True for r in serving.values()):
         return None
     candidates = [
         (r.relation_id, name) for name, r in serving.items() if r.relation_id is not None
@@ -123,13 +102,13 @@ def default_partition(partitions: dict[str, PartitionRecord]) -> str | None:
     if not candidates:
         return None
     oldest = min(candidates)[1]
-    return None if "default" in serving[oldest].partition else oldest
+    return None if "default" in (serving[oldest].partition or {}) else oldest
 
 
 def render_slurm_conf(
     config: SlurmctldConfig,
     controllers: list[Controller],
-    partitions: dict[str, PartitionRecord],
+    partitions: dict[str, PartitionEntry],
 ) -> SlurmConfig:
     """Render the complete slurm.conf for the cluster."""
     conf = SlurmConfig.from_dict(
@@ -152,14 +131,14 @@ def render_slurm_conf(
     )
     default = default_partition(partitions)
     for name, record in sorted(partitions.items()):
-        settings = dict(record.partition)
+        settings = dict(record.partition or {})
         if name == default:
             settings["default"] = True
         if record.retiring:
             settings.pop("default", None)
             # Keep a retiring partition drained even if a later reconfigure re-reads the file.
             settings["state"] = "drain"
-        conf.nodesets[name] = NodeSet.from_dict(dict(record.nodeset))
+        conf.nodesets[name] = NodeSet.from_dict(dict(record.nodeset or {}))
         conf.partitions[name] = Partition.from_dict(settings)
     return conf
 
@@ -175,19 +154,37 @@ def partition_has_jobs(name: str) -> bool:
     Pending jobs do not count: nothing will run them once the partition's nodes leave. When
     Slurm cannot be asked, assume there are jobs: removing a busy partition is the worse error.
     """
-    return _has_jobs(f"--partition={name}", f"partition {name}")
+    return _has_jobs(partition_jobs_query(name), f"partition {name}")
 
 
 def node_has_jobs(name: str) -> bool:
     """Whether jobs are still running (or finishing) on a node; True when Slurm cannot say."""
-    return _has_jobs(f"--nodelist={name}", f"node {name}")
+    return _has_jobs(node_jobs_query(name), f"node {name}")
 
 
-def _has_jobs(selection: str, what: str) -> bool:
-    argv = ["squeue", "--noheader", "--format=%i", selection]
-    argv.append(f"--states={','.join(BUSY_JOB_STATES)}")
+def partition_jobs_query(name: str) -> list[str]:
+    """`squeue` listing a partition's busy jobs: it prints nothing once the partition is idle."""
+    return _jobs_query(f"--partition={name}")
+
+
+def node_jobs_query(name: str) -> list[str]:
+    """`squeue` listing the busy jobs of a node: it prints nothing once the node is idle."""
+    return _jobs_query(f"--nodelist={name}")
+
+
+def _jobs_query(selection: str) -> list[str]:
+    return [
+        "squeue",
+        "--noheader",
+        "--format=%i",
+        selection,
+        f"--states={','.join(BUSY_JOB_STATES)}",
+    ]
+
+
+def _has_jobs(argv: list[str], what: str) -> bool:
     try:
-        result = host.run(argv, timeout=60)
+        result = host.run(argv, timeout=SQUEUE_TIMEOUT)
     except SlurmOpsError as e:
         logger.warning("cannot list jobs of %s: %s", what, e.stderr or e)
         return True
@@ -207,18 +204,3 @@ def order_controllers(previous: list[str], present: list[str]) -> list[str]:
     kept = [name for name in previous if name in present]
     newcomers = sorted((name for name in present if name not in kept), key=unit_number)
     return kept + newcomers
-
-
-def parse_order(text: str | None) -> list[str]:
-    """Read the recorded controller order from the peer application databag."""
-    try:
-        value = json.loads(text or "[]")
-    except json.JSONDecodeError:
-        logger.warning("ignoring malformed controller order %r", text)
-        return []
-    return [str(v) for v in value] if isinstance(value, list) else []
-
-
-def dump_order(order: list[str]) -> str:
-    """Serialise the controller order for the peer application databag."""
-    return json.dumps(order)

@@ -1,43 +1,35 @@
 #!/usr/bin/env python3
 """Charm for slurmrestd: Slurm's REST API, talking to the controllers slurmctld names."""
 
+from collections.abc import Iterable
+
 import ops
 from config import SlurmrestdConfig
-from hpc_libs.charm.config import config_problem, load_valid_config
-from hpc_libs.charm.install import SlurmInstaller
+from hpc_libs.charm.base import SlurmCharm
 from hpc_libs.slurm.slurmrestd import SlurmrestdManager
 
 SLURMCTLD = "slurmctld"
 
 
-class SlurmrestdCharm(ops.CharmBase):
+class SlurmrestdCharm(SlurmCharm[SlurmrestdConfig]):
     """Install slurmrestd; report what the REST API still needs."""
 
     def __init__(self, framework: ops.Framework) -> None:
-        super().__init__(framework)
         self.slurmrestd = SlurmrestdManager()
-        self.installer = SlurmInstaller(self, self.slurmrestd)
+        super().__init__(framework, config_type=SlurmrestdConfig, manager=self.slurmrestd)
 
-        framework.observe(self.on.install, self._on_install)
-        framework.observe(self.on.upgrade_charm, self._on_install)
-        framework.observe(self.on.collect_unit_status, self._on_collect_unit_status)
+    def reconcile(self, config: SlurmrestdConfig) -> None:
+        """Nothing to configure yet: the skeleton installed slurmrestd.
 
-    def _on_install(self, _: ops.EventBase) -> None:
-        """Install the packages; upgrade-charm installs again (a no-op when present)."""
-        config = load_valid_config(self, SlurmrestdConfig)
-        if config is not None:
-            self.installer.install(config.slurm_package_source)
+        The auth key, the JWT key and the controllers arrive over the `slurmrestd` interface
+        (a later issue); until then slurmrestd has nothing to start with.
+        """
 
-    def _on_collect_unit_status(self, event: ops.CollectStatusEvent) -> None:
-        if problem := config_problem(self, SlurmrestdConfig):
-            event.add_status(ops.BlockedStatus(problem))
-        if not self.installer.installed:
-            event.add_status(ops.MaintenanceStatus("installing slurmrestd"))
+    def statuses(self, config: SlurmrestdConfig) -> Iterable[ops.StatusBase]:
+        """Block without slurmctld, then wait for the data it brings."""
         if not self.model.relations[SLURMCTLD]:
-            event.add_status(ops.BlockedStatus("needs a slurmctld integration"))
-        # The auth key, the JWT key and the controllers arrive over the `slurmrestd` interface
-        # (a later issue); until then slurmrestd has nothing to start with.
-        event.add_status(ops.WaitingStatus("waiting for slurmctld"))
+            yield ops.BlockedStatus("needs a slurmctld integration")
+        yield ops.WaitingStatus("waiting for slurmctld")
 
 
 if __name__ == "__main__":  # pragma: nocover

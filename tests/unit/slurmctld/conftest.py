@@ -10,7 +10,7 @@ from charm_testing import FakeMachine, charm_context, load_charm
 from hpc_libs.slurm.slurmctld import SlurmctldManager
 from ops import testing
 
-_MODULES = load_charm("slurmctld", ("config", "cluster", "charm"))
+_MODULES = load_charm("slurmctld", ("config", "cluster", "applied", "retire", "charm"))
 
 
 @pytest.fixture

@@ -11,6 +11,7 @@ from ops import testing
 
 KEY = base64.b64encode(b"k" * 1024).decode()
 RECONFIGURE = ["scontrol", "reconfigure"]
+PEER = "slurmctld-peer"
 
 
 def databag(**fields: object) -> dict[str, str]:
@@ -35,8 +36,13 @@ def auth_secret() -> testing.Secret:
 
 
 def running(*relations: testing.RelationBase, **kwargs) -> testing.State:
-    """A leader whose slurmctld is installed, with the auth key secret made earlier."""
+    """A leader whose slurmctld is installed, with the auth key secret made earlier.
+
+    The peer relation is there unless one is given: the controller's memory lives in it.
+    """
     kwargs.setdefault("config", {})
+    if not any(isinstance(r, testing.PeerRelation) for r in relations):
+        relations = (*relations, testing.PeerRelation(PEER))
     return testing.State(
         leader=True,
         relations=list(relations),
@@ -44,6 +50,27 @@ def running(*relations: testing.RelationBase, **kwargs) -> testing.State:
         stored_states={already_installed("SlurmctldCharm")},
         **kwargs,
     )
+
+
+def later(state: testing.State, *relations: testing.RelationBase, **kwargs) -> testing.State:
+    """The same unit at a later event: its stored state, secrets and peer memory kept.
+
+    `relations` replace the non-peer relations.
+    """
+    peers = [r for r in state.relations if isinstance(r, testing.PeerRelation)]
+    kwargs.setdefault("leader", True)
+    return testing.State(
+        relations=[*relations, *peers],
+        secrets=list(state.secrets),
+        stored_states=state.stored_states,
+        **kwargs,
+    )
+
+
+def memory(state: testing.State) -> dict:
+    """The controller's memory: the peer application databag, decoded."""
+    peer = next(r for r in state.relations if isinstance(r, testing.PeerRelation))
+    return {key: json.loads(value) for key, value in peer.local_app_data.items()}
 
 
 def slurm_conf(tmp_path: Path) -> str:
@@ -210,12 +237,7 @@ def test_adding_compute_units_writes_nothing_and_never_reconfigures(
     state = settled(running(compute_relation(units=1)))
     before = (tmp_path / "etc/slurm/slurm.conf").stat().st_mtime_ns
     grown = compute_relation(units=3)
-    state = testing.State(
-        leader=True,
-        relations=[grown],
-        secrets=list(state.secrets),
-        stored_states=state.stored_states,
-    )
+    state = later(state, grown)
 
     ctx.run(ctx.on.relation_joined(grown, remote_unit=2), state)
     ctx.run(ctx.on.relation_changed(grown, remote_unit=2), state)
@@ -231,12 +253,7 @@ def test_partition_config_change_updates_that_partition_with_one_reconfigure(
     other = compute_relation("gpu")
     state = settled(running(compute_relation(), other))
     changed = compute_relation(maxtime=60)
-    state = testing.State(
-        leader=True,
-        relations=[changed, other],
-        secrets=list(state.secrets),
-        stored_states=state.stored_states,
-    )
+    state = later(state, changed, other)
 
     ctx.run(ctx.on.relation_changed(changed), state)
 
@@ -317,9 +334,7 @@ def test_drained_partition_is_removed_once_its_jobs_end(ctx, machine, tmp_path, 
     state = settled(running(relation))
     machine.responses[("squeue",)] = "42\n"
     state = ctx.run(ctx.on.relation_broken(state.get_relation(relation.id)), state)
-    state = testing.State(
-        leader=True, secrets=list(state.secrets), stored_states=state.stored_states
-    )
+    state = later(state)
     ctx.run(ctx.on.update_status(), state)  # Still busy: nothing changes.
     machine.commands.clear()
     machine.responses[("squeue",)] = ""
@@ -370,11 +385,8 @@ def test_upgrade_rerenders_every_generated_file(ctx, machine, tmp_path, settled)
 
 def test_new_controller_address_restarts_instead_of_reconfiguring(ctx, machine, tmp_path, settled):
     state = settled(running())
-    changed = testing.State(
-        leader=True,
-        secrets=list(state.secrets),
-        stored_states=state.stored_states,
-        networks={testing.Network("slurmd", bind_addresses=[_address("10.9.9.9")])},
+    changed = later(
+        state, networks={testing.Network("slurmd", bind_addresses=[_address("10.9.9.9")])}
     )
 
     ctx.run(ctx.on.config_changed(), changed)
@@ -386,12 +398,7 @@ def test_new_controller_address_restarts_instead_of_reconfiguring(ctx, machine, 
 
 def test_max_node_count_change_reconfigures_without_restart(ctx, machine, tmp_path, settled):
     state = settled(running())
-    changed = testing.State(
-        leader=True,
-        config={"max-node-count": 64},
-        secrets=list(state.secrets),
-        stored_states=state.stored_states,
-    )
+    changed = later(state, config={"max-node-count": 64})
 
     ctx.run(ctx.on.config_changed(), changed)
 
@@ -403,7 +410,7 @@ def test_max_node_count_change_reconfigures_without_restart(ctx, machine, tmp_pa
 def test_controllers_are_listed_in_join_order(ctx, machine, tmp_path):
     peer = testing.PeerRelation(
         "slurmctld-peer",
-        local_app_data={"controller-order": json.dumps(["slurmctld/0", "slurmctld/3"])},
+        local_app_data=databag(controllers=[{"unit": "slurmctld/0"}, {"unit": "slurmctld/3"}]),
         peers_data={
             3: {"hostname": "ctl3", "address": "10.0.0.3"},
             1: {"hostname": "ctl1", "address": "10.0.0.1"},
@@ -422,8 +429,11 @@ def test_controllers_are_listed_in_join_order(ctx, machine, tmp_path):
     ]
     published = out.get_relation(relation.id).local_app_data
     assert conf_servers(published) == ["192.0.2.0:6817", "10.0.0.3:6817", "10.0.0.1:6817"]
-    order = out.get_relation(peer.id).local_app_data["controller-order"]
-    assert json.loads(order) == ["slurmctld/0", "slurmctld/3", "slurmctld/1"]
+    assert memory(out)["controllers"] == [
+        {"unit": "slurmctld/0"},
+        {"unit": "slurmctld/3"},
+        {"unit": "slurmctld/1"},
+    ]
 
 
 # Actions.
@@ -476,13 +486,29 @@ def test_every_unit_shares_its_address_with_the_other_controllers(ctx, machine):
     assert (shared["hostname"], shared["address"]) == ("ctl0", "192.0.2.0")
 
 
-def test_corrupt_slurm_conf_is_rewritten_with_a_restart(ctx, machine, tmp_path, settled):
+def test_corrupt_slurm_conf_is_rewritten_without_disturbing_slurmctld(
+    ctx, machine, tmp_path, settled
+):
+    """slurmctld runs with what was applied; the file on disk is only put back."""
     state = settled(running())
     (tmp_path / "etc/slurm/slurm.conf").write_text("this is = not [slurm.conf\n")
 
     ctx.run(ctx.on.update_status(), state)
 
     assert "slurmctldhost=ctl0(192.0.2.0)" in slurm_conf(tmp_path)
+    assert machine.service_calls == []
+    assert machine.ran(*RECONFIGURE) == []
+
+
+def test_corrupt_slurm_conf_of_an_unrecorded_controller_restarts_it(ctx, machine, tmp_path):
+    """Nothing recorded (a charm upgraded from an older version): a bad file is not trusted."""
+    machine.active.add("slurmctld")
+    (tmp_path / "etc/slurm").mkdir(parents=True)
+    (tmp_path / "etc/slurm/slurm.key").write_bytes(base64.b64decode(KEY))
+    (tmp_path / "etc/slurm/slurm.conf").write_text("this is = not [slurm.conf\n")
+
+    ctx.run(ctx.on.upgrade_charm(), running())
+
     assert machine.calls("restart") == ["slurmctld"]
 
 
@@ -522,9 +548,7 @@ def test_failed_partition_drain_is_retried_by_the_next_event(ctx, machine, tmp_p
     machine.responses[("squeue",)] = "42\n"
     machine.responses[("scontrol", "update")] = SlurmOpsError("update", stderr="timeout")
     state = ctx.run(ctx.on.relation_broken(state.get_relation(relation.id)), state)
-    state = testing.State(
-        leader=True, secrets=list(state.secrets), stored_states=state.stored_states
-    )
+    state = later(state)
     del machine.responses[("scontrol", "update")]
     machine.commands.clear()
 
@@ -538,17 +562,13 @@ def test_failed_partition_drain_is_retried_by_the_next_event(ctx, machine, tmp_p
 @pytest.mark.parametrize(
     ("recorded", "present", "order"),
     [
-        (None, ["slurmctld/2", "slurmctld/0"], ["slurmctld/0", "slurmctld/2"]),
-        ('["slurmctld/2"]', ["slurmctld/0", "slurmctld/2"], ["slurmctld/2", "slurmctld/0"]),
-        ('["slurmctld/1", "slurmctld/2"]', ["slurmctld/2"], ["slurmctld/2"]),
-        ("not json", ["slurmctld/0"], ["slurmctld/0"]),
-        ('{"a": 1}', ["slurmctld/0"], ["slurmctld/0"]),
+        ([], ["slurmctld/2", "slurmctld/0"], ["slurmctld/0", "slurmctld/2"]),
+        (["slurmctld/2"], ["slurmctld/0", "slurmctld/2"], ["slurmctld/2", "slurmctld/0"]),
+        (["slurmctld/1", "slurmctld/2"], ["slurmctld/2"], ["slurmctld/2"]),
     ],
 )
 def test_controller_order_keeps_join_order(cluster_module, recorded, present, order):
-    previous = cluster_module.parse_order(recorded)
-
-    assert cluster_module.order_controllers(previous, present) == order
+    assert cluster_module.order_controllers(recorded, present) == order
 
 
 # The default partition (jobs submitted without `-p`).
@@ -596,12 +616,7 @@ def test_default_moves_to_the_next_oldest_when_the_default_application_leaves(
 ):
     oldest, newer = compute_relation("compute"), compute_relation("debug")
     state = settled(running(oldest, newer))
-    state = testing.State(
-        leader=True,
-        relations=[newer],
-        secrets=list(state.secrets),
-        stored_states=state.stored_states,
-    )
+    state = later(state, newer)
 
     ctx.run(ctx.on.relation_changed(newer), state)  # squeue: compute has no jobs left.
 
@@ -613,12 +628,7 @@ def test_retiring_partition_is_never_the_default(ctx, machine, tmp_path, settled
     oldest, newer = compute_relation("compute"), compute_relation("debug")
     state = settled(running(oldest, newer))
     machine.responses[("squeue",)] = "42\n"  # compute still runs a job.
-    state = testing.State(
-        leader=True,
-        relations=[newer],
-        secrets=list(state.secrets),
-        stored_states=state.stored_states,
-    )
+    state = later(state, newer)
 
     ctx.run(ctx.on.relation_changed(newer), state)
 
@@ -692,8 +702,7 @@ def test_departed_node_already_retired_by_its_unit_is_forgotten(ctx, machine, se
     )
 
     assert machine.ran("scontrol", "delete") == []
-    stored = next(s for s in out.stored_states if s.owner_path == "SlurmctldCharm")
-    assert stored.content["departed"] == []
+    assert memory(out)["departed_nodes"] == []
 
 
 def test_departed_node_slurm_cannot_report_on_is_kept_for_later(ctx, machine, settled):
@@ -709,8 +718,7 @@ def test_departed_node_slurm_cannot_report_on_is_kept_for_later(ctx, machine, se
     )
 
     assert machine.ran("scontrol", "delete") == []
-    stored = next(s for s in out.stored_states if s.owner_path == "SlurmctldCharm")
-    assert stored.content["departed"] == ["compute-1"]
+    assert memory(out)["departed_nodes"] == [{"name": "compute-1"}]
 
 
 def conf_servers(databag) -> list[str]:

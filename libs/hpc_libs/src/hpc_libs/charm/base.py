@@ -42,7 +42,7 @@ Adopting it in a charm::
             if data is None or not data.controllers:
                 return
             changed = self.sackd.key.set(self.slurmctld.auth_key())
-            if self.sackd.set_conf_servers(data.controllers) or changed:
+            if self.sackd.set_conf_servers(data.conf_servers()) or changed:
                 self.sackd.service.restart()  # ServiceError -> blocked status, retried
 
         def statuses(self, config: SackdConfig) -> Iterable[ops.StatusBase]:

@@ -1,7 +1,10 @@
 """The login-node authentication daemon (sackd): fetches config from the controllers."""
 
+import hashlib
 from collections.abc import Sequence
 
+from hpc_libs.errors import SlurmOpsError
+from hpc_libs.machine import files
 from hpc_libs.slurm.base import SlurmManager, conf_server_option
 
 
@@ -23,3 +26,31 @@ class SackdManager(SlurmManager):
         return self.options.write(
             {self.options_variable: f"--conf-server {conf_server_option(controllers)}"}
         )
+
+    def fingerprint(self) -> str:
+        """Return a digest of what sackd reads at start: slurm.key and its options file.
+
+        A charm records it after a successful restart (what was applied) and restarts sackd
+        whenever the files' digest differs from it, so a restart that failed is retried even
+        though the files did not change since. The digest reveals nothing about the key.
+        """
+        digest = hashlib.sha256()
+        for path in (self.key.path, self.options.path):
+            data = files.read_bytes(path)
+            digest.update(b"-" if data is None else b"+" + hashlib.sha256(data).digest())
+        return digest.hexdigest()
+
+    def remove_key(self) -> bool:
+        """Delete slurm.key; return whether it existed (a missing key is not an error).
+
+        Raises:
+            SlurmOpsError: The file exists but cannot be deleted.
+
+        """
+        try:
+            self.key.path.unlink()
+        except FileNotFoundError:
+            return False
+        except OSError as e:
+            raise SlurmOpsError(f"cannot delete {self.key.path}: {e}") from e
+        return True

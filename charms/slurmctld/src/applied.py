@@ -1,0 +1,104 @@
+"""Make slurmctld run the rendered configuration, tracking what it runs with.
+
+What decides a restart or a reconfigure is what slurmctld last ACCEPTED, not what is on disk:
+a failed `scontrol reconfigure` or restart is retried by the next event even though the
+files on disk are already up to date. The fingerprints of the applied configuration are
+recorded only after the start, restart or reconfigure succeeded. They describe this unit's
+own daemon, so they live in this unit's StoredState (unlike the cluster's memory, which is
+in the peer application databag).
+"""
+
+import hashlib
+import logging
+
+import ops
+from cluster import LOG_DIR
+from hpc_libs.errors import SlurmOpsError
+from hpc_libs.machine import files
+from hpc_libs.slurm.scontrol import Scontrol
+from hpc_libs.slurm.slurmctld import SlurmctldManager
+from slurmutils import CGroupConfig, SlurmConfig
+
+logger = logging.getLogger(__name__)
+
+
+def fingerprint(*parts: str) -> str:
+    """Digest `parts` (never stored themselves: one of them is the auth key)."""
+    digest = hashlib.sha256()
+    for part in parts:
+        digest.update(part.encode())
+        digest.update(b"\0")
+    return digest.hexdigest()
+
+
+class AppliedConfig(ops.Object):
+    """Write slurm.key, slurm.conf and cgroup.conf and apply them as gently as Slurm allows.
+
+    A change `scontrol reconfigure` applies is applied that way; slurmctld restarts only when
+    its identity changed (`SlurmctldHost` lines or the auth key).
+    """
+
+    _stored = ops.StoredState()
+
+    def __init__(
+        self, charm: ops.CharmBase, manager: SlurmctldManager, scontrol: Scontrol
+    ) -> None:
+        super().__init__(charm, "applied")
+        self._manager = manager
+        self._scontrol = scontrol
+        self._stored.set_default(config="", identity="")
+
+    def apply(self, conf: SlurmConfig, cgroup: CGroupConfig, auth_key: str) -> None:
+        """Write the files (`auth_key` is base64 text), then make slurmctld use them.
+
+        Raises:
+            SlurmOpsError: slurmctld did not start, restart or reconfigure (retried next time).
+
+        """
+        manager = self._manager
+        config = fingerprint(manager.config.render(conf), manager.cgroup_config.render(cgroup))
+        identity = fingerprint(*(conf.slurmctld_host or []), auth_key)
+        if not self._stored.identity:
+            self._assume_files_on_disk_applied(auth_key)
+        manager.key.set(auth_key)
+        manager.cgroup_config.write(cgroup)
+        manager.config.write(conf)
+        # The log directory, like the state directory, must be slurm's (slurmctld runs as it).
+        manager.create_state_save_location(manager.root / LOG_DIR)
+        service = manager.service
+        if not service.is_active():
+            manager.create_state_save_location()
+            service.enable()
+            service.start()
+        elif identity != self._stored.identity:
+            service.restart()
+        elif config != self._stored.config:
+            self._scontrol.reconfigure()
+        else:
+            return
+        logger.info("slurmctld runs with the current configuration")
+        self._stored.config = config
+        self._stored.identity = identity
+
+    def _assume_files_on_disk_applied(self, auth_key: str) -> None:
+        """Take a running slurmctld to run with the files on disk, when nothing is recorded.
+
+        Nothing is recorded on a new unit, or after an upgrade from a charm version that did
+        not record it.
+        So an upgrade-charm restarts nothing whose files are already right. A file that
+        cannot be read or parsed counts as not applied.
+        """
+        manager = self._manager
+        if not manager.service.is_active() or not manager.key.exists():
+            return
+        try:
+            on_disk = manager.config.load()
+            key_on_disk = manager.key.get() or ""
+            texts = [files.read_bytes(f.path) for f in (manager.config, manager.cgroup_config)]
+        except (SlurmOpsError, OSError) as e:
+            logger.info("cannot tell what slurmctld runs with: %s", e)
+            return
+        if key_on_disk != auth_key or any(text is None for text in texts):
+            return
+        self._stored.identity = fingerprint(*(on_disk.slurmctld_host or []), key_on_disk)
+        self._stored.config = fingerprint(*((text or b"").decode() for text in texts))

@@ -1,0 +1,145 @@
+"""The slurmctld peer relation (`slurmctld-peer`): what the controller must remember.
+
+State that must survive a leader change lives in the peer APPLICATION databag, written by
+the leader only, never in one unit's StoredState:
+
+* `partitions`: each partition the controller serves, one object per slurmd application:
+  its name, its slurmutils `Partition` and `NodeSet` dicts, the id of the relation that
+  published it (the oldest becomes the default partition), whether it is `retiring` (its
+  application left while jobs ran) and whether it is `drained` already;
+* `departed_nodes`: nodes of slurmd units that left, deleted once no job runs on them;
+* `controllers`: the controller units in join order, primary first.
+
+Every field is optional and JSON-encoded under its own key (`ops.Relation.save`). An entry
+that does not parse (or breaks Slurm's grammar) is logged and skipped; the rest is read.
+"""
+
+import logging
+from typing import Any, cast
+
+import ops
+from pydantic import BaseModel, ValidationError, field_validator
+from slurmutils import ModelError, NodeSet, Partition
+
+from hpc_libs.interfaces.base import DatabagModel, Interface
+from hpc_libs.slurm import grammar
+
+logger = logging.getLogger(__name__)
+
+
+def check_slurmutils(model: type[Partition] | type[NodeSet], value: dict[str, Any]) -> None:
+    """Raise ValueError if slurmutils or Slurm's grammar refuses `value` as a `model`."""
+    try:
+        model.from_dict(value)
+    except (ModelError, ValueError, TypeError) as e:
+        raise ValueError(f"invalid {model.__name__}: {e}") from e
+    grammar.check_fields(model, value)
+
+
+class PartitionEntry(DatabagModel):
+    """One partition the controller serves (named after its slurmd application)."""
+
+    name: str | None = None
+    partition: dict[str, Any] | None = None
+    nodeset: dict[str, Any] | None = None
+    relation_id: int | None = None
+    retiring: bool | None = None
+    drained: bool | None = None
+
+    @field_validator("name")
+    @classmethod
+    def _valid_name(cls, value: str | None) -> str | None:
+        if value is not None:
+            grammar.NAME(value)
+        return value
+
+    @field_validator("partition")
+    @classmethod
+    def _valid_partition(cls, value: dict[str, Any] | None) -> dict[str, Any] | None:
+        if value is not None:
+            check_slurmutils(Partition, value)
+        return value
+
+    @field_validator("nodeset")
+    @classmethod
+    def _valid_nodeset(cls, value: dict[str, Any] | None) -> dict[str, Any] | None:
+        if value is not None:
+            check_slurmutils(NodeSet, value)
+        return value
+
+
+class DepartedNode(DatabagModel):
+    """The node of a slurmd unit that left, to delete once idle."""
+
+    name: str | None = None
+
+    @field_validator("name")
+    @classmethod
+    def _valid_name(cls, value: str | None) -> str | None:
+        if value is not None:
+            grammar.NAME(value)
+        return value
+
+
+class ControllerSlot(DatabagModel):
+    """One controller unit in the join order."""
+
+    unit: str | None = None
+
+
+def _valid_items(model: type[BaseModel], value: Any, field: str) -> Any:
+    """Keep the entries of a list that parse as `model`; log and skip the others."""
+    if not isinstance(value, list):
+        return value
+    items = cast(list[Any], value)
+    kept: list[Any] = []
+    for item in items:
+        try:
+            kept.append(model.model_validate(item))
+        except ValidationError as e:
+            logger.warning("skipping invalid %s entry %r: %s", field, item, e.errors()[0]["msg"])
+    return kept
+
+
+class SlurmctldPeerData(DatabagModel):
+    """The slurmctld application's peer databag."""
+
+    partitions: list[PartitionEntry] | None = None
+    departed_nodes: list[DepartedNode] | None = None
+    controllers: list[ControllerSlot] | None = None
+
+    @field_validator("partitions", mode="before")
+    @classmethod
+    def _partitions(cls, value: Any) -> Any:
+        return _valid_items(PartitionEntry, value, "partitions")
+
+    @field_validator("departed_nodes", mode="before")
+    @classmethod
+    def _departed(cls, value: Any) -> Any:
+        return _valid_items(DepartedNode, value, "departed_nodes")
+
+    @field_validator("controllers", mode="before")
+    @classmethod
+    def _controllers(cls, value: Any) -> Any:
+        return _valid_items(ControllerSlot, value, "controllers")
+
+
+class SlurmctldPeer(Interface):
+    """The controller units' shared memory, on the peer endpoint."""
+
+    def __init__(self, charm: ops.CharmBase, endpoint: str = "slurmctld-peer") -> None:
+        super().__init__(charm, endpoint)
+
+    def read(self) -> SlurmctldPeerData:
+        """Return the application's peer data (empty without a relation or if unreadable)."""
+        relation = self.relation
+        data = None if relation is None else self.load(SlurmctldPeerData, relation, self.model.app)
+        return data if data is not None else SlurmctldPeerData()
+
+    def write(self, data: SlurmctldPeerData) -> bool:
+        """Store `data` (leader only, when it changed); return whether it was written."""
+        relation = self.relation
+        if relation is None:
+            logger.warning("no peer relation yet: cannot remember the controller's state")
+            return False
+        return self.save(data, relation, self.model.app)

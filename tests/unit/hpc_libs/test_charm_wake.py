@@ -1,0 +1,122 @@
+"""Background wake-ups: the exact command line, names from untrusted input, a real run."""
+
+import subprocess
+
+import pytest
+from charm_testing import FakeMachine
+from hpc_libs.charm import wake
+from hpc_libs.errors import ServiceError
+
+DISPATCH = [
+    "juju-exec",
+    "-u",
+    "slurmctld/0",
+    "JUJU_DISPATCH_PATH=hooks/slurmctld-wake /var/lib/juju/agents/unit-slurmctld-0/charm/dispatch",
+]
+
+
+def test_dispatch_command_is_jujus_own():
+    command = wake.dispatch_command(
+        "slurmctld/0", "/var/lib/juju/agents/unit-slurmctld-0/charm", "slurmctld-wake"
+    )
+
+    assert command == DISPATCH
+
+
+def test_a_charm_dir_with_shell_syntax_is_quoted():
+    [*_, line] = wake.dispatch_command("a/0", "/tmp/x y;rm", "ev")
+
+    assert line == "JUJU_DISPATCH_PATH=hooks/ev '/tmp/x y;rm/dispatch'"
+
+
+@pytest.mark.parametrize(
+    ("unit", "event"),
+    [("a/0 -x", "ev"), ("a", "ev"), ("A/0", "ev"), ("a/0", "ev x"), ("a/0", "Ev"), ("a/0", "")],
+)
+def test_dispatch_refuses_bad_unit_or_event_names(unit, event):
+    with pytest.raises(ValueError):
+        wake.dispatch_command(unit, "/charm", event)
+
+
+def test_watch_command_is_exact():
+    command = wake.watch_command(["squeue", "-p", "a b"], ["juju-exec", "-u", "x/0", "y z"])
+
+    assert command == [
+        "/bin/sh",
+        "-c",
+        "end=$(( $(date +%s) + 21600 ))\n"
+        'while [ "$(date +%s)" -lt "$end" ]; do\n'
+        "  if out=$(timeout 30 squeue -p 'a b') && [ -z \"$out\" ]; then\n"
+        '    echo "fact reached; dispatching"\n'
+        "    exec timeout 600 juju-exec -u x/0 'y z'\n"
+        "  fi\n"
+        "  sleep 3\n"
+        "done\n"
+        'echo "gave up after 21600 s"',
+    ]
+
+
+@pytest.mark.parametrize("subject", ["a b", "a;b", "a/b", "$(x)", "", "a\nb", "a=b"])
+def test_watcher_name_refuses_what_is_not_a_slurm_name(subject):
+    with pytest.raises(ValueError):
+        wake.watcher_name("ctl-wake", subject)
+
+
+def test_watcher_name_refuses_a_bad_prefix():
+    with pytest.raises(ValueError):
+        wake.watcher_name("Ctl wake", "a")
+
+
+def test_watcher_name_is_an_explicit_service():
+    assert wake.watcher_name("slurmctld-wake-node", "compute-1") == (
+        "slurmctld-wake-node-compute-1.service"
+    )
+
+
+def test_watcher_starts_once_with_a_timeout(machine: FakeMachine):
+    started = wake.wake_when_silent("w.service", ["squeue"], DISPATCH, "Wake")
+
+    assert started is True
+    [run] = machine.ran("systemd-run")
+    assert run[:5] == ["systemd-run", "--unit=w.service", "--collect", "--description=Wake", "--"]
+    assert run[5:7] == ["/bin/sh", "-c"]
+    assert all(timeout > 0 for _, timeout in machine.timeouts)
+
+
+def test_a_running_watcher_is_not_started_again(machine: FakeMachine):
+    machine.active.add("w.service")
+
+    assert wake.wake_when_silent("w.service", ["squeue"], DISPATCH, "Wake") is False
+    assert machine.ran("systemd-run") == []
+
+
+def test_systemd_run_failure_is_a_service_error(machine: FakeMachine):
+    machine.fail("systemd-run", stderr="Unit w.service already exists")
+
+    with pytest.raises(ServiceError):
+        wake.wake_when_silent("w.service", ["squeue"], DISPATCH, "Wake")
+
+
+def test_the_watcher_dispatches_once_the_check_prints_nothing(tmp_path):
+    """Run the real shell loop: a check that is busy twice, then silent."""
+    counter = tmp_path / "polls"
+    check = [
+        "sh",
+        "-c",
+        f"n=$(cat {counter} 2>/dev/null || echo 0); echo $((n+1)) > {counter}; "
+        '[ "$n" -ge 2 ] || echo busy',
+    ]
+    command = wake.watch_command(check, ["echo", "dispatched"], poll_seconds=0, bound=30)
+
+    result = subprocess.run(command, capture_output=True, text=True, timeout=30, check=True)
+
+    assert result.stdout.splitlines() == ["fact reached; dispatching", "dispatched"]
+    assert counter.read_text().strip() == "3"
+
+
+def test_a_failing_check_is_not_yet_and_the_watcher_gives_up_at_its_bound():
+    command = wake.watch_command(["false"], ["echo", "dispatched"], poll_seconds=0, bound=1)
+
+    result = subprocess.run(command, capture_output=True, text=True, timeout=30, check=True)
+
+    assert result.stdout.splitlines() == ["gave up after 1 s"]
