@@ -1,24 +1,20 @@
 #!/usr/bin/env python3
 """Charm for slurmd: every unit a Slurm dynamic node, every application a partition."""
 
+import hashlib
 import json
 import logging
-from collections.abc import Callable
+from collections.abc import Iterable
 from typing import Any
 
+import departure
 import node
 import ops
-from config import SlurmdConfig, parse_node_parameters, parse_partition_config
-from hpc_libs.charm.config import config_problem, load_valid_config
-from hpc_libs.charm.install import SlurmInstaller
+from config import SlurmdConfig, parse_node_parameters, partition_data
+from hpc_libs.charm.base import SlurmCharm
+from hpc_libs.charm.config import load_valid_config
 from hpc_libs.errors import ConfigError, IntegrationError, SlurmOpsError
-from hpc_libs.interfaces.slurmd import (
-    REREGISTER_REASON,
-    RETIRE_REASON,
-    ComputeData,
-    SlurmdProvider,
-    node_name,
-)
+from hpc_libs.interfaces.slurmd import REREGISTER_REASON, SlurmdProvider, node_name
 from hpc_libs.machine import systemd
 from hpc_libs.slurm.scontrol import Scontrol
 from hpc_libs.slurm.slurmd import SlurmdManager
@@ -28,86 +24,72 @@ logger = logging.getLogger(__name__)
 SLURMCTLD = "slurmctld"
 
 
-class SlurmdCharm(ops.CharmBase):
+class SlurmdCharm(SlurmCharm[SlurmdConfig]):
     """Operate slurmd as a dynamic node of the cluster slurmctld serves."""
 
     _stored = ops.StoredState()
 
     def __init__(self, framework: ops.Framework) -> None:
-        super().__init__(framework)
-        # `registered` is the node configuration slurmctld holds for this node (JSON, "" when
-        # the node never enlisted); `parameters` the operator's node-config (JSON).
+        self.slurmd = SlurmdManager()
+        super().__init__(framework, config_type=SlurmdConfig, manager=self.slurmd)
+        # `registered`: the node configuration slurmctld holds for this node (JSON, "" when
+        # it never enlisted). `parameters`: the operator's parsed node-config (JSON).
+        # `applied`: fingerprint of the key, controllers and name slurmd last (re)started
+        # with. `left`: the unit left the cluster; `departure`: what happened to its jobs.
         self._stored.set_default(
             parameters="{}",
             registered="",
-            controllers=[],
+            applied="",
             initial_state_pending=False,
-            retiring=False,
+            left=False,
+            departure="",
         )
-        self.slurmd = SlurmdManager()
-        self.installer = SlurmInstaller(self, self.slurmd)
         self.scontrol = Scontrol()
         self.slurmctld = SlurmdProvider(self, SLURMCTLD)
         self.node_name = node_name(self.unit.name)
+        self.hardware_error: SlurmOpsError | None = None
+        """Hardware detection failed during this dispatch; the node keeps its config."""
 
+        self.reconcile_on(self.slurmctld.on.slurmctld_ready)
         framework.observe(self.slurmctld.on.slurmctld_connected, self._on_slurmctld_connected)
         framework.observe(self.slurmctld.on.slurmctld_disconnected, self._on_departure)
         framework.observe(self.on.stop, self._on_departure)
         framework.observe(self.on.remove, self._on_departure)
         framework.observe(self.on.node_config_action, self._on_node_config_action)
         framework.observe(self.on.destroy_jobs_action, self._on_destroy_jobs_action)
-        framework.observe(self.on.upgrade_charm, self._on_upgrade_charm)
-        framework.observe(self.on.collect_unit_status, self._on_collect_unit_status)
-        for event in (
-            self.on.install,
-            self.on.start,
-            self.on.config_changed,
-            self.on.upgrade_charm,
-            self.on.update_status,
-            self.on.leader_elected,
-            self.on.secret_changed,
-            self.slurmctld.on.slurmctld_ready,
-        ):
-            framework.observe(event, self._reconcile)
 
     # Event handlers.
 
-    def _on_upgrade_charm(self, _: ops.UpgradeCharmEvent) -> None:
-        """Refresh the workload version: install again (a no-op for packages present).
-
-        Also while the node leaves, when `_reconcile` installs nothing: a unit upgraded from
-        a revision that kept `installed` in the charm's own StoredState is then known to be
-        installed. Observed before `_reconcile`, which runs on upgrade-charm too.
-        """
-        if (config := load_valid_config(self, SlurmdConfig)) is not None:
-            self.installer.install(config.slurm_package_source)
-
-    def _on_slurmctld_connected(self, event: ops.EventBase) -> None:
-        if self._stored.retiring and not self._transient_running(node.retire_unit):
+    def _on_slurmctld_connected(self, _: ops.EventBase) -> None:
+        if self._stored.left:
             # Integrated again after leaving: the node was deleted, so enlist afresh.
-            self._stored.retiring = False
+            self._stored.left = False
+            self._stored.departure = ""
             self._stored.registered = ""
-        self._reconcile(event)
+            self._stored.applied = ""
+        self.converge()
 
     def _on_departure(self, _: ops.EventBase) -> None:
-        """Leave the cluster without killing jobs and without holding the hook.
+        """Leave the cluster, waiting in this hook for the node's jobs (see `departure`).
 
-        The node is drained now; a transient systemd unit waits until no job runs on it,
-        deletes it from the cluster and stops slurmd (see `node.retire_command`).
+        Idempotent: the first departure event does the work, later ones find `left`.
         """
-        if self._stored.retiring:
+        if self._stored.left:
             return
-        self._stored.retiring = True
-        if not self._stored.registered:
-            if self.slurmd.service.is_active():
-                self.slurmd.service.stop()
-            return
-        node.drain(self.scontrol, self.node_name, RETIRE_REASON)
-        systemd.run_transient(
-            node.retire_unit(self.node_name),
-            node.retire_command(self.node_name),
-            f"Retire Slurm node {self.node_name} once its jobs end",
+        config = load_valid_config(self, SlurmdConfig) or SlurmdConfig()
+        leaving = departure.Departure(self.node_name, self.slurmd, self._report_leaving)
+        outcome = leaving.leave(
+            enlisted=bool(self._stored.registered), timeout=config.retire_timeout_seconds
         )
+        self._stored.left = True
+        self._stored.departure = outcome.summary()
+        self._stored.registered = ""
+        self._stored.initial_state_pending = False
+
+    def _report_leaving(self, message: str) -> None:
+        """Show the departure's progress now: the one status set inside a hook."""
+        if self.unit.status.message != message:
+            self.unit.status = ops.MaintenanceStatus(message)
 
     def _on_node_config_action(self, event: ops.ActionEvent) -> None:
         text = event.params.get("parameters")
@@ -116,17 +98,20 @@ class SlurmdCharm(ops.CharmBase):
             event.set_results(self._node_config_report())
             return
         try:
-            parameters = parse_node_parameters(text or "")
+            given = parse_node_parameters(text or "")
+            parameters = given if reset else {**self._parameters(), **given}
+            node.check_conf(
+                node.desired_conf(self.slurmd.detect_hardware(), self.app.name, parameters)
+            )
         except ConfigError as e:
             event.fail(e.message)
             return
-        if not reset:
-            parameters = {**self._parameters(), **parameters}
-        self._stored.parameters = json.dumps(parameters)
-        try:
-            self._reconcile(event)
         except SlurmOpsError as e:
-            event.fail(f"parameters stored, but applying them failed (retried later): {e}")
+            event.fail(f"cannot check the parameters against this machine's hardware: {e}")
+            return
+        self._stored.parameters = json.dumps(parameters)
+        if (failure := self.converge()) is not None:
+            event.fail(f"parameters stored, but applying them failed (retried later): {failure}")
             return
         event.set_results(self._node_config_report())
 
@@ -141,94 +126,111 @@ class SlurmdCharm(ops.CharmBase):
             {"node": self.node_name, "cancelled": ",".join(map(str, jobs)) or "none"}
         )
 
-    def _on_collect_unit_status(self, event: ops.CollectStatusEvent) -> None:
-        for status in (*self._config_statuses(), self._node_status()):
-            if status is not None:
-                event.add_status(status)
-        event.add_status(ops.ActiveStatus())
+    # Status, from facts.
 
-    def _config_statuses(self) -> list[ops.StatusBase]:
-        """Blocked statuses naming each bad option or partition-config key."""
-        if problem := config_problem(self, SlurmdConfig):
-            return [ops.BlockedStatus(problem)]
-        config = self.load_config(SlurmdConfig)
-        try:
-            parse_partition_config(config.partition_config)
-        except ConfigError as e:
-            return [ops.BlockedStatus(e.message)]
-        return []
+    def statuses(self, config: SlurmdConfig) -> Iterable[ops.StatusBase]:
+        """Return the node's status, from facts."""
+        status = self._node_status(config)
+        return [status] if status is not None else []
 
-    def _node_status(self) -> ops.StatusBase | None:
-        """Pick the node's status from facts, first matching check wins."""
+    def _node_status(self, config: SlurmdConfig) -> ops.StatusBase | None:  # noqa: PLR0911
+        """Return the status of the first matching fact."""
         stored = self._stored
-        checks: list[tuple[Callable[[], bool], ops.StatusBase]] = [
-            (lambda: not self.installer.installed, ops.MaintenanceStatus("installing slurmd")),
-            (
-                lambda: bool(stored.retiring),
-                ops.MaintenanceStatus("leaving: node drained until its jobs end"),
-            ),
-            (
-                lambda: self.model.get_relation(SLURMCTLD) is None,
-                ops.BlockedStatus("needs an integration with slurmctld"),
-            ),
-            (lambda: not stored.registered, ops.WaitingStatus("waiting for slurmctld")),
-            (
-                lambda: self._transient_running(node.reregister_unit),
-                ops.MaintenanceStatus("draining to register new configuration"),
-            ),
-            (
-                lambda: not self.slurmd.service.is_active(),
-                ops.BlockedStatus("slurmd is not running; see its journal"),
-            ),
-            (
-                lambda: bool(stored.initial_state_pending),
-                ops.WaitingStatus("waiting for the node to register"),
-            ),
-        ]
-        return next((status for check, status in checks if check()), None)
+        related = self.model.get_relation(SLURMCTLD) is not None
+        if stored.left and related:
+            return ops.MaintenanceStatus(_left_message(str(stored.departure)))
+        if not related:
+            return ops.BlockedStatus("needs an integration with slurmctld")
+        if (problem := self._partition_problem(config)) is not None:
+            return ops.BlockedStatus(problem)
+        if self.hardware_error is not None:
+            error = self.hardware_error.status_message()
+            return ops.BlockedStatus(f"hardware detection failed, node config kept: {error}")
+        if not stored.registered:
+            return ops.WaitingStatus("waiting for slurmctld")
+        if self._reregistering():
+            return ops.MaintenanceStatus("draining to register new configuration")
+        if not self.slurmd.service.is_active():
+            return self._slurmd_down_status()
+        if stored.initial_state_pending:
+            return ops.WaitingStatus("waiting for the node to register")
+        return None
+
+    def _partition_problem(self, config: SlurmdConfig) -> str | None:
+        try:
+            partition_data(self.app.name, config.partition_config)
+        except ConfigError as e:
+            return e.message
+        return None
+
+    def _slurmd_down_status(self) -> ops.StatusBase:
+        reason = systemd.journal_reason(self.slurmd.daemon)
+        return ops.BlockedStatus(f"slurmd is not running: {reason or 'see its journal'}")
 
     # The one reconcile path.
 
-    def _reconcile(self, _: ops.EventBase | None) -> None:
+    def reconcile(self, config: SlurmdConfig) -> None:
         """Publish the partition (leader) and make this unit's node match the charm's state."""
-        config = load_valid_config(self, SlurmdConfig)
-        if config is None:
-            return
         if self.unit.is_leader():
             self._publish_partition(config)
-        if self._stored.retiring:
+        if self._stored.left:
             return
-        self.installer.ensure_installed(config.slurm_package_source)
         controller = self.slurmctld.controller_data
         if controller is None or not controller.is_complete:
             return
         try:
-            key_changed = self.slurmd.key.set(self.slurmctld.auth_key())
-        except IntegrationError as e:
+            key = self.slurmctld.auth_key()
+            self.slurmd.key.set(key)
+        except (IntegrationError, ConfigError) as e:
             logger.info("controller data not usable yet: %s", e)
             return
-        desired = node.desired_conf(
-            self.slurmd.detect_hardware(), self.app.name, self._parameters()
-        )
+        desired = self._desired_conf()
         conf_servers = controller.conf_servers()
         self.slurmd.set_start_options(self.node_name, conf_servers, node.conf_string(desired))
-        servers_changed = list(self._stored.controllers) != conf_servers
-        self._stored.controllers = conf_servers
-        self._converge_node(desired, restart=key_changed or servers_changed)
+        self._run_slurmd(_fingerprint(key, self.node_name, conf_servers))
+        self._converge_registration(desired)
         self._apply_initial_state(config)
 
-    def _converge_node(self, desired: dict[str, Any], *, restart: bool) -> None:
-        """Start slurmd, and bring the registered node to the desired configuration.
+    def _desired_conf(self) -> dict[str, Any]:
+        """Return detected hardware, feature and parameters; the last registered on failure.
 
-        slurmd restarts only when its key or controllers changed: a restart never changes a
-        registered dynamic node, so node configuration goes the live or the re-registration
-        way (see the `node` module).
+        Failed detection never drains or re-registers the node: it keeps the configuration
+        it registered with, and the status shows the error. A node that never enlisted
+        cannot, so the error then becomes this dispatch's failure.
         """
+        registered = self._registered()
+        try:
+            hardware = self.slurmd.detect_hardware()
+        except SlurmOpsError as e:
+            if registered is None:
+                raise
+            logger.warning(
+                "hardware detection failed; node %s keeps its config: %s", self.node_name, e
+            )
+            self.hardware_error = e
+            return registered
+        return node.desired_conf(hardware, self.app.name, self._parameters())
+
+    def _run_slurmd(self, fingerprint: str) -> None:
+        """Start slurmd, or restart it when its key, controllers or name changed.
+
+        The fingerprint is stored only once slurmd (re)started, so a failed restart is
+        retried by the next event even though the files no longer change. A restart never
+        changes a registered dynamic node: node configuration goes the live or the
+        re-registration way (see `node`). Running jobs survive a slurmd restart.
+        """
+        if self._reregistering():
+            return  # Its transient unit restarts slurmd with the options file as it is then.
         service = self.slurmd.service
-        was_active = service.is_active()
-        if not was_active and not self._transient_running(node.reregister_unit):
+        if not service.is_active():
             service.enable()
             service.start()
+        elif self._stored.applied != fingerprint:
+            service.restart()
+        self._stored.applied = fingerprint
+
+    def _converge_registration(self, desired: dict[str, Any]) -> None:
+        """Bring the registered node to the desired configuration."""
         registered = self._registered()
         if registered is None:
             self._stored.initial_state_pending = True
@@ -236,13 +238,11 @@ class SlurmdCharm(ops.CharmBase):
             self._reregister()
         else:
             node.update_live_fields(self.scontrol, self.node_name, registered, desired)
-        if was_active and restart:
-            service.restart()  # Running jobs survive a slurmd restart.
         self._stored.registered = json.dumps(desired)
 
     def _reregister(self) -> None:
         """Drain the node and let a transient unit re-register it once its jobs end."""
-        if self._transient_running(node.reregister_unit):
+        if self._reregistering():
             return  # It restarts slurmd with the options file as it is by then.
         node.drain(self.scontrol, self.node_name, REREGISTER_REASON)
         systemd.run_transient(
@@ -271,15 +271,11 @@ class SlurmdCharm(ops.CharmBase):
         if self.model.get_relation(SLURMCTLD) is None:
             return
         try:
-            settings = parse_partition_config(config.partition_config)
+            data = partition_data(self.app.name, config.partition_config)
         except ConfigError as e:
             logger.warning("keeping the published partition: %s", e.message)
             return
-        name = self.app.name
-        partition = {**settings, "partitionname": name, "nodes": [name]}
-        self.slurmctld.publish_compute_data(
-            ComputeData(partition=partition, nodeset={"nodeset": name, "feature": name})
-        )
+        self.slurmctld.publish_compute_data(data)
 
     def _node_config_report(self) -> dict[str, str]:
         """Describe the node for the node-config action: operator parameters, whole --conf."""
@@ -296,8 +292,17 @@ class SlurmdCharm(ops.CharmBase):
     def _registered(self) -> dict[str, Any] | None:
         return json.loads(str(self._stored.registered)) if self._stored.registered else None
 
-    def _transient_running(self, unit_name: Callable[[str], str]) -> bool:
-        return systemd.Service(unit_name(self.node_name)).is_active()
+    def _reregistering(self) -> bool:
+        return systemd.Service(node.reregister_unit(self.node_name)).is_active()
+
+
+def _fingerprint(key: str, name: str, conf_servers: list[str]) -> str:
+    """Return a digest of what a slurmd restart applies (the key itself is not kept)."""
+    return hashlib.sha256("\n".join([key, name, *conf_servers]).encode()).hexdigest()
+
+
+def _left_message(summary: str) -> str:
+    return f"left the cluster: {summary}" if summary else "left the cluster"
 
 
 if __name__ == "__main__":  # pragma: nocover

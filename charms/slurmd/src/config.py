@@ -5,6 +5,7 @@ from typing import Annotated, Any, Literal
 import pydantic
 from hpc_libs.charm.config import SlurmCharmConfig
 from hpc_libs.errors import ConfigError
+from hpc_libs.interfaces.slurmd import ComputeData
 from hpc_libs.slurm import grammar
 from hpc_libs.slurm.base import parse_config_line
 from slurmutils import Node, Partition
@@ -22,7 +23,18 @@ class SlurmdConfig(SlurmCharmConfig):
     # One `scontrol update ... reason=<text>` argument: spaces allowed, no quotes or controls.
     default_node_reason: Annotated[
         str, pydantic.AfterValidator(grammar.returning(grammar.free_text))
-    ] = pydantic.Field("new node: resume when ready", max_length=1024)
+    ] = pydantic.Field(default="new node: resume when ready", max_length=1024)
+    # Seconds a departing unit waits for its node's jobs: a uint32, or UNLIMITED/INFINITE.
+    retire_timeout: Annotated[
+        str, pydantic.AfterValidator(grammar.returning(grammar.uint(32, unlimited=True)))
+    ] = "unlimited"
+
+    @property
+    def retire_timeout_seconds(self) -> int | None:
+        """The `retire-timeout` in seconds; None to wait as long as jobs run."""
+        if self.retire_timeout.lower() in grammar.UNLIMITED_WORDS:
+            return None
+        return int(self.retire_timeout)
 
 
 def parse_partition_config(text: str) -> dict[str, Any]:
@@ -31,6 +43,20 @@ def parse_partition_config(text: str) -> dict[str, Any]:
     Raises ConfigError naming the first bad key.
     """
     return _parse(Partition, text, PARTITION_MANAGED_KEYS, "partition-config")
+
+
+def partition_data(app: str, text: str) -> ComputeData:
+    """Return the application's partition and node set, with `partition-config`'s settings.
+
+    Raises ConfigError naming the first bad key; the result passes the same grammar check
+    slurmctld applies when it reads it.
+    """
+    settings = parse_partition_config(text)
+    partition = {**settings, "partitionname": app, "nodes": [app]}
+    try:
+        return ComputeData(partition=partition, nodeset={"nodeset": app, "feature": app})
+    except ValueError as e:  # pydantic's ValidationError, raised by the grammar check.
+        raise ConfigError(f"partition-config: {e}") from e
 
 
 def parse_node_parameters(text: str) -> dict[str, Any]:

@@ -1,4 +1,4 @@
-"""A unit's Slurm dynamic node: its configuration, enlistment and departure.
+"""A unit's Slurm dynamic node: its configuration and enlistment.
 
 A dynamic node's record in slurmctld is made when the node first registers and is NOT
 changed by later restarts with a different `--conf` (Slurm 24.11). So a configuration
@@ -9,9 +9,11 @@ change reaches the node one of two ways:
   wait until no job runs on it, `scontrol delete` it and restart slurmd, which registers
   again with the new `--conf`.
 
-Waiting for jobs can take hours, so it never happens in a hook: a transient systemd unit
-(`systemd-run --collect`) runs the wait-delete sequence and disappears when done. The same
-mechanism retires the node when the unit leaves.
+Waiting for jobs can take hours while the unit stays in the cluster, so re-registration
+never waits in a hook: a transient systemd unit (`systemd-run --collect`) runs the
+wait-delete-restart sequence and disappears when done. Leaving the cluster is different
+(see the `departure` module): the machine goes away with the unit, so that wait happens
+in the departing unit's own hook.
 """
 
 import logging
@@ -19,34 +21,63 @@ import shlex
 import time
 from typing import Any
 
-from hpc_libs.errors import SlurmOpsError
+from hpc_libs.errors import ConfigError, SlurmOpsError
 from hpc_libs.interfaces.slurmd import NO_JOBS_MESSAGE
-from hpc_libs.slurm import slurmd
+from hpc_libs.slurm import grammar, slurmd
+from hpc_libs.slurm.base import parse_config_line
 from hpc_libs.slurm.scontrol import Scontrol
-from slurmutils import Node
+from slurmutils import ModelError, Node
 
 logger = logging.getLogger(__name__)
 
 # Node fields `scontrol update` changes on a registered dynamic node (verified on 24.11).
 LIVE_FIELDS = frozenset({"weight", "features"})
 POLL_SECONDS = 5
-# How long the hook waits for a freshly started slurmd to register before leaving the
-# initial state to a later event. Registration takes about 2 s.
-REGISTRATION_ATTEMPTS = 10
+# How long (seconds) the hook waits for a freshly started slurmd to register before leaving
+# the initial state to a later event. Registration takes about 2 s.
+REGISTRATION_ATTEMPTS = 30
 DELETE_ATTEMPTS = 12
 
 
 def desired_conf(
     hardware: dict[str, int | str], app: str, parameters: dict[str, Any]
 ) -> dict[str, Any]:
-    """Combine detected hardware, the partition feature and admin parameters.
+    """Combine detected hardware, the partition feature and the admin's parsed parameters.
 
     Returns slurmutils node fields (lower-case keys). Admin parameters override detected
     values; admin features are added to the application's feature, which places the node
     in its application's node set.
+
+    Raises:
+        ConfigError: The parameters or the detected hardware make no valid node.
+
     """
-    admin = conf_string(parameters) if parameters else ""
-    return Node.from_str(slurmd.node_config(hardware, app, admin)).dict()
+    try:
+        grammar.check_fields(Node, parameters)
+        return slurmd.merge_node(hardware, app, Node.from_dict(parameters)).dict()
+    except grammar.GrammarError as e:
+        raise ConfigError(f"node-config: {e}", key=e.key) from e
+    except (ModelError, ValueError) as e:  # ConfigError is a ValueError too.
+        raise ConfigError(f"node-config: {e}") from e
+
+
+def check_conf(conf: dict[str, Any]) -> None:
+    """Check a whole node configuration as slurmd will receive it in `--conf`.
+
+    Every field passes Slurm's grammar, and the rendered line reads back as exactly these
+    fields: no value can add a key or an argument.
+
+    Raises:
+        ConfigError: Naming the first offending key.
+
+    """
+    try:
+        grammar.check_fields(Node, conf)
+    except grammar.GrammarError as e:
+        raise ConfigError(f"node-config: {e}", key=e.key) from e
+    rendered = conf_string(conf)
+    if parse_config_line(Node, rendered).dict() != conf:
+        raise ConfigError(f"node-config: {rendered!r} does not read back as given")
 
 
 def conf_string(conf: dict[str, Any]) -> str:
@@ -99,30 +130,9 @@ def drain(scontrol: Scontrol, node: str, reason: str) -> None:
         logger.warning("cannot drain node %s: %s", node, e)
 
 
-def retire_unit(node: str) -> str:
-    """Name of the transient unit that takes the node out of the cluster."""
-    return f"slurmd-retire-{node}"
-
-
 def reregister_unit(node: str) -> str:
     """Name of the transient unit that makes the node register again."""
     return f"slurmd-reregister-{node}"
-
-
-def retire_command(node: str) -> list[str]:
-    """Wait until no job runs on the node, delete it from the cluster, stop slurmd.
-
-    The node is deleted before slurmd stops: configless `scontrol` finds the cluster
-    configuration through slurmd's runtime directory, which stopping slurmd removes. A
-    deleted node whose slurmd keeps running does not register again (verified on 24.11).
-    If the delete keeps failing (controller gone), slurmd is stopped anyway: the controller
-    then sees the node down and an administrator can delete it; nothing blocks.
-    """
-    return _sh(
-        _wait_for_no_jobs(node),
-        _delete_with_retries(node) + " || true",
-        "systemctl disable --now slurmd",
-    )
 
 
 def reregister_command(node: str) -> list[str]:

@@ -1,5 +1,6 @@
 """Load the slurmd charm's modules; fake its machine, with its files under tmp_path."""
 
+from collections.abc import Callable
 from functools import partial
 from pathlib import Path
 from types import ModuleType
@@ -10,24 +11,55 @@ from charm_testing import FakeMachine, charm_context, load_charm
 from hpc_libs.errors import SlurmOpsError
 from hpc_libs.slurm.slurmd import SlurmdManager
 from ops import testing
+from test_charm_slurmd import auth_secret, controller_relation, installed
 
-_MODULES = load_charm("slurmd", ("config", "node", "charm"))
+_MODULES = load_charm("slurmd", ("config", "node", "departure", "charm"))
 HARDWARE = (
     "NodeName=host0 CPUs=2 Boards=1 SocketsPerBoard=1 CoresPerSocket=2 ThreadsPerCore=1 "
     "RealMemory=1000\nUpTime=0-01:00:00\n"
 )
 
 
+class FakeTime:
+    """A clock that moves only when slept on: `sleeps` records each sleep."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+        self.sleeps: list[float] = []
+        self.on_sleep: list[Callable[[int], None]] = []
+        """Called with the number of sleeps so far, after each sleep (to change the machine)."""
+
+    def monotonic(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.sleeps.append(seconds)
+        self.now += seconds
+        for callback in self.on_sleep:
+            callback(len(self.sleeps))
+
+
 @pytest.fixture
-def machine(machine: FakeMachine, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> FakeMachine:
+def clock(monkeypatch: pytest.MonkeyPatch) -> FakeTime:
+    """The time the departure and the registration wait see; sleeping takes no time."""
+    fake = FakeTime()
+    monkeypatch.setattr(_MODULES["departure"], "time", fake)
+    monkeypatch.setattr(_MODULES["node"], "time", fake)
+    return fake
+
+
+@pytest.fixture
+def machine(
+    machine: FakeMachine, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, clock: FakeTime
+) -> FakeMachine:
     """The shared fake machine (tests/unit/conftest.py) with HARDWARE and no GPU.
 
-    Waits for the node to register (`node.wait_for_registration`) take no time.
+    Waits (for the node to register, for jobs to end) take no time (see `clock`).
     """
     machine.responses[("slurmd", "-C")] = HARDWARE
     machine.responses[("nvidia-smi",)] = SlurmOpsError("nvidia-smi not found")
+    machine.fail("pgrep", returncode=1)  # No slurmstepd runs.
     monkeypatch.setattr(_MODULES["charm"], "SlurmdManager", partial(SlurmdManager, root=tmp_path))
-    monkeypatch.setattr(_MODULES["node"].time, "sleep", lambda _: None)
     return machine
 
 
@@ -39,3 +71,14 @@ def ctx() -> testing.Context[ops.CharmBase]:
 @pytest.fixture
 def node_module() -> ModuleType:
     return _MODULES["node"]
+
+
+@pytest.fixture
+def enlisted(ctx: testing.Context[ops.CharmBase], machine: FakeMachine) -> testing.State:
+    """A unit whose node has enlisted with the detected hardware; records then cleared."""
+    secret = auth_secret()
+    relation = controller_relation(secret)
+    out = ctx.run(ctx.on.relation_changed(relation), installed(relation, secrets=[secret]))
+    machine.commands.clear()
+    machine.service_calls.clear()
+    return out

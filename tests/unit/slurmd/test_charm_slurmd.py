@@ -57,17 +57,6 @@ def stored(state: testing.State) -> dict[str, Any]:
     return dict(next(s for s in state.stored_states if s.owner_path == "SlurmdCharm").content)
 
 
-@pytest.fixture
-def enlisted(ctx, machine):
-    """A unit whose node has enlisted with the detected hardware; records then cleared."""
-    secret = auth_secret()
-    relation = controller_relation(secret)
-    out = ctx.run(ctx.on.relation_changed(relation), installed(relation, secrets=[secret]))
-    machine.commands.clear()
-    machine.service_calls.clear()
-    return out
-
-
 def again(state: testing.State, **changes) -> testing.State:
     """The same state with some fields replaced (the output of one run as the next input)."""
     fields = {
@@ -105,20 +94,6 @@ def test_upgrade_refreshes_the_workload_version_of_packages_present(ctx, machine
     assert out.workload_version == SLURM_VERSION
     assert machine.apt_installs == []
     assert machine.ran("add-apt-repository") == []
-
-
-def test_upgrade_from_a_revision_that_stored_the_install_itself_keeps_the_status(ctx, machine):
-    """Earlier revisions kept `installed` in the charm's own StoredState, not the installer's."""
-    machine.installed.update({"slurmd", "slurm-client"})
-    earlier = testing.StoredState(
-        owner_path="SlurmdCharm", content={"installed": True, "retiring": True}
-    )
-
-    out = ctx.run(ctx.on.upgrade_charm(), testing.State(stored_states={earlier}))
-
-    assert out.unit_status == testing.MaintenanceStatus("leaving: node drained until its jobs end")
-    assert out.workload_version == SLURM_VERSION
-    assert machine.apt_installs == []
 
 
 def test_leader_publishes_partition_when_slurmctld_connects(ctx, machine):
@@ -443,7 +418,8 @@ def test_node_config_before_enlistment_is_stored_for_later(ctx, machine, tmp_pat
     out = ctx.run(action, installed(controller_relation()))
 
     assert json.loads(stored(out)["parameters"]) == {"weight": 9}
-    assert machine.commands == []
+    assert machine.ran("scontrol") == []
+    assert machine.service_calls == []
 
 
 # destroy-jobs.
@@ -467,97 +443,6 @@ def test_destroy_jobs_failure_fails_the_action(ctx, machine, enlisted):
     assert "Access denied" in failure.value.message
 
 
-# Departure.
-
-
-def test_unit_departing_drains_and_hands_the_wait_to_a_transient_unit(ctx, machine, enlisted):
-    relation = enlisted.get_relations("slurmctld")[0]
-    # Scenario names the departing unit after the remote application; naming that "slurmd"
-    # makes the departing unit this very unit, slurmd/0.
-    departing = testing.Relation(
-        "slurmctld",
-        id=relation.id,
-        remote_app_name="slurmd",
-        remote_app_data=dict(relation.remote_app_data),
-        local_app_data=dict(relation.local_app_data),
-    )
-    state = again(enlisted, relations=[departing])
-
-    out = ctx.run(ctx.on.relation_departed(departing, remote_unit=0, departing_unit=0), state)
-
-    assert machine.ran("scontrol", "update") == [
-        [
-            "scontrol",
-            "update",
-            f"nodename={NODE}",
-            "state=drain",
-            "reason=juju: unit leaving the cluster",
-        ]
-    ]
-    (transient,) = machine.ran("systemd-run")
-    assert transient[1:3] == [f"--unit=slurmd-retire-{NODE}", "--collect"]
-    script = transient[-1]
-    assert "sleep 5" in script
-    delete = script.index(f"scontrol delete nodename={NODE}")
-    assert script.index(f"scontrol listjobs {NODE}") < delete
-    assert script.index("scontrol delete") < script.index("systemctl disable --now slurmd")
-    assert machine.ran("scontrol", "delete") == []
-    assert machine.service_calls == []
-    assert out.unit_status == testing.MaintenanceStatus("leaving: node drained until its jobs end")
-
-    # The stop hook that follows does not start a second retirement, nor slurmd again.
-    machine.commands.clear()
-    ctx.run(ctx.on.stop(), again(out))
-    ctx.run(ctx.on.update_status(), again(out))
-    assert machine.ran("systemd-run") == []
-    assert machine.service_calls == []
-
-
-def test_another_unit_departing_is_not_this_units_departure(ctx, machine, enlisted):
-    relation = enlisted.get_relations("slurmctld")[0]
-
-    ctx.run(ctx.on.relation_departed(relation, remote_unit=0, departing_unit=0), enlisted)
-
-    assert machine.ran("systemd-run") == []
-
-
-@pytest.mark.parametrize("event", ["stop", "remove"])
-def test_stop_or_remove_without_departure_retires_the_node(ctx, machine, enlisted, event):
-    ctx.run(getattr(ctx.on, event)(), enlisted)
-
-    assert machine.ran("systemd-run")[0][1] == f"--unit=slurmd-retire-{NODE}"
-    assert machine.ran("scontrol", "delete") == []
-
-
-def test_drain_failure_still_retires(ctx, machine, enlisted):
-    machine.responses[("scontrol", "update")] = SlurmOpsError("down", stderr="unreachable")
-
-    ctx.run(ctx.on.relation_broken(enlisted.get_relations("slurmctld")[0]), enlisted)
-
-    assert machine.ran("systemd-run")[0][1] == f"--unit=slurmd-retire-{NODE}"
-
-
-def test_never_enlisted_unit_leaves_without_a_transient(ctx, machine):
-    relation = controller_relation()
-
-    ctx.run(ctx.on.relation_broken(relation), installed(relation))
-
-    assert machine.ran("systemd-run") == []
-    assert machine.ran("scontrol") == []
-
-
-def test_integrating_again_after_retirement_enlists_afresh(ctx, machine, enlisted):
-    retired = ctx.run(ctx.on.stop(), enlisted)
-    machine.active.discard("slurmd")  # The retire transient unit finished: slurmd stopped.
-    machine.commands.clear()
-    relation = retired.get_relations("slurmctld")[0]
-
-    out = ctx.run(ctx.on.relation_created(relation), again(retired))
-
-    assert stored(out)["retiring"] is False
-    assert machine.calls("start") == ["slurmd"]
-
-
 def test_node_config_that_cannot_be_applied_now_fails_but_is_kept(ctx, machine, enlisted):
     machine.responses[("scontrol", "update")] = SlurmOpsError("update", stderr="unreachable")
 
@@ -566,13 +451,3 @@ def test_node_config_that_cannot_be_applied_now_fails_but_is_kept(ctx, machine, 
 
     assert "retried later" in failure.value.message
     assert "unreachable" in failure.value.message
-
-
-def test_unit_leaving_before_enlisting_just_stops_slurmd(ctx, machine):
-    machine.active.add("slurmd")
-    relation = controller_relation()
-
-    ctx.run(ctx.on.relation_broken(relation), installed(relation))
-
-    assert machine.calls("stop") == ["slurmd"]
-    assert machine.ran("systemd-run") == []

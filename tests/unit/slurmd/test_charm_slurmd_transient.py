@@ -50,25 +50,6 @@ def run_script(tmp_path: Path, node_module):
     return run
 
 
-def test_retire_waits_for_jobs_then_deletes_then_stops_slurmd(run_script, node_module):
-    log = run_script(node_module.retire_command("compute-0"), BUSY_POLLS="3")
-
-    assert log.count("busy") == 3
-    last_busy = len(log) - 1 - log[::-1].index("busy")
-    delete = log.index("scontrol delete nodename=compute-0")
-    assert last_busy < delete
-    assert log[delete - 1] == "scontrol listjobs compute-0"
-    assert log[-1] == "systemctl disable --now slurmd"
-    assert "sleep 5" in log
-
-
-def test_retire_stops_slurmd_even_if_the_delete_keeps_failing(run_script, node_module):
-    log = run_script(node_module.retire_command("compute-0"), DELETE_FAILS="1")
-
-    assert log.count("scontrol delete nodename=compute-0") == 12
-    assert log[-1] == "systemctl disable --now slurmd"
-
-
 def test_reregister_restarts_slurmd_only_after_a_successful_delete(run_script, node_module):
     log = run_script(node_module.reregister_command("compute-0"), BUSY_POLLS="1")
 
@@ -84,7 +65,7 @@ def test_reregister_leaves_the_node_drained_when_the_delete_fails(run_script, no
 def test_broken_listjobs_with_a_running_step_keeps_waiting(run_script, node_module):
     # listjobs cannot run (slurmd crashed) but a slurmstepd is alive: never delete.
     # The script is made to give up after three polls, instead of waiting forever.
-    argv = node_module.retire_command("compute-0")
+    argv = node_module.reregister_command("compute-0")
     argv[-1] = argv[-1].replace(
         "sleep 5", 'sleep 5; [ "$(grep -c pgrep "$LOG")" -lt 3 ] || exit 2'
     )
@@ -96,6 +77,6 @@ def test_broken_listjobs_with_a_running_step_keeps_waiting(run_script, node_modu
 
 
 def test_broken_listjobs_without_any_slurmstepd_proceeds(run_script, node_module):
-    log = run_script(node_module.retire_command("compute-0"), BROKEN="1", STEPD="1")
+    log = run_script(node_module.reregister_command("compute-0"), BROKEN="1", STEPD="1")
 
     assert "scontrol delete nodename=compute-0" in log

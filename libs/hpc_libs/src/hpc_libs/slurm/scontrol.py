@@ -18,7 +18,12 @@ from hpc_libs.machine import host
 
 logger = logging.getLogger(__name__)
 
-_UNKNOWN_MARKERS = ("Invalid node name", "Invalid partition name", "not found")
+_UNKNOWN_MARKERS = (
+    "Invalid node name",
+    "Invalid partition name",
+    "Invalid job id",
+    "not found",
+)
 
 
 def _as_list(value: Any) -> Any:
@@ -92,12 +97,34 @@ class Partition(_Parsed):
     partition: PartitionInfo = Field(default_factory=PartitionInfo)
 
 
+class Job(_Parsed):
+    """One job in `scontrol show job --json` (the fields the charms need)."""
+
+    job_id: int
+    job_state: StrList = Field(default_factory=list[str])
+    requeue: bool = False
+    batch_flag: bool = False
+
+    @property
+    def requeueable(self) -> bool:
+        """Whether `scontrol requeue` can put the job back in the queue.
+
+        The job allows it (`requeue`, from `--requeue` or the cluster's JobRequeue) and it is
+        a batch job (`batch_flag`): Slurm cannot requeue an interactive `srun` or `salloc`.
+        """
+        return self.requeue and self.batch_flag
+
+
 class _PingResponse(_Parsed):
     pings: list[ControllerPing] = Field(default_factory=list[ControllerPing])
 
 
 class _NodesResponse(_Parsed):
     nodes: list[Node] = Field(default_factory=list[Node])
+
+
+class _JobsResponse(_Parsed):
+    jobs: list[Job] = Field(default_factory=list[Job])
 
 
 class _PartitionsResponse(_Parsed):
@@ -135,6 +162,11 @@ class Scontrol:
     def show_partitions(self) -> list[Partition]:
         """Return every partition."""
         return self._query(["show", "partitions"], _PartitionsResponse).partitions
+
+    def show_job(self, job_id: int) -> Job | None:
+        """Return job `job_id`, or None if Slurm does not know it (any more)."""
+        jobs = self._query_or_none(["show", "job", str(job_id)], _JobsResponse)
+        return next((j for j in jobs.jobs if j.job_id == job_id), None) if jobs else None
 
     def update_node(
         self,
@@ -194,6 +226,17 @@ class Scontrol:
                 returncode=result.returncode,
             )
         return [int(line.split()[0]) for line in result.stdout.splitlines() if _is_id(line)]
+
+    def requeue(self, job_ids: Sequence[int]) -> None:
+        """`scontrol requeue <ids>`: stop the jobs and put them back in the queue."""
+        self._run(["requeue", ",".join(str(job_id) for job_id in job_ids)])
+
+    def cancel(self, job_ids: Sequence[int]) -> None:
+        """`scancel <ids>`: end the jobs."""
+        try:
+            host.run(["scancel", *(str(job_id) for job_id in job_ids)], timeout=self.timeout)
+        except SlurmOpsError as e:
+            raise _scontrol_error(e) from e
 
     def cancel_node_jobs(self, name: str) -> None:
         """Cancel every job running on node `name` (`scancel --nodelist`)."""

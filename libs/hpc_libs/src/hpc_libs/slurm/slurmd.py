@@ -137,6 +137,20 @@ class SlurmdManager(SlurmManager):
             hardware["Gres"] = gres
         return hardware
 
+    def job_steps_running(self) -> bool:
+        """Whether a `slurmstepd` runs on this machine (a job step is running here).
+
+        The fallback when `scontrol listjobs` cannot answer (a crashed slurmd takes the
+        configless configuration with it). When `pgrep` itself fails, say True: a caller
+        waiting for jobs to end must not take an unknown for "none".
+        """
+        try:
+            result = host.run(["pgrep", "-x", "slurmstepd"], timeout=10, check=False)
+        except SlurmOpsError as e:
+            logger.warning("cannot look for slurmstepd processes: %s", e)
+            return True
+        return result.returncode != 1
+
     def gpus(self) -> dict[str, int]:
         """Return GPU model -> count from `nvidia-smi`; empty when there is no NVIDIA driver."""
         try:
@@ -196,11 +210,23 @@ def node_config(hardware: Mapping[str, int | str], feature: str, admin_config: s
         ConfigError: `admin_config` is invalid (see `parse_node_config`).
 
     """
+    return node_conf_string(merge_node(hardware, feature, parse_node_config(admin_config)))
+
+
+def merge_node(hardware: Mapping[str, int | str], feature: str, admin: Node) -> Node:
+    """Merge detected hardware, the partition feature and the admin's parsed node fields.
+
+    The admin's keys override detected ones; `Features` is the union of `feature` and the
+    admin's features, so the node always joins its partition's NodeSet.
+
+    Raises:
+        ConfigError: A detected value breaks Slurm's grammar.
+
+    """
     detected = parse_config_line(Node, " ".join(f"{k}={v}" for k, v in hardware.items()))
-    admin = parse_node_config(admin_config)
     features = [feature, *(f for f in admin.features or [] if f != feature)]
     merged = detected.dict() | admin.dict() | {"features": features}
-    return node_conf_string(Node.from_dict(merged))
+    return Node.from_dict(merged)
 
 
 def node_conf_string(node: Node) -> str:

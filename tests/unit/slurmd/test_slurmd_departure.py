@@ -1,0 +1,304 @@
+"""Scenarios for a slurmd unit leaving the cluster: the wait happens in its own hook."""
+
+import json
+import sys
+
+import pytest
+from hpc_libs.interfaces.slurmd import NO_JOBS_MESSAGE, RETIRE_REASON
+from ops import testing
+from test_charm_slurmd import NODE, again, controller_relation, installed, stored
+
+LISTJOBS = ("scontrol", "listjobs", NODE)
+DRAIN = ["scontrol", "update", f"nodename={NODE}", "state=drain", f"reason={RETIRE_REASON}"]
+DELETE = ["scontrol", "delete", f"nodename={NODE}"]
+SHOW_NODE = ("scontrol", "show", "node", NODE, "--json")
+REGISTERED = '{"nodes": [{"name": "' + NODE + '", "state": ["IDLE"]}]}'
+
+
+def busy(*jobs: int) -> str:
+    """`scontrol listjobs` output while `jobs` run on the node."""
+    return "JOBID    UID    STEPS\n" + "".join(f"{job}    1000    batch\n" for job in jobs)
+
+
+def jobs_end(machine) -> None:
+    """Make `scontrol listjobs` say no job runs, as Slurm 24.11 does (stderr, exit 1)."""
+    machine.responses.pop(LISTJOBS, None)
+    machine.fail(*LISTJOBS, returncode=1, stderr=NO_JOBS_MESSAGE)
+
+
+def show_job(job: int, *, requeue: bool, batch: bool = True) -> str:
+    fields = {"job_id": job, "job_state": ["RUNNING"], "requeue": requeue, "batch_flag": batch}
+    return json.dumps({"jobs": [fields]})
+
+
+def departing(state: testing.State) -> tuple[testing.Relation, testing.State]:
+    """The slurmctld relation as this unit's own relation-departed sees it, and the state.
+
+    Scenario names the departing unit after the remote application; naming that "slurmd"
+    makes the departing unit this very unit, slurmd/0.
+    """
+    relation = state.get_relations("slurmctld")[0]
+    assert isinstance(relation, testing.Relation)
+    leaving = testing.Relation(
+        "slurmctld",
+        id=relation.id,
+        remote_app_name="slurmd",
+        remote_app_data=dict(relation.remote_app_data),
+        local_app_data=dict(relation.local_app_data),
+    )
+    return leaving, again(state, relations=[leaving])
+
+
+def leave(ctx, state: testing.State) -> testing.State:
+    relation, state = departing(state)
+    return ctx.run(ctx.on.relation_departed(relation, remote_unit=0, departing_unit=0), state)
+
+
+def statuses(ctx) -> list[str]:
+    return [status.message for status in ctx.unit_status_history]
+
+
+@pytest.fixture
+def on_node(machine):
+    """slurmctld knows the node (drains and deletes work)."""
+    machine.responses[SHOW_NODE] = REGISTERED
+    return machine
+
+
+def test_departure_waits_in_the_hook_for_the_jobs_then_deletes_the_node(
+    ctx, on_node, clock, tmp_path, enlisted
+):
+    machine = on_node
+    machine.responses[LISTJOBS] = busy(1234, 1235)
+
+    def progress(sleeps: int) -> None:
+        if sleeps == 2:
+            machine.responses[LISTJOBS] = busy(1234)
+        if sleeps == 3:
+            jobs_end(machine)
+
+    clock.on_sleep.append(progress)
+
+    out = leave(ctx, enlisted)
+
+    scontrol = machine.ran("scontrol")
+    assert scontrol[1] == DRAIN
+    assert scontrol[-1] == DELETE
+    assert machine.ran(*LISTJOBS) == [list(LISTJOBS)] * 4
+    assert clock.sleeps == [5, 5, 5]
+    assert machine.service_calls == [("stop", "slurmd"), ("disable", "slurmd")]
+    assert not (tmp_path / "etc/slurm/slurm.key").exists()
+    assert "leaving: waiting for 2 jobs (1234,1235)" in statuses(ctx)
+    assert "leaving: waiting for 1 job (1234)" in statuses(ctx)
+    assert out.unit_status == testing.MaintenanceStatus("left the cluster")
+    assert stored(out)["left"] is True
+
+
+def test_retire_timeout_requeues_the_requeueable_jobs_and_cancels_the_rest(
+    ctx, on_node, clock, enlisted, caplog
+):
+    machine = on_node
+    machine.responses[LISTJOBS] = busy(1234, 1235)
+    machine.responses[("scontrol", "show", "job", "1234")] = show_job(1234, requeue=True)
+    machine.responses[("scontrol", "show", "job", "1235")] = show_job(1235, requeue=False)
+
+    out = leave(ctx, again(enlisted, config={"retire-timeout": "12"}))
+
+    assert clock.sleeps == [5, 5, 5]  # 15 s >= 12 s: the timeout passed.
+    assert machine.ran("scontrol", "requeue") == [["scontrol", "requeue", "1234"]]
+    assert machine.ran("scancel") == [["scancel", "1235"]]
+    assert machine.ran("scontrol")[-1] == DELETE
+    message = "leaving: retire-timeout reached: requeued 1234; cancelled 1235"
+    assert message in statuses(ctx)
+    assert message in caplog.text
+    assert out.unit_status == testing.MaintenanceStatus(
+        "left the cluster: requeued 1234; cancelled 1235"
+    )
+
+
+def test_an_interactive_job_is_cancelled_even_if_it_allows_requeue(ctx, on_node, clock, enlisted):
+    machine = on_node
+    machine.responses[LISTJOBS] = busy(7)
+    machine.responses[("scontrol", "show", "job", "7")] = show_job(7, requeue=True, batch=False)
+
+    ctx.run(ctx.on.stop(), again(enlisted, config={"retire-timeout": "0"}))
+
+    assert machine.ran("scontrol", "requeue") == []
+    assert machine.ran("scancel") == [["scancel", "7"]]
+
+
+def test_retire_timeout_zero_does_not_wait(ctx, on_node, clock, enlisted):
+    machine = on_node
+    machine.responses[LISTJOBS] = busy(1234)
+    machine.responses[("scontrol", "show", "job", "1234")] = show_job(1234, requeue=True)
+
+    ctx.run(ctx.on.stop(), again(enlisted, config={"retire-timeout": "0"}))
+
+    assert clock.sleeps == []
+    assert machine.ran("scontrol", "requeue") == [["scontrol", "requeue", "1234"]]
+    assert machine.ran("scontrol")[-1] == DELETE
+
+
+def test_the_default_waits_as_long_as_jobs_run(ctx, on_node, clock, enlisted):
+    machine = on_node
+    machine.responses[LISTJOBS] = busy(1234)
+    clock.on_sleep.append(lambda sleeps: jobs_end(machine) if sleeps == 2000 else None)
+
+    ctx.run(ctx.on.stop(), enlisted)
+
+    assert len(clock.sleeps) == 2000  # Almost three hours of polls.
+    assert machine.ran("scontrol", "requeue") == []
+    assert machine.ran("scancel") == []
+    assert machine.ran("scontrol")[-1] == DELETE
+
+
+def test_failed_requeue_cancels_those_jobs_too(ctx, on_node, clock, enlisted):
+    machine = on_node
+    machine.responses[LISTJOBS] = busy(1234)
+    machine.responses[("scontrol", "show", "job", "1234")] = show_job(1234, requeue=True)
+    machine.fail("scontrol", "requeue", stderr="Requested operation is presently disabled")
+
+    out = ctx.run(ctx.on.stop(), again(enlisted, config={"retire-timeout": "0"}))
+
+    assert machine.ran("scancel") == [["scancel", "1234"]]
+    assert out.unit_status == testing.MaintenanceStatus("left the cluster: cancelled 1234")
+
+
+def test_listjobs_failing_while_a_step_runs_keeps_waiting(ctx, on_node, clock, enlisted):
+    machine = on_node
+    machine.heal()  # A slurmstepd runs...
+    machine.fail(*LISTJOBS, returncode=1, stderr="fatal: Could not establish a config source")
+    clock.on_sleep.append(
+        lambda sleeps: machine.fail("pgrep", returncode=1) if sleeps == 3 else None
+    )  # ...until it ends.
+
+    ctx.run(ctx.on.stop(), enlisted)
+
+    assert clock.sleeps == [5, 5, 5]
+    assert "leaving: waiting for running jobs" in statuses(ctx)
+    assert DELETE in machine.ran("scontrol")
+
+
+def test_departure_with_the_controller_unreachable_never_fails_the_hook(
+    ctx, machine, clock, tmp_path, enlisted
+):
+    machine.time_out("scontrol", "show")
+    machine.time_out("scontrol", "update")
+    machine.time_out("scontrol", "delete")
+    jobs_end(machine)
+
+    out = leave(ctx, enlisted)
+
+    assert len(machine.ran(*DELETE)) == 12  # Retried for a minute, then given up.
+    assert machine.service_calls == [("stop", "slurmd"), ("disable", "slurmd")]
+    assert not (tmp_path / "etc/slurm/slurm.key").exists()
+    assert all(timeout == 30 for command, timeout in machine.timeouts if command[0] == "scontrol")
+    assert stored(out)["left"] is True
+
+
+def test_a_failing_stop_of_slurmd_does_not_fail_the_hook(ctx, on_node, clock, tmp_path, enlisted):
+    jobs_end(on_node)
+    on_node.fail("systemctl", "stop", stderr="Failed to stop slurmd.service")
+
+    ctx.run(ctx.on.remove(), enlisted)
+
+    assert not (tmp_path / "etc/slurm/slurm.key").exists()
+
+
+def test_later_departure_events_find_the_work_done(ctx, on_node, clock, enlisted):
+    jobs_end(on_node)
+    out = leave(ctx, enlisted)
+    on_node.commands.clear()
+    on_node.service_calls.clear()
+
+    for event in (ctx.on.relation_broken(out.get_relations("slurmctld")[0]), ctx.on.stop()):
+        out = ctx.run(event, again(out))
+    ctx.run(ctx.on.remove(), again(out, relations=[]))
+
+    assert on_node.commands == []
+    assert on_node.service_calls == []
+
+
+def test_a_node_slurmctld_already_deleted_is_not_drained_again(
+    ctx, machine, clock, tmp_path, enlisted
+):
+    machine.responses[SHOW_NODE] = '{"nodes": []}'
+
+    ctx.run(ctx.on.stop(), enlisted)
+
+    assert machine.ran("scontrol") == [list(SHOW_NODE)]
+    assert machine.service_calls == [("stop", "slurmd"), ("disable", "slurmd")]
+    assert not (tmp_path / "etc/slurm/slurm.key").exists()
+
+
+def test_a_running_reregistration_is_stopped_first(ctx, on_node, clock, enlisted):
+    jobs_end(on_node)
+    on_node.active.add(f"slurmd-reregister-{NODE}")
+
+    ctx.run(ctx.on.stop(), enlisted)
+
+    assert on_node.service_calls[0] == ("stop", f"slurmd-reregister-{NODE}")
+    assert on_node.ran("scontrol")[1] == DRAIN
+
+
+def test_another_unit_departing_is_not_this_units_departure(ctx, machine, enlisted):
+    relation = enlisted.get_relations("slurmctld")[0]
+
+    out = ctx.run(ctx.on.relation_departed(relation, remote_unit=0, departing_unit=0), enlisted)
+
+    assert machine.ran("scontrol") == []
+    assert machine.service_calls == []
+    assert stored(out)["left"] is False
+
+
+def test_a_unit_that_never_enlisted_only_stops_slurmd_and_deletes_the_key(ctx, machine, tmp_path):
+    machine.active.add("slurmd")
+    key = tmp_path / "etc/slurm/slurm.key"
+    key.parent.mkdir(parents=True)
+    key.write_bytes(b"k")
+    relation = controller_relation()
+
+    ctx.run(ctx.on.relation_broken(relation), installed(relation))
+
+    assert machine.ran("scontrol") == []
+    assert machine.service_calls == [("stop", "slurmd"), ("disable", "slurmd")]
+    assert not key.exists()
+
+
+def test_integrating_again_after_leaving_enlists_afresh(ctx, on_node, clock, enlisted):
+    jobs_end(on_node)
+    left = ctx.run(ctx.on.stop(), enlisted)
+    on_node.commands.clear()
+    on_node.service_calls.clear()
+    relation = left.get_relations("slurmctld")[0]
+
+    out = ctx.run(ctx.on.relation_created(relation), again(left))
+
+    assert stored(out)["left"] is False
+    assert on_node.calls("start") == ["slurmd"]
+    assert out.unit_status == testing.ActiveStatus()
+
+
+@pytest.mark.parametrize("value", ["-1", "1.5", "forever", "4294967296", "10s", "1 0", ""])
+def test_invalid_retire_timeout_blocks_naming_the_option(ctx, machine, value):
+    out = ctx.run(ctx.on.config_changed(), installed(config={"retire-timeout": value}))
+
+    assert out.unit_status.name == "blocked"
+    assert out.unit_status.message.startswith("invalid config option 'retire-timeout'")
+
+
+def test_an_invalid_retire_timeout_at_departure_waits_for_the_jobs(ctx, on_node, clock, enlisted):
+    on_node.responses[LISTJOBS] = busy(1)
+    clock.on_sleep.append(lambda sleeps: jobs_end(on_node) if sleeps == 3 else None)
+
+    ctx.run(ctx.on.stop(), again(enlisted, config={"retire-timeout": "soon"}))
+
+    assert clock.sleeps == [5, 5, 5]
+    assert on_node.ran("scancel") == []
+
+
+@pytest.mark.parametrize(("value", "seconds"), [("0", 0), ("3600", 3600), ("UNLIMITED", None)])
+def test_valid_retire_timeouts(value, seconds):
+    config = sys.modules["slurmd_config"]
+
+    assert config.SlurmdConfig(retire_timeout=value).retire_timeout_seconds == seconds
