@@ -1,35 +1,232 @@
 #!/usr/bin/env python3
-"""Charm for slurmrestd: Slurm's REST API, talking to the controllers slurmctld names."""
+"""Charm for slurmrestd: Slurm's REST API, configless through a local sackd."""
 
+import base64
+import binascii
+import logging
 from collections.abc import Iterable
 
 import ops
 from config import SlurmrestdConfig
 from hpc_libs.charm.base import SlurmCharm
-from hpc_libs.slurm.slurmrestd import SlurmrestdManager
+from hpc_libs.errors import IntegrationError, ScontrolError, SlurmOpsError
+from hpc_libs.interfaces.controller import ControllerData
+from hpc_libs.interfaces.slurmrestd import RestApiProvider, SlurmrestdProvider, rest_url
+from hpc_libs.machine.systemd import journal_reason
+from hpc_libs.slurm.scontrol import Scontrol
+from hpc_libs.slurm.slurmrestd import (
+    SlurmrestdManager,
+    jwt_enabled,
+    openapi_plugins,
+    render_drop_in,
+)
+
+logger = logging.getLogger(__name__)
 
 SLURMCTLD = "slurmctld"
+REST_API = "rest-api"
+PING_TIMEOUT = 10.0
+"""Seconds `scontrol ping` may take in collect-status before the controller counts as silent."""
+_ANY_ADDRESS = ("", "0.0.0.0", "::")
 
 
 class SlurmrestdCharm(SlurmCharm[SlurmrestdConfig]):
-    """Install slurmrestd; report what the REST API still needs."""
+    """Run sackd and slurmrestd against the cluster's controllers while integrated with slurmctld.
+
+    Unit-local facts (`_stored`): `applied_sackd` and `applied`, the fingerprints sackd and
+    slurmrestd were last restarted with (a daemon is restarted whenever its fingerprint
+    differs or it is not running, so a failed restart is retried, and a slurm.conf sackd
+    re-fetched reaches slurmrestd at the next event); `left_relation`, the id of the relation
+    this unit departed.
+    """
+
+    _stored = ops.StoredState()
 
     def __init__(self, framework: ops.Framework) -> None:
         self.slurmrestd = SlurmrestdManager()
         super().__init__(framework, config_type=SlurmrestdConfig, manager=self.slurmrestd)
+        self._stored.set_default(applied="", applied_sackd="", left_relation=-1)
+        self.slurmctld = SlurmrestdProvider(self, SLURMCTLD)
+        self.rest_api = RestApiProvider(self, REST_API)
+        self.reconcile_on(self.slurmctld.on.slurmctld_ready, self.on[REST_API].relation_joined)
+        framework.observe(self.slurmctld.on.slurmctld_disconnected, self._on_disconnected)
 
     def reconcile(self, config: SlurmrestdConfig) -> None:
-        """Nothing to configure yet: the skeleton installed slurmrestd.
+        """Run sackd with slurmctld's key and controllers, then slurmrestd on its copy.
 
-        The auth key, the JWT key and the controllers arrive over the `slurmrestd` interface
-        (a later issue); until then slurmrestd has nothing to start with.
+        Without a slurmctld integration, make sure the unit holds no key and runs neither.
         """
+        if self._cluster_relation() is None:
+            self._leave()
+            return
+        self.unit.set_ports(config.port)
+        data = self.slurmctld.controller_data
+        if data is None or not data.is_complete:
+            return  # `statuses` says what is missing or invalid
+        try:
+            key = self._auth_key()
+        except IntegrationError as e:
+            logger.warning("not configuring sackd: %s", e)
+            return
+        self._run_sackd(key, data)
+        self.slurmrestd.ensure_user()
+        conf = self.slurmrestd.cached_conf()
+        if conf is None or not jwt_enabled(conf):
+            return  # `statuses` says what slurmrestd waits for
+        drop_in = render_drop_in(
+            listen=config.listen,
+            threads=config.threads,
+            max_connections=config.max_connections,
+            openapi=openapi_plugins(conf),
+        )
+        self.slurmrestd.write_drop_in(drop_in)
+        wanted = self.slurmrestd.fingerprint()
+        if wanted != self._stored.applied or not self.slurmrestd.service.is_active():
+            self.slurmrestd.service.enable()
+            self.slurmrestd.service.restart()
+            self._stored.applied = wanted
+        self.rest_api.publish_url(self._url(config))
 
     def statuses(self, config: SlurmrestdConfig) -> Iterable[ops.StatusBase]:
-        """Block without slurmctld, then wait for the data it brings."""
-        if not self.model.relations[SLURMCTLD]:
-            yield ops.BlockedStatus("needs a slurmctld integration")
-        yield ops.WaitingStatus("waiting for slurmctld")
+        """Say what the REST API lacks, else the URL it serves and whether a controller answers."""
+        status = self._integration_status() or self._workload_status(config)
+        return [status] if status is not None else []
+
+    def _integration_status(self) -> ops.StatusBase | None:
+        """Return what the slurmctld integration lacks (itself, valid data, the key), or None."""
+        relation = self._cluster_relation()
+        if relation is None:
+            return ops.BlockedStatus("needs a slurmctld integration")
+        if problem := self.slurmctld.problem(ControllerData, relation, relation.app):
+            return ops.WaitingStatus(problem)
+        if not self.slurmctld.is_ready():
+            return ops.WaitingStatus("waiting for slurmctld")
+        try:
+            self._auth_key()
+        except IntegrationError as e:
+            return ops.WaitingStatus(f"waiting for slurmctld's auth key: {e}")
+        return None
+
+    def _workload_status(self, config: SlurmrestdConfig) -> ops.StatusBase | None:
+        """Return the state of sackd, the fetched config, slurmrestd, then the controller.
+
+        None after a failure captured in this dispatch: the skeleton already shows it.
+        """
+        if self.failure is not None:
+            return None
+        if not self.slurmrestd.sackd.service.is_active():
+            return _not_running("sackd")
+        conf = self.slurmrestd.cached_conf()
+        if conf is None:
+            return ops.WaitingStatus("waiting for sackd to fetch the cluster's configuration")
+        if not jwt_enabled(conf):
+            return ops.WaitingStatus("waiting for slurmctld to enable auth/jwt")
+        if not self.slurmrestd.service.is_active():
+            return _not_running(self.slurmrestd.daemon)
+        return _controller_status(self._url(config) or config.listen)
+
+    def _run_sackd(self, key: str, data: ControllerData) -> None:
+        """Write the key and controllers and (re)start sackd if they changed or it stopped."""
+        sackd = self.slurmrestd.sackd
+        sackd.key.set(key)
+        sackd.set_conf_servers(data.conf_servers())
+        wanted = sackd.fingerprint()
+        if wanted != self._stored.applied_sackd or not sackd.service.is_active():
+            sackd.service.enable()
+            sackd.service.restart()
+            self._stored.applied_sackd = wanted
+
+    def _url(self, config: SlurmrestdConfig) -> str | None:
+        """Return the URL clients reach: the listen address, else the unit's ingress address.
+
+        None while Juju gives the unit no address.
+        """
+        host = config.listen_address
+        if host in _ANY_ADDRESS:
+            binding = self.model.get_binding(REST_API)
+            address = binding.network.ingress_address if binding else None
+            if address is None:
+                return None
+            host = str(address)
+        return rest_url(host, config.port)
+
+    def _cluster_relation(self) -> ops.Relation | None:
+        """Return the slurmctld relation, unless this unit has departed it."""
+        relation = self.slurmctld.relation
+        if relation is None or relation.id == self._stored.left_relation:
+            return None
+        return relation
+
+    def _auth_key(self) -> str:
+        """Return the auth key slurmctld granted, as base64 text.
+
+        Raises:
+            IntegrationError: No key yet, the secret is unreadable, or it is not base64.
+
+        """
+        key = self.slurmctld.auth_key()
+        try:
+            base64.b64decode(key, validate=True)
+        except binascii.Error:
+            raise IntegrationError("the auth key secret does not hold base64 text") from None
+        return key
+
+    def _on_disconnected(self, event: ops.RelationEvent) -> None:
+        """Leave the cluster; idempotent (seen per departing controller unit, then broken)."""
+        self._stored.left_relation = event.relation.id
+        self._leave()
+
+    def _leave(self) -> None:
+        """Stop slurmrestd and sackd, delete slurm.key, close the port, withdraw the URL.
+
+        Every step is tried even if one fails; a failure is a status and the next event's
+        reconcile tries again.
+        """
+        self._stored.applied = ""
+        self._stored.applied_sackd = ""
+        sackd = self.slurmrestd.sackd
+        if not (
+            sackd.key.exists() or sackd.service.is_active() or self.slurmrestd.service.is_active()
+        ):
+            self.unit.set_ports()
+            self.rest_api.publish_url(None)
+            return
+        for step in (
+            self.slurmrestd.service.stop,
+            self.slurmrestd.service.disable,
+            sackd.service.stop,
+            sackd.service.disable,
+            sackd.remove_key,
+        ):
+            try:
+                step()
+            except SlurmOpsError as e:
+                logger.warning("leaving the cluster: %s (the next event tries again)", e)
+                self.failure = self.failure or e
+        self.unit.set_ports()
+        self.rest_api.publish_url(None)
+
+
+def _not_running(daemon: str) -> ops.StatusBase:
+    """Blocked, with the daemon's last fatal or error line from its journal."""
+    reason = journal_reason(daemon)
+    return ops.BlockedStatus(
+        f"{daemon} is not running: {reason}" if reason else f"{daemon} is not running"
+    )
+
+
+def _controller_status(url: str) -> ops.StatusBase:
+    """Active `serving <url>` if a controller answers `scontrol ping`, else waiting, saying why.
+
+    The ping reads the configuration sackd fetched (clients fall back to /run/slurm/conf).
+    """
+    try:
+        pings = Scontrol(timeout=PING_TIMEOUT).ping()
+    except ScontrolError as e:
+        return ops.WaitingStatus(f"serving {url}; no controller answers: {e.status_message()}")
+    if any(ping.is_up for ping in pings):
+        return ops.ActiveStatus(f"serving {url}; controller answers")
+    return ops.WaitingStatus(f"serving {url}; no controller answers")
 
 
 if __name__ == "__main__":  # pragma: nocover

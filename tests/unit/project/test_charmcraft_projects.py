@@ -126,7 +126,7 @@ def test_charm_endpoints_match_what_slurmctld_integrates_with(tool: ModuleType):
     assert provided == {
         "sackd": {"slurmctld": "sackd"},
         "slurmdbd": {"slurmctld": "slurmdbd"},
-        "slurmrestd": {"slurmctld": "slurmrestd"},
+        "slurmrestd": {"slurmctld": "slurmrestd", "rest-api": "slurm_rest_api"},
     }
     assert tool.render_project("slurmdbd")["requires"] == {
         "database": {"interface": "mysql_client", "limit": 1}

@@ -36,7 +36,12 @@ CHARMS = [
         "slurmdbd",
         ["slurmdbd"],
         ("database", "slurmctld"),
-        "waiting for database credentials and slurmctld",
+        "waiting for database credentials",
     ),
-    Charm("slurmrestd", ["slurmrestd"], ("slurmctld",), "waiting for slurmctld"),
+    Charm(
+        "slurmrestd",
+        ["slurmrestd", "slurm-wlm-jwt-plugin", "sackd", "slurm-client"],
+        ("slurmctld",),
+        "waiting for slurmctld",
+    ),
 ]

@@ -32,6 +32,7 @@ from slurm_lab.juju import charms, lifecycle
 from slurm_lab.juju import model as store
 from slurm_lab.juju.engine import JUJU_EXEC_PATH, JUJU_EXEC_SCRIPT, Controller, LabLike
 from slurm_lab.juju.model import App, Endpoint, ModelState, Relation, Unit
+from slurm_lab.juju.mysql import MysqlStandIn
 from slurm_lab.juju.shell import command_string
 from slurm_lab.juju.status import build_status
 
@@ -73,6 +74,8 @@ class LabJuju(jubilant.Juju):
         from slurm_lab.juju.fsclient import FilesystemClient  # noqa: PLC0415
 
         self.ctl.builtin[FilesystemClient.KIND] = FilesystemClient(self.ctl).handle
+        # Stand-in for the mysql charm (slurm_lab.juju.mysql).
+        self.ctl.builtin[MysqlStandIn.KIND] = MysqlStandIn(self.ctl).handle
         atexit.register(self._finish_background_hooks)
 
     def _finish_background_hooks(self) -> None:
@@ -199,6 +202,13 @@ class LabJuju(jubilant.Juju):
             if new.name in model.apps:
                 raise cli_error("deploy", str(charm), message=f'"{new.name}" already exists')
             model.apps[new.name] = new
+            return new
+        if charm_dir is None and Path(str(charm)).name == MysqlStandIn.KIND:  # mysql stand-in
+            new = MysqlStandIn.new_app(app or MysqlStandIn.KIND, config)
+            if new.name in model.apps:
+                raise cli_error("deploy", str(charm), message=f'"{new.name}" already exists')
+            model.apps[new.name] = new
+            self._add_units(new, num_units)
             return new
         if charm_dir is None:
             raise cli_error("deploy", str(charm), message=f"no local charm at {charm}")
@@ -340,6 +350,8 @@ class LabJuju(jubilant.Juju):
 
         if app.kind == FilesystemClient.KIND:
             return FilesystemClient.ENDPOINTS
+        if app.kind == MysqlStandIn.KIND:
+            return MysqlStandIn.ENDPOINTS
         return self.ctl.spec(app).endpoints()
 
     def _match_endpoints(self, first: str, second: str) -> list[Endpoint]:
@@ -558,6 +570,16 @@ class LabJuju(jubilant.Juju):
             for name in sorted({self._unit(name).name for name in names}):
                 if {"unit": name, "kind": "update_status"} not in model.queue:
                     self.ctl.enqueue(name, "update_status")
+
+    def rotate_mysql_password(self, app: str = MysqlStandIn.KIND) -> int:
+        """Lab only: give each user of the mysql stand-in `app` a new password (secret revision).
+
+        Returns how many users got one; their consumers get secret-changed.
+        """
+        with self._session():
+            if self._app(app, "rotate-password").kind != MysqlStandIn.KIND:
+                raise ValueError(f'"{app}" is not the mysql stand-in')
+            return MysqlStandIn(self.ctl).rotate_password(app)
 
     def resolve(self, unit: str) -> None:
         """Retry a unit's failed hook now (like `juju resolve`)."""

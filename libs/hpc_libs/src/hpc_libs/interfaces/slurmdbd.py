@@ -1,0 +1,155 @@
+"""The `slurmdbd` integration: slurmctld (requirer, endpoint `slurmdbd`) <-> slurmdbd (provider).
+
+The slurmdbd charm PROVIDES endpoint `slurmctld`; the slurmctld charm REQUIRES endpoint
+`slurmdbd`.
+
+* slurmctld's leader publishes what every Slurm daemon of the cluster receives
+  (`ControllerData`, `hpc_libs.interfaces.controller`): the id of the auth key secret, granted
+  to the relation, and the controllers. slurmdbd needs the key (`AuthType=auth/slurm`: it
+  authenticates slurmctld's RPCs with it); the controllers are informative.
+* slurmdbd's leader answers `SlurmdbdData`: `dbds`, the slurmdbd daemons as a list of
+  objects (hostname, address, port; the primary first). slurmctld sets
+  `AccountingStorageType=accounting_storage/slurmdbd`, `AccountingStorageHost` from the first
+  entry's `address` (or `hostname`), `AccountingStoragePort` from its `port` (default 6819),
+  and `AccountingStorageBackupHost` from a second entry, if any.
+
+Both sides check every entry against Slurm's grammar: an entry that is not a host or IP with a
+port in 1-65535 is never published, and a reader sees the databag holding it as "not ready".
+"""
+
+import logging
+
+import ops
+from pydantic import field_validator
+
+from hpc_libs.interfaces.base import DatabagModel
+from hpc_libs.interfaces.controller import ControllerConsumer, ControllerPublisher
+from hpc_libs.slurm import grammar
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_SLURMDBD_PORT = 6819
+
+
+class DbdEntry(DatabagModel):
+    """One slurmdbd daemon: `address` is what slurmctld connects to, `hostname` its DbdHost."""
+
+    hostname: str | None = None
+    address: str | None = None
+    port: int | None = None
+
+    @field_validator("hostname")
+    @classmethod
+    def _valid_hostname(cls, value: str | None) -> str | None:
+        if value is not None:
+            grammar.hostname(value)
+        return value
+
+    @field_validator("address")
+    @classmethod
+    def _valid_address(cls, value: str | None) -> str | None:
+        if value is not None:
+            grammar.host(value)
+        return value
+
+    @field_validator("port")
+    @classmethod
+    def _valid_port(cls, value: int | None) -> int | None:
+        if value is not None:
+            grammar.port(str(value))
+        return value
+
+    @property
+    def host(self) -> str | None:
+        """What slurmctld puts in AccountingStorage[Backup]Host: the address, else hostname."""
+        return self.address or self.hostname
+
+    @property
+    def port_or_default(self) -> int:
+        """The port, 6819 if none was given."""
+        return self.port or DEFAULT_SLURMDBD_PORT
+
+
+class SlurmdbdData(DatabagModel):
+    """slurmdbd's application databag: its daemons, primary first."""
+
+    dbds: list[DbdEntry] | None = None
+
+    def reachable(self) -> list[DbdEntry]:
+        """Return the entries slurmctld can use (those with an address or a hostname)."""
+        return [d for d in self.dbds or [] if d.host]
+
+
+class SlurmdbdConnectedEvent(ops.RelationEvent):
+    """A slurmdbd application was integrated (relation-created)."""
+
+
+class SlurmdbdReadyEvent(ops.RelationEvent):
+    """slurmdbd published at least one reachable daemon."""
+
+
+class SlurmdbdDisconnectedEvent(ops.RelationEvent):
+    """The slurmdbd application left (relation-broken): back to no accounting."""
+
+
+class SlurmdbdRequirerEvents(ops.ObjectEvents):
+    """Events of `SlurmdbdRequirer`."""
+
+    slurmdbd_connected = ops.EventSource(SlurmdbdConnectedEvent)
+    slurmdbd_ready = ops.EventSource(SlurmdbdReadyEvent)
+    slurmdbd_disconnected = ops.EventSource(SlurmdbdDisconnectedEvent)
+
+
+class SlurmdbdProvider(ControllerConsumer):
+    """The slurmdbd charm's side, on its `slurmctld` endpoint (one relation at most)."""
+
+    def publish_slurmdbd_data(self, data: SlurmdbdData) -> bool:
+        """Publish `data` (leader only, idempotent); return whether the databag changed."""
+        relation = self.relation
+        if relation is None:
+            return False
+        return self.save(data, relation, self.model.app)
+
+
+class SlurmdbdRequirer(ControllerPublisher):
+    """The slurmctld charm's side, on its `slurmdbd` endpoint (limit 1 advised)."""
+
+    on = SlurmdbdRequirerEvents()  # pyright: ignore[reportIncompatibleMethodOverride, reportAssignmentType]
+
+    def __init__(self, charm: ops.CharmBase, endpoint: str = "slurmdbd") -> None:
+        super().__init__(charm, endpoint)
+        events = charm.on[endpoint]
+        self.framework.observe(events.relation_created, self._on_relation_created)
+        self.framework.observe(events.relation_changed, self._on_relation_changed)
+        self.framework.observe(events.relation_broken, self._on_relation_broken)
+
+    def _on_relation_created(self, event: ops.RelationCreatedEvent) -> None:
+        self.on.slurmdbd_connected.emit(event.relation, app=event.app, unit=event.unit)
+
+    def _on_relation_changed(self, event: ops.RelationChangedEvent) -> None:
+        data = self.slurmdbd_data(event.relation)
+        if data is not None and data.reachable():
+            self.on.slurmdbd_ready.emit(event.relation, app=event.app, unit=event.unit)
+
+    def _on_relation_broken(self, event: ops.RelationBrokenEvent) -> None:
+        self.on.slurmdbd_disconnected.emit(event.relation, app=event.app, unit=event.unit)
+
+    def slurmdbd_data(self, relation: ops.Relation) -> SlurmdbdData | None:
+        """Return the slurmdbd app's data in `relation`; None if missing or malformed (logged)."""
+        return self.load(SlurmdbdData, relation, relation.app)
+
+    def slurmdbd_data_problem(self, relation: ops.Relation) -> str | None:
+        """Say which key of the slurmdbd app's data is invalid (for status); None if valid."""
+        return self.problem(SlurmdbdData, relation, relation.app)
+
+
+__all__ = [
+    "DEFAULT_SLURMDBD_PORT",
+    "DbdEntry",
+    "SlurmdbdConnectedEvent",
+    "SlurmdbdData",
+    "SlurmdbdDisconnectedEvent",
+    "SlurmdbdProvider",
+    "SlurmdbdReadyEvent",
+    "SlurmdbdRequirer",
+]

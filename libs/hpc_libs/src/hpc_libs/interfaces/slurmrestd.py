@@ -1,0 +1,155 @@
+"""The REST API's two integrations: with slurmctld, and with the portals that use it.
+
+`slurmrestd` (slurmctld, requirer, endpoint `slurmrestd`) <-> slurmrestd (provider, endpoint
+`slurmctld`). slurmrestd joins the cluster like a login node: it needs what every daemon of the
+cluster needs, the auth key as a granted Juju secret and the controllers, primary first
+(`ControllerData`, checked against Slurm's grammar on both sides). A local sackd authenticates
+the machine with that key and fetches the cluster's configuration (configless); slurmrestd
+reads sackd's copy. slurmrestd publishes nothing to slurmctld.
+
+The JWT signing key is NOT part of this contract. With `rest_auth/jwt`, slurmrestd passes the
+client's token on to slurmctld (and slurmdbd), which verify it with the key; slurmrestd itself
+never reads it (https://slurm.schedmd.com/jwt.html: the key lives with the controller). A copy
+on the REST API's machine would let anyone with root there mint a token for any user, root
+included, so slurmctld must not grant it to this relation. Whether slurmctld accepts JWT is in
+the configuration slurmrestd fetches (`AuthAltTypes=auth/jwt`). The JWT key secret's label
+and field are defined here, for slurmctld (which creates it) and slurmdbd (which reads it).
+
+`slurm_rest_api` (slurmrestd, provider, endpoint `rest-api`) <-> a portal or workflow tool
+(requirer): each slurmrestd unit publishes in its unit databag the URL it serves
+(`RestApiUnitData`). A requirer reads every unit's entry with `RestApiRequirer.endpoints()`;
+an entry whose URL is not `http[s]://host:port[/]` is logged and skipped.
+"""
+
+import ipaddress
+import logging
+from urllib.parse import urlsplit
+
+import ops
+from pydantic import field_validator
+
+from hpc_libs.interfaces.base import DatabagModel, Interface
+from hpc_libs.interfaces.controller import ControllerConsumer, ControllerPublisher
+from hpc_libs.slurm import grammar
+
+logger = logging.getLogger(__name__)
+
+JWT_KEY_LABEL = "slurm-jwt-key"
+"""Label of the slurmctld application's JWT key secret (granted to slurmdbd, never slurmrestd)."""
+JWT_KEY_FIELD = "key"
+"""Field of the JWT key secret's content: at least 32 random bytes, as base64 text."""
+
+DEFAULT_REST_PORT = 6820
+_URL_SCHEMES = ("http", "https")
+
+
+class SlurmrestdProvider(ControllerConsumer):
+    """The slurmrestd charm's side, on its `slurmctld` endpoint."""
+
+
+class SlurmrestdRequirer(ControllerPublisher):
+    """The slurmctld charm's side, on its `slurmrestd` endpoint (one relation per REST app).
+
+    slurmctld calls `publish_controller_data(relation, auth_key, controllers)`, exactly as for
+    a login node. It grants the auth key only; never the JWT key.
+    """
+
+    def __init__(self, charm: ops.CharmBase, endpoint: str = "slurmrestd") -> None:
+        super().__init__(charm, endpoint)
+
+
+def rest_url(host: str, port: int, *, scheme: str = "http") -> str:
+    """`scheme://host:port` for `host` (a name or IP; IPv6 in brackets), validated.
+
+    Raises:
+        ValueError: `host`, `port` or `scheme` is not acceptable.
+
+    """
+    if scheme not in _URL_SCHEMES:
+        raise ValueError(f"{scheme!r} is not http or https")
+    grammar.host(host)
+    grammar.port(str(port))
+    shown = f"[{ipaddress.ip_address(host)}]" if ":" in host else host
+    return f"{scheme}://{shown}:{port}"
+
+
+def check_url(value: str) -> None:
+    """Accept `http[s]://host:port` with an optional trailing `/`, nothing else.
+
+    No user, query, fragment or path: a portal builds its request paths itself.
+
+    Raises:
+        ValueError: Why the URL is refused.
+
+    """
+    grammar.token(value)
+    try:
+        parts = urlsplit(value)
+        port = parts.port
+    except ValueError as e:
+        raise ValueError(f"{value!r} is not a URL: {e}") from None
+    host = parts.hostname
+    if parts.scheme not in _URL_SCHEMES or host is None or port is None:
+        raise ValueError(f"{value!r} is not http[s]://host:port")
+    if parts.username is not None or parts.query or parts.fragment or parts.path not in ("", "/"):
+        raise ValueError(f"{value!r} holds more than http[s]://host:port")
+    if rest_url(host, port, scheme=parts.scheme) != value.removesuffix("/"):
+        raise ValueError(f"{value!r} is not written as http[s]://host:port")
+
+
+class RestApiUnitData(DatabagModel):
+    """A slurmrestd unit's databag on `rest-api`: where it serves the REST API."""
+
+    url: str | None = None
+
+    @field_validator("url")
+    @classmethod
+    def _valid_url(cls, value: str | None) -> str | None:
+        if value is not None:
+            check_url(value)
+        return value
+
+
+class RestApiEndpoint(DatabagModel):
+    """One slurmrestd unit as a portal sees it."""
+
+    unit: str | None = None
+    url: str | None = None
+
+
+class RestApiProvider(Interface):
+    """The slurmrestd charm's side of `slurm_rest_api`: each unit publishes its own URL."""
+
+    def __init__(self, charm: ops.CharmBase, endpoint: str = "rest-api") -> None:
+        super().__init__(charm, endpoint)
+
+    def publish_url(self, url: str | None) -> None:
+        """Write `url` (None: withdraw it) to this unit's databag in every relation, if changed.
+
+        Raises:
+            ValueError: `url` is not `http[s]://host:port`.
+
+        """
+        data = RestApiUnitData(url=url)
+        for relation in self.relations:
+            if url is None:
+                relation.data[self.model.unit].pop("url", None)
+            elif self.load(RestApiUnitData, relation, self.model.unit) != data:
+                relation.save(data, self.model.unit)
+
+
+class RestApiRequirer(Interface):
+    """A portal's side of `slurm_rest_api`: the URLs the slurmrestd units serve."""
+
+    def endpoints(self) -> list[RestApiEndpoint]:
+        """Every slurmrestd unit with a valid URL, over every relation, by unit name.
+
+        A unit whose databag is invalid is logged and skipped.
+        """
+        found: list[RestApiEndpoint] = []
+        for relation in self.relations:
+            for unit in relation.units:
+                data = self.load(RestApiUnitData, relation, unit)
+                if data is not None and data.url:
+                    found.append(RestApiEndpoint(unit=unit.name, url=data.url))
+        return sorted(found, key=lambda e: e.unit or "")

@@ -1,0 +1,42 @@
+"""The slurmdbd charm's own scenarios (install and packaging scenarios it shares with sackd and
+slurmrestd are in tests/unit/small_charms)."""
+
+from pathlib import Path
+
+import ops
+import pytest
+from charm_testing import charm_context, load_charm
+from hpc_libs.machine import files
+from hpc_libs.slurm.slurmdbd import SlurmdbdManager
+from ops import testing
+
+SlurmdbdCharm = load_charm("slurmdbd")["charm"].SlurmdbdCharm
+
+
+@pytest.fixture
+def ctx() -> testing.Context[ops.CharmBase]:
+    return charm_context("slurmdbd", SlurmdbdCharm)
+
+
+@pytest.fixture
+def dbd_root(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Point the charm's SlurmdbdManager at a temporary root."""
+    original = SlurmdbdManager.__init__
+    monkeypatch.setattr(
+        SlurmdbdManager, "__init__", lambda self, root=tmp_path: original(self, root)
+    )
+    return tmp_path
+
+
+@pytest.fixture
+def owners(monkeypatch: pytest.MonkeyPatch, machine: object) -> dict[str, str]:
+    """The owner each file was given, by file name (after the fake machine's own patch)."""
+    given: dict[str, str] = {}
+
+    def record(path: Path, owner: str, group: str | None) -> None:
+        # write_atomic gives its temporary file `.<name>.<random>` to the owner
+        name = path.name[1:].rsplit(".", 1)[0] if path.name.startswith(".") else path.name
+        given[name] = owner
+
+    monkeypatch.setattr(files, "set_owner", record)
+    return given

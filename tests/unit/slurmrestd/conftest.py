@@ -1,0 +1,27 @@
+"""The slurmrestd charm's scenarios (install and package-source cases it shares with sackd and
+slurmdbd are in tests/unit/small_charms)."""
+
+from pathlib import Path
+
+import ops
+import pytest
+from charm_testing import charm_context, load_charm
+from hpc_libs.slurm.slurmrestd import SlurmrestdManager
+from ops import testing
+
+SlurmrestdCharm = load_charm("slurmrestd")["charm"].SlurmrestdCharm
+
+
+@pytest.fixture
+def ctx() -> testing.Context[ops.CharmBase]:
+    return charm_context("slurmrestd", SlurmrestdCharm)
+
+
+@pytest.fixture
+def root(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Point the charm's SlurmrestdManager (and its sackd) at a temporary root."""
+    original = SlurmrestdManager.__init__
+    monkeypatch.setattr(
+        SlurmrestdManager, "__init__", lambda self, root=tmp_path: original(self, root)
+    )
+    return tmp_path
