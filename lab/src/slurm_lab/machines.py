@@ -142,6 +142,35 @@ class Machine:
             stderr = extract.stderr.decode(errors="replace").strip()
             raise LabError(f"{self.name}: push {src} -> {dest} failed: {stderr}")
 
+    def kill_service(self, service: str = "slurmctld") -> None:
+        """Fault: SIGKILL every process of `service` and keep it down until `revive_service`.
+
+        The unit is masked first, so neither `Restart=` nor a charm's start brings it back.
+        """
+        self.exec(["systemctl", "mask", f"{service}.service"], check=True, timeout=30)
+        self.exec(
+            ["systemctl", "kill", "--signal=KILL", "--kill-whom=all", f"{service}.service"],
+            check=True,
+            timeout=30,
+        )
+        deadline = time.monotonic() + 10
+        while self.service_is_active(service) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        if self.service_is_active(service):
+            raise LabError(f"{self.name}: {service} still runs after SIGKILL")
+
+    def revive_service(self, service: str = "slurmctld") -> None:
+        """Undo `kill_service`: unmask the unit and start it."""
+        self.exec(["systemctl", "unmask", f"{service}.service"], check=True, timeout=30)
+        self.exec(["systemctl", "reset-failed", f"{service}.service"], timeout=30)
+        self.exec(["systemctl", "start", f"{service}.service"], check=True, timeout=120)
+
+    def service_is_active(self, service: str) -> bool:
+        """Whether systemd in the machine reports `service` active."""
+        return (
+            self.exec(["systemctl", "is-active", "--quiet", service], timeout=30).returncode == 0
+        )
+
     def journal(self, unit: str | None = None, lines: int = 500) -> str:
         """Return the newest `lines` lines of the machine's journal (or of one unit's)."""
         argv = ["journalctl", "--no-pager", "-o", "short-precise", "-n", str(lines)]
@@ -364,6 +393,82 @@ class Lab:
             shutil.rmtree(self.shared_dir, ignore_errors=True)
         if errors:
             raise LabError("lab teardown incomplete: " + "; ".join(errors))
+
+    # --- faults --------------------------------------------------------------------------
+
+    def power_off(self, name: str) -> None:
+        """Fault: pull the plug: SIGKILL the container's init and take its link down.
+
+        The machine's network namespace would otherwise still answer pings and refuse TCP
+        connections at once, which a powered-off machine does not. It keeps its record,
+        files (overlay) and address; `power_on` boots it again.
+        """
+        record = self._record(name)
+        if record.init_pid and _alive(record.init_pid):
+            _kill_and_wait(record.init_pid, signal.SIGKILL, 10)
+        pid = record.nspawn_pid  # nspawn exits once its container is gone; else it is stopped
+        if pid and self._is_ours(pid) and not _kill_and_wait(pid, signal.SIGTERM, STOP_TIMEOUT):
+            _kill_and_wait(pid, signal.SIGKILL, 5)
+        process = self._children.pop(record.nspawn_pid, None)
+        if process is not None:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                process.wait(timeout=1)
+        network.set_link(self.lab_netns, record.veth, up=False)
+        with self._locked() as records:
+            records[name].nspawn_pid = records[name].init_pid = 0
+        logger.info("%s powered off", name)
+
+    def power_on(self, name: str) -> Machine:
+        """Boot a powered-off machine again: same name, address, overlay and network namespace.
+
+        Its cable is plugged in again (a `cut_network` before the power cut is undone too).
+        """
+        record = self._record(name)
+        if record.nspawn_pid and _alive(record.nspawn_pid):
+            raise LabError(f"lab machine {name!r} is already running")
+        root = self._root(name)
+        if not os.path.ismount(root):
+            upper, work = self._machine_dir(name) / "upper", self._machine_dir(name) / "work"
+            options = f"lowerdir={self.ensure_base()},upperdir={upper},workdir={work}"
+            run(["mount", "-t", "overlay", "overlay", "-o", options, str(root)])
+        if record.veth in network.lab_links(self.lab_netns):
+            network.set_link(self.lab_netns, record.veth, up=True)  # same NIC, same MAC
+        else:
+            network.attach(self.lab_netns, record.netns, record.veth, record.address)
+        started = time.monotonic()
+        record.nspawn_pid = self._start_nspawn(record)
+        with self._locked() as records:
+            records[name] = record
+        record.init_pid = self._wait_for_init(record)
+        with self._locked() as records:
+            records[name] = record
+        machine = Machine(record.name, record.address, record.init_pid)
+        self._wait_for_systemd(machine, record)
+        logger.info("%s powered on in %.1fs", name, time.monotonic() - started)
+        return machine
+
+    def is_running(self, name: str) -> bool:
+        """Whether the machine is powered on (its container init runs)."""
+        record = self._record(name)
+        return bool(record.init_pid) and _alive(record.init_pid)
+
+    def cut_network(self, name: str) -> None:
+        """Fault: take the machine's link to the lab bridge down (its veth, in the lab netns)."""
+        network.set_link(self.lab_netns, self._record(name).veth, up=False)
+
+    def restore_network(self, name: str) -> None:
+        """Undo `cut_network`."""
+        network.set_link(self.lab_netns, self._record(name).veth, up=True)
+
+    def network_is_up(self, name: str) -> bool:
+        """Whether the machine's link to the lab bridge is up."""
+        return network.link_is_up(self.lab_netns, self._record(name).veth)
+
+    def _record(self, name: str) -> _Record:
+        record = self._load().get(name)
+        if record is None:
+            raise LabError(f"no lab machine named {name!r}")
+        return record
 
     # --- create steps --------------------------------------------------------------------
 

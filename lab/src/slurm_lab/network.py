@@ -66,6 +66,18 @@ def attach(lab_ns: str, machine_ns: str, veth: str, address: str) -> None:
     run(["ip", "-n", machine_ns, "link", "set", MACHINE_IFACE, "up"])
 
 
+def set_link(lab_ns: str, veth: str, *, up: bool) -> None:
+    """Set a machine's veth (its end in the lab namespace) up or down: cut or restore its cable."""
+    run(["ip", "-n", lab_ns, "link", "set", veth, "up" if up else "down"])
+
+
+def link_is_up(lab_ns: str, veth: str) -> bool:
+    """Whether a machine's veth in the lab namespace is administratively up."""
+    out = run(["ip", "-n", lab_ns, "-o", "link", "show", veth], check=False).stdout
+    flags = out.split("<", 1)[1].split(">", 1)[0].split(",") if "<" in out else []
+    return "UP" in flags
+
+
 def detach(lab_ns: str, machine_ns: str, veth: str) -> None:
     """Remove a machine's veth and namespace; missing pieces are fine."""
     if netns_exists(lab_ns):

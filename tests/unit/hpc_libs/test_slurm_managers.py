@@ -1,6 +1,7 @@
 """Scenarios for the per-daemon managers: every file's path, owner, mode and content."""
 
 import base64
+import shutil
 from pathlib import Path
 
 import pytest
@@ -51,7 +52,7 @@ def daemon_reloads(monkeypatch: pytest.MonkeyPatch) -> list[None]:
         (SlurmdManager, ["slurmd", "slurm-client"]),
         (SackdManager, ["sackd", "slurm-client"]),
         (SlurmdbdManager, ["slurmdbd"]),
-        (SlurmrestdManager, ["slurmrestd"]),
+        (SlurmrestdManager, ["slurmrestd", "slurm-wlm-jwt-plugin", "sackd", "slurm-client"]),
     ],
 )
 def test_each_daemon_installs_its_packages(
@@ -129,7 +130,7 @@ def test_key_that_is_not_base64_is_refused(tmp_path: Path, owners: Owners) -> No
     assert not (tmp_path / "etc/slurm/slurm.key").exists()
 
 
-@pytest.mark.parametrize("manager", [SlurmctldManager, SlurmdbdManager, SlurmrestdManager])
+@pytest.mark.parametrize("manager", [SlurmctldManager, SlurmdbdManager])
 def test_jwt_key_is_0600_owned_by_slurm(
     manager: type[SlurmctldManager], tmp_path: Path, owners: Owners
 ) -> None:
@@ -238,7 +239,6 @@ def test_slurmdbd_conf_is_0600_slurm(tmp_path: Path, owners: Owners) -> None:
     [
         (SlurmctldManager, "SLURMCTLD_OPTIONS"),
         (SlurmdbdManager, "SLURMDBD_OPTIONS"),
-        (SlurmrestdManager, "SLURMRESTD_OPTIONS"),
     ],
 )
 def test_daemon_options_file(
@@ -426,3 +426,239 @@ def test_unparsable_config_file_is_a_slurm_ops_error(tmp_path: Path) -> None:
 
     with pytest.raises(SlurmOpsError, match="cannot parse"):
         SlurmctldManager(tmp_path).config.load()
+
+
+# Network state (controller HA): /etc/slurm and StateSaveLocation on the shared checkpoint.
+
+
+def local_etc(root: Path, files: dict[str, tuple[str, int]]) -> Path:
+    etc = root / "etc/slurm"
+    etc.mkdir(parents=True)
+    for name, (content, mode) in files.items():
+        (etc / name).write_text(content)
+        (etc / name).chmod(mode)
+    return etc
+
+
+def controller_on_shared(tmp_path: Path, name: str) -> SlurmctldManager:
+    """A controller whose /var/lib/slurm/checkpoint is the one shared directory (a "mount")."""
+    shared = tmp_path / "shared"
+    shared.mkdir(exist_ok=True)
+    root = tmp_path / name
+    (root / "var/lib/slurm").mkdir(parents=True)
+    (root / "var/lib/slurm/checkpoint").symlink_to(shared)
+    return SlurmctldManager(root)
+
+
+def test_network_state_paths(tmp_path: Path) -> None:
+    manager = SlurmctldManager(tmp_path)
+
+    assert manager.checkpoint_dir == tmp_path / "var/lib/slurm/checkpoint"
+    assert manager.network_state_save_location == tmp_path / "var/lib/slurm/checkpoint/slurmctld"
+    assert manager.shared_etc_dir == tmp_path / "var/lib/slurm/checkpoint/etc-slurm"
+
+
+def test_share_etc_backs_up_then_moves_etc_slurm_behind_a_symlink(tmp_path: Path) -> None:
+    etc = local_etc(
+        tmp_path, {"slurm.conf": ("ClusterName=c\n", 0o644), "slurm.key": ("k", 0o600)}
+    )
+    manager = SlurmctldManager(tmp_path)
+
+    backup = manager.share_etc()
+
+    assert backup is not None and backup.parent == tmp_path / "etc"
+    assert backup.name.startswith("slurm_") and backup.name.endswith("Z")
+    assert (backup / "slurm.conf").read_text() == "ClusterName=c\n"
+    assert mode_of(backup / "slurm.key") == 0o600
+    assert etc.is_symlink() and manager.etc_is_shared()
+    assert (manager.shared_etc_dir / "slurm.key").read_text() == "k"
+    assert mode_of(manager.shared_etc_dir / "slurm.key") == 0o600
+    assert manager.config.load().cluster_name == "c"
+    assert manager.shared_files_ready()
+    # Nothing left over from the swap.
+    assert sorted(p.name for p in (tmp_path / "etc").iterdir()) == sorted(["slurm", backup.name])
+
+
+def test_share_etc_is_idempotent(tmp_path: Path) -> None:
+    local_etc(tmp_path, {"slurm.conf": ("ClusterName=c\n", 0o644)})
+    manager = SlurmctldManager(tmp_path)
+    manager.share_etc()
+
+    assert manager.share_etc() is None
+    assert len(list((tmp_path / "etc").glob("slurm_*"))) == 1
+
+
+def test_a_peer_links_to_the_leaders_files_and_keeps_its_own_in_the_backup(
+    tmp_path: Path,
+) -> None:
+    leader = controller_on_shared(tmp_path, "leader")
+    peer = controller_on_shared(tmp_path, "peer")
+    local_etc(leader.root, {"slurm.conf": ("ClusterName=leader\n", 0o644)})
+    local_etc(peer.root, {"slurm.conf": ("ClusterName=peer\n", 0o644), "old.conf": ("x", 0o644)})
+    leader.share_etc()
+
+    backup = peer.share_etc()
+
+    assert peer.config.load().cluster_name == "leader"
+    assert not (peer.etc_dir / "old.conf").exists()
+    assert backup is not None and (backup / "old.conf").read_text() == "x"
+    assert (backup / "slurm.conf").read_text() == "ClusterName=peer\n"
+
+
+def test_share_etc_without_local_etc_makes_the_link_and_the_shared_dir(tmp_path: Path) -> None:
+    manager = SlurmctldManager(tmp_path)
+
+    assert manager.share_etc() is None
+
+    assert manager.etc_is_shared() and manager.shared_etc_dir.is_dir()
+    assert not manager.shared_files_ready()
+
+
+def test_share_etc_replaces_a_foreign_symlink(tmp_path: Path) -> None:
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / "slurm.conf").write_text("x")
+    (tmp_path / "etc").mkdir()
+    (tmp_path / "etc/slurm").symlink_to(elsewhere)
+    manager = SlurmctldManager(tmp_path)
+
+    manager.share_etc()
+
+    assert manager.etc_is_shared()
+    assert (elsewhere / "slurm.conf").read_text() == "x"
+
+
+def test_share_etc_refuses_a_file_at_etc_slurm(tmp_path: Path) -> None:
+    (tmp_path / "etc").mkdir()
+    (tmp_path / "etc/slurm").write_text("not a directory")
+
+    with pytest.raises(SlurmOpsError, match="not a directory"):
+        SlurmctldManager(tmp_path).share_etc()
+    assert (tmp_path / "etc/slurm").read_text() == "not a directory"
+
+
+def test_a_failed_copy_loses_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    etc = local_etc(tmp_path, {"slurm.conf": ("ClusterName=c\n", 0o644)})
+    calls: list[Path] = []
+    real_copytree = shutil.copytree
+
+    def copytree_failing_on_the_shared_copy(src: Path, dst: Path, *, symlinks: bool) -> Path:
+        calls.append(Path(dst))
+        if len(calls) > 1:
+            raise OSError(28, "No space left on device")
+        return real_copytree(src, dst, symlinks=symlinks)
+
+    monkeypatch.setattr(shutil, "copytree", copytree_failing_on_the_shared_copy)
+    manager = SlurmctldManager(tmp_path)
+
+    with pytest.raises(SlurmOpsError, match="No space left"):
+        manager.share_etc()
+
+    assert not etc.is_symlink() and (etc / "slurm.conf").read_text() == "ClusterName=c\n"
+    assert not manager.shared_etc_dir.exists()
+    monkeypatch.setattr(shutil, "copytree", real_copytree)
+    manager.share_etc()  # retried on the next event
+    assert manager.etc_is_shared() and manager.config.load().cluster_name == "c"
+
+
+def test_writes_through_the_link_are_atomic_renames_in_the_shared_dir(
+    tmp_path: Path, owners: Owners
+) -> None:
+    del owners
+    local_etc(tmp_path, {"slurm.conf": ("ClusterName=old\n", 0o644)})
+    manager = SlurmctldManager(tmp_path)
+    manager.share_etc()
+    reader = (manager.shared_etc_dir / "slurm.conf").open()  # a peer reading the old file
+
+    with manager.config.edit() as config:
+        config.cluster_name = "new"
+
+    assert reader.read() == "ClusterName=old\n"  # replaced by rename, never rewritten in place
+    assert manager.config.load().cluster_name == "new"
+    assert [p.name for p in manager.shared_etc_dir.iterdir()] == ["slurm.conf"]
+    reader.close()
+
+
+def test_keys_are_read_from_the_shared_file_on_every_access(
+    tmp_path: Path, owners: Owners
+) -> None:
+    del owners
+    leader = controller_on_shared(tmp_path, "leader")
+    peer = controller_on_shared(tmp_path, "peer")
+    leader.share_etc()
+    peer.share_etc()
+    assert peer.key.get() is None and peer.jwt_key.get() is None
+
+    first = leader.key.generate()
+    leader.key.set(first)
+    leader.jwt_key.set(leader.jwt_key.generate())
+    assert peer.key.get() == first
+    assert peer.jwt_key.get() == leader.jwt_key.get()
+
+    second = leader.key.generate()
+    leader.key.set(second)
+    assert peer.key.get() == second  # the same KeyFile object sees the new key
+    assert mode_of(peer.shared_etc_dir / "slurm.key") == 0o600
+
+
+def test_state_is_copied_to_the_network_location_once(tmp_path: Path, owners: Owners) -> None:
+    manager = SlurmctldManager(tmp_path)
+    local = manager.create_state_save_location()
+    (local / "job_state").write_bytes(b"\x00jobs")
+    (local / "hash.7").mkdir()
+    (local / "hash.7/job.1007").mkdir()
+    (local / "hash.7/job.1007/script").write_text("#!/bin/sh\n")
+    (local / "hash.7/job.1007/script").chmod(0o600)
+
+    assert manager.copy_state_to_network() is True
+
+    network = manager.network_state_save_location
+    assert (network / "job_state").read_bytes() == b"\x00jobs"
+    assert (network / "hash.7/job.1007/script").read_text() == "#!/bin/sh\n"
+    assert mode_of(network / "hash.7/job.1007/script") == 0o600
+    assert mode_of(network) == 0o750
+    assert (local / "job_state").read_bytes() == b"\x00jobs"  # the local state stays
+    assert [p.name for p in manager.checkpoint_dir.iterdir()] == ["slurmctld"]
+    (local / "job_state").write_bytes(b"newer")
+    assert manager.copy_state_to_network() is False
+    assert (network / "job_state").read_bytes() == b"\x00jobs"
+    assert "slurmctld" in owners
+
+
+def test_without_local_state_the_network_location_is_created_empty(
+    tmp_path: Path, owners: Owners
+) -> None:
+    manager = SlurmctldManager(tmp_path)
+
+    assert manager.copy_state_to_network() is False
+
+    assert manager.network_state_save_location.is_dir()
+    assert mode_of(manager.network_state_save_location) == 0o750
+    assert owners["slurmctld"] == ("slurm", "slurm")
+
+
+def test_migration_of_a_running_controller_in_the_charms_order(
+    tmp_path: Path, owners: Owners, fake_run: FakeRun
+) -> None:
+    del owners
+    manager = SlurmctldManager(tmp_path)
+    local_etc(tmp_path, {"slurm.conf": ("ClusterName=c\nStateSaveLocation=/x\n", 0o644)})
+    local = manager.create_state_save_location()
+    (local / "job_state").write_text("queued and running jobs")
+
+    manager.service.stop()
+    manager.copy_state_to_network()
+    manager.share_etc()
+    with manager.config.edit() as config:
+        config.state_save_location = str(manager.network_state_save_location)
+    manager.service.start()
+
+    assert [c[:2] for c in fake_run.calls if c[0] == "systemctl"] == [
+        ["systemctl", "stop"],
+        ["systemctl", "start"],
+    ]
+    conf = (manager.shared_etc_dir / "slurm.conf").read_text().lower()
+    assert f"statesavelocation={manager.network_state_save_location}".lower() in conf
+    assert (manager.network_state_save_location / "job_state").read_text() == (
+        "queued and running jobs"
+    )

@@ -25,6 +25,7 @@ from slurm_lab.juju.shell import command_string
 
 if TYPE_CHECKING:
     from slurm_lab.juju.backend import LabJuju
+    from slurm_lab.machines import Lab
 
 Handler = Callable[[argparse.Namespace], int]
 Setup = Callable[[argparse.ArgumentParser], None]
@@ -42,6 +43,13 @@ def make_backend(args: argparse.Namespace) -> LabJuju:
     from slurm_lab.machines import Lab  # noqa: PLC0415
 
     return LabJuju(Lab(args.state_dir))
+
+
+def make_lab(args: argparse.Namespace) -> Lab:
+    """Open the lab's machines (tests replace this with a fake)."""
+    from slurm_lab.machines import Lab  # noqa: PLC0415
+
+    return Lab(args.state_dir)
 
 
 # --- argument types ------------------------------------------------------------------------------
@@ -502,6 +510,64 @@ VERBS: list[tuple[str, str, Setup, Handler]] = [
 ]
 
 
+# --- faults --------------------------------------------------------------------------------------
+
+FAULTS: dict[str, str] = {
+    "kill-daemon": "SIGKILL a daemon (default slurmctld) and keep it down (masked)",
+    "revive-daemon": "unmask and start the daemon again",
+    "power-off": "pull the plug: kill the machine, keep its disk and address",
+    "power-on": "boot a powered-off machine again",
+    "cut-network": "take the machine's link to the lab bridge down",
+    "restore-network": "bring the machine's link up again",
+}
+
+
+def _setup_fault(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "fault",
+        choices=list(FAULTS),
+        help="; ".join(f"{name}: {text}" for name, text in FAULTS.items()),
+    )
+    parser.add_argument("target", help="a unit (slurmctld/0, slurmctld/leader) or a lab machine")
+    parser.add_argument(
+        "--daemon", default="slurmctld", help="the systemd unit kill-daemon/revive-daemon act on"
+    )
+
+
+def _fault_machine(args: argparse.Namespace) -> str:
+    """Return the lab machine of `args.target`: a unit (resolved in the model) or a machine."""
+    target: str = args.target
+    if "/" not in target:
+        return target
+    model = make_backend(args).state
+    app, _, number = target.partition("/")
+    if number == "leader" and app in model.apps:
+        target = model.apps[app].leader or target
+    unit = model.units.get(target)
+    if unit is None:
+        raise LabError(f'fault: unit "{args.target}" not found')
+    return unit.machine
+
+
+def _fault(args: argparse.Namespace) -> int:
+    lab = make_lab(args)
+    name = _fault_machine(args)
+    if args.fault == "kill-daemon":
+        lab.get(name).kill_service(args.daemon)
+    elif args.fault == "revive-daemon":
+        lab.get(name).revive_service(args.daemon)
+    elif args.fault == "power-off":
+        lab.power_off(name)
+    elif args.fault == "power-on":
+        lab.power_on(name)
+    elif args.fault == "cut-network":
+        lab.cut_network(name)
+    else:
+        lab.restore_network(name)
+    print(f"{args.fault}: {name}")
+    return 0
+
+
 def _setup_juju(parser: argparse.ArgumentParser) -> None:
     verbs = parser.add_subparsers(dest="verb", required=True, metavar="VERB")
     for name, help, setup, handler in VERBS:
@@ -523,10 +589,16 @@ def _run_verb(args: argparse.Namespace) -> int:
 
 
 def register(add_command: AddCommand) -> None:
-    """Add `slurm-lab juju VERB` to `slurm-lab`."""
+    """Add `slurm-lab juju VERB` and `slurm-lab fault FAULT TARGET` to `slurm-lab`."""
     add_command(
         "juju",
         "the lab's Juju model with juju's verbs: deploy, status, exec, run, config, ...",
         _setup_juju,
         _run_verb,
+    )
+    add_command(
+        "fault",
+        "lab only: inject a controller fault or undo it (kill-daemon, power-off, cut-network...)",
+        _setup_fault,
+        _fault,
     )

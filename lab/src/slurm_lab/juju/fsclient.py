@@ -2,19 +2,27 @@
 
 The real charm (charmed-hpc/filesystem-charms) mounts a shared filesystem it learns about over
 `filesystem` (interface filesystem_info) at the mountpoint its principal asks for over the
-container-scoped `mount` endpoint (interface mount_info): the principal's leader writes
-`mountpoint` (and noexec/nosuid/nodev/read_only) JSON-encoded into its app databag, and each
-client unit answers `mounted: "true"` in its unit databag once the filesystem is mounted.
+container-scoped `mount` endpoint (interface mount_info). The stand-in speaks the same wire
+contract (`hpc_libs.interfaces.mount_info` is the principal's side):
 
-Here the "shared filesystem" is a host directory, lab.shared_dir/<app>, which every machine sees
-at /lab/shared/<app>; mounting means a bind mount of that path at the requested mountpoint
-inside the principal unit's machine.
+* it reads the principal's app databag as the real charm's library does, `json.loads` per key:
+  `mountpoint` must be a JSON string (an unquoted path is refused, as the real charm's
+  `json.loads` would), `noexec`, `nosuid`, `nodev`, `read_only` JSON booleans;
+* each stand-in unit answers in its unit databag `mounted: "true"` once mounted, and
+  `"false"` for any blocking condition (bad request, several principals, a failed mount).
+
+The "shared filesystem" is one host directory per stand-in application,
+`lab.shared_dir/<app>`, which every machine sees at `/lab/shared/<app>`: every machine related
+to the same stand-in application gets the same directory. Mounting is a bind mount made by a
+systemd mount unit inside the principal's machine, enabled at boot, so the mount is back
+before any daemon starts after a power cycle (the real charm's autofs map survives reboots).
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import posixpath
 from typing import Any
 
 from slurm_lab.juju.engine import Controller
@@ -94,43 +102,58 @@ class FilesystemClient:
         elif event["kind"] == "relation_broken":
             self._unmount(unit, rel)
 
-    def _requested(self, unit: Unit, rel: Relation) -> tuple[str, dict[str, Any]] | None:
+    def _requested(self, unit: Unit, rel: Relation) -> tuple[str, dict[str, bool]] | str | None:
+        """Return the mountpoint and options asked for; None if none; a string: what is wrong."""
         data = rel.app_data.get(rel.other_app(unit.app), {})
         if not data.get("mountpoint"):
             return None
-        decoded = {k: _json_or_str(v) for k, v in data.items()}
-        return str(decoded["mountpoint"]), decoded
+        return parse_mount_request(data)
 
     def _mount(self, unit: Unit, rel: Relation) -> None:
+        mount_relations = [
+            r
+            for r in self.ctl.model.relations.values()
+            if any(e.app == unit.app and e.endpoint == "mount" for e in r.endpoints)
+        ]
+        if len(mount_relations) > 1:
+            self._block(unit, rel, "Cannot mount using more than one relation at the same time")
+            return
         requested = self._requested(unit, rel)
         if requested is None:
+            unit.workload = StatusValue(
+                "waiting", "Waiting for mountpoint from `mount` integration"
+            )
+            return
+        if isinstance(requested, str):
+            self.ctl.log(unit, "ERROR", requested)
+            self._block(unit, rel, requested)
             return
         mountpoint, options = requested
         source = f"{SHARED_MOUNT}/{unit.app}"
         (self.ctl.lab.shared_dir / unit.app).mkdir(parents=True, exist_ok=True)
+        flags = ["bind"] + [name for name in ("noexec", "nosuid", "nodev") if options[name]]
+        if options["read_only"]:
+            flags.append("ro")
         machine = self.ctl.machine(unit)
-        script = (
-            'set -e; mkdir -p "$2"; mountpoint -q "$2" || mount --bind "$1" "$2"; '
-            'if [ "$3" = true ]; then mount -o remount,bind,ro "$2"; fi'
-        )
-        read_only = "true" if options.get("read_only") is True else "false"
-        result = machine.exec(["sh", "-c", script, "sh", source, mountpoint, read_only])
+        argv = ["sh", "-c", MOUNT_SCRIPT, "sh", source, mountpoint, ",".join(flags)]
+        result = machine.exec(argv)
         if result.returncode != 0:
-            unit.workload = StatusValue("blocked", f"mount failed: {result.stderr.strip()}")
             self.ctl.log(unit, "ERROR", f"mount {source} at {mountpoint}: {result.stderr}")
+            self._block(unit, rel, f"mount failed: {result.stderr.strip()}")
             return
         self.ctl.log(unit, "INFO", f"mounted {source} at {mountpoint}")
-        unit.workload = StatusValue("active", f"Mounted filesystem at `{mountpoint}`.")
+        unit.workload = StatusValue("active", f"Mounted filesystem at `{mountpoint}`")
         self._set_mounted(unit, rel, "true")
+
+    def _block(self, unit: Unit, rel: Relation, message: str) -> None:
+        unit.workload = StatusValue("blocked", message)
+        self._set_mounted(unit, rel, "false")
 
     def _unmount(self, unit: Unit, rel: Relation) -> None:
         requested = self._requested(unit, rel)
-        if requested is not None:
+        if isinstance(requested, tuple):
             mountpoint = requested[0]
-            machine = self.ctl.machine(unit)
-            machine.exec(
-                ["sh", "-c", 'mountpoint -q "$1" && umount "$1" || true', "sh", mountpoint]
-            )
+            self.ctl.machine(unit).exec(["sh", "-c", UNMOUNT_SCRIPT, "sh", mountpoint])
             self.ctl.log(unit, "INFO", f"unmounted {mountpoint}")
         unit.workload = StatusValue("waiting", "waiting for mount info")
 
@@ -147,8 +170,49 @@ class FilesystemClient:
                 )
 
 
-def _json_or_str(value: str) -> Any:
+MOUNT_SCRIPT = """\
+set -e
+source=$1 mountpoint=$2 options=$3
+mkdir -p "$mountpoint"
+unit=$(systemd-escape --path --suffix=mount "$mountpoint")
+printf '%s\\n' "# Written by the lab's filesystem-client stand-in." "[Unit]" \\
+    "Description=Lab shared filesystem at $mountpoint" "[Mount]" "What=$source" \\
+    "Where=$mountpoint" "Type=none" "Options=$options" "[Install]" \\
+    "WantedBy=local-fs.target" > "/etc/systemd/system/$unit"
+systemctl daemon-reload
+systemctl enable --quiet "$unit"
+mountpoint -q "$mountpoint" || systemctl start "$unit"
+"""
+"""Mount $1 at $2 with options $3 through a mount unit enabled at boot (idempotent)."""
+
+UNMOUNT_SCRIPT = """\
+unit=$(systemd-escape --path --suffix=mount "$1")
+systemctl disable --now --quiet "$unit" 2>/dev/null
+rm -f "/etc/systemd/system/$unit"
+systemctl daemon-reload
+if mountpoint -q "$1"; then umount "$1"; fi
+true
+"""
+"""Undo `MOUNT_SCRIPT` for mountpoint $1."""
+
+_OPTIONS = ("noexec", "nosuid", "nodev", "read_only")
+
+
+def parse_mount_request(data: dict[str, str]) -> tuple[str, dict[str, bool]] | str:
+    """Read a principal's request as the real charm does: `json.loads` of each key.
+
+    Returns the mountpoint and the four options, or what is wrong (an unquoted mountpoint, a
+    relative path, an option that is not a JSON boolean).
+    """
     try:
-        return json.loads(value)
-    except ValueError:
-        return value
+        mountpoint = json.loads(data["mountpoint"])
+        options = {name: json.loads(data.get(name) or "false") for name in _OPTIONS}
+    except ValueError as e:
+        return f"invalid mount info (not JSON): {e}"
+    if not isinstance(mountpoint, str) or not mountpoint.startswith("/"):
+        return f"invalid mount info: mountpoint {mountpoint!r} is not an absolute path"
+    if mountpoint != posixpath.normpath(mountpoint) or any(c.isspace() for c in mountpoint):
+        return f"invalid mount info: mountpoint {mountpoint!r} is not a plain path"
+    if not all(isinstance(value, bool) for value in options.values()):
+        return "invalid mount info: noexec/nosuid/nodev/read_only must be true or false"
+    return mountpoint, options

@@ -1,5 +1,18 @@
-"""The Slurm controller daemon: slurm.conf and its companion files, keys, state directory."""
+"""The Slurm controller daemon: slurm.conf and its companion files, keys, state directory.
 
+Network state (controller high availability): every controller mounts the same shared
+filesystem at `/var/lib/slurm/checkpoint`. `StateSaveLocation` lives under it
+(`network_state_save_location`) and `/etc/slurm` becomes a symlink to
+`<checkpoint>/etc-slurm` (`share_etc`), so every controller reads the same slurm.conf and keys.
+Each file is written atomically (a temporary file in the same directory, then a rename), so a
+peer never reads half a file, and keys are read from the file on every access (`KeyFile.get`).
+"""
+
+import logging
+import os
+import shutil
+import uuid
+from datetime import UTC, datetime
 from pathlib import Path
 
 from slurmutils import (
@@ -17,6 +30,15 @@ from hpc_libs.errors import SlurmOpsError
 from hpc_libs.machine import files
 from hpc_libs.slurm.base import ConfigFile, KeyFile, SlurmManager
 
+logger = logging.getLogger(__name__)
+
+CHECKPOINT_DIR = "var/lib/slurm/checkpoint"
+"""Where the shared filesystem is mounted (relative to the manager's root)."""
+SHARED_ETC_NAME = "etc-slurm"
+"""The directory under the checkpoint that `/etc/slurm` links to."""
+NETWORK_STATE_NAME = "slurmctld"
+"""The `StateSaveLocation` directory under the checkpoint."""
+
 
 class SlurmctldManager(SlurmManager):
     """slurmctld: packages, service, slurm.key, jwt_hs256.key and the controller's files.
@@ -28,6 +50,10 @@ class SlurmctldManager(SlurmManager):
         acct_gather_config: /etc/slurm/acct_gather.conf (0600: may hold credentials).
         jwt_key: /etc/slurm/jwt_hs256.key for `AuthAltTypes=auth/jwt`.
         state_save_location: /var/lib/slurm/slurmctld, the default `StateSaveLocation`.
+        checkpoint_dir: /var/lib/slurm/checkpoint, the shared filesystem's mount point.
+        network_state_save_location: <checkpoint>/slurmctld, `StateSaveLocation` with
+            network state.
+        shared_etc_dir: <checkpoint>/etc-slurm, what /etc/slurm links to with network state.
 
     """
 
@@ -51,6 +77,9 @@ class SlurmctldManager(SlurmManager):
         )
         self.jwt_key = KeyFile(self.etc_dir / "jwt_hs256.key", size=32, owner=self.user)
         self.state_save_location = root / "var/lib/slurm/slurmctld"
+        self.checkpoint_dir = root / CHECKPOINT_DIR
+        self.network_state_save_location = self.checkpoint_dir / NETWORK_STATE_NAME
+        self.shared_etc_dir = self.checkpoint_dir / SHARED_ETC_NAME
 
     def include_config(self, name: str) -> ConfigFile[SlurmConfig]:
         """Return a slurm.conf-format file `/etc/slurm/<name>` for use with `Include`.
@@ -79,3 +108,124 @@ class SlurmctldManager(SlurmManager):
     def set_start_options(self, options: str = "") -> bool:
         """Write `SLURMCTLD_OPTIONS`; return whether /etc/default/slurmctld changed."""
         return self.options.write({self.options_variable: options})
+
+    # --- network state -------------------------------------------------------------------
+
+    def etc_is_shared(self) -> bool:
+        """Whether /etc/slurm is already the symlink to `shared_etc_dir`."""
+        return self.etc_dir.is_symlink() and os.readlink(self.etc_dir) == str(self.shared_etc_dir)
+
+    def shared_files_ready(self) -> bool:
+        """Whether the leader has put slurm.conf and slurm.key on the shared filesystem.
+
+        Peers wait for this before they link /etc/slurm and start as backups.
+        """
+        return all((self.shared_etc_dir / name).is_file() for name in ("slurm.conf", "slurm.key"))
+
+    def share_etc(self) -> Path | None:
+        """Replace /etc/slurm by a symlink to `shared_etc_dir`; return the backup made, if any.
+
+        A real /etc/slurm is first copied, owners and modes kept, to `/etc/slurm_<UTC
+        timestamp>`. If `shared_etc_dir` does not exist yet, it is seeded with /etc/slurm's
+        files, published with one rename so a peer never sees it half copied; if it exists (a
+        peer or an earlier run made it) it is used as it is and the local files live on only
+        in the backup. Idempotent: once linked, nothing happens. The checkpoint must be
+        mounted (`hpc_libs.machine.mounts.check_mount`) before this is called.
+
+        Raises:
+            SlurmOpsError: /etc/slurm is neither a directory nor a symlink, or a file
+                operation failed (nothing is removed before its copy exists).
+
+        """
+        if self.etc_is_shared():
+            return None
+        backup: Path | None = None
+        try:
+            if self.etc_dir.is_symlink():
+                logger.warning(
+                    "replacing the symlink %s -> %s", self.etc_dir, os.readlink(self.etc_dir)
+                )
+            elif self.etc_dir.is_dir():
+                backup = self._backup_etc()
+                if not self.shared_etc_dir.exists():
+                    _publish_copy(self.etc_dir, self.shared_etc_dir)
+            elif self.etc_dir.exists():
+                raise SlurmOpsError(f"{self.etc_dir} is not a directory")
+            self.shared_etc_dir.mkdir(mode=0o755, parents=True, exist_ok=True)
+            self._link_etc()
+        except OSError as e:
+            raise SlurmOpsError(f"cannot move {self.etc_dir} to {self.shared_etc_dir}: {e}") from e
+        return backup
+
+    def copy_state_to_network(self, source: Path | None = None) -> bool:
+        """Copy the local `StateSaveLocation` (default `state_save_location`) to the network one.
+
+        The copy keeps owners and modes and is published with one rename. A non-empty
+        `network_state_save_location` is left alone (a peer or an earlier run made it) and
+        False returned. Stop slurmctld first: its state files must not change during the copy.
+
+        Raises:
+            SlurmOpsError: The copy failed (the local state is never touched).
+
+        """
+        source = source or self.state_save_location
+        target = self.network_state_save_location
+        try:
+            if target.is_dir() and any(target.iterdir()):
+                logger.info("%s already holds state; not copying %s", target, source)
+                return False
+            if not source.is_dir() or not any(source.iterdir()):
+                self.create_state_save_location(target)
+                return False
+            _publish_copy(source, target)
+        except OSError as e:
+            raise SlurmOpsError(f"cannot copy {source} to {target}: {e}") from e
+        return True
+
+    def _backup_etc(self) -> Path:
+        stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S%fZ")
+        backup = self.etc_dir.with_name(f"{self.etc_dir.name}_{stamp}")
+        _copy_tree(self.etc_dir, backup)
+        logger.info("backed up %s to %s", self.etc_dir, backup)
+        return backup
+
+    def _link_etc(self) -> None:
+        """Swap /etc/slurm for the symlink; a real directory is moved aside, then removed."""
+        parent = self.etc_dir.parent
+        parent.mkdir(parents=True, exist_ok=True)
+        link = parent / f".{self.etc_dir.name}.link-{uuid.uuid4().hex}"
+        os.symlink(self.shared_etc_dir, link)
+        aside: Path | None = None
+        if self.etc_dir.is_dir() and not self.etc_dir.is_symlink():
+            aside = parent / f".{self.etc_dir.name}.moved-{uuid.uuid4().hex}"
+            self.etc_dir.rename(aside)
+        os.replace(link, self.etc_dir)
+        if aside is not None:
+            shutil.rmtree(aside)
+        logger.info("%s now links to %s", self.etc_dir, self.shared_etc_dir)
+
+
+def _copy_tree(source: Path, target: Path) -> None:
+    """Copy a directory tree with modes, times and owners (symlinks copied as symlinks)."""
+    shutil.copytree(source, target, symlinks=True)
+    for path in [source, *source.rglob("*")]:
+        copy = target / path.relative_to(source)
+        stat = path.lstat()
+        os.lchown(copy, stat.st_uid, stat.st_gid)
+
+
+def _publish_copy(source: Path, target: Path) -> None:
+    """Copy `source` next to `target`, then rename it into place in one step.
+
+    If `target` appeared meanwhile with content (a peer was faster), the copy is dropped.
+    """
+    staging = target.with_name(f".{target.name}.tmp-{uuid.uuid4().hex}")
+    _copy_tree(source, staging)
+    try:
+        staging.rename(target)
+    except OSError:
+        if not (target.is_dir() and any(target.iterdir())):
+            shutil.rmtree(staging, ignore_errors=True)
+            raise
+        logger.info("%s appeared meanwhile; keeping it", target)
+        shutil.rmtree(staging, ignore_errors=True)
