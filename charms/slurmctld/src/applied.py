@@ -9,6 +9,7 @@ in the peer application databag).
 """
 
 import hashlib
+import json
 import logging
 
 import ops
@@ -23,7 +24,7 @@ logger = logging.getLogger(__name__)
 
 
 def fingerprint(*parts: str) -> str:
-    """Digest `parts` (never stored themselves: one of them is the auth key)."""
+    """Digest `parts` (never stored themselves: some are keys)."""
     digest = hashlib.sha256()
     for part in parts:
         digest.update(part.encode())
@@ -31,11 +32,30 @@ def fingerprint(*parts: str) -> str:
     return digest.hexdigest()
 
 
+def identity(conf: SlurmConfig, auth_key: str, jwt_key: str) -> str:
+    """Fingerprint what slurmctld reads only when it starts: a change to it takes a restart.
+
+    That is the controllers (`SlurmctldHost`), the auth key, and the alternative auth
+    plugin with its key (`AuthAltTypes`, `AuthAltParameters`, the JWT key): auth plugins
+    load at start. Anything else slurm.conf holds is applied by `scontrol reconfigure`,
+    accounting (`AccountingStorage*`) included: since Slurm 23.11 a reconfigure re-executes
+    slurmctld, which re-reads it (believed enough on 24.11; to be verified on the lab). If
+    the lab shows accounting needs a restart, add `conf.accounting_storage_*` here.
+    """
+    return fingerprint(
+        *(conf.slurmctld_host or []),
+        ",".join(conf.auth_alt_types or []),
+        json.dumps(conf.auth_alt_parameters or {}, sort_keys=True),
+        auth_key,
+        jwt_key,
+    )
+
+
 class AppliedConfig(ops.Object):
-    """Write slurm.key, slurm.conf and cgroup.conf and apply them as gently as Slurm allows.
+    """Write the keys, slurm.conf and cgroup.conf and apply them as gently as Slurm allows.
 
     A change `scontrol reconfigure` applies is applied that way; slurmctld restarts only when
-    its identity changed (`SlurmctldHost` lines or the auth key).
+    its identity changed (`identity`: what only a restart applies).
     """
 
     _stored = ops.StoredState()
@@ -48,8 +68,8 @@ class AppliedConfig(ops.Object):
         self._scontrol = scontrol
         self._stored.set_default(config="", identity="")
 
-    def apply(self, conf: SlurmConfig, cgroup: CGroupConfig, auth_key: str) -> None:
-        """Write the files (`auth_key` is base64 text), then make slurmctld use them.
+    def apply(self, conf: SlurmConfig, cgroup: CGroupConfig, auth_key: str, jwt_key: str) -> None:
+        """Write the files (the keys are base64 text), then make slurmctld use them.
 
         Raises:
             SlurmOpsError: slurmctld did not start, restart or reconfigure (retried next time).
@@ -57,10 +77,11 @@ class AppliedConfig(ops.Object):
         """
         manager = self._manager
         config = fingerprint(manager.config.render(conf), manager.cgroup_config.render(cgroup))
-        identity = fingerprint(*(conf.slurmctld_host or []), auth_key)
+        wanted_identity = identity(conf, auth_key, jwt_key)
         if not self._stored.identity:
-            self._assume_files_on_disk_applied(auth_key)
+            self._assume_files_on_disk_applied(auth_key, jwt_key)
         manager.key.set(auth_key)
+        manager.jwt_key.set(jwt_key)
         manager.cgroup_config.write(cgroup)
         manager.config.write(conf)
         # The log directory, like the state directory, must be slurm's (slurmctld runs as it).
@@ -70,7 +91,7 @@ class AppliedConfig(ops.Object):
             manager.create_state_save_location()
             service.enable()
             service.start()
-        elif identity != self._stored.identity:
+        elif wanted_identity != self._stored.identity:
             service.restart()
         elif config != self._stored.config:
             self._scontrol.reconfigure()
@@ -78,9 +99,9 @@ class AppliedConfig(ops.Object):
             return
         logger.info("slurmctld runs with the current configuration")
         self._stored.config = config
-        self._stored.identity = identity
+        self._stored.identity = wanted_identity
 
-    def _assume_files_on_disk_applied(self, auth_key: str) -> None:
+    def _assume_files_on_disk_applied(self, auth_key: str, jwt_key: str) -> None:
         """Take a running slurmctld to run with the files on disk, when nothing is recorded.
 
         Nothing is recorded on a new unit, or after an upgrade from a charm version that did
@@ -94,11 +115,12 @@ class AppliedConfig(ops.Object):
         try:
             on_disk = manager.config.load()
             key_on_disk = manager.key.get() or ""
+            jwt_key_on_disk = manager.jwt_key.get() or ""
             texts = [files.read_bytes(f.path) for f in (manager.config, manager.cgroup_config)]
         except (SlurmOpsError, OSError) as e:
             logger.info("cannot tell what slurmctld runs with: %s", e)
             return
-        if key_on_disk != auth_key or any(text is None for text in texts):
+        if (key_on_disk, jwt_key_on_disk) != (auth_key, jwt_key) or None in texts:
             return
-        self._stored.identity = fingerprint(*(on_disk.slurmctld_host or []), key_on_disk)
+        self._stored.identity = identity(on_disk, key_on_disk, jwt_key_on_disk)
         self._stored.config = fingerprint(*((text or b"").decode() for text in texts))

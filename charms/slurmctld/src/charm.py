@@ -6,6 +6,7 @@ import socket
 from collections.abc import Iterable, Iterator
 
 import cluster
+import credentials
 import ops
 import retire
 from applied import AppliedConfig
@@ -29,6 +30,8 @@ from hpc_libs.interfaces.slurmd import (
     get_or_create_auth_key_secret,
     node_name,
 )
+from hpc_libs.interfaces.slurmdbd import DbdEntry, SlurmdbdRequirer
+from hpc_libs.interfaces.slurmrestd import SlurmrestdRequirer
 from hpc_libs.machine import systemd
 from hpc_libs.slurm import grammar
 from hpc_libs.slurm.base import SLURMCTLD_PORT
@@ -40,6 +43,9 @@ logger = logging.getLogger(__name__)
 PEER = "slurmctld-peer"
 SLURMD = "slurmd"
 LOGIN_NODE = "login-node"
+SLURMDBD = "slurmdbd"
+SLURMRESTD = "slurmrestd"
+DEFAULT_TOKEN_LIFESPAN = 1800
 WAKE_EVENT = "slurmctld-wake"
 """Hook name the background watchers dispatch (`hooks/slurmctld-wake`)."""
 
@@ -55,7 +61,7 @@ class SlurmctldCharmEvents(ops.CharmEvents):
 
 
 class SlurmctldCharm(SlurmCharm[SlurmctldConfig]):
-    """Operate slurmctld: slurm.conf, the shared auth key and the partitions of slurmd apps."""
+    """Operate slurmctld: slurm.conf, the keys, partitions of slurmd apps, accounting, JWT."""
 
     on = SlurmctldCharmEvents()  # pyright: ignore[reportAssignmentType, reportIncompatibleVariableOverride]
 
@@ -67,8 +73,12 @@ class SlurmctldCharm(SlurmCharm[SlurmctldConfig]):
         self.peer = SlurmctldPeer(self, PEER)
         self.slurmd = SlurmdRequirer(self, SLURMD)
         self.login_nodes = SackdRequirer(self, LOGIN_NODE)
+        self.accounting = SlurmdbdRequirer(self, SLURMDBD)
+        self.rest_api = SlurmrestdRequirer(self, SLURMRESTD)
         framework.observe(self.on[SLURMD].relation_departed, self._on_slurmd_unit_departed)
+        framework.observe(self.on[SLURMDBD].relation_changed, self._on_slurmdbd_changed)
         framework.observe(self.on.resume_action, self._on_resume_action)
+        framework.observe(self.on.token_action, self._on_token_action)
         self.reconcile_on(
             self.on.slurmctld_wake,
             self.on[PEER].relation_changed,
@@ -76,6 +86,10 @@ class SlurmctldCharm(SlurmCharm[SlurmctldConfig]):
             self.slurmd.on.slurmd_ready,
             self.slurmd.on.slurmd_disconnected,
             self.on[LOGIN_NODE].relation_joined,
+            self.accounting.on.slurmdbd_connected,
+            self.accounting.on.slurmdbd_ready,
+            self.accounting.on.slurmdbd_disconnected,
+            self.on[SLURMRESTD].relation_joined,
         )
 
     # Event handlers.
@@ -97,6 +111,36 @@ class SlurmctldCharm(SlurmCharm[SlurmctldConfig]):
             self.peer.write(memory.model_copy(update={"departed_nodes": nodes}))
         self.converge()
 
+    def _on_slurmdbd_changed(self, event: ops.RelationChangedEvent) -> None:
+        """Stop accounting when slurmdbd withdrew its daemons or sent bad data.
+
+        Usable data fires `slurmdbd_ready`, which reconciles already.
+        """
+        data = self.accounting.slurmdbd_data(event.relation)
+        if data is None or not data.reachable():
+            self.converge()
+
+    def _on_token_action(self, event: ops.ActionEvent) -> None:
+        """Return a JWT for a user: the one place the charm hands out a credential, on purpose.
+
+        The token goes to the action's result only, never to a log, a databag or a status.
+        """
+        params = event.params
+        try:
+            username, lifespan = credentials.token_request(
+                params.get("username"), params.get("lifespan", DEFAULT_TOKEN_LIFESPAN)
+            )
+        except ValueError as e:
+            event.fail(f"invalid token request: {e}")
+            return
+        try:
+            token = self.scontrol.token(username, lifespan)
+        except SlurmOpsError as e:
+            event.fail(f"cannot get a token for {username}: {e.stderr.strip() or e.message}")
+            return
+        logger.info("token issued for user %s, valid %d s", username, lifespan)
+        event.set_results({"username": username, "lifespan": lifespan, "token": token})
+
     def _on_resume_action(self, event: ops.ActionEvent) -> None:
         nodename = str(event.params["nodename"])
         try:
@@ -117,10 +161,15 @@ class SlurmctldCharm(SlurmCharm[SlurmctldConfig]):
         """Make the controller match the model; a no-op when nothing changed."""
         me = self._share_address()
         if not self.unit.is_leader():
+            if (jwt_key := credentials.jwt_key_or_none(self)) is not None:
+                self.slurmctld.jwt_key.set(jwt_key)
             return
         memory = self.peer.read()
         auth_key = get_or_create_auth_key_secret(self, self.slurmctld.key.generate)
         key = auth_key.get_content(refresh=True)["key"]
+        jwt_secret = credentials.get_or_create_jwt_key_secret(
+            self, self.slurmctld.jwt_key.generate
+        )
         order, controllers = self._controllers(me, memory)
         departed = retire.delete_departed_nodes(
             (n.name for n in memory.departed_nodes or [] if n.name), self.scontrol, self._watch
@@ -138,19 +187,17 @@ class SlurmctldCharm(SlurmCharm[SlurmctldConfig]):
             )
         )
         self.applied.apply(
-            cluster.render_slurm_conf(config, controllers, partitions),
+            cluster.render_slurm_conf(config, controllers, partitions, self._dbds()),
             cluster.render_cgroup_conf(config),
             key,
+            credentials.jwt_key(jwt_secret),
         )
         self._publish_controller_data(auth_key, controllers, partitions)
+        self._share_jwt_key(jwt_secret)
 
     def statuses(self, config: SlurmctldConfig) -> Iterable[ops.StatusBase]:
-        """Bad slurmd data, the daemon's state, and what the controller waits for."""
-        for relation in self.model.relations[SLURMD]:
-            if problem := self.slurmd.compute_data_problem(relation):
-                yield ops.BlockedStatus(problem)
-        for app in self._unusable_partitions():
-            yield ops.BlockedStatus(f"cannot serve partition of application '{app}'")
+        """Bad integration data, the daemon's state, and what the controller waits for."""
+        yield from self._bad_data()
         if not self.unit.is_leader():
             yield ops.ActiveStatus("standby")
             return
@@ -162,6 +209,31 @@ class SlurmctldCharm(SlurmCharm[SlurmctldConfig]):
             yield ops.ActiveStatus(f"draining partitions: {', '.join(retiring)}")
         if departed := [n.name for n in memory.departed_nodes or [] if n.name]:
             yield ops.ActiveStatus(f"deleting departed nodes once idle: {', '.join(departed)}")
+        if (accounting := self._accounting_status()) is not None:
+            yield accounting
+
+    def _bad_data(self) -> Iterator[ops.StatusBase]:
+        """Block on data from slurmd or slurmdbd applications the controller cannot use."""
+        for relation in self.model.relations[SLURMD]:
+            if problem := self.slurmd.compute_data_problem(relation):
+                yield ops.BlockedStatus(problem)
+        for app in self._unusable_partitions():
+            yield ops.BlockedStatus(f"cannot serve partition of application '{app}'")
+        for relation in self.model.relations[SLURMDBD]:
+            if problem := self.accounting.slurmdbd_data_problem(relation):
+                yield ops.BlockedStatus(problem)
+
+    def _accounting_status(self) -> ops.StatusBase | None:
+        """Where accounting goes, or that slurmdbd has not said yet; None without slurmdbd."""
+        if self.accounting.relation is None:
+            return None
+        dbds = self._dbds()
+        if not dbds:
+            return ops.WaitingStatus("waiting for slurmdbd to publish its address")
+        where = f"accounting on slurmdbd {dbds[0].host}:{dbds[0].port_or_default}"
+        if len(dbds) > 1:
+            where += f", backup {dbds[1].host}"
+        return ops.ActiveStatus(where)
 
     # Waking up within seconds of what the controller waits for.
 
@@ -212,6 +284,21 @@ class SlurmctldCharm(SlurmCharm[SlurmctldConfig]):
                 unusable.append(app)
         return unusable
 
+    # Accounting and the JWT key.
+
+    def _dbds(self) -> list[DbdEntry]:
+        """Return the slurmdbd daemons to account to, primary first; none without usable data."""
+        relation = self.accounting.relation
+        if relation is None:
+            return []
+        data = self.accounting.slurmdbd_data(relation)
+        return data.reachable() if data is not None else []
+
+    def _share_jwt_key(self, jwt_secret: ops.Secret) -> None:
+        """Grant the JWT key to slurmdbd, which verifies tokens too; to no other integration."""
+        for relation in self.model.relations[SLURMDBD]:
+            jwt_secret.grant(relation)
+
     # Controllers and the auth key.
 
     def _share_address(self) -> cluster.Controller:
@@ -252,9 +339,10 @@ class SlurmctldCharm(SlurmCharm[SlurmctldConfig]):
         controllers: list[cluster.Controller],
         partitions: dict[str, PartitionEntry],
     ) -> None:
-        """Share the key and the controllers with login nodes and enlisted slurmd applications.
+        """Share the auth key and the controllers with every daemon of the cluster.
 
-        A slurmd application gets them once its partition is in slurm.conf.
+        Login nodes, slurmdbd and the REST API get them at once; a slurmd application once
+        its partition is in slurm.conf.
         """
         try:
             entries = [
@@ -269,6 +357,10 @@ class SlurmctldCharm(SlurmCharm[SlurmctldConfig]):
                 self.slurmd.publish_controller_data(relation, auth_key, entries)
         for relation in self.model.relations[LOGIN_NODE]:
             self.login_nodes.publish_controller_data(relation, auth_key, entries)
+        for relation in self.model.relations[SLURMDBD]:
+            self.accounting.publish_controller_data(relation, auth_key, entries)
+        for relation in self.model.relations[SLURMRESTD]:
+            self.rest_api.publish_controller_data(relation, auth_key, entries)
 
 
 if __name__ == "__main__":  # pragma: nocover

@@ -1,7 +1,8 @@
 """What the controller's Slurm configuration should be, derived from charm state.
 
 Everything slurm.conf holds is rendered from scratch on every reconcile: the charm's options,
-the ordered controllers and the partitions that slurmd applications publish. Comparing the
+the ordered controllers, the partitions that slurmd applications publish, the slurmdbd daemons
+(accounting) and the JWT key file (`AuthAltTypes=auth/jwt`). Comparing the
 rendering with the file on disk is what decides whether anything is written and whether
 `scontrol reconfigure` runs, so a compute unit joining (which changes none of these inputs)
 never touches slurm.conf.
@@ -9,12 +10,14 @@ never touches slurm.conf.
 
 import dataclasses
 import logging
+from collections.abc import Sequence
 from typing import Any
 
 from config import SlurmctldConfig
 from hpc_libs.errors import SlurmOpsError
 from hpc_libs.interfaces.slurmctld_peer import PartitionEntry
 from hpc_libs.interfaces.slurmd import BUSY_JOB_STATES
+from hpc_libs.interfaces.slurmdbd import DbdEntry
 from hpc_libs.machine import host
 from slurmutils import CGroupConfig, NodeSet, Partition, SlurmConfig
 
@@ -43,6 +46,12 @@ ISOLATION_PLUGINS: dict[str, dict[str, Any]] = {
     },
 }
 CGROUP_PLUGIN = {"cgroup": "autodetect", "none": "disabled"}
+JWT_KEY_FILE = "/etc/slurm/jwt_hs256.key"  # SlurmctldManager.jwt_key writes it.
+# Tokens (`scontrol token`, slurmrestd's rest_auth/jwt) are accepted besides auth/slurm.
+JWT_AUTH: dict[str, Any] = {
+    "authalttypes": ["auth/jwt"],
+    "authaltparameters": {"jwt_key": JWT_KEY_FILE},
+}
 SQUEUE_TIMEOUT = 60
 
 
@@ -105,12 +114,31 @@ def default_partition(partitions: dict[str, PartitionEntry]) -> str | None:
     return None if "default" in (serving[oldest].partition or {}) else oldest
 
 
+def accounting_settings(dbds: Sequence[DbdEntry]) -> dict[str, Any]:
+    """slurm.conf's accounting keys for the slurmdbd daemons, primary first; none without any.
+
+    The entries were validated when read from the databag (host and port per Slurm's grammar).
+    """
+    if not dbds:
+        return {}
+    primary = dbds[0]
+    settings: dict[str, Any] = {
+        "accountingstoragetype": "accounting_storage/slurmdbd",
+        "accountingstoragehost": primary.host,
+        "accountingstorageport": primary.port_or_default,
+    }
+    if len(dbds) > 1:
+        settings["accountingstoragebackuphost"] = dbds[1].host
+    return settings
+
+
 def render_slurm_conf(
     config: SlurmctldConfig,
     controllers: list[Controller],
     partitions: dict[str, PartitionEntry],
+    dbds: Sequence[DbdEntry],
 ) -> SlurmConfig:
-    """Render the complete slurm.conf for the cluster."""
+    """Render the complete slurm.conf for the cluster; `dbds` are the slurmdbd daemons."""
     conf = SlurmConfig.from_dict(
         {
             "clustername": config.cluster_name,
@@ -127,6 +155,8 @@ def render_slurm_conf(
             # slurmctld accepts a node's GRES only of the types listed here.
             "grestypes": ["gpu"],
             **ISOLATION_PLUGINS[config.process_isolation],
+            **JWT_AUTH,
+            **accounting_settings(dbds),
         }
     )
     default = default_partition(partitions)

@@ -42,6 +42,7 @@ PACKAGES = (
     "sackd",
     "slurmrestd",
     "slurmdbd",
+    "slurm-wlm-jwt-plugin",
     "mariadb-server",
 )
 #: Installed but left stopped: the charms start them (munge comes with Slurm; auth/slurm is used).

@@ -48,7 +48,7 @@ def daemon_reloads(monkeypatch: pytest.MonkeyPatch) -> list[None]:
 @pytest.mark.parametrize(
     ("manager", "packages"),
     [
-        (SlurmctldManager, ["slurmctld", "slurm-client"]),
+        (SlurmctldManager, ["slurmctld", "slurm-client", "slurm-wlm-jwt-plugin"]),
         (SlurmdManager, ["slurmd", "slurm-client"]),
         (SackdManager, ["sackd", "slurm-client"]),
         (SlurmdbdManager, ["slurmdbd"]),

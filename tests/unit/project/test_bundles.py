@@ -49,6 +49,25 @@ def test_the_full_cluster_bundle_has_every_daemon():
     }
 
 
+def test_the_lab_bundle_deploys_and_integrates_what_the_full_cluster_bundle_does():
+    """Accounting (slurmdbd with MySQL, the lab's stand-in) and the REST API included."""
+    lab, full = (load(REPO / "bundles" / name) for name in ("lab.yaml", "slurm-cluster.yaml"))
+
+    def charm_relations(bundle: dict[str, Any]) -> set[frozenset[str]]:
+        charm = {app: spec["charm"] for app, spec in bundle["applications"].items()}
+        return {
+            frozenset(f"{charm[s.split(':')[0]]}:{s.split(':')[1]}" for s in pair)
+            for pair in bundle["relations"]
+        }
+
+    def charms(bundle: dict[str, Any]) -> list[str]:
+        return sorted(spec["charm"] for spec in bundle["applications"].values())
+
+    assert charms(lab) == charms(full)
+    assert charm_relations(lab) == charm_relations(full)
+    assert {"slurmdbd", "mysql", "slurmrestd"} <= set(charms(lab))
+
+
 def test_every_application_is_a_known_charm_with_the_options_it_sets(
     bundle: Path, tool: ModuleType
 ):

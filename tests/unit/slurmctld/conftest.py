@@ -10,12 +10,24 @@ from charm_testing import FakeMachine, charm_context, load_charm
 from hpc_libs.slurm.slurmctld import SlurmctldManager
 from ops import testing
 
-_MODULES = load_charm("slurmctld", ("config", "cluster", "applied", "retire", "charm"))
+_MODULES = load_charm(
+    "slurmctld", ("config", "cluster", "applied", "retire", "credentials", "charm")
+)
 
 
 @pytest.fixture
 def cluster_module() -> ModuleType:
     return _MODULES["cluster"]
+
+
+@pytest.fixture
+def applied_module() -> ModuleType:
+    return _MODULES["applied"]
+
+
+@pytest.fixture
+def credentials_module() -> ModuleType:
+    return _MODULES["credentials"]
 
 
 @pytest.fixture

@@ -10,6 +10,7 @@ from hpc_libs.errors import SlurmOpsError
 from ops import testing
 
 KEY = base64.b64encode(b"k" * 1024).decode()
+JWT_KEY = base64.b64encode(b"j" * 32).decode()
 RECONFIGURE = ["scontrol", "reconfigure"]
 PEER = "slurmctld-peer"
 
@@ -35,8 +36,12 @@ def auth_secret() -> testing.Secret:
     return testing.Secret(tracked_content={"key": KEY}, owner="app", label="slurm-auth-key")
 
 
+def jwt_secret() -> testing.Secret:
+    return testing.Secret(tracked_content={"key": JWT_KEY}, owner="app", label="slurm-jwt-key")
+
+
 def running(*relations: testing.RelationBase, **kwargs) -> testing.State:
-    """A leader whose slurmctld is installed, with the auth key secret made earlier.
+    """A leader whose slurmctld is installed, with the key secrets made earlier.
 
     The peer relation is there unless one is given: the controller's memory lives in it.
     """
@@ -46,7 +51,7 @@ def running(*relations: testing.RelationBase, **kwargs) -> testing.State:
     return testing.State(
         leader=True,
         relations=list(relations),
-        secrets=[auth_secret()],
+        secrets=[auth_secret(), jwt_secret()],
         stored_states={already_installed("SlurmctldCharm")},
         **kwargs,
     )
@@ -98,7 +103,7 @@ def test_install_from_ppa_writes_config_and_starts(ctx, machine, tmp_path):
 
     out = ctx.run(ctx.on.install(), state)
 
-    assert {"slurmctld", "slurm-client"} <= machine.installed
+    assert {"slurmctld", "slurm-client", "slurm-wlm-jwt-plugin"} <= machine.installed
     assert machine.ran("add-apt-repository")
     conf = slurm_conf(tmp_path)
     for line in (
@@ -110,6 +115,8 @@ def test_install_from_ppa_writes_config_and_starts(ctx, machine, tmp_path):
         "grestypes=gpu",
         "proctracktype=proctrack/cgroup",
         "taskplugin=task/cgroup,task/affinity",
+        "authalttypes=auth/jwt",
+        "authaltparameters=jwt_key=/etc/slurm/jwt_hs256.key",
     ):
         assert line in conf.splitlines()
     assert "cgroupplugin=autodetect" in (tmp_path / "etc/slurm/cgroup.conf").read_text()
@@ -117,7 +124,11 @@ def test_install_from_ppa_writes_config_and_starts(ctx, machine, tmp_path):
     assert len(key.read_bytes()) == 1024
     assert key.stat().st_mode & 0o777 == 0o600
     assert machine.calls("start") == ["slurmctld"]
-    assert [s.label for s in out.secrets] == ["slurm-auth-key"]
+    assert sorted(s.label for s in out.secrets) == ["slurm-auth-key", "slurm-jwt-key"]
+    jwt_key = tmp_path / "etc/slurm/jwt_hs256.key"
+    assert len(jwt_key.read_bytes()) == 32
+    assert jwt_key.stat().st_mode & 0o777 == 0o600
+    assert not any(line.startswith("accountingstorage") for line in conf.splitlines())
     assert out.unit_status == testing.ActiveStatus()
 
 
@@ -130,7 +141,7 @@ def test_install_from_archive_adds_no_repository(ctx, machine):
 
 def test_upgrade_refreshes_the_workload_version_of_packages_present(ctx, machine, settled):
     state = settled(running())
-    machine.installed.update({"slurmctld", "slurm-client"})
+    machine.installed.update({"slurmctld", "slurm-client", "slurm-wlm-jwt-plugin"})
 
     out = ctx.run(ctx.on.upgrade_charm(), state)
 
@@ -139,12 +150,12 @@ def test_upgrade_refreshes_the_workload_version_of_packages_present(ctx, machine
     assert machine.ran("add-apt-repository") == []
 
 
-def test_auth_key_secret_is_made_once(ctx, machine, settled):
+def test_key_secrets_are_made_once(ctx, machine, settled):
     state = settled(running())
 
     out = ctx.run(ctx.on.config_changed(), state)
 
-    assert len(out.secrets) == 1
+    assert len(out.secrets) == 2
     assert machine.calls("restart") == []
 
 

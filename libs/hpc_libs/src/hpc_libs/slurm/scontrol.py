@@ -202,6 +202,23 @@ class Scontrol:
         """`scontrol reconfigure`: slurmctld rereads its configuration files."""
         self._run(["reconfigure"])
 
+    def token(self, username: str, lifespan: int) -> str:
+        """`scontrol token username=<username> lifespan=<lifespan>`: return the JWT it prints.
+
+        The caller validates `username` and `lifespan`. The token is a credential: it is
+        returned, never logged, and an error never quotes scontrol's standard output.
+
+        Raises:
+            ScontrolError: scontrol failed, timed out or printed no `SLURM_JWT=` line.
+
+        """
+        args = ["token", f"username={username}", f"lifespan={lifespan}"]
+        for line in self._run(args).splitlines():
+            name, sep, value = line.strip().partition("=")
+            if sep and name == "SLURM_JWT" and value:
+                return value
+        raise ScontrolError("scontrol token printed no SLURM_JWT", command=["scontrol", *args])
+
     def listjobs(self, node_name: str) -> list[int]:
         """Return the ids of the jobs with a slurmstepd on this machine, the node `node_name`.
 

@@ -58,7 +58,7 @@ class SlurmctldManager(SlurmManager):
     """
 
     daemon = "slurmctld"
-    packages = ("slurmctld", "slurm-client")
+    packages = ("slurmctld", "slurm-client", "slurm-wlm-jwt-plugin")
 
     def __init__(self, root: Path = Path("/")) -> None:
         super().__init__(root)
