@@ -101,6 +101,37 @@ class AppliedConfig(ops.Object):
         self._stored.config = config
         self._stored.identity = wanted_identity
 
+    def follow(self) -> None:
+        """Run slurmctld as a backup with the files the leader wrote on the share; write none.
+
+        slurmctld starts if it is stopped and restarts only when its identity changed (the
+        controllers or a key: a standby controller with an old `SlurmctldHost` list would
+        misjudge its place). Any other change needs nothing here: the leader's `scontrol
+        reconfigure` reaches the controller in charge, and a backup reads slurm.conf again
+        when it takes over. Never `scontrol reconfigure` from here: that is the leader's.
+
+        Raises:
+            SlurmOpsError: The shared files cannot be read, or slurmctld did not start or
+                restart (retried next time).
+
+        """
+        manager = self._manager
+        on_disk = manager.config.load()
+        texts = [files.read_bytes(f.path) for f in (manager.config, manager.cgroup_config)]
+        wanted_identity = identity(on_disk, manager.key.get() or "", manager.jwt_key.get() or "")
+        manager.create_state_save_location(manager.root / LOG_DIR)
+        service = manager.service
+        if not service.is_active():
+            service.enable()
+            service.start()
+        elif wanted_identity != self._stored.identity:
+            service.restart()
+        else:
+            return
+        logger.info("slurmctld stands by with the leader's configuration")
+        self._stored.identity = wanted_identity
+        self._stored.config = fingerprint(*((text or b"").decode() for text in texts))
+
     def _assume_files_on_disk_applied(self, auth_key: str, jwt_key: str) -> None:
         """Take a running slurmctld to run with the files on disk, when nothing is recorded.
 

@@ -2,11 +2,13 @@
 """Charm for slurmctld, the controller of a configless Slurm cluster of dynamic nodes."""
 
 import logging
+import os
 import socket
 from collections.abc import Iterable, Iterator
 
 import cluster
 import credentials
+import ha
 import ops
 import retire
 from applied import AppliedConfig
@@ -14,6 +16,7 @@ from config import SlurmctldConfig
 from hpc_libs.charm import wake
 from hpc_libs.charm.base import SlurmCharm
 from hpc_libs.errors import SlurmOpsError
+from hpc_libs.interfaces.mount_info import MountInfoProvider
 from hpc_libs.interfaces.sackd import SackdRequirer
 from hpc_libs.interfaces.slurmctld_peer import (
     ControllerSlot,
@@ -37,6 +40,7 @@ from hpc_libs.slurm import grammar
 from hpc_libs.slurm.base import SLURMCTLD_PORT
 from hpc_libs.slurm.scontrol import Scontrol
 from hpc_libs.slurm.slurmctld import SlurmctldManager
+from primary_watch import PrimaryWatch
 
 logger = logging.getLogger(__name__)
 
@@ -45,9 +49,12 @@ SLURMD = "slurmd"
 LOGIN_NODE = "login-node"
 SLURMDBD = "slurmdbd"
 SLURMRESTD = "slurmrestd"
+MOUNT = "mount"
 DEFAULT_TOKEN_LIFESPAN = 1800
 WAKE_EVENT = "slurmctld-wake"
 """Hook name the background watchers dispatch (`hooks/slurmctld-wake`)."""
+PING_TIMEOUT = 30
+"""Seconds for `scontrol ping`, which waits for each controller that does not answer."""
 
 
 class SlurmctldWakeEvent(ops.EventBase):
@@ -75,6 +82,9 @@ class SlurmctldCharm(SlurmCharm[SlurmctldConfig]):
         self.login_nodes = SackdRequirer(self, LOGIN_NODE)
         self.accounting = SlurmdbdRequirer(self, SLURMDBD)
         self.rest_api = SlurmrestdRequirer(self, SLURMRESTD)
+        self.mount = MountInfoProvider(self, MOUNT)
+        self.primary_watch = PrimaryWatch(self.slurmctld.root)
+        self._checkpoint: tuple[ops.StatusBase | None] | None = None
         framework.observe(self.on[SLURMD].relation_departed, self._on_slurmd_unit_departed)
         framework.observe(self.on[SLURMDBD].relation_changed, self._on_slurmdbd_changed)
         framework.observe(self.on.resume_action, self._on_resume_action)
@@ -90,6 +100,9 @@ class SlurmctldCharm(SlurmCharm[SlurmctldConfig]):
             self.accounting.on.slurmdbd_ready,
             self.accounting.on.slurmdbd_disconnected,
             self.on[SLURMRESTD].relation_joined,
+            self.mount.on.mount_connected,
+            self.mount.on.mount_changed,
+            self.mount.on.mount_disconnected,
         )
 
     # Event handlers.
@@ -158,12 +171,25 @@ class SlurmctldCharm(SlurmCharm[SlurmctldConfig]):
     # The skeleton's hooks: one reconcile path, statuses from facts.
 
     def reconcile(self, config: SlurmctldConfig) -> None:
-        """Make the controller match the model; a no-op when nothing changed."""
+        """Make the controller match the model; a no-op when nothing changed.
+
+        The leader writes the configuration and the integrations' data. With network state
+        every other unit runs slurmctld as a backup from the leader's files on the share;
+        without it only the leader runs slurmctld.
+        """
+        if _is_install_hook():
+            return  # Install only installs: keys and config wait for the shared filesystem.
         me = self._share_address()
-        if not self.unit.is_leader():
-            if (jwt_key := credentials.jwt_key_or_none(self)) is not None:
-                self.slurmctld.jwt_key.set(jwt_key)
+        if not self._may_configure(config):
             return
+        if not self.unit.is_leader():
+            self._stand_by(config)
+            return
+        if config.use_network_state:
+            if not self._sees_every_controller():
+                self._follow_shared_config()  # Stand by meanwhile, changing nothing.
+                return
+            ha.move_to_network_state(self.slurmctld)
         memory = self.peer.read()
         auth_key = get_or_create_auth_key_secret(self, self.slurmctld.key.generate)
         key = auth_key.get_content(refresh=True)["key"]
@@ -171,6 +197,8 @@ class SlurmctldCharm(SlurmCharm[SlurmctldConfig]):
             self, self.slurmctld.jwt_key.generate
         )
         order, controllers = self._controllers(me, memory)
+        if not config.use_network_state:
+            controllers = [me]  # The state is on this unit's disk: no other unit can help.
         departed = retire.delete_departed_nodes(
             (n.name for n in memory.departed_nodes or [] if n.name), self.scontrol, self._watch
         )
@@ -198,19 +226,26 @@ class SlurmctldCharm(SlurmCharm[SlurmctldConfig]):
     def statuses(self, config: SlurmctldConfig) -> Iterable[ops.StatusBase]:
         """Bad integration data, the daemon's state, and what the controller waits for."""
         yield from self._bad_data()
-        if not self.unit.is_leader():
-            yield ops.ActiveStatus("standby")
+        if _is_install_hook():
+            yield ops.MaintenanceStatus("slurmctld installed; configured once the unit starts")
+            return
+        if (waiting := self._controller_wait(config)) is not None:
+            yield waiting
             return
         if not self.slurmctld.service.is_active():
             reason = systemd.journal_reason(self.slurmctld.daemon) or "see its journal"
             yield ops.BlockedStatus(f"slurmctld is not running: {reason}")
-        memory = self.peer.read()
-        if retiring := [p.name for p in memory.partitions or [] if p.retiring and p.name]:
-            yield ops.ActiveStatus(f"draining partitions: {', '.join(retiring)}")
-        if departed := [n.name for n in memory.departed_nodes or [] if n.name]:
-            yield ops.ActiveStatus(f"deleting departed nodes once idle: {', '.join(departed)}")
-        if (accounting := self._accounting_status()) is not None:
-            yield accounting
+            return
+        if self.unit.is_leader():
+            memory = self.peer.read()
+            if retiring := [p.name for p in memory.partitions or [] if p.retiring and p.name]:
+                yield ops.ActiveStatus(f"draining partitions: {', '.join(retiring)}")
+            if departed := [n.name for n in memory.departed_nodes or [] if n.name]:
+                yield ops.ActiveStatus(f"deleting departed nodes once idle: {', '.join(departed)}")
+            if (accounting := self._accounting_status()) is not None:
+                yield accounting
+        if (states := self._controller_states()) is not None:
+            yield ops.ActiveStatus(states)
 
     def _bad_data(self) -> Iterator[ops.StatusBase]:
         """Block on data from slurmd or slurmdbd applications the controller cannot use."""
@@ -234,6 +269,97 @@ class SlurmctldCharm(SlurmCharm[SlurmctldConfig]):
         if len(dbds) > 1:
             where += f", backup {dbds[1].host}"
         return ops.ActiveStatus(where)
+
+    # High availability: the shared filesystem, backups, and each controller's role.
+
+    def _may_configure(self, config: SlurmctldConfig) -> bool:
+        """Whether this unit's controller can be configured now; prepare what it needs first.
+
+        Without network state: unless the state already moved to the share (it cannot move
+        back). With it: once the checkpoint is a real mount (the leader asks the
+        filesystem-client for it); the bridge from slurmctld's primary programs is installed.
+        """
+        if not config.use_network_state:
+            return not self.slurmctld.etc_is_shared()
+        self.mount.publish(ha.MOUNT_REQUEST)  # Leader only; written once.
+        if self._checkpoint_status() is not None:
+            return False
+        self.primary_watch.install(self.unit.name, self.charm_dir, WAKE_EVENT)
+        return True
+
+    def _stand_by(self, config: SlurmctldConfig) -> None:
+        """Run a unit besides the leader: a backup on the share, or no controller at all.
+
+        Without network state a second slurmctld would run a second queue of its own (after
+        a leader change, the former leader's), so it is stopped.
+        """
+        if config.use_network_state:
+            self._follow_shared_config()
+            return
+        if (jwt_key := credentials.jwt_key_or_none(self)) is not None:
+            self.slurmctld.jwt_key.set(jwt_key)
+        if self.slurmctld.service.is_active():
+            logger.info("stopping slurmctld: without network state only the leader runs it")
+            self.slurmctld.service.stop()
+
+    def _follow_shared_config(self) -> None:
+        """Run slurmctld from the leader's files on the share, once they are there."""
+        if not ha.shared_config_ready(self.slurmctld, socket.gethostname()):
+            logger.info("waiting for the leader's configuration on the shared filesystem")
+            return
+        if (backup := ha.link_shared_config(self.slurmctld)) is not None:
+            logger.info("%s links to the share; its former content is in %s", "/etc/slurm", backup)
+        self.applied.follow()
+
+    def _checkpoint_status(self) -> ops.StatusBase | None:
+        """Why the shared filesystem is not usable yet (checked once per dispatch)."""
+        if self._checkpoint is None:
+            self._checkpoint = (
+                ha.mount_status(
+                    self.slurmctld,
+                    integrated=self.mount.is_joined(),
+                    answers=self.mount.answers(),
+                ),
+            )
+        return self._checkpoint[0]
+
+    def _peers_with_address(self) -> int:
+        peer = self.model.get_relation(PEER)
+        if peer is None:
+            return 0
+        return sum(
+            1
+            for unit in peer.units
+            if peer.data[unit].get("hostname") and peer.data[unit].get("address")
+        )
+
+    def _sees_every_controller(self) -> bool:
+        return ha.all_peers_seen(self.app.planned_units(), self._peers_with_address())
+
+    def _controller_wait(self, config: SlurmctldConfig) -> ops.StatusBase | None:
+        """Return what keeps this unit's controller from running as it should, if anything."""
+        leader = self.unit.is_leader()
+        if not config.use_network_state:
+            if self.slurmctld.etc_is_shared():
+                return ops.BlockedStatus(ha.CANNOT_TURN_OFF)
+            return None if leader else ops.BlockedStatus(ha.NEEDS_NETWORK_STATE)
+        if (checkpoint := self._checkpoint_status()) is not None:
+            return checkpoint
+        if leader and not self._sees_every_controller():
+            seen, planned = self._peers_with_address() + 1, self.app.planned_units()
+            return ops.WaitingStatus(ha.waiting_for_peers(seen, planned))
+        if not leader and not ha.shared_config_ready(self.slurmctld, socket.gethostname()):
+            return ops.WaitingStatus(ha.WAITING_FOR_LEADER)
+        return None
+
+    def _controller_states(self) -> str | None:
+        """Each controller's role and state as `scontrol ping` sees them; None if it cannot."""
+        try:
+            pings = Scontrol(timeout=PING_TIMEOUT).ping()
+        except SlurmOpsError as e:
+            logger.info("cannot ask the controllers for their state: %s", e.stderr or e.message)
+            return None
+        return ha.controller_states(pings, socket.gethostname()) or None
 
     # Waking up within seconds of what the controller waits for.
 
@@ -297,7 +423,7 @@ class SlurmctldCharm(SlurmCharm[SlurmctldConfig]):
     def _share_jwt_key(self, jwt_secret: ops.Secret) -> None:
         """Grant the JWT key to slurmdbd, which verifies tokens too; to no other integration."""
         for relation in self.model.relations[SLURMDBD]:
-            jwt_secret.grant(relation)
+            self.accounting.share_jwt_key(relation, jwt_secret)
 
     # Controllers and the auth key.
 
@@ -361,6 +487,15 @@ class SlurmctldCharm(SlurmCharm[SlurmctldConfig]):
             self.accounting.publish_controller_data(relation, auth_key, entries)
         for relation in self.model.relations[SLURMRESTD]:
             self.rest_api.publish_controller_data(relation, auth_key, entries)
+
+
+def _is_install_hook() -> bool:
+    """Whether this dispatch is Juju's install hook, which only installs Slurm's packages.
+
+    Keys and configuration come with `start` and later events, once the shared filesystem of
+    network state can be there. Juju names the hook in `JUJU_DISPATCH_PATH`.
+    """
+    return os.environ.get("JUJU_DISPATCH_PATH") == "hooks/install"
 
 
 if __name__ == "__main__":  # pragma: nocover

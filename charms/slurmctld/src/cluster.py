@@ -1,11 +1,11 @@
 """What the controller's Slurm configuration should be, derived from charm state.
 
 Everything slurm.conf holds is rendered from scratch on every reconcile: the charm's options,
-the ordered controllers, the partitions that slurmd applications publish, the slurmdbd daemons
-(accounting) and the JWT key file (`AuthAltTypes=auth/jwt`). Comparing the
-rendering with the file on disk is what decides whether anything is written and whether
-`scontrol reconfigure` runs, so a compute unit joining (which changes none of these inputs)
-never touches slurm.conf.
+the ordered controllers (the leader alone without network state), the partitions that slurmd
+applications publish, the slurmdbd daemons (accounting) and the JWT key file
+(`AuthAltTypes=auth/jwt`). Comparing the rendering with the file on disk is what decides
+whether anything is written and whether `scontrol reconfigure` runs, so a compute unit
+joining (which changes none of these inputs) never touches slurm.conf.
 """
 
 import dataclasses
@@ -13,6 +13,8 @@ import logging
 from collections.abc import Sequence
 from typing import Any
 
+import ha
+import primary_watch
 from config import SlurmctldConfig
 from hpc_libs.errors import SlurmOpsError
 from hpc_libs.interfaces.slurmctld_peer import PartitionEntry
@@ -132,6 +134,26 @@ def accounting_settings(dbds: Sequence[DbdEntry]) -> dict[str, Any]:
     return settings
 
 
+def failover_settings(config: SlurmctldConfig) -> dict[str, Any]:
+    """Where the state lives, the failover timers and, with network state, the primary programs.
+
+    With network state every controller unit runs slurmctld, so each needs to hear when it
+    becomes primary or stops being it (`primary_watch`).
+    """
+    settings: dict[str, Any] = {
+        "statesavelocation": STATE_SAVE_LOCATION,
+        "slurmctldtimeout": config.slurmctld_timeout,
+        "messagetimeout": config.message_timeout,
+    }
+    if config.use_network_state:
+        settings.update(
+            statesavelocation=ha.NETWORK_STATE_SAVE_LOCATION,
+            slurmctldprimaryonprog=primary_watch.PROGRAM,
+            slurmctldprimaryoffprog=primary_watch.PROGRAM,
+        )
+    return settings
+
+
 def render_slurm_conf(
     config: SlurmctldConfig,
     controllers: list[Controller],
@@ -148,7 +170,6 @@ def render_slurm_conf(
             "credtype": "cred/slurm",
             "slurmctldparameters": {"enable_configless": True},
             "maxnodecount": config.max_node_count,
-            "statesavelocation": STATE_SAVE_LOCATION,
             "slurmctldlogfile": SLURMCTLD_LOG_FILE,
             "selecttype": "select/cons_tres",
             # slurmd units announce the GPUs they detect as `Gres=gpu:<model>:<n>` in --conf;
@@ -157,6 +178,7 @@ def render_slurm_conf(
             **ISOLATION_PLUGINS[config.process_isolation],
             **JWT_AUTH,
             **accounting_settings(dbds),
+            **failover_settings(config),
         }
     )
     default = default_partition(partitions)

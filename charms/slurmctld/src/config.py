@@ -9,6 +9,10 @@ from hpc_libs.slurm import grammar
 # slurmctld refuses a MaxNodeCount above MAX_SLURM_NODES (64 * 1024, slurm.h), and slurmutils
 # renders MaxNodeCount as a uint16 below Slurm's NO_VAL16 and INFINITE16 markers: 65533 at most.
 MAX_NODE_COUNT = 65533
+# SlurmctldTimeout is a uint16 as well; Slurm warns that a MessageTimeout above 100 s is too
+# high for effective fault tolerance.
+MAX_SLURMCTLD_TIMEOUT = 65533
+MAX_MESSAGE_TIMEOUT = 100
 
 
 class SlurmctldConfig(SlurmCharmConfig):
@@ -19,3 +23,24 @@ class SlurmctldConfig(SlurmCharmConfig):
     )
     max_node_count: int = pydantic.Field(1024, ge=1, le=MAX_NODE_COUNT, strict=True)
     process_isolation: Literal["cgroup", "none"] = "cgroup"
+    use_network_state: bool = pydantic.Field(False, strict=True)
+    slurmctld_timeout: int = pydantic.Field(12, ge=2, le=MAX_SLURMCTLD_TIMEOUT, strict=True)
+    message_timeout: int = pydantic.Field(6, ge=1, le=MAX_MESSAGE_TIMEOUT, strict=True)
+
+    @pydantic.field_validator("message_timeout")
+    @classmethod
+    def _one_slow_ping_is_no_failover(cls, value: int, info: pydantic.ValidationInfo) -> int:
+        """Keep MessageTimeout at most half of SlurmctldTimeout.
+
+        A backup pings the primary every SlurmctldTimeout/3 s and each ping may take
+        MessageTimeout s: with this bound a single slow answer never lets SlurmctldTimeout
+        pass without a successful ping, so only a primary that misses two pings in a row is
+        replaced.
+        """
+        slurmctld_timeout = info.data.get("slurmctld_timeout")
+        if slurmctld_timeout is not None and 2 * value > slurmctld_timeout:
+            raise ValueError(
+                f"must be at most half of slurmctld-timeout ({slurmctld_timeout}), so one slow "
+                "ping cannot cause a failover"
+            )
+        return value

@@ -11,13 +11,24 @@ from hpc_libs.slurm.slurmctld import SlurmctldManager
 from ops import testing
 
 _MODULES = load_charm(
-    "slurmctld", ("config", "cluster", "applied", "retire", "credentials", "charm")
+    "slurmctld",
+    ("config", "ha", "primary_watch", "cluster", "applied", "retire", "credentials", "charm"),
 )
 
 
 @pytest.fixture
 def cluster_module() -> ModuleType:
     return _MODULES["cluster"]
+
+
+@pytest.fixture
+def ha_module() -> ModuleType:
+    return _MODULES["ha"]
+
+
+@pytest.fixture
+def primary_watch_module() -> ModuleType:
+    return _MODULES["primary_watch"]
 
 
 @pytest.fixture
@@ -42,3 +53,20 @@ def machine(machine: FakeMachine, monkeypatch: pytest.MonkeyPatch, tmp_path: Pat
     monkeypatch.setattr(charm, "SlurmctldManager", partial(SlurmctldManager, root=tmp_path))
     monkeypatch.setattr(charm.socket, "gethostname", lambda: "ctl0")
     return machine
+
+
+@pytest.fixture
+def shared_fs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A real filesystem at the checkpoint, as the machine's mount table lists it.
+
+    Without this fixture the checkpoint is a plain directory (or nothing): not mounted.
+    """
+    checkpoint = tmp_path / "var/lib/slurm/checkpoint"
+    checkpoint.mkdir(parents=True)
+    table = tmp_path / "mountinfo"
+    table.write_text(
+        "22 1 8:1 / / rw shared:1 - ext4 /dev/sda1 rw\n"
+        f"52 22 0:46 / {checkpoint} rw shared:31 - nfs4 10.0.0.5:/export/slurm rw\n"
+    )
+    monkeypatch.setattr(_MODULES["ha"], "MOUNTINFO", table)
+    return checkpoint

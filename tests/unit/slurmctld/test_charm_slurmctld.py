@@ -13,6 +13,11 @@ KEY = base64.b64encode(b"k" * 1024).decode()
 JWT_KEY = base64.b64encode(b"j" * 32).decode()
 RECONFIGURE = ["scontrol", "reconfigure"]
 PEER = "slurmctld-peer"
+STANDS_BY = testing.BlockedStatus(
+    "high availability needs use-network-state=true and a filesystem-client integration on "
+    "'mount'; this unit stands by"
+)
+"""A unit besides the leader without network state: it cannot help, and says what would."""
 
 
 def databag(**fields: object) -> dict[str, str]:
@@ -98,13 +103,17 @@ def settled(ctx, machine, tmp_path):
 # Install and start.
 
 
-def test_install_from_ppa_writes_config_and_starts(ctx, machine, tmp_path):
-    state = testing.State(leader=True)
-
-    out = ctx.run(ctx.on.install(), state)
+def test_install_from_ppa_then_start_writes_config_and_starts(ctx, machine, tmp_path):
+    installed = ctx.run(ctx.on.install(), testing.State(leader=True))
 
     assert {"slurmctld", "slurm-client", "slurm-wlm-jwt-plugin"} <= machine.installed
     assert machine.ran("add-apt-repository")
+    assert not (tmp_path / "etc/slurm/slurm.conf").exists()  # Install only installs.
+
+    out = ctx.run(
+        ctx.on.start(), testing.State(leader=True, stored_states=installed.stored_states)
+    )
+
     conf = slurm_conf(tmp_path)
     for line in (
         "slurmctldhost=ctl0(192.0.2.0)",
@@ -190,7 +199,7 @@ def test_non_leader_leaves_the_cluster_config_alone(ctx, machine, tmp_path):
     out = ctx.run(ctx.on.config_changed(), state)
 
     assert not (tmp_path / "etc/slurm/slurm.conf").exists()
-    assert out.unit_status == testing.ActiveStatus("standby")
+    assert out.unit_status == STANDS_BY
 
 
 # Partitions from slurmd applications.
@@ -418,7 +427,7 @@ def test_max_node_count_change_reconfigures_without_restart(ctx, machine, tmp_pa
     assert machine.calls("restart") == []
 
 
-def test_controllers_are_listed_in_join_order(ctx, machine, tmp_path):
+def test_controllers_are_listed_in_join_order(ctx, machine, tmp_path, shared_fs):
     peer = testing.PeerRelation(
         "slurmctld-peer",
         local_app_data=databag(controllers=[{"unit": "slurmctld/0"}, {"unit": "slurmctld/3"}]),
@@ -429,7 +438,10 @@ def test_controllers_are_listed_in_join_order(ctx, machine, tmp_path):
     )
     relation = compute_relation()
 
-    out = ctx.run(ctx.on.relation_changed(relation), running(relation, peer))
+    mount = testing.SubordinateRelation("mount", remote_unit_data={"mounted": "true"})
+    state = running(relation, peer, mount, config={"use-network-state": True}, planned_units=3)
+
+    out = ctx.run(ctx.on.relation_changed(relation), state)
 
     conf = slurm_conf(tmp_path).splitlines()
     hosts = [line for line in conf if line.startswith("slurmctldhost=")]

@@ -14,6 +14,7 @@ from test_charm_slurmctld import (
     KEY,
     PEER,
     RECONFIGURE,
+    STANDS_BY,
     compute_relation,
     databag,
     jwt_secret,
@@ -304,7 +305,7 @@ def test_a_standby_controller_writes_the_jwt_key_and_nothing_else(ctx, machine, 
     assert key.read_bytes() == b"j" * 32
     assert key.stat().st_mode & 0o777 == 0o600
     assert not (tmp_path / "etc/slurm/slurm.conf").exists()
-    assert out.unit_status == testing.ActiveStatus("standby")
+    assert out.unit_status == STANDS_BY
 
 
 def test_a_standby_controller_before_the_leader_made_the_key_waits_quietly(ctx, machine, tmp_path):
@@ -317,7 +318,7 @@ def test_a_standby_controller_before_the_leader_made_the_key_waits_quietly(ctx, 
     out = ctx.run(ctx.on.config_changed(), state)
 
     assert not (tmp_path / "etc/slurm/jwt_hs256.key").exists()
-    assert out.unit_status == testing.ActiveStatus("standby")
+    assert out.unit_status == STANDS_BY
 
 
 # The REST API integration.

@@ -11,6 +11,7 @@ from scenario.state import _Event  # The event a dispatch path names.
 from test_charm_slurmctld import (
     PEER,
     RECONFIGURE,
+    STANDS_BY,
     compute_relation,
     databag,
     later,
@@ -147,7 +148,7 @@ def test_wake_on_a_non_leader_changes_nothing(ctx, machine, tmp_path):
     out = ctx.run(wake_event(ctx), state)
 
     assert not (tmp_path / "etc/slurm/slurm.conf").exists()
-    assert out.unit_status == testing.ActiveStatus("standby")
+    assert out.unit_status == STANDS_BY
 
 
 # Failures are statuses, from facts, and what failed is retried.

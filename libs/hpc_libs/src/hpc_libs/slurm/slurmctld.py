@@ -8,6 +8,7 @@ Each file is written atomically (a temporary file in the same directory, then a 
 peer never reads half a file, and keys are read from the file on every access (`KeyFile.get`).
 """
 
+import errno
 import logging
 import os
 import shutil
@@ -190,16 +191,32 @@ class SlurmctldManager(SlurmManager):
         return backup
 
     def _link_etc(self) -> None:
-        """Swap /etc/slurm for the symlink; a real directory is moved aside, then removed."""
+        """Swap /etc/slurm for the symlink; a real directory is moved aside, then removed.
+
+        Where the directory cannot be renamed (EXDEV: overlayfs, as in containers, does not
+        rename a directory of a lower layer) it is removed in place instead: its backup
+        exists already. A failed swap leaves no temporary link behind.
+        """
         parent = self.etc_dir.parent
         parent.mkdir(parents=True, exist_ok=True)
         link = parent / f".{self.etc_dir.name}.link-{uuid.uuid4().hex}"
         os.symlink(self.shared_etc_dir, link)
         aside: Path | None = None
-        if self.etc_dir.is_dir() and not self.etc_dir.is_symlink():
-            aside = parent / f".{self.etc_dir.name}.moved-{uuid.uuid4().hex}"
-            self.etc_dir.rename(aside)
-        os.replace(link, self.etc_dir)
+        try:
+            if self.etc_dir.is_dir() and not self.etc_dir.is_symlink():
+                aside = parent / f".{self.etc_dir.name}.moved-{uuid.uuid4().hex}"
+                try:
+                    self.etc_dir.rename(aside)
+                except OSError as e:
+                    if e.errno != errno.EXDEV:
+                        raise
+                    logger.info("cannot rename %s (%s); removing it in place", self.etc_dir, e)
+                    shutil.rmtree(self.etc_dir)
+                    aside = None
+            os.replace(link, self.etc_dir)
+        except OSError:
+            link.unlink(missing_ok=True)
+            raise
         if aside is not None:
             shutil.rmtree(aside)
         logger.info("%s now links to %s", self.etc_dir, self.shared_etc_dir)
