@@ -217,6 +217,14 @@ def test_the_filesystem_client_stand_in_shares_one_directory_and_survives_a_rebo
     assert second.exec(["mountpoint", "-q", "/var/lib/slurm/checkpoint"]).returncode == 0
     assert second.exec(["cat", "/var/lib/slurm/checkpoint/hello"]).stdout == "from a\n"
 
+    # A cut network takes the shared filesystem with it, as NFS or CephFS would.
+    write = ["sh", "-c", "echo b > /var/lib/slurm/checkpoint/from-b"]
+    lab.cut_network(pair[1])
+    assert second.exec(write).returncode != 0
+    lab.restore_network(pair[1])
+    assert second.exec(write).returncode == 0
+    assert first.exec(["cat", "/var/lib/slurm/checkpoint/from-b"]).stdout == "b\n"
+
     relation.app_data["ctl"] = {"mountpoint": "/var/lib/slurm/checkpoint"}  # unquoted
     client.handle(units[0], {"kind": "relation_changed", "relation_id": 1})
     assert relation.unit_data[units[0].name] == {"mounted": "false"}

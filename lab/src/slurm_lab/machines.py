@@ -148,11 +148,14 @@ class Machine:
         The unit is masked first, so neither `Restart=` nor a charm's start brings it back.
         """
         self.exec(["systemctl", "mask", f"{service}.service"], check=True, timeout=30)
-        self.exec(
-            ["systemctl", "kill", "--signal=KILL", "--kill-whom=all", f"{service}.service"],
-            check=True,
-            timeout=30,
+        # `systemctl kill` signals the unit's cgroup, which on a cgroup v1 host is shared by
+        # the same unit of every lab machine: signal the unit's main process and its children
+        # by PID instead, which stays inside this machine's PID namespace.
+        script = (
+            'pid=$(systemctl show -P MainPID "$1"); [ "${pid:-0}" -gt 0 ] || exit 0; '
+            'pkill -KILL -P "$pid"; kill -KILL "$pid"'
         )
+        self.exec(["sh", "-c", script, "sh", f"{service}.service"], check=True, timeout=30)
         deadline = time.monotonic() + 10
         while self.service_is_active(service) and time.monotonic() < deadline:
             time.sleep(0.1)
@@ -178,6 +181,17 @@ class Machine:
             argv += ["-u", unit]
         result = self.exec(argv, timeout=60)
         return result.stdout + (result.stderr if result.returncode else "")
+
+
+_REMOUNT_SHARED = """
+for unit in /etc/systemd/system/*.mount; do
+    grep -q '^Description=Lab shared filesystem' "$unit" 2>/dev/null || continue
+    where=$(sed -n 's/^Where=//p' "$unit")
+    mountpoint -q "$where" && mount -o "remount,bind,$1" "$where"
+done
+true
+"""
+"""Remount every mount the filesystem-client stand-in made in a machine (argument: ro|rw)."""
 
 
 @dataclass
@@ -453,12 +467,25 @@ class Lab:
         return bool(record.init_pid) and _alive(record.init_pid)
 
     def cut_network(self, name: str) -> None:
-        """Fault: take the machine's link to the lab bridge down (its veth, in the lab netns)."""
+        """Fault: take the machine's link to the lab bridge down (its veth, in the lab netns).
+
+        On a real cloud the shared filesystem (NFS, CephFS) goes with the network, but the
+        lab's is a bind mount from the host: it is made read-only too, so the machine can no
+        longer write to it (slurmctld's heartbeat in the shared state, for example).
+        """
         network.set_link(self.lab_netns, self._record(name).veth, up=False)
+        self._remount_shared(name, "ro")
 
     def restore_network(self, name: str) -> None:
         """Undo `cut_network`."""
+        self._remount_shared(name, "rw")
         network.set_link(self.lab_netns, self._record(name).veth, up=True)
+
+    def _remount_shared(self, name: str, mode: str) -> None:
+        """Remount the machine's lab shared filesystems (filesystem-client stand-in) `mode`."""
+        if not self.is_running(name):
+            return
+        self.get(name).exec(["sh", "-c", _REMOUNT_SHARED, "sh", mode], check=True, timeout=30)
 
     def network_is_up(self, name: str) -> bool:
         """Whether the machine's link to the lab bridge is up."""
