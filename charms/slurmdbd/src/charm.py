@@ -13,7 +13,7 @@ from hpc_libs.charm.base import SlurmCharm
 from hpc_libs.errors import IntegrationError, SlurmOpsError
 from hpc_libs.interfaces.controller import ControllerData
 from hpc_libs.interfaces.mysql_client import MysqlConnection, MysqlRequirer
-from hpc_libs.interfaces.slurmdbd import DbdEntry, SlurmdbdData, SlurmdbdProvider
+from hpc_libs.interfaces.slurmdbd import DbdEntry, JwtKeyData, SlurmdbdData, SlurmdbdProvider
 from hpc_libs.machine.systemd import journal_reason
 from hpc_libs.slurm.slurmdbd import SLURMDBD_PORT, SlurmdbdManager, StorageSettings
 
@@ -27,9 +27,10 @@ DATABASE_NAME = "slurm_acct_db"
 class SlurmdbdCharm(SlurmCharm[SlurmdbdConfig]):
     """Run slurmdbd against the database the `database` integration grants, for slurmctld.
 
-    Unit-local fact (`_stored.applied`): the fingerprint of slurmdbd.conf and slurm.key that
-    slurmdbd was last restarted with. slurmdbd is restarted whenever the files differ from it
-    or it is not running, so a failed restart is retried by the next event.
+    Unit-local fact (`_stored.applied`): the fingerprint of slurmdbd.conf, slurm.key and
+    jwt_hs256.key that slurmdbd was last restarted with. slurmdbd is restarted whenever the
+    files differ from it (a new JWT key too) or it is not running, so a failed restart is
+    retried by the next event.
     """
 
     _stored = ops.StoredState()
@@ -49,7 +50,7 @@ class SlurmdbdCharm(SlurmCharm[SlurmdbdConfig]):
         )
 
     def reconcile(self, config: SlurmdbdConfig) -> None:
-        """Ask for the database; write slurmdbd.conf and slurm.key; (re)start; publish.
+        """Ask for the database; write slurmdbd.conf and both keys; (re)start; publish.
 
         Without either integration slurmdbd is stopped and its files (the password, the
         key) deleted. With both but incomplete or invalid data, a running slurmdbd is left
@@ -61,10 +62,12 @@ class SlurmdbdCharm(SlurmCharm[SlurmdbdConfig]):
             self._stand_down()
             return
         connection = self.database.connection()
-        key = self._auth_key_or_none()
-        if connection is None or key is None:
+        keys = self._keys_or_none()
+        if connection is None or keys is None:
             return
-        self.slurmdbd.key.set(key)
+        auth_key, jwt_key = keys
+        self.slurmdbd.key.set(auth_key)
+        self.slurmdbd.jwt_key.set(jwt_key)
         self.slurmdbd.write_config(_short_hostname(), _storage(connection))
         wanted = self.slurmdbd.fingerprint()
         if wanted != self._stored.applied or not self.slurmdbd.service.is_active():
@@ -105,38 +108,33 @@ class SlurmdbdCharm(SlurmCharm[SlurmdbdConfig]):
         relation = self.slurmctld.relation
         if relation is None:
             return None
-        if problem := self.slurmctld.problem(ControllerData, relation, relation.app):
-            return ops.WaitingStatus(problem)
+        for model in (ControllerData, JwtKeyData):
+            if problem := self.slurmctld.problem(model, relation, relation.app):
+                return ops.WaitingStatus(problem)
         if not self.slurmctld.is_ready():
             return ops.WaitingStatus("waiting for slurmctld")
         try:
-            self._auth_key()
+            _base64(self.slurmctld.auth_key(), "auth key")
         except IntegrationError as e:
             return ops.WaitingStatus(f"waiting for slurmctld's auth key: {e}")
+        try:
+            _base64(self.slurmctld.jwt_key(), "JWT key")
+        except IntegrationError as e:
+            return ops.WaitingStatus(f"waiting for slurmctld's JWT key: {e}")
         return None
 
-    def _auth_key_or_none(self) -> str | None:
+    def _keys_or_none(self) -> tuple[str, str] | None:
+        """Return the auth key and the JWT key slurmctld granted (base64 text), or None."""
         if not self.slurmctld.is_ready():
             return None
         try:
-            return self._auth_key()
+            return (
+                _base64(self.slurmctld.auth_key(), "auth key"),
+                _base64(self.slurmctld.jwt_key(), "JWT key"),
+            )
         except IntegrationError as e:
             logger.warning("not configuring slurmdbd: %s", e)
             return None
-
-    def _auth_key(self) -> str:
-        """Return the auth key slurmctld granted, as base64 text.
-
-        Raises:
-            IntegrationError: No key yet, the secret is unreadable, or it is not base64.
-
-        """
-        key = self.slurmctld.auth_key()
-        try:
-            base64.b64decode(key, validate=True)
-        except binascii.Error:
-            raise IntegrationError("the auth key secret does not hold base64 text") from None
-        return key
 
     def _publish(self, *, running: bool) -> None:
         """Tell slurmctld where this slurmdbd listens, once it runs (leader only)."""
@@ -158,13 +156,28 @@ class SlurmdbdCharm(SlurmCharm[SlurmdbdConfig]):
         self._publish(running=False)
         steps = (self.slurmdbd.service.stop, self.slurmdbd.service.disable)
         manager = self.slurmdbd
-        if manager.service.is_active() or manager.config.exists() or manager.key.exists():
+        present = (manager.config, manager.key, manager.jwt_key)
+        if manager.service.is_active() or any(f.exists() for f in present):
             for step in (*steps, self.slurmdbd.remove_files):
                 try:
                     step()
                 except SlurmOpsError as e:
                     logger.warning("stopping slurmdbd: %s (the next event tries again)", e)
                     self.failure = self.failure or e
+
+
+def _base64(key: str, name: str) -> str:
+    """Return `key` if it is base64 text.
+
+    Raises:
+        IntegrationError: It is not (the message names the key, never its content).
+
+    """
+    try:
+        base64.b64decode(key, validate=True)
+    except binascii.Error:
+        raise IntegrationError(f"the {name} secret does not hold base64 text") from None
+    return key
 
 
 def _short_hostname() -> str:

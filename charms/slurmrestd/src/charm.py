@@ -7,6 +7,7 @@ import logging
 from collections.abc import Iterable
 
 import ops
+from conf_watch import ConfWatch
 from config import SlurmrestdConfig
 from hpc_libs.charm.base import SlurmCharm
 from hpc_libs.errors import IntegrationError, ScontrolError, SlurmOpsError
@@ -25,9 +26,21 @@ logger = logging.getLogger(__name__)
 
 SLURMCTLD = "slurmctld"
 REST_API = "rest-api"
+CONF_EVENT = "slurmrestd-conf-changed"
+"""Dispatched by the path unit watching sackd's copy of slurm.conf (`conf_watch`)."""
 PING_TIMEOUT = 10.0
 """Seconds `scontrol ping` may take in collect-status before the controller counts as silent."""
 _ANY_ADDRESS = ("", "0.0.0.0", "::")
+
+
+class SlurmrestdConfChangedEvent(ops.EventBase):
+    """sackd fetched a new slurm.conf (dispatched from the machine by `conf_watch`)."""
+
+
+class SlurmrestdCharmEvents(ops.CharmEvents):
+    """The charm's events, with the one its path unit dispatches."""
+
+    slurmrestd_conf_changed = ops.EventSource(SlurmrestdConfChangedEvent)
 
 
 class SlurmrestdCharm(SlurmCharm[SlurmrestdConfig]):
@@ -40,15 +53,21 @@ class SlurmrestdCharm(SlurmCharm[SlurmrestdConfig]):
     this unit departed.
     """
 
+    on = SlurmrestdCharmEvents()  # pyright: ignore[reportAssignmentType, reportIncompatibleVariableOverride]
     _stored = ops.StoredState()
 
     def __init__(self, framework: ops.Framework) -> None:
         self.slurmrestd = SlurmrestdManager()
+        self.conf_watch = ConfWatch(self.slurmrestd.cached_conf_path, self.slurmrestd.root)
         super().__init__(framework, config_type=SlurmrestdConfig, manager=self.slurmrestd)
         self._stored.set_default(applied="", applied_sackd="", left_relation=-1)
         self.slurmctld = SlurmrestdProvider(self, SLURMCTLD)
         self.rest_api = RestApiProvider(self, REST_API)
-        self.reconcile_on(self.slurmctld.on.slurmctld_ready, self.on[REST_API].relation_joined)
+        self.reconcile_on(
+            self.slurmctld.on.slurmctld_ready,
+            self.on[REST_API].relation_joined,
+            self.on.slurmrestd_conf_changed,
+        )
         framework.observe(self.slurmctld.on.slurmctld_disconnected, self._on_disconnected)
 
     def reconcile(self, config: SlurmrestdConfig) -> None:
@@ -69,6 +88,7 @@ class SlurmrestdCharm(SlurmCharm[SlurmrestdConfig]):
             logger.warning("not configuring sackd: %s", e)
             return
         self._run_sackd(key, data)
+        self._watch_conf()
         self.slurmrestd.ensure_user()
         conf = self.slurmrestd.cached_conf()
         if conf is None or not jwt_enabled(conf):
@@ -136,6 +156,16 @@ class SlurmrestdCharm(SlurmCharm[SlurmrestdConfig]):
             sackd.service.restart()
             self._stored.applied_sackd = wanted
 
+    def _watch_conf(self) -> None:
+        """Have a new slurm.conf from sackd wake the charm (`conf_watch`) within seconds.
+
+        A watch that cannot start is logged: update-status still reconciles, only later.
+        """
+        try:
+            self.conf_watch.install(self.unit.name, self.charm_dir, CONF_EVENT)
+        except (ValueError, SlurmOpsError) as e:
+            logger.warning("cannot watch slurm.conf (the next event tries again): %s", e)
+
     def _url(self, config: SlurmrestdConfig) -> str | None:
         """Return the URL clients reach: the listen address, else the unit's ingress address.
 
@@ -186,12 +216,16 @@ class SlurmrestdCharm(SlurmCharm[SlurmrestdConfig]):
         self._stored.applied_sackd = ""
         sackd = self.slurmrestd.sackd
         if not (
-            sackd.key.exists() or sackd.service.is_active() or self.slurmrestd.service.is_active()
+            sackd.key.exists()
+            or sackd.service.is_active()
+            or self.slurmrestd.service.is_active()
+            or self.conf_watch.exists()
         ):
             self.unit.set_ports()
             self.rest_api.publish_url(None)
             return
         for step in (
+            self.conf_watch.remove,
             self.slurmrestd.service.stop,
             self.slurmrestd.service.disable,
             sackd.service.stop,

@@ -51,7 +51,7 @@ def daemon_reloads(monkeypatch: pytest.MonkeyPatch) -> list[None]:
         (SlurmctldManager, ["slurmctld", "slurm-client", "slurm-wlm-jwt-plugin"]),
         (SlurmdManager, ["slurmd", "slurm-client"]),
         (SackdManager, ["sackd", "slurm-client"]),
-        (SlurmdbdManager, ["slurmdbd"]),
+        (SlurmdbdManager, ["slurmdbd", "slurm-wlm-jwt-plugin"]),
         (SlurmrestdManager, ["slurmrestd", "slurm-wlm-jwt-plugin", "sackd", "slurm-client"]),
     ],
 )

@@ -17,6 +17,7 @@ from charm_testing import FakeMachine, already_installed
 from ops import testing
 
 KEY = base64.b64encode(b"k" * 1024).decode()
+JWT_KEY = base64.b64encode(b"j" * 32).decode()
 PASSWORD = "Zq3xV9pL2mN8rT5wY1cB6dF4hJ7kQ0sA"  # as the mysql charm generates: 32 alphanumerics
 NEW_PASSWORD = "Hn4Rt8Wq2Lp6Xz1Vb9Mk3Js7Df5Gc0Ya"
 REFUSED = "error: mysql_real_connect failed: 1045 Access denied for user 'relation-7'@'10.0.0.9'"
@@ -30,6 +31,10 @@ def key_path(root: Path) -> Path:
     return root / "etc/slurm/slurm.key"
 
 
+def jwt_path(root: Path) -> Path:
+    return root / "etc/slurm/jwt_hs256.key"
+
+
 def conf(root: Path) -> dict[str, str]:
     """slurmdbd.conf as a dict of lower-case keys."""
     lines = conf_path(root).read_text().splitlines()
@@ -40,10 +45,20 @@ def auth_secret() -> testing.Secret:
     return testing.Secret({"key": KEY})
 
 
-def slurmctld(secret: testing.Secret | None) -> testing.Relation:
+def jwt_secret(key: str = JWT_KEY) -> testing.Secret:
+    return testing.Secret({"key": key})
+
+
+def slurmctld(
+    secret: testing.Secret | None, jwt: testing.Secret | None = None, **raw: str
+) -> testing.Relation:
+    """slurmctld's app databag as its leader writes it (`raw` adds or overrides keys)."""
     data = {"controllers": json.dumps([{"hostname": "ctl-0", "address": "10.0.0.1"}])}
     if secret is not None:
         data["auth_key_id"] = json.dumps(secret.id)
+    if jwt is not None:
+        data["jwt_key_id"] = json.dumps(jwt.id)
+    data.update(raw)
     return testing.Relation("slurmctld", remote_app_name="slurmctld", remote_app_data=data)
 
 
@@ -69,12 +84,12 @@ def ready_state(
     *, with_secret: bool = True, fields: dict[str, str] | None = None, **more: str
 ) -> tuple[testing.State, testing.Relation, testing.Secret]:
     """An installed leader integrated with slurmctld and mysql (whose data `fields` change)."""
-    key, user = auth_secret(), user_secret()
+    key, jwt, user = auth_secret(), jwt_secret(), user_secret()
     database = mysql(user if with_secret else None, **(fields or {}), **more)
     state = testing.State(
         leader=True,
-        relations={database, slurmctld(key)},
-        secrets={key, user},
+        relations={database, slurmctld(key, jwt)},
+        secrets={key, jwt, user},
         stored_states={already_installed("SlurmdbdCharm")},
     )
     return state, database, user
@@ -134,11 +149,13 @@ def test_the_first_answer_writes_slurmdbd_conf_and_key_and_starts_slurmdbd(
         "slurm",
         "auth/slurm",
     )
-    assert "authalttypes" not in written
-    assert conf_path(dbd_root).stat().st_mode & 0o777 == 0o600
-    assert key_path(dbd_root).stat().st_mode & 0o777 == 0o600
-    assert owners["slurmdbd.conf"] == owners["slurm.key"] == "slurm"
+    assert written["authalttypes"] == "auth/jwt"
+    assert written["authaltparameters"] == f"jwt_key={jwt_path(Path('/'))}"
+    for path in (conf_path(dbd_root), key_path(dbd_root), jwt_path(dbd_root)):
+        assert path.stat().st_mode & 0o777 == 0o600
+    assert owners["slurmdbd.conf"] == owners["slurm.key"] == owners["jwt_hs256.key"] == "slurm"
     assert key_path(dbd_root).read_bytes() == b"k" * 1024
+    assert jwt_path(dbd_root).read_bytes() == b"j" * 32
     assert machine.calls("restart") == ["slurmdbd"]
     assert out.opened_ports == {testing.TCPPort(6819)}
     assert out.unit_status == ops.ActiveStatus("accounting in slurm_acct_db on 10.0.0.5")
@@ -219,6 +236,96 @@ def test_a_new_password_revision_is_picked_up_without_operator_action(
 
     assert conf(dbd_root)["storagepass"] == NEW_PASSWORD
     assert machine.calls("restart") == ["slurmdbd", "slurmdbd"]
+
+
+# The JWT key: slurmdbd checks the REST API's tokens with slurmctld's key.
+
+
+def test_a_new_jwt_key_revision_restarts_slurmdbd_with_it(
+    ctx: testing.Context[ops.CharmBase], machine: FakeMachine, dbd_root: Path
+):
+    state, database, _ = ready_state()
+    out = ctx.run(ctx.on.relation_changed(database), state)
+    (jwt,) = [s for s in out.secrets if s.tracked_content == {"key": JWT_KEY}]
+    new_key = base64.b64encode(b"n" * 32).decode()
+    rotated = dataclasses.replace(jwt, latest_content={"key": new_key})
+    out = dataclasses.replace(out, secrets={rotated, *[s for s in out.secrets if s.id != jwt.id]})
+
+    out = ctx.run(ctx.on.secret_changed(rotated), out)
+
+    assert jwt_path(dbd_root).read_bytes() == b"n" * 32
+    assert machine.calls("restart") == ["slurmdbd", "slurmdbd"]
+    assert isinstance(out.unit_status, ops.ActiveStatus)
+
+
+def test_slurmctld_without_a_jwt_key_waits_and_starts_nothing(
+    ctx: testing.Context[ops.CharmBase], machine: FakeMachine, dbd_root: Path
+):
+    key, user = auth_secret(), user_secret()
+    database = mysql(user)
+    state = testing.State(
+        leader=True,
+        relations={database, slurmctld(key)},
+        secrets={key, user},
+        stored_states={already_installed("SlurmdbdCharm")},
+    )
+
+    out = ctx.run(ctx.on.relation_changed(database), state)
+
+    assert out.unit_status == ops.WaitingStatus(
+        "waiting for slurmctld's JWT key: slurmctld has not shared the JWT key yet"
+    )
+    assert machine.calls("restart") == []
+    assert not conf_path(dbd_root).exists()
+
+
+@pytest.mark.parametrize(
+    ("jwt_key_id", "words"),
+    [('"secret:x\\nAuthAltTypes=none"', "invalid jwt_key_id"), ("secret:x", "unreadable")],
+)
+def test_a_bad_jwt_key_id_waits_naming_the_key(
+    ctx: testing.Context[ops.CharmBase],
+    machine: FakeMachine,
+    dbd_root: Path,
+    jwt_key_id: str,
+    words: str,
+):
+    key, user = auth_secret(), user_secret()
+    database = mysql(user)
+    state = testing.State(
+        leader=True,
+        relations={database, slurmctld(key, jwt_key_id=jwt_key_id)},
+        secrets={key, user},
+        stored_states={already_installed("SlurmdbdCharm")},
+    )
+
+    out = ctx.run(ctx.on.relation_changed(database), state)
+
+    assert isinstance(out.unit_status, ops.WaitingStatus)
+    assert out.unit_status.message.startswith("slurmctld sent")
+    assert words in out.unit_status.message
+    assert machine.calls("restart") == []
+
+
+def test_a_jwt_key_that_is_not_base64_waits(
+    ctx: testing.Context[ops.CharmBase], machine: FakeMachine, dbd_root: Path
+):
+    key, jwt, user = auth_secret(), jwt_secret("not base64!"), user_secret()
+    database = mysql(user)
+    state = testing.State(
+        leader=True,
+        relations={database, slurmctld(key, jwt)},
+        secrets={key, jwt, user},
+        stored_states={already_installed("SlurmdbdCharm")},
+    )
+
+    out = ctx.run(ctx.on.relation_changed(database), state)
+
+    assert out.unit_status == ops.WaitingStatus(
+        "waiting for slurmctld's JWT key: the JWT key secret does not hold base64 text"
+    )
+    assert not jwt_path(dbd_root).exists()
+    assert machine.calls("restart") == []
 
 
 # Bad input.
@@ -399,6 +506,7 @@ def test_slurmctld_gone_stops_slurmdbd_and_deletes_the_key_and_password(
     assert machine.calls("stop") == ["slurmdbd"]
     assert not conf_path(dbd_root).exists()
     assert not key_path(dbd_root).exists()
+    assert not jwt_path(dbd_root).exists()
     assert out.unit_status == ops.BlockedStatus("needs a slurmctld integration")
 
 
@@ -417,10 +525,10 @@ def test_database_gone_stops_slurmdbd_and_withdraws_it_from_slurmctld(
     assert out.unit_status == ops.BlockedStatus("needs a database integration")
 
 
-# The password stays secret.
+# The password and the JWT key stay secret.
 
 
-def test_the_password_never_reaches_a_log_a_databag_or_a_status(
+def test_the_password_and_jwt_key_never_reach_a_log_a_databag_or_a_status(
     ctx: testing.Context[ops.CharmBase],
     machine: FakeMachine,
     dbd_root: Path,
@@ -445,5 +553,5 @@ def test_the_password_never_reaches_a_log_a_databag_or_a_status(
     for relation in out.relations:
         seen += [json.dumps(relation.local_app_data), json.dumps(relation.local_unit_data)]
     seen += [json.dumps(s.content) for s in out.stored_states]
-    for password in (PASSWORD, NEW_PASSWORD):
+    for password in (PASSWORD, NEW_PASSWORD, JWT_KEY):
         assert not [text for text in seen if password in text]

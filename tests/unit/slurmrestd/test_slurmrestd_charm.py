@@ -12,6 +12,7 @@ from pathlib import Path
 import ops
 import pytest
 from charm_testing import FakeMachine, already_installed
+from hpc_libs.charm import wake
 from ops import testing
 
 KEY = base64.b64encode(b"k" * 1024).decode()
@@ -21,6 +22,8 @@ PING_UP = json.dumps(
 )
 PING_DOWN = json.dumps({"pings": [{"hostname": "ctl0", "pinged": "DOWN", "responding": False}]})
 DROP_IN = "etc/systemd/system/slurmrestd.service.d/charm.conf"
+WATCH = "slurmrestd-charm-conf.path"
+WATCH_DIR = "etc/systemd/system"
 EXPECTED_DROP_IN = """\
 # Written by the slurmrestd charm; changes are overwritten.
 [Unit]
@@ -124,8 +127,9 @@ def test_ready_data_starts_sackd_then_slurmrestd_through_the_drop_in(
 
     assert (root / DROP_IN).read_text() == EXPECTED_DROP_IN
     assert serving.calls("restart") == ["sackd", "slurmrestd"]
-    assert serving.calls("enable") == ["sackd", "slurmrestd"]
-    assert serving.ran("systemctl", "daemon-reload") == [["systemctl", "daemon-reload"]]
+    assert serving.calls("enable") == ["sackd", WATCH, "slurmrestd"]
+    assert serving.calls("start") == [WATCH]
+    assert serving.ran("systemctl", "daemon-reload") == [["systemctl", "daemon-reload"]] * 2
     key = root / "etc/slurm/slurm.key"
     assert key.read_bytes() == b"k" * 1024
     assert stat.S_IMODE(key.stat().st_mode) == 0o600
@@ -365,8 +369,87 @@ def test_leaving_stops_both_deletes_the_key_closes_the_port_and_withdraws_the_ur
 
     out = ctx.run(ctx.on.relation_broken(relation), out)
 
-    assert serving.calls("stop") == ["slurmrestd", "sackd"]
+    assert serving.calls("stop") == [WATCH, "slurmrestd", "sackd"]
     assert not (root / "etc/slurm/slurm.key").exists()
+    assert not (root / WATCH_DIR / WATCH).exists()
+    assert not (root / WATCH_DIR / "slurmrestd-charm-conf.service").exists()
     assert out.opened_ports == frozenset()
     assert "url" not in out.get_relation(portal.id).local_unit_data
     assert out.unit_status == ops.BlockedStatus("needs a slurmctld integration")
+
+
+# A new slurm.conf from sackd wakes the charm (conf_watch), not the next update-status.
+
+
+def test_a_path_unit_watches_sackds_copy_and_dispatches_the_charms_event(
+    ctx, serving: FakeMachine, root: Path
+):
+    state, relation, _ = ready_state()
+
+    ctx.run(ctx.on.relation_changed(relation), state)
+
+    path_unit = (root / WATCH_DIR / WATCH).read_text()
+    assert "PathChanged=/run/slurm/conf/slurm.conf\n" in path_unit
+    assert "Unit=slurmrestd-charm-conf.service\n" in path_unit
+    service = (root / WATCH_DIR / "slurmrestd-charm-conf.service").read_text()
+    (exec_start,) = [line for line in service.splitlines() if line.startswith("ExecStart=")]
+    assert exec_start.startswith("ExecStart=juju-exec -u slurmrestd/0 ")
+    assert '"JUJU_DISPATCH_PATH=hooks/slurmrestd-conf-changed /' in exec_start
+    assert exec_start.endswith('/dispatch"')
+    assert "Type=oneshot" in service
+
+
+def test_the_watch_is_written_once_and_restarted_only_if_it_stopped(
+    ctx, serving: FakeMachine, root: Path, monkeypatch: pytest.MonkeyPatch
+):
+    # Juju's charm directory is the same from hook to hook; the Context's is a new temporary
+    # one for each run, so pin it where the service unit names it.
+    real = wake.dispatch_command
+    monkeypatch.setattr(
+        wake,
+        "dispatch_command",
+        lambda unit, _, event: real(unit, "/var/lib/juju/agents/unit-slurmrestd-0/charm", event),
+    )
+    state, relation, _ = ready_state()
+    out = ctx.run(ctx.on.relation_changed(relation), state)
+    serving.service_calls.clear()
+    before = len(serving.ran("systemctl", "daemon-reload"))
+
+    out = ctx.run(ctx.on.update_status(), out)
+
+    assert len(serving.ran("systemctl", "daemon-reload")) == before
+    assert serving.calls("start") == []
+    serving.active.discard(WATCH)
+
+    ctx.run(ctx.on.update_status(), out)
+
+    assert serving.calls("start") == [WATCH]
+
+
+def test_the_dispatched_event_loads_the_slurmdbd_plugin_at_once(
+    ctx, serving: FakeMachine, root: Path
+):
+    state, relation, _ = ready_state()
+    out = ctx.run(ctx.on.relation_changed(relation), state)
+    serving.service_calls.clear()
+    cache_conf(root, JWT_CONF + "AccountingStorageType=accounting_storage/slurmdbd\n")
+
+    with ctx(ctx.on.update_status(), out) as manager:
+        manager.charm.on.slurmrestd_conf_changed.emit()  # what the path unit dispatches
+        assert "-s openapi/slurmctld,openapi/slurmdbd " in (root / DROP_IN).read_text()
+        assert serving.calls("restart") == ["slurmrestd"]
+        manager.run()
+
+    assert serving.calls("restart") == ["slurmrestd"]
+
+
+def test_a_watch_that_cannot_start_is_logged_and_the_api_still_served(
+    ctx, serving: FakeMachine, root: Path
+):
+    serving.fail("systemctl", "start", WATCH, stderr="Failed to start")
+    state, relation, _ = ready_state()
+
+    out = ctx.run(ctx.on.relation_changed(relation), state)
+
+    assert serving.calls("restart") == ["sackd", "slurmrestd"]
+    assert out.unit_status.name == "active"

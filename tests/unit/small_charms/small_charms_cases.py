@@ -34,7 +34,7 @@ CHARMS = [
     Charm("sackd", ["sackd", "slurm-client"], ("slurmctld",), "waiting for slurmctld"),
     Charm(
         "slurmdbd",
-        ["slurmdbd"],
+        ["slurmdbd", "slurm-wlm-jwt-plugin"],
         ("database", "slurmctld"),
         "waiting for database credentials",
     ),

@@ -7,6 +7,10 @@ The slurmdbd charm PROVIDES endpoint `slurmctld`; the slurmctld charm REQUIRES e
   (`ControllerData`, `hpc_libs.interfaces.controller`): the id of the auth key secret, granted
   to the relation, and the controllers. slurmdbd needs the key (`AuthType=auth/slurm`: it
   authenticates slurmctld's RPCs with it); the controllers are informative.
+* slurmctld's leader also grants the cluster's JWT key secret to the relation and publishes
+  its id (`JwtKeyData`, under its own key `jwt_key_id`): slurmdbd verifies the tokens the REST
+  API passes on (`AuthAltTypes=auth/jwt`) with the same key as slurmctld. The secret's field
+  is `JWT_KEY_FIELD` (`hpc_libs.interfaces.slurmrestd`); the key never enters a databag.
 * slurmdbd's leader answers `SlurmdbdData`: `dbds`, the slurmdbd daemons as a list of
   objects (hostname, address, port; the primary first). slurmctld sets
   `AccountingStorageType=accounting_storage/slurmdbd`, `AccountingStorageHost` from the first
@@ -22,8 +26,10 @@ import logging
 import ops
 from pydantic import field_validator
 
+from hpc_libs.errors import IntegrationError
 from hpc_libs.interfaces.base import DatabagModel
 from hpc_libs.interfaces.controller import ControllerConsumer, ControllerPublisher
+from hpc_libs.interfaces.slurmrestd import JWT_KEY_FIELD
 from hpc_libs.slurm import grammar
 
 logger = logging.getLogger(__name__)
@@ -80,6 +86,19 @@ class SlurmdbdData(DatabagModel):
         return [d for d in self.dbds or [] if d.host]
 
 
+class JwtKeyData(DatabagModel):
+    """slurmctld's application databag, beside `ControllerData`: the JWT key secret's id."""
+
+    jwt_key_id: str | None = None
+
+    @field_validator("jwt_key_id")
+    @classmethod
+    def _valid_secret_id(cls, value: str | None) -> str | None:
+        if value is not None:
+            grammar.token(value)
+        return value
+
+
 class SlurmdbdConnectedEvent(ops.RelationEvent):
     """A slurmdbd application was integrated (relation-created)."""
 
@@ -110,6 +129,26 @@ class SlurmdbdProvider(ControllerConsumer):
             return False
         return self.save(data, relation, self.model.app)
 
+    def jwt_key(self) -> str:
+        """Return the JWT key (base64 text) read from the secret slurmctld granted.
+
+        Raises:
+            IntegrationError: No secret id yet (or an invalid one), or the secret cannot be read.
+
+        """
+        relation = self.relation
+        data = self.load(JwtKeyData, relation, relation.app) if relation is not None else None
+        if data is None or not data.jwt_key_id:
+            raise IntegrationError("slurmctld has not shared the JWT key yet")
+        try:
+            content = self.model.get_secret(id=data.jwt_key_id).get_content(refresh=True)
+        except (ops.SecretNotFoundError, ops.ModelError) as e:
+            raise IntegrationError(f"cannot read the JWT key secret: {e}") from e
+        key = content.get(JWT_KEY_FIELD)
+        if not key:
+            raise IntegrationError(f"the JWT key secret has no {JWT_KEY_FIELD!r} field")
+        return key
+
 
 class SlurmdbdRequirer(ControllerPublisher):
     """The slurmctld charm's side, on its `slurmdbd` endpoint (limit 1 advised)."""
@@ -134,6 +173,17 @@ class SlurmdbdRequirer(ControllerPublisher):
     def _on_relation_broken(self, event: ops.RelationBrokenEvent) -> None:
         self.on.slurmdbd_disconnected.emit(event.relation, app=event.app, unit=event.unit)
 
+    def share_jwt_key(self, relation: ops.Relation, secret: ops.Secret) -> bool:
+        """Grant the JWT key `secret` to `relation` and publish its id (leader only, idempotent).
+
+        Returns whether the databag changed. The key's content is never written to it.
+        """
+        if not self.model.unit.is_leader():
+            return False
+        secret.grant(relation)
+        secret_id = secret.id or secret.get_info().id
+        return self.save(JwtKeyData(jwt_key_id=secret_id), relation, self.model.app)
+
     def slurmdbd_data(self, relation: ops.Relation) -> SlurmdbdData | None:
         """Return the slurmdbd app's data in `relation`; None if missing or malformed (logged)."""
         return self.load(SlurmdbdData, relation, relation.app)
@@ -146,6 +196,7 @@ class SlurmdbdRequirer(ControllerPublisher):
 __all__ = [
     "DEFAULT_SLURMDBD_PORT",
     "DbdEntry",
+    "JwtKeyData",
     "SlurmdbdConnectedEvent",
     "SlurmdbdData",
     "SlurmdbdDisconnectedEvent",

@@ -1,4 +1,8 @@
-"""The accounting database daemon: slurmdbd.conf holds the database password, so 0600 slurm."""
+"""The accounting database daemon: slurmdbd.conf holds the database password, so 0600 slurm.
+
+slurmdbd checks the tokens the REST API passes on (`AuthAltTypes=auth/jwt`) with the cluster's
+JWT key, the same as slurmctld's, in /etc/slurm/jwt_hs256.key (0600 slurm).
+"""
 
 import hashlib
 from dataclasses import dataclass, field
@@ -14,6 +18,7 @@ from hpc_libs.slurm.base import ConfigFile, KeyFile, SlurmManager
 SLURMDBD_PORT = 6819
 STORAGE_TYPE = "accounting_storage/mysql"
 AUTH_TYPE = "auth/slurm"
+AUTH_ALT_TYPES = ["auth/jwt"]
 PID_FILE = "/run/slurmdbd/slurmdbd.pid"
 LOG_FILE = "/var/log/slurm/slurmdbd.log"
 
@@ -55,7 +60,7 @@ class SlurmdbdManager(SlurmManager):
     """slurmdbd: packages, service, slurm.key, jwt_hs256.key and slurmdbd.conf (0600)."""
 
     daemon = "slurmdbd"
-    packages = ("slurmdbd",)
+    packages = ("slurmdbd", "slurm-wlm-jwt-plugin")
 
     def __init__(self, root: Path = Path("/")) -> None:
         super().__init__(root)
@@ -67,7 +72,7 @@ class SlurmdbdManager(SlurmManager):
     def write_config(self, dbd_host: str, storage: StorageSettings) -> bool:
         """Write slurmdbd.conf atomically (0600, slurm); return whether it changed.
 
-        `AuthAltTypes` is left out until the JWT key is shared.
+        slurmdbd accepts JWTs signed with the key in `jwt_key` (`AuthAltTypes=auth/jwt`).
 
         Raises:
             ConfigError: A value breaks Slurm's grammar (the message never holds the password).
@@ -85,6 +90,8 @@ class SlurmdbdManager(SlurmManager):
                 dbdport=SLURMDBD_PORT,
                 slurmuser=self.user,
                 authtype=AUTH_TYPE,
+                authalttypes=list(AUTH_ALT_TYPES),
+                authaltparameters={"jwt_key": self._machine_path(self.jwt_key.path)},
                 storagetype=STORAGE_TYPE,
                 storagehost=storage.host,
                 storageport=storage.port,
@@ -99,26 +106,26 @@ class SlurmdbdManager(SlurmManager):
         return self.config.write(config)
 
     def fingerprint(self) -> str:
-        """Return a digest of what slurmdbd reads at start: slurmdbd.conf and slurm.key.
+        """Return a digest of what slurmdbd reads at start: slurmdbd.conf and both keys.
 
         The charm records it after a successful restart and restarts whenever the files'
         digest differs, so a failed restart is retried. It reveals nothing of their content.
         """
         digest = hashlib.sha256()
-        for path in (self.config.path, self.key.path):
+        for path in self._files():
             data = files.read_bytes(path)
             digest.update(b"-" if data is None else b"+" + hashlib.sha256(data).digest())
         return digest.hexdigest()
 
     def remove_files(self) -> bool:
-        """Delete slurmdbd.conf and slurm.key; return whether one existed.
+        """Delete slurmdbd.conf, slurm.key and jwt_hs256.key; return whether one existed.
 
         Raises:
             SlurmOpsError: A file exists but cannot be deleted.
 
         """
         removed = False
-        for path in (self.config.path, self.key.path):
+        for path in self._files():
             try:
                 path.unlink()
             except FileNotFoundError:
@@ -127,6 +134,14 @@ class SlurmdbdManager(SlurmManager):
                 raise SlurmOpsError(f"cannot delete {path}: {e}") from e
             removed = True
         return removed
+
+    def _machine_path(self, path: Path) -> str:
+        """`path` as slurmdbd sees it: absolute on the machine, without this manager's root."""
+        return str(Path("/") / path.relative_to(self.root))
+
+    def _files(self) -> tuple[Path, ...]:
+        """Return the files slurmdbd reads at start, which the charm writes and deletes."""
+        return (self.config.path, self.key.path, self.jwt_key.path)
 
     def set_start_options(self, options: str = "") -> bool:
         """Write `SLURMDBD_OPTIONS`; return whether /etc/default/slurmdbd changed."""
