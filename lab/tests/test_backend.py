@@ -166,8 +166,10 @@ def test_actions_return_results_and_fail_like_juju(juju: LabJuju):
 
 
 def test_exec_returns_output_and_raises_on_failure(juju: LabJuju):
-    task = juju.exec("echo", "out;", "echo err >&2", unit="beta/leader")
+    task = juju.exec("echo out; echo err >&2", unit="beta/leader")
     assert (task.stdout, task.stderr, task.return_code) == ("out\n", "err\n", 0)
+    # Several words are quoted as `juju exec` quotes them: one with a space stays one word.
+    assert juju.exec("printf", "%s.", "a b", "c", unit="beta/0").stdout == "a b.c."
     with pytest.raises(jubilant.TaskError) as failed:
         juju.exec("exit 3", unit="beta/0")
     assert failed.value.task.return_code == 3
@@ -436,6 +438,8 @@ def test_a_removed_units_machine_goes_right_after_its_last_hook(juju: LabJuju):
     assert time.monotonic() - started < 28  # returned during the stop hook
     assert events(juju, "beta/0")[-1] == "peers_relation_departed:beta/1:departing=beta/1"
     assert machine in {m.name for m in juju.lab.machines()}  # type: ignore[attr-defined]
+    dying = juju.status().apps["beta"].units["beta/1"]  # listed, as Juju lists a dying unit
+    assert dying.juju_status.current == "executing"
     juju.wait(
         lambda _: machine not in {m.name for m in juju.lab.machines()},  # type: ignore[attr-defined]
         delay=0.5,

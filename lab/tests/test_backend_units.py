@@ -198,3 +198,14 @@ def test_a_units_events_wait_for_its_running_hook_but_not_other_units():
     assert ran == ["a/1 update_status"]
     assert [e["kind"] for e in model.queue] == ["remove", "_destroy_unit"]
     assert "a/0" in model.units  # its machine waits for its hooks
+
+
+def test_opened_ports_survive_the_next_hook():
+    """A charm that opened a port must be able to run its next hook (runner's state input)."""
+    from ops import testing
+    from slurm_lab.juju import runner
+
+    raw = {"protocol": "tcp", "port": 6819}, {"protocol": "udp", "port": 53}, {"protocol": "icmp"}
+    ports = [runner._port(dict(p)) for p in raw]  # pyright: ignore[reportPrivateUsage]
+
+    assert ports == [testing.TCPPort(6819), testing.UDPPort(53), testing.ICMPPort()]

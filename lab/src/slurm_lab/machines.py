@@ -194,6 +194,22 @@ true
 """Remount every mount the filesystem-client stand-in made in a machine (argument: ro|rw)."""
 
 
+INOTIFY_INSTANCES = 1024
+_INOTIFY_INSTANCES_PATH = Path("/proc/sys/fs/inotify/max_user_instances")
+
+
+def _raise_inotify_instances() -> None:
+    """Let root hold enough inotify instances for many booted machines (a host setting).
+
+    Every machine's systemd and its services take inotify instances from root's one budget
+    (Debian's default is 128); past it, new machines fail to boot with "Too many open files".
+    """
+    current = int(_INOTIFY_INSTANCES_PATH.read_text())
+    if current < INOTIFY_INSTANCES:
+        _INOTIFY_INSTANCES_PATH.write_text(f"{INOTIFY_INSTANCES}\n")
+        logger.info("raised fs.inotify.max_user_instances: %d -> %d", current, INOTIFY_INSTANCES)
+
+
 @dataclass
 class _Record:
     """What the state file keeps about one machine."""
@@ -356,6 +372,7 @@ class Lab:
         if not NAME_PATTERN.match(name):
             raise LabError(f"bad machine name {name!r}: use lowercase letters, digits and '-'")
         base = self.ensure_base()
+        _raise_inotify_instances()
         record = self._reserve(name)
         started = time.monotonic()
         try:

@@ -421,7 +421,13 @@ class Controller:
         unit.running, unit.runner_pid, unit.agent = event, os.getpid(), "executing"
         if self._pool is None:
             self._pool = ThreadPoolExecutor(MAX_PARALLEL_HOOKS, thread_name_prefix="lab-hook")
-        future = self._pool.submit(self.execute, unit, machine, request)
+        try:
+            future = self._pool.submit(self.execute, unit, machine, request)
+        except RuntimeError:
+            # The interpreter is exiting (a CLI finishing its background hooks at exit):
+            # concurrent.futures refuses new work then, so run the hook in this thread.
+            future = Future()
+            future.set_result(self.execute(unit, machine, request))
         self._inflight[unit.name] = _InFlight(event, future)
 
     def _apply_finished(self) -> bool:

@@ -106,6 +106,14 @@ def _network(raw: dict[str, str]) -> testing.Network:
     )
 
 
+def _port(raw: dict[str, Any]) -> testing.Port:
+    """Build an opened port as ops.testing takes it (its Port base class cannot be built)."""
+    if raw["protocol"] == "icmp":
+        return testing.ICMPPort()
+    kind = testing.UDPPort if raw["protocol"] == "udp" else testing.TCPPort
+    return kind(port=raw["port"])
+
+
 def build_state(raw: dict[str, Any]) -> testing.State:
     """Build the ops.testing State for the backend's JSON view of one unit."""
     return testing.State(
@@ -131,7 +139,7 @@ def build_state(raw: dict[str, Any]) -> testing.State:
             )
             for d in raw["deferred"]
         ],
-        opened_ports=[testing.Port(protocol=p["protocol"], port=p["port"]) for p in raw["ports"]],
+        opened_ports=[_port(p) for p in raw["ports"]],
         unit_status=_status(raw["unit_status"]),
         app_status=_status(raw["app_status"]),
         workload_version=raw["workload_version"],

@@ -90,8 +90,11 @@ def build_status(model: ModelState) -> dict[str, Any]:
             doc.pop("machine")
             subordinates.setdefault(unit.principal, {})[unit.name] = doc
     for app in model.apps.values():
+        # A removed unit stays in status, dying, until its last hook ran and its machine went.
         units = {
-            u.name: _unit_doc(u, model) for u in model.app_units(app.name) if u.principal is None
+            u.name: _unit_doc(u, model)
+            for u in sorted(model.units.values(), key=lambda u: u.number)
+            if u.app == app.name and u.principal is None
         }
         for name, doc in units.items():
             if name in subordinates:
