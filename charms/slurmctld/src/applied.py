@@ -6,6 +6,12 @@ files on disk are already up to date. The fingerprints of the applied configurat
 recorded only after the start, restart or reconfigure succeeded. They describe this unit's
 own daemon, so they live in this unit's StoredState (unlike the cluster's memory, which is
 in the peer application databag).
+
+Turning accounting on for a running cluster: slurmctld started without a database invented a
+cluster id and keeps it in `<StateSaveLocation>/clustername`; slurmdbd assigns another one when
+slurmctld registers, and slurmctld then dies with "CLUSTER ID MISMATCH" (at a reconfigure or a
+restart alike). So until slurmctld accepted a configuration with accounting, the leader deletes
+that file right before each start, restart or reconfigure (a failed attempt writes it again).
 """
 
 import hashlib
@@ -21,6 +27,12 @@ from hpc_libs.slurm.slurmctld import SlurmctldManager
 from slurmutils import CGroupConfig, SlurmConfig
 
 logger = logging.getLogger(__name__)
+
+ACCOUNTING_BY_SLURMDBD = "accounting_storage/slurmdbd"
+CLUSTER_ID_FILE = "clustername"
+"""Where slurmctld keeps its cluster id, in its `StateSaveLocation`."""
+SERVED_DIGEST_LENGTH = 16
+"""Hex digits of the digest published as `config_digest`."""
 
 
 def fingerprint(*parts: str) -> str:
@@ -39,8 +51,8 @@ def identity(conf: SlurmConfig, auth_key: str, jwt_key: str) -> str:
     plugin with its key (`AuthAltTypes`, `AuthAltParameters`, the JWT key): auth plugins
     load at start. Anything else slurm.conf holds is applied by `scontrol reconfigure`,
     accounting (`AccountingStorage*`) included: since Slurm 23.11 a reconfigure re-executes
-    slurmctld, which re-reads it (believed enough on 24.11; to be verified on the lab). If
-    the lab shows accounting needs a restart, add `conf.accounting_storage_*` here.
+    slurmctld, which re-reads it (seen on the lab with 24.11, once the cluster id slurmctld
+    invented is gone: see `_forget_invented_cluster_id`).
     """
     return fingerprint(
         *(conf.slurmctld_host or []),
@@ -49,6 +61,11 @@ def identity(conf: SlurmConfig, auth_key: str, jwt_key: str) -> str:
         auth_key,
         jwt_key,
     )
+
+
+def has_accounting(conf: SlurmConfig) -> bool:
+    """Whether `conf` accounts to slurmdbd."""
+    return conf.accounting_storage_type == ACCOUNTING_BY_SLURMDBD
 
 
 class AppliedConfig(ops.Object):
@@ -66,10 +83,14 @@ class AppliedConfig(ops.Object):
         super().__init__(charm, "applied")
         self._manager = manager
         self._scontrol = scontrol
-        self._stored.set_default(config="", identity="")
+        # `accounting`: whether the applied slurm.conf accounts to slurmdbd.
+        self._stored.set_default(config="", identity="", accounting=False)
 
-    def apply(self, conf: SlurmConfig, cgroup: CGroupConfig, auth_key: str, jwt_key: str) -> None:
+    def apply(self, conf: SlurmConfig, cgroup: CGroupConfig, auth_key: str, jwt_key: str) -> str:
         """Write the files (the keys are base64 text), then make slurmctld use them.
+
+        Returns the digest of the configuration slurmctld now runs with and serves configless
+        (`served_digest`), for the daemons to hear that it changed.
 
         Raises:
             SlurmOpsError: slurmctld did not start, restart or reconfigure (retried next time).
@@ -89,17 +110,51 @@ class AppliedConfig(ops.Object):
         service = manager.service
         if not service.is_active():
             manager.create_state_save_location()
+            self._forget_invented_cluster_id(conf)
             service.enable()
             service.start()
         elif wanted_identity != self._stored.identity:
+            self._forget_invented_cluster_id(conf)
             service.restart()
         elif config != self._stored.config:
+            self._forget_invented_cluster_id(conf)
             self._scontrol.reconfigure()
         else:
-            return
+            return self.served_digest()
         logger.info("slurmctld runs with the current configuration")
         self._stored.config = config
         self._stored.identity = wanted_identity
+        self._stored.accounting = has_accounting(conf)
+        return self.served_digest()
+
+    def served_digest(self) -> str:
+        """Digest the configuration files slurmctld serves configless, as they are on disk.
+
+        slurm.conf and cgroup.conf, and gres.conf when there is one. Call it only once they
+        are the applied ones.
+        """
+        manager = self._manager
+        paths = (manager.config.path, manager.cgroup_config.path, manager.gres_config.path)
+        texts = [(files.read_bytes(path) or b"").decode(errors="replace") for path in paths]
+        return fingerprint(*texts)[:SERVED_DIGEST_LENGTH]
+
+    def _forget_invented_cluster_id(self, conf: SlurmConfig) -> None:
+        """Delete the cluster id slurmctld invented without a database, as accounting comes.
+
+        Only while the applied configuration has no accounting and `conf` has it. slurmctld
+        then takes the id slurmdbd holds for the cluster instead of dying of the mismatch.
+        """
+        if self._stored.accounting or not has_accounting(conf) or not conf.state_save_location:
+            return
+        state_dir = self._manager.root / conf.state_save_location.lstrip("/")
+        path = state_dir / CLUSTER_ID_FILE
+        try:
+            path.unlink()
+        except FileNotFoundError:
+            return
+        except OSError as e:
+            raise SlurmOpsError(f"cannot delete {path} to turn accounting on: {e}") from e
+        logger.info("deleted %s: slurmctld takes the cluster id from slurmdbd", path)
 
     def follow(self) -> None:
         """Run slurmctld as a backup with the files the leader wrote on the share; write none.
@@ -130,6 +185,7 @@ class AppliedConfig(ops.Object):
             return
         logger.info("slurmctld stands by with the leader's configuration")
         self._stored.identity = wanted_identity
+        self._stored.accounting = has_accounting(on_disk)
         self._stored.config = fingerprint(*((text or b"").decode() for text in texts))
 
     def _assume_files_on_disk_applied(self, auth_key: str, jwt_key: str) -> None:
@@ -154,4 +210,5 @@ class AppliedConfig(ops.Object):
         if (key_on_disk, jwt_key_on_disk) != (auth_key, jwt_key) or None in texts:
             return
         self._stored.identity = identity(on_disk, key_on_disk, jwt_key_on_disk)
+        self._stored.accounting = has_accounting(on_disk)
         self._stored.config = fingerprint(*((text or b"").decode() for text in texts))

@@ -214,13 +214,13 @@ class SlurmctldCharm(SlurmCharm[SlurmctldConfig]):
                 controllers=[ControllerSlot(unit=u) for u in order],
             )
         )
-        self.applied.apply(
+        config_digest = self.applied.apply(
             cluster.render_slurm_conf(config, controllers, partitions, self._dbds()),
             cluster.render_cgroup_conf(config),
             key,
             credentials.jwt_key(jwt_secret),
         )
-        self._publish_controller_data(auth_key, controllers, partitions)
+        self._publish_controller_data(auth_key, controllers, partitions, config_digest)
         self._share_jwt_key(jwt_secret)
 
     def statuses(self, config: SlurmctldConfig) -> Iterable[ops.StatusBase]:
@@ -464,11 +464,14 @@ class SlurmctldCharm(SlurmCharm[SlurmctldConfig]):
         auth_key: ops.Secret,
         controllers: list[cluster.Controller],
         partitions: dict[str, PartitionEntry],
+        config_digest: str,
     ) -> None:
-        """Share the auth key and the controllers with every daemon of the cluster.
+        """Share the auth key, the controllers and the applied config's digest with every daemon.
 
         Login nodes, slurmdbd and the REST API get them at once; a slurmd application once
-        its partition is in slurm.conf.
+        its partition is in slurm.conf. A new `config_digest` (published only once slurmctld
+        accepted the configuration) gives each of them a relation-changed, so a daemon that
+        failed to start with the former configuration retries now.
         """
         try:
             entries = [
@@ -480,13 +483,13 @@ class SlurmctldCharm(SlurmCharm[SlurmctldConfig]):
             return
         for relation in self.model.relations[SLURMD]:
             if relation.app is not None and relation.app.name in partitions:
-                self.slurmd.publish_controller_data(relation, auth_key, entries)
+                self.slurmd.publish_controller_data(relation, auth_key, entries, config_digest)
         for relation in self.model.relations[LOGIN_NODE]:
-            self.login_nodes.publish_controller_data(relation, auth_key, entries)
+            self.login_nodes.publish_controller_data(relation, auth_key, entries, config_digest)
         for relation in self.model.relations[SLURMDBD]:
-            self.accounting.publish_controller_data(relation, auth_key, entries)
+            self.accounting.publish_controller_data(relation, auth_key, entries, config_digest)
         for relation in self.model.relations[SLURMRESTD]:
-            self.rest_api.publish_controller_data(relation, auth_key, entries)
+            self.rest_api.publish_controller_data(relation, auth_key, entries, config_digest)
 
 
 def _is_install_hook() -> bool:

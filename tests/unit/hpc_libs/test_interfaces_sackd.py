@@ -129,3 +129,36 @@ def test_non_leader_controller_publishes_nothing() -> None:
     )
 
     assert dict(out.get_relation(relation.id).local_app_data) == {}
+
+
+@pytest.mark.parametrize(
+    ("digest", "ready"),
+    [
+        ("9f86d081884c7d65", True),
+        ("9F86D081884C7D65", False),
+        ("9f86d081\nclustername", False),
+        ("../../clustername", False),
+        (16, False),
+    ],
+    ids=["hex", "upper", "newline", "path", "int"],
+)
+def test_login_node_reads_the_config_digest_and_refuses_a_hostile_one(
+    login_ctx: testing.Context[LoginCharm], digest: object, ready: bool
+) -> None:
+    secret = testing.Secret(tracked_content={"key": AUTH_KEY})
+    relation = testing.Relation(
+        "slurmctld",
+        remote_app_name="slurmctld",
+        remote_app_data={
+            "auth_key_id": json.dumps(secret.id),
+            "controllers": json.dumps([{"hostname": "ctl-0", "address": "10.0.0.1"}]),
+            "config_digest": json.dumps(digest),
+        },
+    )
+
+    login_ctx.run(
+        login_ctx.on.relation_changed(relation),
+        testing.State(relations={relation}, secrets={secret}),
+    )
+
+    assert LoginCharm.seen == ([(AUTH_KEY, ["10.0.0.1:6817"])] if ready else [])

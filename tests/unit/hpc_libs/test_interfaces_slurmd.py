@@ -407,3 +407,96 @@ def test_slurmd_application_leaving_is_disconnected(
     assert "slurmd_disconnected" in kinds(slurmctld_ctx)
     event = next(e for e in slurmctld_ctx.emitted_events if e.handle.kind == "slurmd_disconnected")
     assert isinstance(event, SlurmdDisconnectedEvent)
+
+
+# `config_digest`: the digest of the configuration slurmctld last applied.
+
+CONTROLLERS_BAG = json.dumps([{"hostname": "ctl-0", "address": "10.0.0.1"}])
+
+
+@pytest.mark.parametrize("digest", ["0123abcd", "9f86d081884c7d65", "a" * 64])
+def test_a_valid_config_digest_is_read_and_ready(
+    slurmd_ctx: testing.Context[SlurmdCharm], digest: str
+) -> None:
+    secret = testing.Secret(tracked_content={"key": AUTH_KEY})
+    relation = testing.Relation(
+        "slurmctld",
+        remote_app_name="slurmctld",
+        remote_app_data={
+            "auth_key_id": json.dumps(secret.id),
+            "controllers": CONTROLLERS_BAG,
+            "config_digest": json.dumps(digest),
+        },
+    )
+
+    with slurmd_ctx(
+        slurmd_ctx.on.relation_changed(relation),
+        testing.State(relations={relation}, secrets={secret}),
+    ) as manager:
+        data = manager.charm.slurmctld.controller_data
+        manager.run()
+
+    assert data is not None and data.config_digest == digest
+    assert "slurmctld_ready" in kinds(slurmd_ctx)
+
+
+@pytest.mark.parametrize(
+    "digest",
+    [
+        "9F86D081884C7D65",
+        "abc",
+        "a" * 65,
+        "9f86d081\n884c7d65",
+        "9f86d081 --conf=x",
+        "zz86d081884c7d65",
+        "",
+        5,
+        ["9f86d081884c7d65"],
+    ],
+    ids=["upper", "short", "long", "newline", "argument", "not-hex", "empty", "int", "list"],
+)
+def test_a_hostile_config_digest_makes_the_data_not_ready(
+    slurmd_ctx: testing.Context[SlurmdCharm], digest: object
+) -> None:
+    relation = testing.Relation(
+        "slurmctld",
+        remote_app_name="slurmctld",
+        remote_app_data={
+            "auth_key_id": json.dumps("secret:abc"),
+            "controllers": CONTROLLERS_BAG,
+            "config_digest": json.dumps(digest),
+        },
+    )
+
+    slurmd_ctx.run(slurmd_ctx.on.relation_changed(relation), testing.State(relations={relation}))
+
+    assert "slurmctld_ready" not in kinds(slurmd_ctx)
+
+
+def test_the_controller_publishes_the_config_digest_with_the_controllers() -> None:
+    class DigestCharm(ops.CharmBase):
+        def __init__(self, framework: ops.Framework) -> None:
+            super().__init__(framework)
+            self.slurmd = SlurmdRequirer(self, "slurmd")
+            framework.observe(self.slurmd.on.slurmd_ready, self._on_ready)
+
+        def _on_ready(self, event: SlurmdReadyEvent) -> None:
+            secret = get_or_create_auth_key_secret(self, lambda: AUTH_KEY)
+            entries = [ControllerEntry(hostname="ctl-0", address="10.0.0.1")]
+            self.slurmd.publish_controller_data(event.relation, secret, entries, "0123abcd")
+
+    ctx = testing.Context(DigestCharm, meta=SLURMCTLD_META)
+    relation = testing.Relation(
+        "slurmd", remote_app_name="compute", remote_app_data=compute_databag(COMPUTE)
+    )
+
+    out = ctx.run(
+        ctx.on.relation_changed(relation), testing.State(leader=True, relations={relation})
+    )
+
+    assert json.loads(out.get_relation(relation.id).local_app_data["config_digest"]) == "0123abcd"
+
+
+def test_a_bad_config_digest_is_never_published() -> None:
+    with pytest.raises(ValidationError):
+        ControllerData(config_digest="0123abcd\nmore")

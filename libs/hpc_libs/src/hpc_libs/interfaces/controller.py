@@ -8,6 +8,12 @@ is never published, and a consumer reads a databag holding one as "not ready". T
 travels only as a Juju secret owned by the slurmctld application and granted to the relation;
 it never appears in a databag.
 
+`config_digest` is a short hex digest of the configuration slurmctld last applied and serves
+configless (slurm.conf, cgroup.conf, gres.conf). It changes only once slurmctld accepted a new
+configuration, so every consumer gets a relation-changed then: a daemon that could not start
+with the former configuration retries at once. A running configless daemon needs no restart
+for it (slurmctld pushes the new configuration with its reconfigure).
+
 * `ControllerConsumer`: the daemon's side (slurmd, sackd). Emits `slurmctld_connected`,
   `slurmctld_ready` and `slurmctld_disconnected`; reads the controllers and the key.
 * `ControllerPublisher`: slurmctld's side. Grants the key and publishes `ControllerData`.
@@ -15,6 +21,7 @@ it never appears in a databag.
 
 import ipaddress
 import logging
+import re
 from collections.abc import Callable
 
 import ops
@@ -33,6 +40,8 @@ AUTH_KEY_FIELD = "key"
 
 
 DEFAULT_SLURMCTLD_PORT = 6817
+CONFIG_DIGEST = re.compile(r"[0-9a-f]{8,64}")
+"""A `config_digest`: lowercase hex, 8 to 64 digits."""
 
 
 class ControllerEntry(DatabagModel):
@@ -82,12 +91,21 @@ class ControllerData(DatabagModel):
 
     auth_key_id: str | None = None
     controllers: list[ControllerEntry] | None = None
+    config_digest: str | None = None
+    """Digest of the configuration slurmctld last applied (see the module's docstring)."""
 
     @field_validator("auth_key_id")
     @classmethod
     def _valid_secret_id(cls, value: str | None) -> str | None:
         if value is not None:
             grammar.token(value)
+        return value
+
+    @field_validator("config_digest")
+    @classmethod
+    def _valid_config_digest(cls, value: str | None) -> str | None:
+        if value is not None:
+            grammar.pattern(CONFIG_DIGEST, "a hex digest")(value)
         return value
 
     def conf_servers(self) -> list[str]:
@@ -189,18 +207,25 @@ class ControllerPublisher(Interface):
     """slurmctld's side of an integration with a Slurm daemon application."""
 
     def publish_controller_data(
-        self, relation: ops.Relation, auth_key: ops.Secret, controllers: list[ControllerEntry]
+        self,
+        relation: ops.Relation,
+        auth_key: ops.Secret,
+        controllers: list[ControllerEntry],
+        config_digest: str | None = None,
     ) -> bool:
-        """Grant `auth_key` to `relation` and publish its id and `controllers` (leader only).
+        """Grant `auth_key` to `relation` and publish its id, `controllers` and `config_digest`.
 
-        Returns whether the databag changed. The key's content is never written to it. The
-        entries were validated when built (`ControllerEntry` refuses a bad host or port).
+        Leader only. Returns whether the databag changed. The key's content is never written
+        to it. The entries were validated when built (`ControllerEntry` refuses a bad host or
+        port), and so is the digest (`ControllerData` refuses anything but hex).
         """
         if not self.model.unit.is_leader():
             return False
         auth_key.grant(relation)
         secret_id = auth_key.id or auth_key.get_info().id
-        data = ControllerData(auth_key_id=secret_id, controllers=list(controllers))
+        data = ControllerData(
+            auth_key_id=secret_id, controllers=list(controllers), config_digest=config_digest
+        )
         return self.save(data, relation, self.model.app)
 
 

@@ -1,0 +1,252 @@
+"""Scenarios: the cluster id as accounting comes, and the applied config's digest published.
+
+Turning accounting on for a running cluster: slurmctld invented a cluster id without a
+database (`<StateSaveLocation>/clustername`); slurmdbd assigns another, and slurmctld dies of
+the mismatch at the reconfigure unless the leader deletes the file right before it.
+"""
+
+import json
+import logging
+import re
+from pathlib import Path
+
+import pytest
+from hpc_libs.machine import host
+from ops import testing
+from test_charm_slurmctld import RECONFIGURE, compute_relation, later, running
+from test_ha_charm import mount, network_leader
+from test_slurmctld_accounting_and_jwt import DBD, slurmdbd_relation
+
+INVENTED_ID = "614"
+
+
+@pytest.fixture
+def settled(ctx, machine):
+    """Run one reconcile so slurmctld runs with its files, then forget what ran."""
+
+    def settle(state: testing.State) -> testing.State:
+        out = ctx.run(ctx.on.update_status(), state)
+        machine.commands.clear()
+        machine.service_calls.clear()
+        return out
+
+    return settle
+
+
+def cluster_id_file(state_dir: Path) -> Path:
+    """slurmctld's cluster id file as slurmctld wrote it when it started without a database."""
+    state_dir.mkdir(parents=True, exist_ok=True)
+    path = state_dir / "clustername"
+    path.write_text(INVENTED_ID)
+    return path
+
+
+@pytest.fixture
+def seen_at_reconfigure(machine, monkeypatch):
+    """Whether `clustername` existed when each `scontrol reconfigure` ran (`watch(path)`).
+
+    With `recreate=True` the reconfigure writes the file again, as a failed one does.
+    """
+    seen: list[bool] = []
+    watched: dict[str, object] = {}
+
+    def run(argv, **kwargs):
+        path = watched.get("path")
+        if isinstance(path, Path) and [str(a) for a in argv] == RECONFIGURE:
+            seen.append(path.exists())
+            if watched.get("recreate"):
+                path.write_text(INVENTED_ID)
+        return machine.run(argv, **kwargs)
+
+    monkeypatch.setattr(host, "run", run)
+
+    def watch(path: Path, *, recreate: bool = False) -> list[bool]:
+        watched.update(path=path, recreate=recreate)
+        return seen
+
+    return watch
+
+
+def accounting_comes(ctx, state: testing.State) -> testing.State:
+    """slurmdbd publishes its address to a controller integrated with it already."""
+    relation = slurmdbd_relation(DBD, id=state.get_relations("slurmdbd")[0].id)
+    return ctx.run(ctx.on.relation_changed(relation, remote_unit=0), later(state, relation))
+
+
+def local_state(tmp_path: Path) -> Path:
+    return tmp_path / "var/lib/slurm/slurmctld"
+
+
+# The cluster id when accounting comes.
+
+
+def test_turning_accounting_on_deletes_the_invented_cluster_id_right_before_the_reconfigure(
+    ctx, tmp_path, settled, seen_at_reconfigure, caplog
+):
+    state = settled(running(slurmdbd_relation()))
+    path = cluster_id_file(local_state(tmp_path))
+    seen = seen_at_reconfigure(path)
+    caplog.set_level(logging.INFO)
+
+    out = accounting_comes(ctx, state)
+
+    assert seen == [False]
+    assert not path.exists()
+    assert f"deleted {path}" in caplog.text
+    assert out.unit_status == testing.ActiveStatus("accounting on slurmdbd 10.0.0.5:6819")
+
+
+def test_a_failed_accounting_reconfigure_deletes_the_id_again_at_the_retry(
+    ctx, machine, tmp_path, settled, seen_at_reconfigure
+):
+    state = settled(running(slurmdbd_relation()))
+    path = cluster_id_file(local_state(tmp_path))
+    seen = seen_at_reconfigure(path, recreate=True)
+    machine.fail(*RECONFIGURE, stderr="fatal: CLUSTER ID MISMATCH.")
+
+    state = accounting_comes(ctx, state)
+    assert state.unit_status.name == "blocked"
+    assert path.exists()  # The failed attempt wrote it again.
+    machine.heal()
+
+    out = ctx.run(ctx.on.update_status(), later(state, *state.get_relations("slurmdbd")))
+
+    assert seen == [False, False]
+    assert out.unit_status == testing.ActiveStatus("accounting on slurmdbd 10.0.0.5:6819")
+
+
+def test_a_stopped_controller_starting_with_accounting_forgets_the_invented_id(
+    ctx, machine, tmp_path, settled
+):
+    state = settled(running(slurmdbd_relation()))
+    path = cluster_id_file(local_state(tmp_path))
+    machine.active.discard("slurmctld")  # It died of the mismatch.
+
+    accounting_comes(ctx, state)
+
+    assert machine.calls("start") == ["slurmctld"]
+    assert not path.exists()
+
+
+def test_once_accounting_is_applied_the_cluster_id_is_kept(
+    ctx, machine, tmp_path, settled, seen_at_reconfigure
+):
+    state = accounting_comes(ctx, settled(running(slurmdbd_relation())))
+    path = cluster_id_file(local_state(tmp_path))  # slurmdbd's id, written by slurmctld.
+    seen = seen_at_reconfigure(path)
+    relations = state.get_relations("slurmdbd")
+
+    ctx.run(ctx.on.config_changed(), later(state, *relations, config={"max-node-count": 99}))
+
+    assert seen == [True]
+    assert path.read_text() == INVENTED_ID
+
+
+def test_a_cluster_without_accounting_keeps_its_cluster_id(
+    ctx, machine, tmp_path, settled, seen_at_reconfigure
+):
+    state = settled(running())
+    path = cluster_id_file(local_state(tmp_path))
+    seen = seen_at_reconfigure(path)
+
+    ctx.run(ctx.on.config_changed(), later(state, config={"max-node-count": 99}))
+
+    assert seen == [True]
+    assert path.exists()
+
+
+def test_with_network_state_the_id_on_the_share_is_deleted(
+    ctx, machine, tmp_path, shared_fs, seen_at_reconfigure
+):
+    dbd = slurmdbd_relation()
+    state = ctx.run(ctx.on.update_status(), network_leader(dbd))
+    assert "slurmctld" in machine.calls("start")
+    machine.service_calls.clear()
+    local = cluster_id_file(local_state(tmp_path))
+    path = cluster_id_file(shared_fs / "slurmctld")
+    seen = seen_at_reconfigure(path)
+    relation = slurmdbd_relation(DBD, id=dbd.id)
+    state = later(state, relation, mount(), config={"use-network-state": True})
+
+    ctx.run(ctx.on.relation_changed(relation, remote_unit=0), state)
+
+    assert seen == [False]
+    assert local.exists()  # Not the StateSaveLocation in effect.
+
+
+# The digest of the applied configuration.
+
+HEX_16 = re.compile(r"[0-9a-f]{16}")
+
+
+def digests(state: testing.State) -> dict[str, str | None]:
+    """The `config_digest` each consumer relation got, by endpoint."""
+    found: dict[str, str | None] = {}
+    for relation in state.relations:
+        if isinstance(relation, testing.Relation):
+            value = relation.local_app_data.get("config_digest")
+            found[relation.endpoint] = json.loads(value) if value is not None else None
+    return found
+
+
+def consumers() -> list[testing.Relation]:
+    return [
+        compute_relation(),
+        testing.Relation("login-node", remote_app_name="login", remote_units_data={0: {}}),
+        slurmdbd_relation(DBD),
+        testing.Relation("slurmrestd", remote_app_name="rest", remote_units_data={0: {}}),
+    ]
+
+
+def test_every_consumer_gets_the_digest_of_the_applied_config(ctx, machine):
+    out = ctx.run(ctx.on.update_status(), running(*consumers()))
+
+    published = digests(out)
+    assert set(published) == {"slurmd", "login-node", "slurmdbd", "slurmrestd"}
+    [digest] = set(published.values())
+    assert digest is not None and HEX_16.fullmatch(digest)
+
+
+def test_the_digest_changes_only_once_slurmctld_accepted_the_new_config(ctx, machine, settled):
+    state = settled(running(*consumers(), config={"process-isolation": "cgroup"}))
+    before = digests(state)
+    isolated = later(state, *consumers_of(state), config={"process-isolation": "none"})
+    machine.fail(
+        *RECONFIGURE, stderr="slurm_reconfigure error: Unable to contact slurm controller"
+    )
+
+    failed = ctx.run(ctx.on.config_changed(), isolated)
+
+    assert digests(failed) == before
+    machine.heal()
+
+    out = ctx.run(
+        ctx.on.update_status(),
+        later(failed, *consumers_of(failed), config={"process-isolation": "none"}),
+    )
+
+    after = digests(out)
+    assert set(after.values()) != set(before.values())
+    assert len(set(after.values())) == 1
+
+
+def test_an_unchanged_config_publishes_the_same_digest(ctx, machine, settled):
+    state = settled(running(*consumers()))
+
+    out = ctx.run(ctx.on.update_status(), later(state, *consumers_of(state)))
+
+    assert machine.ran(*RECONFIGURE) == []
+    assert digests(out) == digests(state)
+
+
+def test_a_gres_conf_is_part_of_the_digest(ctx, machine, tmp_path, settled):
+    state = settled(running(*consumers()))
+    (tmp_path / "etc/slurm/gres.conf").write_text("AutoDetect=nvml\n")
+
+    out = ctx.run(ctx.on.update_status(), later(state, *consumers_of(state)))
+
+    assert digests(out) != digests(state)
+
+
+def consumers_of(state: testing.State) -> list[testing.Relation]:
+    return [r for r in state.relations if isinstance(r, testing.Relation)]
