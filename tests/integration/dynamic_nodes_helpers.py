@@ -1,4 +1,9 @@
-"""Helpers for the integration tests: bounded polling and Slurm queries through `juju exec`."""
+"""Helpers for the integration tests: bounded polling, Slurm queries through `juju exec`, and
+what the model says about units, leaders and machines.
+
+Only the jubilant API is used, so the helpers work on real Juju and on the lab. Where the lab
+can tell more than `juju status` (its machines), the check is guarded by `lab_machine_names`.
+"""
 
 from __future__ import annotations
 
@@ -14,6 +19,9 @@ T = TypeVar("T")
 CONTROLLER = "slurmctld/0"
 SLURMCTLD_LOG = "/var/log/slurm/slurmctld.log"
 RECONFIGURE_LINE = "Processing Reconfiguration Request"
+UNREACHABLE = "Unable to contact slurm controller"
+CONTROLLER_GAP = 15.0
+"""Seconds a Slurm client retries while slurmctld restarts or hands over (reconfigure)."""
 
 
 def poll(
@@ -23,21 +31,40 @@ def poll(
     interval: float = 2.0,
     what: str = "condition",
 ) -> T:
-    """Call `probe` until it returns something other than None/False, within `timeout` s."""
+    """Call `probe` until it returns something other than None/False, within `timeout` s.
+
+    A command that fails on a unit (`jubilant.TaskError`) counts as "not yet"; the last such
+    failure is part of the timeout's message.
+    """
     deadline = time.monotonic() + timeout
-    last: T | None = None
+    failure = ""
     while True:
-        last = probe()
+        try:
+            last = probe()
+        except jubilant.TaskError as e:
+            last, failure = None, f"; last failure: {e.task.stderr.strip() or e}"
         if last is not None and last is not False:
             return last
         if time.monotonic() >= deadline:
-            raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}")
+            raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}{failure}")
         time.sleep(interval)
 
 
 def sh(juju: jubilant.Juju, command: str, *, unit: str = CONTROLLER, wait: float = 120) -> str:
-    """Run a shell command on a unit; return its stdout (raise if it fails)."""
-    return juju.exec(command, unit=unit, wait=wait).stdout
+    """Run a shell command on a unit; return its stdout (raise if it fails).
+
+    A Slurm client that cannot reach slurmctld is retried for `CONTROLLER_GAP` seconds:
+    `scontrol reconfigure` makes slurmctld hand over to a new process, and clients that
+    connect in between fail.
+    """
+    deadline = time.monotonic() + CONTROLLER_GAP
+    while True:
+        try:
+            return juju.exec(command, unit=unit, wait=wait).stdout
+        except jubilant.TaskError as e:
+            if UNREACHABLE not in (e.task.stderr or "") or time.monotonic() >= deadline:
+                raise
+        time.sleep(1)
 
 
 def try_sh(juju: jubilant.Juju, command: str, *, unit: str = CONTROLLER) -> str | None:
@@ -101,16 +128,78 @@ def all_nodes_idle(juju: jubilant.Juju, names: list[str]) -> bool:
     return all(is_idle(known.get(n)) for n in names)
 
 
-def job_state(juju: jubilant.Juju, job_id: str) -> str | None:
-    """A job's state from squeue, falling back to sacct-less `scontrol show job`."""
+def job(juju: jubilant.Juju, job_id: str) -> dict[str, Any] | None:
+    """A job's record from `scontrol show job --json` (kept MinJobAge, 300 s, after it ends).
+
+    There is no accounting (sacct) in these clusters.
+    """
     out = try_sh(juju, f"scontrol show job {job_id} --json")
     if out is None:
         return None
     jobs = json.loads(out).get("jobs", [])
-    if not jobs:
+    return jobs[0] if jobs else None
+
+
+def job_state(juju: jubilant.Juju, job_id: str) -> str | None:
+    """A job's state (`RUNNING`, `COMPLETED`, `PENDING`, ...), None when Slurm forgot it."""
+    record = job(juju, job_id)
+    if record is None:
         return None
-    state = jobs[0].get("job_state", [])
+    state = record.get("job_state", [])
     return ",".join(state) if isinstance(state, list) else str(state)
+
+
+def job_time(record: dict[str, Any], field: str) -> float | None:
+    """A job's time field (`end_time`, `start_time`, ...) in epoch seconds, if set."""
+    value = record.get(field) or {}
+    return float(value["number"]) if value.get("set") and not value.get("infinite") else None
+
+
+def submit(
+    juju: jubilant.Juju,
+    partition: str,
+    seconds: int,
+    *,
+    node_name: str | None = None,
+    requeue: bool | None = None,
+) -> str:
+    """Submit batch job `sleep <seconds>` to `partition` (pinned to `node_name` if given).
+
+    `requeue` adds `--requeue` or `--no-requeue` (the cluster's JobRequeue default otherwise).
+    The job asks for 1 MB of memory so that several share a node (memory is a consumable
+    resource, and a job without `--mem` takes the whole node). Returns the job id at once.
+    """
+    options = [f"-p {partition}", "-N1", "--mem=1", "-o /dev/null"]
+    if node_name is not None:
+        options.append(f"-w {node_name}")
+    if requeue is not None:
+        options.append("--requeue" if requeue else "--no-requeue")
+    out = sh(juju, f"sbatch --parsable {' '.join(options)} --wrap 'sleep {seconds}'")
+    return out.strip().split(";")[0]
+
+
+def wait_job(
+    juju: jubilant.Juju,
+    job_id: str,
+    done: Callable[[dict[str, Any]], bool],
+    *,
+    timeout: float,
+    what: str,
+) -> dict[str, Any]:
+    """Wait until job `job_id`'s record satisfies `done`; return that record."""
+
+    def probe() -> dict[str, Any] | None:
+        record = job(juju, job_id)
+        return record if record is not None and done(record) else None
+
+    return poll(probe, timeout=timeout, interval=1, what=f"job {job_id} {what}")
+
+
+def wait_running(juju: jubilant.Juju, job_id: str, timeout: float = 60) -> dict[str, Any]:
+    """Wait until job `job_id` runs; return its record."""
+    return wait_job(
+        juju, job_id, lambda r: "RUNNING" in r["job_state"], timeout=timeout, what="running"
+    )
 
 
 def submit_sleep(juju: jubilant.Juju, node_name: str, seconds: int) -> str:
@@ -118,16 +207,50 @@ def submit_sleep(juju: jubilant.Juju, node_name: str, seconds: int) -> str:
 
     The job goes to the node's partition (its application, the name before the unit number).
     """
-    partition = node_name.rsplit("-", 1)[0]
-    out = sh(
-        juju,
-        f"sbatch --parsable -p {partition} -w {node_name} -N1 -o /dev/null"
-        f" --wrap 'sleep {seconds}'",
-    )
-    job_id = out.strip().split(";")[0]
-    poll(
-        lambda: job_state(juju, job_id) == "RUNNING",
-        timeout=60,
-        what=f"job {job_id} running on {node_name}",
-    )
+    job_id = submit(juju, node_name.rsplit("-", 1)[0], seconds, node_name=node_name)
+    wait_running(juju, job_id)
     return job_id
+
+
+def unit_of_node(node_name: str) -> str:
+    """The unit whose node this is (`compute-3` -> `compute/3`), as the charms name nodes."""
+    app, number = node_name.rsplit("-", 1)
+    return f"{app}/{number}"
+
+
+def leader(status: jubilant.Status, app: str) -> str | None:
+    """The application's leader unit, if any."""
+    return next((name for name, u in status.apps[app].units.items() if u.leader), None)
+
+
+def lab_machine_names(juju: jubilant.Juju) -> set[str] | None:
+    """On the lab: the names of the machines that exist (a status lists only units' ones).
+
+    None on real Juju, whose `juju status` lists every machine of the model.
+    """
+    lab = getattr(juju, "lab", None)
+    if lab is None:
+        return None
+    return {machine.name for machine in lab.machines()}
+
+
+def machine_exists(juju: jubilant.Juju, machine_id: str, instance_id: str) -> bool:
+    """Whether the machine is still in the model (on the lab: still exists at all)."""
+    if machine_id in juju.status().machines:
+        return True
+    names = lab_machine_names(juju)
+    return names is not None and instance_id in names
+
+
+def machines_without_units(juju: jubilant.Juju) -> set[str]:
+    """Instance ids of machines that host no unit: machines left waiting for nothing."""
+    status = juju.status()
+    used = {
+        status.machines[unit.machine].instance_id
+        for app in status.apps.values()
+        for unit in app.units.values()
+        if unit.machine in status.machines
+    }
+    names = lab_machine_names(juju)
+    existing = names if names is not None else {m.instance_id for m in status.machines.values()}
+    return existing - used

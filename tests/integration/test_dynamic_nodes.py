@@ -1,15 +1,23 @@
-"""Dynamic nodes end to end (issue 4 "Done when", issue 3 cluster test), against real Slurm.
+"""Dynamic nodes end to end (issues 3, 4 and 7 "Done when"), against real Slurm.
 
 One deployment for the module, driven as a scenario: every test builds on the cluster the
 previous tests left, and asserts one behaviour. Runs on real Juju or on the lab (see
-conftest.py); on the lab every unit is a Debian 13 machine with Slurm 24.11.
+conftest.py); on the lab every unit is a Debian 13 machine with Slurm 24.11, update-status
+fires every 5 minutes as on Juju, and a removed unit's machine goes right after its last hook.
+
+The cluster: slurmctld, slurmd application `compute` (units 0-3 once scaled up), slurmd
+application `debug` (one unit) and a sackd login node. Along the way `compute/3` leaves with
+a running job, `compute/2` leaves past its `retire-timeout`, the leader `compute/0` leaves,
+and `debug` is removed while a job runs in its partition.
 """
 
 from __future__ import annotations
 
 import re
+import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import jubilant
 import pytest
@@ -17,7 +25,12 @@ from dynamic_nodes_helpers import (
     CONTROLLER,
     all_nodes_idle,
     is_idle,
+    job,
     job_state,
+    job_time,
+    leader,
+    machine_exists,
+    machines_without_units,
     node,
     node_states,
     nodes,
@@ -27,21 +40,60 @@ from dynamic_nodes_helpers import (
     reconfigure_count,
     sh,
     slurm_conf_fingerprint,
+    submit,
     submit_sleep,
     try_sh,
+    wait_job,
+    wait_running,
 )
 
 LAB_OPTIONS = {"slurm-package-source": "archive"}
 CONTROLLER_OPTIONS = {**LAB_OPTIONS, "process-isolation": "none"}
 SETTLE = 10 * 60
+"""Bound for deployments and scaling, which install packages."""
+REACT = 3 * 60
+"""Bound for a status to follow a config change or a removal (a failing test ends sooner)."""
+UPDATE_STATUS_INTERVAL = 300
+"""Juju's default; the lab's too. Nothing below may depend on update-status for timeliness."""
+LEAVING = re.compile(r"leaving\b.*\b1 job\b", re.IGNORECASE)
+"""The status of a departing unit that waits for the one job on its node."""
+NODE_CONFIG_FIELDS = (
+    "name",
+    "hostname",
+    "address",
+    "port",
+    "cpus",
+    "boards",
+    "sockets",
+    "cores",
+    "threads",
+    "real_memory",
+    "temporary_disk",
+    "gres",
+    "features",
+    "active_features",
+    "weight",
+    "partitions",
+    "tres",
+    "reason",
+    "slurmd_start_time",
+)
+"""What a node is configured with (not what it is doing: state, load, allocations)."""
 
 
-def wait_active(juju: jubilant.Juju, *apps: str, timeout: float = SETTLE) -> None:
-    juju.wait(
+def wait_active(juju: jubilant.Juju, *apps: str, timeout: float = SETTLE) -> jubilant.Status:
+    return juju.wait(
         lambda status: jubilant.all_active(status, *apps),
         error=lambda status: jubilant.any_error(status, *apps),
         timeout=timeout,
     )
+
+
+def node_config(juju: jubilant.Juju, name: str) -> dict[str, Any]:
+    """A node's configuration fields (see NODE_CONFIG_FIELDS)."""
+    record = node(juju, name)
+    assert record is not None, f"node {name} unknown"
+    return {key: record.get(key) for key in NODE_CONFIG_FIELDS}
 
 
 @pytest.fixture(scope="module")
@@ -57,6 +109,12 @@ def cluster(juju: jubilant.Juju, charm_path: Callable[[str], Path]) -> jubilant.
         what="compute-0 and compute-1 idle",
     )
     return juju
+
+
+@pytest.fixture(scope="module")
+def memo() -> dict[str, Any]:
+    """What one test of the scenario leaves for a later one."""
+    return {}
 
 
 def test_job_without_partition_runs_on_both_nodes(cluster: jubilant.Juju):
@@ -136,24 +194,6 @@ def test_partition_config_change_shows_in_scontrol_with_one_reconfigure(
     assert reconfigure_count(cluster) - reconfigures == 1
 
 
-def test_invalid_partition_config_blocks_naming_the_key_and_keeps_the_partition(
-    cluster: jubilant.Juju,
-):
-    cluster.config("compute", {"partition-config": "MaxTime=30 NotAKey=1"})
-    status = cluster.wait(lambda status: jubilant.all_blocked(status, "compute"), timeout=SETTLE)
-
-    for unit in status.apps["compute"].units.values():
-        assert "notakey" in unit.workload_status.message.lower()
-    assert "MaxTime=01:00:00" in partition(cluster, "compute")
-
-
-def test_valid_partition_config_unblocks(cluster: jubilant.Juju):
-    cluster.config("compute", {"partition-config": "MaxTime=60 DefaultTime=10"})
-    wait_active(cluster)
-
-    assert "MaxTime=01:00:00" in partition(cluster, "compute")
-
-
 def test_node_config_live_changes_show_in_scontrol(cluster: jubilant.Juju):
     task = cluster.run("compute/0", "node-config", {"parameters": "Weight=10 Features=fast"})
 
@@ -166,17 +206,6 @@ def test_node_config_live_changes_show_in_scontrol(cluster: jubilant.Juju):
     assert "compute" in record["features"]
     assert "weight=10" in task.results["parameters"].lower()
     assert is_idle(record)
-
-
-def test_invalid_node_config_fails_and_changes_nothing(cluster: jubilant.Juju):
-    with pytest.raises(jubilant.TaskError) as failed:
-        cluster.run("compute/0", "node-config", {"parameters": "Weight=heavy"})
-
-    assert "weight" in str(failed.value.task.message).lower()
-    report = cluster.run("compute/0", "node-config").results
-    assert "weight=10" in report["parameters"].lower()
-    record = node(cluster, "compute-0")
-    assert record is not None and record["weight"] == 10
 
 
 def test_resume_brings_a_drained_node_back_to_idle(cluster: jubilant.Juju):
@@ -214,74 +243,297 @@ def test_destroy_jobs_cancels_the_running_job(cluster: jubilant.Juju):
     )
 
 
-def fire_pending_hooks(juju: jubilant.Juju) -> None:
-    """Let the model run its periodic hooks (update-status) once, then carry on."""
-    juju.wait(lambda status: True, delay=1, successes=1, timeout=60)
-
-
-def test_leaving_with_a_running_job_drains_lets_it_finish_then_deletes_the_node(
+def test_removing_a_busy_unit_waits_for_its_job_then_deletes_the_node_and_the_machine(
     cluster: jubilant.Juju,
 ):
-    """The departure sequence on a machine that stays: the `debug` integration is removed."""
-    job_id = submit_sleep(cluster, "debug-0", 30)
+    """Issue 7: the job completes, then the node goes, then the machine, nothing left over.
 
-    cluster.remove_relation("slurmctld:slurmd", "debug:slurmctld")
-
-    record = node(cluster, "debug-0")
-    assert record is not None, "node deleted while its job was still running"
-    assert "DRAIN" in node_states(record)
-    assert "leaving" in str(record.get("reason", ""))
-    poll(
-        lambda: job_state(cluster, job_id) == "COMPLETED",
-        timeout=90,
-        what=f"job {job_id} to complete on the draining node debug-0 (not killed)",
-    )
-    poll(
-        lambda: "debug-0" not in nodes(cluster),
-        timeout=60,
-        what="debug-0 deleted once its job ended",
-    )
-
-
-def test_application_that_left_has_its_partition_removed(cluster: jubilant.Juju):
-    def partition_gone() -> bool:
-        fire_pending_hooks(cluster)
-        return partitions(cluster) == {"compute"}
-
-    poll(partition_gone, timeout=180, interval=5, what="partition debug removed")
-    assert not re.search(r"\bdebug\b", sh(cluster, "cat /etc/slurm/slurm.conf"))
-
-
-def test_removing_the_application_leaves_nothing_behind(cluster: jubilant.Juju):
-    cluster.remove_application("debug")
-    cluster.wait(lambda status: "debug" not in status.apps, timeout=SETTLE)
-
-    assert partitions(cluster) == {"compute"}
-    assert "debug-0" not in nodes(cluster)
-
-
-def test_removing_a_busy_unit_drains_it_lets_the_job_finish_then_deletes_it(
-    cluster: jubilant.Juju,
-):
+    The unit waits in its own hooks and says so in its status, with the jobs left.
+    """
+    status = cluster.status()
+    machine_id = status.apps["compute"].units["compute/3"].machine
+    instance_id = status.machines[machine_id].instance_id
     job_id = submit_sleep(cluster, "compute-3", 40)
 
     cluster.remove_unit("compute/3")
 
-    record = node(cluster, "compute-3")
-    assert record is not None, "node deleted while its job was still running"
-    assert "DRAIN" in node_states(record)
-    assert "leaving" in str(record.get("reason", ""))
-    poll(
-        lambda: job_state(cluster, job_id) == "COMPLETED",
-        timeout=90,
-        what=(
-            f"job {job_id} to complete on the draining node compute-3; it must not be killed"
-            " (it is, when the unit's machine is destroyed with the unit)"
-        ),
-    )
+    messages: list[str] = []
+    records: list[dict[str, Any] | None] = []
+
+    def job_ended() -> bool:
+        """Note compute/3's status and node while the job runs; True once it ended."""
+        units = cluster.status().apps["compute"].units
+        if "compute/3" in units:
+            messages.append(units["compute/3"].workload_status.message)
+        if job_state(cluster, job_id) != "RUNNING":
+            return True
+        records.append(node(cluster, "compute-3"))
+        return False
+
+    poll(job_ended, timeout=120, interval=1, what=f"job {job_id} to end")
+    assert job_state(cluster, job_id) == "COMPLETED", "the job on the leaving node was killed"
+    assert records, "the job ended before the removal returned"
+    assert None not in records, "node deleted while its job was still running"
+    assert any(
+        "DRAIN" in node_states(r) and "leaving" in str(r.get("reason", "")) for r in records if r
+    ), "the leaving node was never drained as leaving"
     poll(
         lambda: "compute-3" not in nodes(cluster),
         timeout=60,
+        interval=1,
         what="compute-3 deleted once its job ended",
     )
+    poll(  # The lab destroys it at once; a cloud may take a while to stop the instance.
+        lambda: not machine_exists(cluster, machine_id, instance_id),
+        timeout=60,
+        interval=1,
+        what=f"machine {machine_id} ({instance_id}) destroyed after compute/3's last hook",
+    )
     assert "compute-3" not in sh(cluster, "sinfo --noheader --Node --format=%N")
+    assert machines_without_units(cluster) == set()
+    assert any(LEAVING.search(m) for m in messages), (
+        f"compute/3's status never said it was leaving with 1 job left: {messages}"
+    )
+
+
+def test_retire_timeout_requeues_the_requeueable_job_and_cancels_the_other(
+    cluster: jubilant.Juju, memo: dict[str, Any]
+):
+    """Issue 7: past `retire-timeout` the leaving node's jobs are requeued or cancelled."""
+    # Only compute-2 takes jobs while they are submitted, so both land there; neither is
+    # pinned to it, so the requeued one may run on any node of the partition later.
+    others = "compute-[0-1]"
+    sh(cluster, f"scontrol update nodename={others} state=drain reason=steering-test-jobs")
+    try:
+        requeueable = submit(cluster, "compute", 300, requeue=True)
+        other = submit(cluster, "compute", 300, requeue=False)
+        assert wait_running(cluster, requeueable)["nodes"] == "compute-2"
+        assert wait_running(cluster, other)["nodes"] == "compute-2"
+    finally:
+        sh(cluster, f"scontrol update nodename={others} state=resume")
+    cluster.config("compute", {"retire-timeout": "10"})
+
+    cluster.remove_unit("compute/2")
+
+    poll(
+        lambda: "compute-2" not in nodes(cluster),
+        timeout=120,
+        interval=1,
+        what="compute-2 deleted after the retire-timeout",
+    )
+    requeued = job(cluster, requeueable)
+    assert requeued is not None
+    assert requeued["restart_cnt"] >= 1, f"job {requeueable} was not requeued: {requeued}"
+    assert "CANCELLED" not in requeued["job_state"]
+    assert job_state(cluster, other) == "CANCELLED"
+    poll(
+        lambda: re.search(rf"requeued [0-9,]*\b{requeueable}\b", cluster.debug_log(limit=3000)),
+        timeout=60,
+        what=f"the departure's log line saying job {requeueable} was requeued",
+    )
+    memo["requeued"] = requeueable
+    memo["requeued_at"] = time.monotonic()
+    cluster.config("compute", reset="retire-timeout")
+
+
+HOSTILE_PARTITION_CONFIG = [
+    # (value, the key the status must name); consecutive cases name different keys.
+    pytest.param('MaxTime="60 Nodes=ALL"', "maxtime", id="quoted-value-widening"),
+    pytest.param("Foo=1", "foo", id="unknown-key"),
+    pytest.param("MaxTime=-5", "maxtime", id="negative-time"),
+    pytest.param("MaxTime=60\nPartitionName=evil", "partitionname", id="newline"),
+    pytest.param("DefaultTime=10#", "defaulttime", id="comment"),
+]
+
+
+@pytest.mark.parametrize(("value", "key"), HOSTILE_PARTITION_CONFIG)
+def test_hostile_partition_config_blocks_naming_the_key_and_changes_nothing(
+    cluster: jubilant.Juju, value: str, key: str
+):
+    shown = partition(cluster, "compute")
+    conf = slurm_conf_fingerprint(cluster)
+
+    cluster.config("compute", {"partition-config": value})
+    status = cluster.wait(
+        lambda status: (
+            jubilant.all_blocked(status, "compute")
+            and all(
+                key in u.workload_status.message.lower()
+                for u in status.apps["compute"].units.values()
+            )
+        ),
+        error=jubilant.any_error,
+        timeout=REACT,
+    )
+
+    assert jubilant.all_active(status, "slurmctld")
+    assert partition(cluster, "compute") == shown
+    assert slurm_conf_fingerprint(cluster) == conf
+
+
+def test_valid_partition_config_unblocks(cluster: jubilant.Juju):
+    cluster.config("compute", {"partition-config": "MaxTime=60 DefaultTime=10"})
+    wait_active(cluster)
+
+    assert "MaxTime=01:00:00" in partition(cluster, "compute")
+
+
+HOSTILE_NODE_CONFIG = [
+    pytest.param("Port=1", "port", id="charm-managed-key"),
+    pytest.param("Weight=1.5", "weight", id="float"),
+    pytest.param('Features="a b"', "features", id="quoted-value-with-space"),
+    pytest.param("Weight=20\nNodeName=evil", "nodename", id="newline"),
+    pytest.param("Weight=heavy", "weight", id="not-a-number"),
+]
+
+
+@pytest.mark.parametrize(("parameters", "key"), HOSTILE_NODE_CONFIG)
+def test_hostile_node_config_fails_naming_the_key_and_changes_nothing(
+    cluster: jubilant.Juju, parameters: str, key: str
+):
+    report = cluster.run("compute/0", "node-config").results
+    before = node_config(cluster, "compute-0")
+
+    with pytest.raises(jubilant.TaskError) as failed:
+        cluster.run("compute/0", "node-config", {"parameters": parameters})
+
+    assert key in str(failed.value.task.message).lower()
+    assert cluster.run("compute/0", "node-config").results == report
+    assert "weight=10" in report["parameters"].lower()
+    assert node_config(cluster, "compute-0") == before
+    assert not jubilant.any_error(cluster.status())
+
+
+def test_removing_the_leader_elects_another_unit_which_keeps_serving(cluster: jubilant.Juju):
+    """Issue 7: another unit becomes leader; partition changes and jobs still work."""
+    old = leader(cluster.status(), "compute")
+    assert old is not None
+
+    cluster.remove_unit(old)
+
+    status = cluster.wait(
+        lambda status: (
+            old not in status.apps["compute"].units
+            and leader(status, "compute") not in (None, old)
+        ),
+        error=jubilant.any_error,
+        timeout=2 * REACT,
+    )
+    remaining = sorted(status.apps["compute"].units)
+    assert remaining == ["compute/1"]
+    cluster.config("compute", {"partition-config": "MaxTime=120 DefaultTime=10"})
+    poll(
+        lambda: "MaxTime=02:00:00" in partition(cluster, "compute"),
+        timeout=120,
+        what="the new leader's partition-config (MaxTime=02:00:00) in slurmctld",
+    )
+    wait_active(cluster)
+    ran_on = sh(cluster, "srun -p compute -N1 printenv SLURMD_NODENAME", wait=60)
+    assert ran_on.split() == ["compute-1"]
+    assert "compute-0" not in nodes(cluster)
+
+
+def test_partition_of_a_removed_application_goes_within_30s_of_its_last_job(
+    cluster: jubilant.Juju,
+):
+    """Issue 7: slurmctld wakes itself when the partition's last job ends.
+
+    update-status stays at Juju's 5 minutes: the partition must go within 30 s of the job's
+    end all the same.
+    """
+    assert getattr(cluster, "update_status_interval", UPDATE_STATUS_INTERVAL) >= (
+        UPDATE_STATUS_INTERVAL
+    )
+    job_id = submit_sleep(cluster, "debug-0", 45)
+
+    cluster.remove_application("debug")
+
+    assert job_state(cluster, job_id) == "RUNNING"
+    assert "debug" in partitions(cluster), "partition removed while its job ran"
+    record = wait_job(
+        cluster, job_id, lambda r: "RUNNING" not in r["job_state"], timeout=90, what="to end"
+    )
+    assert "COMPLETED" in record["job_state"], "the job in the retiring partition was killed"
+    ended = job_time(record, "end_time")
+    assert ended is not None
+    poll(
+        lambda: "debug" not in partitions(cluster),
+        timeout=90,
+        interval=1,
+        what="partition debug removed",
+    )
+    gone_after = time.time() - ended
+    assert gone_after <= 30, f"partition debug went {gone_after:.0f} s after its last job"
+
+
+def test_removing_the_application_leaves_nothing_behind(cluster: jubilant.Juju):
+    cluster.wait(lambda status: "debug" not in status.apps, timeout=SETTLE)
+
+    assert partitions(cluster) == {"compute"}
+    assert "debug-0" not in nodes(cluster)
+    assert not re.search(r"\bdebug\b", sh(cluster, "cat /etc/slurm/slurm.conf"))
+    assert machines_without_units(cluster) == set()
+
+
+def test_requeued_job_runs_on_another_node_of_the_partition(
+    cluster: jubilant.Juju, memo: dict[str, Any]
+):
+    """Issue 7, continued: the job requeued when compute-2 left runs again elsewhere.
+
+    Slurm holds a requeued job back for about two minutes (BeginTime); the tests since the
+    requeue used that time, this one waits for the rest.
+    """
+    job_id = memo["requeued"]
+    remaining = 240 - (time.monotonic() - memo["requeued_at"])
+
+    record = wait_running(cluster, job_id, timeout=max(remaining, 30))
+
+    assert record["partition"] == "compute"
+    assert record["nodes"] != "compute-2"
+    assert record["nodes"] in nodes(cluster)
+    sh(cluster, f"scancel {job_id}")
+
+
+def test_slurmd_that_cannot_start_shows_slurms_reason_and_recovers_once_fixed(
+    cluster: jubilant.Juju,
+):
+    """Issue 7: a daemon failure is a status with Slurm's own reason, retried by itself.
+
+    On a host with cgroup v1 hierarchies mounted (the lab's), `process-isolation=cgroup`
+    makes a starting slurmd die with "Hybrid mode is not supported" (a running one keeps
+    its configuration). Setting the option back is the only operator action: the unit then
+    recovers without update-status (the polling below never fires it on the lab).
+    """
+    v1_hierarchies = sh(cluster, "grep -cv '^0::' /proc/self/cgroup || true", unit="compute/1")
+    if int(v1_hierarchies.strip() or 0) == 0:
+        pytest.skip("slurmd starts with cgroup isolation on this cgroup v2 host")
+    before = set(cluster.status().apps["compute"].units)
+
+    cluster.config("slurmctld", {"process-isolation": "cgroup"})
+    cluster.add_unit("compute")
+
+    status = cluster.wait(
+        lambda status: any(
+            u.workload_status.current == "blocked"
+            and "Hybrid mode is not supported" in u.workload_status.message
+            for name, u in status.apps["compute"].units.items()
+            if name not in before
+        ),
+        error=jubilant.any_error,
+        timeout=REACT,
+    )
+    (new_unit,) = set(status.apps["compute"].units) - before
+    message = status.apps["compute"].units[new_unit].workload_status.message
+    assert "slurmd" in message
+
+    cluster.config("slurmctld", {"process-isolation": "none"})
+
+    poll(
+        lambda: jubilant.all_active(cluster.status(), "compute", "slurmctld"),
+        timeout=120,
+        what=f"{new_unit} active again after process-isolation=none, without update-status",
+    )
+    new_node = new_unit.replace("/", "-")
+    poll(lambda: is_idle(node(cluster, new_node)), timeout=60, what=f"{new_node} idle")
+    ran_on = sh(cluster, f"srun -p compute -w {new_node} printenv SLURMD_NODENAME", wait=60)
+    assert ran_on.split() == [new_node]
