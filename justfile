@@ -50,6 +50,10 @@ integration *args:
 bench *args:
     uv run pytest benchmarks --benchmark-only {{ args }}
 
+# Benchmarks on the lab beside their comparators (root); --quick: smoke run; build/bench-lab.json.
+bench-lab *args:
+    uv run python -m benchmarks.lab {{ args }}
+
 # Everything CI runs, in order, timing each step. Pytest's "no tests collected" (exit 5) fails.
 test:
     #!/usr/bin/env bash

@@ -1,0 +1,280 @@
+"""The table (Markdown) and the hook-cost table, from the result document."""
+
+from __future__ import annotations
+
+from typing import Any
+
+WAITS_FOR_HA = "waits for HA"
+WAITS_FOR_ACCOUNTING = "waits for accounting"
+
+
+def _ratio(value: float | None, floor: float | None) -> str:
+    if value is None or not floor:
+        return "-"
+    return f"{value / floor:.1f}x"
+
+
+def _s(value: float | None) -> str:
+    return "-" if value is None else f"{value:.1f} s"
+
+
+def _median(items: list[dict[str, Any]], key: str) -> float | None:
+    values = sorted(v for item in items if (v := item.get(key)) is not None)
+    if not values:
+        return None
+    middle = len(values) // 2
+    return values[middle] if len(values) % 2 else (values[middle - 1] + values[middle]) / 2
+
+
+def _max(items: list[dict[str, Any]], key: str) -> float | None:
+    values = [v for item in items if (v := item.get(key)) is not None]
+    return max(values) if values else None
+
+
+def enlistment_rows(figures: dict[str, Any]) -> list[list[str]]:
+    """Figure 1: total, boot, charm and Slurm parts, beside the bare slurmd floor."""
+    nodes, bare = figures.get("enlistment", []), figures.get("bare", [])
+    if not nodes or not bare:
+        return [["1", "Enlistment", "not measured", "-", "-"]]
+    total, floor = _median(nodes, "total_s"), _median(bare, "total_s")
+    boot, bare_boot = _median(nodes, "boot_s"), _median(bare, "boot_s")
+    slurm, bare_slurm = _median(nodes, "slurm_s"), _median(bare, "slurm_s")
+    charm = _median(nodes, "charm_until_slurmd_start_s")
+    return [
+        [
+            "1",
+            f"Enlistment: add_unit to idle in sinfo (median of {len(nodes)}, max)",
+            f"{_s(total)} (max {_s(_max(nodes, 'total_s'))})",
+            f"bare `slurmd -Z` on a new machine: {_s(floor)} ({len(bare)} runs)",
+            _ratio(total, floor),
+        ],
+        ["1a", "  machine boot", _s(boot), _s(bare_boot), _ratio(boot, bare_boot)],
+        [
+            "1b",
+            "  charm: add_unit to slurmd start, less boot",
+            _s(charm),
+            f"key copy by hand: {_s(_median(bare, 'key_copy_s'))}",
+            "-",
+        ],
+        [
+            "1c",
+            "  Slurm: slurmd start to idle",
+            _s(slurm),
+            _s(bare_slurm),
+            _ratio(slurm, bare_slurm),
+        ],
+        [
+            "1d",
+            "  hooks of the new unit (sum, overlaps 1b/1c)",
+            _s(_median(nodes, "hooks_s")),
+            "-",
+            "-",
+        ],
+    ]
+
+
+def work_rows(figures: dict[str, Any]) -> list[list[str]]:
+    """Figure 2: reconfigures and slurm.conf writes per added node, dynamic vs static."""
+    dynamic, static = figures.get("controller_work"), figures.get("static_method")
+    if not dynamic or not static:
+        return [["2", "Controller work per added node", "not measured", "-", "-"]]
+    added = max(dynamic["added_nodes"], 1)
+    count = max(static["nodes"], 1)
+    reconf = static["reconfigure_until_answering_s"]
+    at_n = static["reconfigure_dynamic_cluster_s"]
+    return [
+        [
+            "2",
+            f"Controller work per added node (1 to {added + 1})",
+            f"{dynamic['reconfigures'] / added:.2f} reconfigures, "
+            f"{dynamic['conf_writes'] / added:.2f} slurm.conf writes",
+            f"static NodeName lines: {static['reconfigures'] / count:.2f} reconfigures, "
+            f"{static['conf_writes'] / count:.2f} writes",
+            "target 0: "
+            + ("met" if dynamic["reconfigures"] == dynamic["conf_writes"] == 0 else "MISSED"),
+        ],
+        [
+            "2b",
+            f"scontrol reconfigure until answering, {added + 1} nodes",
+            f"never run (one at {added + 1} nodes costs {_s(at_n['answering'])})",
+            f"static: {_s(reconf['median'])} per node (max {_s(reconf['max'])}), "
+            f"{_s(static['controller_seconds_total'])} in all",
+            "-",
+        ],
+    ]
+
+
+def scale_in_rows(figures: dict[str, Any]) -> list[list[str]]:
+    """Figure 3: idle and busy departures."""
+    idle, busy, floor = figures.get("scale_in_idle"), figures.get("scale_in_busy"), None
+    floors = [b["departure_s"] for b in figures.get("bare", []) if "departure_s" in b]
+    if floors:
+        floor = sorted(floors)[len(floors) // 2]
+    rows: list[list[str]] = []
+    if idle:
+        rows.append(
+            [
+                "3",
+                "Scale-in, idle node: remove_unit to gone from sinfo (to machine gone)",
+                f"{_s(idle['node_gone_s'])} ({_s(idle.get('machine_gone_s'))})",
+                f"by hand (drain, stop slurmd, delete): {_s(floor)}",
+                _ratio(idle["node_gone_s"], floor),
+            ]
+        )
+    if busy:
+        rows.append(
+            [
+                "3b",
+                f"Scale-in, node running a {busy['job_seconds']} s job: gone after the job's end",
+                f"{_s(busy['after_job_end_s'])} after (job {busy['job_state']}; machine gone "
+                f"{_s(busy.get('machine_gone_s'))} after remove_unit)",
+                "the job's end (0 s)",
+                "-",
+            ]
+        )
+    return rows or [["3", "Scale-in", "not measured", "-", "-"]]
+
+
+def throughput_rows(figures: dict[str, Any]) -> list[list[str]]:
+    """Figure 5: submissions per second and time to complete, then the comparator pairs."""
+    out = figures.get("throughput")
+    if not out:
+        return [["5", "Controller throughput", "not measured", "-", "-"]]
+    return [
+        [
+            "5",
+            f"Throughput: {out['jobs']} sbatch /bin/true from the login node, "
+            f"{out['nodes']} nodes",
+            f"{out['submissions_per_s']} submissions/s; "
+            f"all complete in {_s(out['all_complete_s'])}",
+            "-",
+            "-",
+        ],
+        _pair_row(
+            figures,
+            "5a",
+            "StateSaveLocation on the shared filesystem (use-network-state)",
+            "throughput_shared",
+            figures.get("state_save", WAITS_FOR_HA),
+        ),
+        _pair_row(
+            figures,
+            "5b",
+            "with accounting (slurmdbd + MySQL stand-in)",
+            "throughput_accounting",
+            figures.get("accounting", WAITS_FOR_ACCOUNTING),
+        ),
+    ]
+
+
+def _pair_row(
+    figures: dict[str, Any], number: str, what: str, key: str, waiting: str
+) -> list[str]:
+    """A comparator pair of throughput runs: this run beside the run before it."""
+    run = figures.get(key)
+    if not run:
+        return [number, f"  {what}", waiting, "-", "-"]
+    base = figures[run["baseline"]]
+    extra = f"; {run['accounted_jobs']} jobs in sacct" if "accounted_jobs" in run else ""
+    return [
+        number,
+        f"  {what}, {run['jobs']} jobs, {run['nodes']} nodes{extra}",
+        f"{run['submissions_per_s']}/s; complete in {_s(run['all_complete_s'])}",
+        f"{run['baseline'].removeprefix('throughput_')} just before: "
+        f"{base['submissions_per_s']}/s; {_s(base['all_complete_s'])}",
+        f"{run['submissions_per_s'] / base['submissions_per_s']:.2f}x rate, "
+        + _ratio(run["all_complete_s"], base["all_complete_s"])
+        + " time",
+    ]
+
+
+def hook_rows(figures: dict[str, Any]) -> list[list[str]]:
+    """Figure 6: each charm's hooks overall, and config-changed with many partitions."""
+    rows: list[list[str]] = []
+    for charm in ("slurmctld", "slurmd"):
+        hooks = figures.get("hooks", {}).get(charm, {})
+        if not hooks:
+            continue
+        slowest = max(hooks.items(), key=lambda item: item[1]["max"] or 0)
+        medians = [h["median"] for h in hooks.values()]
+        rows.append(
+            [
+                "6",
+                f"Hook cost, {charm} ({sum(h['n'] for h in hooks.values())} hooks)",
+                f"medians {min(medians):.1f}-{max(medians):.1f} s; slowest {slowest[0]} "
+                f"max {slowest[1]['max']:.1f} s",
+                "per hook: see the hook table",
+                "-",
+            ]
+        )
+    one, many = figures.get("config_changed_1"), figures.get("config_changed_many")
+    if one and many:
+        rows.append(
+            [
+                "6b",
+                f"slurmctld config-changed, {many['partitions']} partitions"
+                + (" (20 asked: see notes)" if many["partitions"] < 20 else ""),
+                _s(many["hook_s"]),
+                f"{one['partitions']} partition: {_s(one['hook_s'])}",
+                _ratio(many["hook_s"], one["hook_s"]),
+            ]
+        )
+    return rows
+
+
+def scale_rows(figures: dict[str, Any]) -> list[list[str]]:
+    """Figure 7: how far one host went, and what the controller paid per node."""
+    scale = figures.get("scale")
+    if not scale or not scale["steps"]:
+        return [["7", "Scale", "not measured", "-", "-"]]
+    first, last = scale["steps"][0], scale["steps"][-1]
+    added = sum(s["added"] for s in scale["steps"])
+    work = sum(s["reconfigures"] + s["conf_writes"] for s in scale["steps"])
+    idle = scale.get("idle_machine", {})
+    return [
+        [
+            "7",
+            f"Scale: dynamic nodes on one host (stopped at {scale['stopped_by']})",
+            f"{last['nodes']} nodes; slurmctld RSS {first['slurmctld_rss_mib']} to "
+            f"{last['slurmctld_rss_mib']} MiB; "
+            f"sinfo {first['sinfo_ms']} to {last['sinfo_ms']} ms; "
+            f"{work / max(added, 1):.2f} controller writes+reconfigures per node",
+            f"idle lab machine: {idle.get('rss_mib', '-')} MiB, "
+            f"{idle.get('cpu_percent_of_one_core', '-')}% of a core",
+            f"~{scale.get('fits_in_host_memory', '-')} would fit in host memory "
+            f"({max(scale.get('host_mib_per_node', 0), scale['compute_unit_machine']['rss_mib'])}"
+            " MiB per node)",
+        ]
+    ]
+
+
+def table(figures: dict[str, Any]) -> str:
+    """The main table, as Markdown."""
+    rows = [
+        *enlistment_rows(figures),
+        *work_rows(figures),
+        *scale_in_rows(figures),
+        ["4", "Failover", WAITS_FOR_HA, "SlurmctldTimeout 120 s", "-"],
+        *throughput_rows(figures),
+        *hook_rows(figures),
+        *scale_rows(figures),
+    ]
+    return markdown(["#", "Figure", "Charms", "Comparator (same run)", "Ratio"], rows)
+
+
+def hook_table(figures: dict[str, Any]) -> str:
+    """Every hook of slurmctld and slurmd: median, max, count."""
+    rows: list[list[str]] = []
+    for charm, hooks in figures.get("hooks", {}).items():
+        for hook, stats in hooks.items():
+            rows.append(
+                [charm, hook, f"{stats['median']:.2f}", f"{stats['max']:.2f}", str(stats["n"])]
+            )
+    return markdown(["Charm", "Hook", "Median s", "Max s", "Runs"], rows)
+
+
+def markdown(header: list[str], rows: list[list[str]]) -> str:
+    """A Markdown table."""
+    lines = ["| " + " | ".join(header) + " |", "|" + " --- |" * len(header)]
+    lines += ["| " + " | ".join(cell.replace("|", "/") for cell in row) + " |" for row in rows]
+    return "\n".join(lines)
