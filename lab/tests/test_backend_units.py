@@ -209,3 +209,29 @@ def test_opened_ports_survive_the_next_hook():
     ports = [runner._port(dict(p)) for p in raw]  # pyright: ignore[reportPrivateUsage]
 
     assert ports == [testing.TCPPort(6819), testing.UDPPort(53), testing.ICMPPort()]
+
+
+def test_only_the_leader_changes_an_application_secret():
+    """A non-leader's hook output carries the grants it saw: it must not undo the leader's."""
+    from slurm_lab.juju.model import Secret, SecretRevision
+
+    ctl, model = _model_with("ctl", 2)
+    secret = Secret("secret:k", "ctl", "app", [SecretRevision(1, {"key": "x"})])
+    secret.grants = {"2": ["login"]}
+    model.secrets[secret.id] = secret
+    stale = {
+        "id": secret.id,
+        "owner": "app",
+        "label": "slurm-auth-key",
+        "description": None,
+        "latest_content": {"key": "x"},
+        "latest_revision": 1,
+        "tracked_revision": 1,
+        "remote_grants": {},
+    }
+
+    ctl._apply_secrets(model.units["ctl/1"], [stale], read=set(), shown=set())  # pyright: ignore[reportPrivateUsage]
+    assert secret.grants == {"2": ["login"]}
+
+    ctl._apply_secrets(model.units["ctl/0"], [stale], read=set(), shown=set())  # pyright: ignore[reportPrivateUsage]
+    assert secret.grants == {}

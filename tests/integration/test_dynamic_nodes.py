@@ -283,9 +283,9 @@ def test_removing_a_busy_unit_waits_for_its_job_then_deletes_the_node_and_the_ma
         interval=1,
         what="compute-3 deleted once its job ended",
     )
-    poll(  # The lab destroys it at once; a cloud may take a while to stop the instance.
+    poll(  # The lab destroys it at once, but a loaded machine or a cloud may take a while.
         lambda: not machine_exists(cluster, machine_id, instance_id),
-        timeout=60,
+        timeout=180,
         interval=1,
         what=f"machine {machine_id} ({instance_id}) destroyed after compute/3's last hook",
     )

@@ -811,13 +811,26 @@ class Controller:
                 )
                 self.model.secrets[secret.id] = secret
             if raw["owner"] is not None:
-                self._apply_owned_secret(secret, raw)
+                if self._manages(unit, secret):
+                    self._apply_owned_secret(secret, raw)
             elif secret.id in read or unit.name in secret.consumers:
                 secret.consumers[unit.name] = Consumer(raw["tracked_revision"], raw["label"])
         for secret in list(self.model.secrets.values()):
             owned = secret.owner in (unit.app, unit.name)
-            if owned and secret.id in shown and secret.id not in present:  # the charm removed it
+            removed = secret.id in shown and secret.id not in present
+            if owned and removed and self._manages(unit, secret):  # the charm removed it
                 del self.model.secrets[secret.id]
+
+    def _manages(self, unit: Unit, secret: Secret) -> bool:
+        """Whether the unit may change the secret: its owner unit, or the owning app's leader.
+
+        In Juju only the leader grants, updates or removes an application's secret; another
+        unit's hook output still carries the grants it saw when its hook began, which must not
+        undo what the leader did meanwhile.
+        """
+        if secret.owner_kind == "unit":
+            return secret.owner == unit.name
+        return self.model.apps[unit.app].leader == unit.name
 
     def _apply_owned_secret(self, secret: Secret, raw: JsonDict) -> None:
         secret.label = raw["label"]
