@@ -1,0 +1,249 @@
+"""Helpers for the controller high-availability scenarios (issue 8): controller order and
+roles from `scontrol ping --json`, lab faults on a controller's machine, and failover timing.
+
+Every Slurm query runs on the login node: a controller's own machine may be powered off or
+cut from the network. The faults need the lab (`juju.lab`); on real Juju they are skipped.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import statistics
+import time
+from dataclasses import dataclass
+from typing import Any, Literal, cast
+
+import jubilant
+import pytest
+from dynamic_nodes_helpers import poll
+
+LOGIN = "login/0"
+SLURMCTLD_LOG = "/var/log/slurm/slurmctld.log"
+TAKEOVER = "taking over"
+"""What a backup's slurmctld logs when it takes control (`BackupController1 ... taking over`)."""
+PROBE_TIMEOUT = 15
+"""Seconds one client command may take while a controller is unreachable."""
+FAILOVER_BOUND = 30.0
+"""Issue 8: the first backup serves within 30 s of the fault with the default timers."""
+SLURM_DEFAULT_SLURMCTLD_TIMEOUT = 120
+
+SLURMCTLD_HOST = re.compile(r"^\s*slurmctldhost\s*=\s*([^(\s]+)", re.IGNORECASE | re.MULTILINE)
+"""A `SlurmctldHost` line of slurm.conf; group 1 is the hostname."""
+
+FaultKind = Literal["kill", "power", "network"]
+FAULT_KINDS: tuple[FaultKind, ...] = ("kill", "power")
+"""The faults the suite injects. A network cut is not among them yet: the cut primary keeps
+serving its stale queue and takes control back when the link returns (split brain, issue 8 is
+open for it); `failover_seconds(..., "network", ...)` measures its takeover by hand."""
+
+
+def exec_on(juju: jubilant.Juju, command: str, *, unit: str = LOGIN, wait: float = 120) -> str:
+    """Run a shell command on a unit; its stdout (raise `jubilant.TaskError` if it fails)."""
+    return juju.exec(command, unit=unit, wait=wait).stdout
+
+
+def try_exec(
+    juju: jubilant.Juju, command: str, *, unit: str = LOGIN, wait: float = 60
+) -> str | None:
+    """Run a shell command on a unit; None if it fails or times out."""
+    try:
+        return exec_on(juju, command, unit=unit, wait=wait)
+    except (jubilant.TaskError, TimeoutError):
+        return None
+
+
+def pings(juju: jubilant.Juju) -> list[dict[str, Any]] | None:
+    """`scontrol ping --json` from the login node, in `SlurmctldHost` order; None if it fails."""
+    out = try_exec(juju, f"timeout {PROBE_TIMEOUT} scontrol ping --json", wait=PROBE_TIMEOUT + 10)
+    if out is None:
+        return None
+    try:
+        return list(json.loads(out).get("pings", []))
+    except json.JSONDecodeError:
+        return None
+
+
+def is_up(ping: dict[str, Any]) -> bool:
+    """Whether a controller answered the ping."""
+    return str(ping.get("pinged", "")).upper() == "UP" and bool(ping.get("responding", True))
+
+
+def ping_hosts(juju: jubilant.Juju) -> list[str]:
+    """The controllers' hostnames in `SlurmctldHost` order, as `scontrol ping` lists them."""
+    found = poll(lambda: pings(juju), timeout=60, what="scontrol ping --json from the login node")
+    return [str(p["hostname"]) for p in found]
+
+
+def all_controllers_up(juju: jubilant.Juju, hosts: list[str]) -> bool:
+    """Whether `scontrol ping` lists exactly `hosts`, in order, all UP."""
+    found = pings(juju)
+    return found is not None and [p["hostname"] for p in found] == hosts and all(map(is_up, found))
+
+
+def slurmctld_hosts_in_conf(juju: jubilant.Juju, unit: str) -> list[str]:
+    """The hostnames of the `SlurmctldHost` lines of slurm.conf on a controller unit."""
+    out = exec_on(juju, "cat /etc/slurm/slurm.conf", unit=unit)
+    return SLURMCTLD_HOST.findall(out)
+
+
+def unit_hostname(status: jubilant.Status, unit: str) -> str:
+    """The hostname of a unit's machine."""
+    app = unit.split("/", 1)[0]
+    return status.machines[status.apps[app].units[unit].machine].hostname
+
+
+def unit_of_host(status: jubilant.Status, app: str, hostname: str) -> str:
+    """The unit of `app` whose machine has this hostname."""
+    for name, unit in status.apps[app].units.items():
+        if status.machines[unit.machine].hostname == hostname:
+            return name
+    raise AssertionError(f"no unit of {app} on {hostname}")
+
+
+def takeover_count(juju: jubilant.Juju, unit: str) -> int:
+    """How many times a controller unit's slurmctld logged taking control."""
+    out = exec_on(juju, f"grep -c '{TAKEOVER}' {SLURMCTLD_LOG} || true", unit=unit)
+    return int(out.strip() or 0)
+
+
+# --- jobs ---------------------------------------------------------------------------------------
+
+JOB_OPTIONS = "-p compute -N1 --mem=1 -o /dev/null"
+
+
+def submit_from_login(juju: jubilant.Juju, wrap: str, *options: str) -> str:
+    """`sbatch` from the login node; the job id."""
+    out = exec_on(juju, f"sbatch --parsable {JOB_OPTIONS} {' '.join(options)} --wrap '{wrap}'")
+    return out.strip().split(";")[0]
+
+
+def submit_held(juju: jubilant.Juju, count: int) -> list[str]:
+    """Queue `count` held jobs from the login node (they stay pending); their ids."""
+    out = exec_on(
+        juju,
+        f"for i in $(seq {count}); do sbatch --parsable --hold {JOB_OPTIONS} --wrap true; done",
+        wait=300,
+    )
+    return [line.split(";")[0] for line in out.split()]
+
+
+def known_job_ids(juju: jubilant.Juju) -> list[str] | None:
+    """Every job id the controller knows (any state, ended ones for MinJobAge), as listed."""
+    out = try_exec(juju, f"timeout {PROBE_TIMEOUT} squeue --noheader --states=all --format=%i")
+    return None if out is None else out.split()
+
+
+def job_state(juju: jubilant.Juju, job_id: str) -> str | None:
+    """A job's state from the login node; None if it cannot be read."""
+    out = try_exec(
+        juju, f"timeout {PROBE_TIMEOUT} squeue --noheader --states=all -j {job_id} -o %T"
+    )
+    return None if not out else out.strip()
+
+
+def wait_state(juju: jubilant.Juju, job_id: str, state: str, timeout: float) -> None:
+    """Wait until a job is in `state` (RUNNING, COMPLETED, ...)."""
+    poll(
+        lambda: job_state(juju, job_id) == state,
+        timeout=timeout,
+        interval=1,
+        what=f"job {job_id} {state}",
+    )
+
+
+# --- faults -------------------------------------------------------------------------------------
+
+
+def lab_of(juju: jubilant.Juju) -> Any:
+    """The lab behind the backend (slurm_lab.machines.Lab); skip the test on real Juju."""
+    lab = getattr(juju, "lab", None)
+    if lab is None or not hasattr(lab, "power_off"):
+        pytest.skip("controller faults need the lab")
+    return cast(Any, lab)
+
+
+def inject(juju: jubilant.Juju, kind: FaultKind, machine: str) -> None:
+    """Take a controller's machine down one way."""
+    lab = lab_of(juju)
+    if kind == "kill":
+        lab.get(machine).kill_service("slurmctld")
+    elif kind == "power":
+        lab.power_off(machine)
+    else:
+        lab.cut_network(machine)
+
+
+def repair(juju: jubilant.Juju, kind: FaultKind, machine: str) -> None:
+    """Undo `inject`."""
+    lab = lab_of(juju)
+    if kind == "kill":
+        lab.get(machine).revive_service("slurmctld")
+    elif kind == "power":
+        lab.power_on(machine)
+    else:
+        lab.restore_network(machine)
+
+
+def backup_serves(juju: jubilant.Juju, primary: str, backup: str) -> bool:
+    """Whether the login node's clients are served while the primary is down, by the backup.
+
+    `scontrol ping` must show the primary DOWN and the backup UP, and `squeue` must answer.
+    """
+    found = pings(juju)
+    if found is None:
+        return False
+    state = {p["hostname"]: is_up(p) for p in found}
+    if state.get(primary, True) or not state.get(backup, False):
+        return False
+    return known_job_ids(juju) is not None
+
+
+def failover_seconds(
+    juju: jubilant.Juju, kind: FaultKind, primary_host: str, backup_host: str, timeout: float = 120
+) -> float:
+    """Inject `kind` on the primary's machine; seconds until the first backup serves.
+
+    Timed from just before the fault to the first successful probe from the login node (the
+    probe's own time included, so the value is an upper bound). The fault is left in place.
+    """
+    started = time.monotonic()
+    inject(juju, kind, primary_host)
+    poll(
+        lambda: backup_serves(juju, primary_host, backup_host),
+        timeout=timeout,
+        interval=0.5,
+        what=f"{backup_host} serving after the primary's fault ({kind})",
+    )
+    return time.monotonic() - started
+
+
+def recover(juju: jubilant.Juju, kind: FaultKind, primary_host: str, hosts: list[str]) -> None:
+    """Undo the fault and wait until every controller is UP again, in the same order."""
+    repair(juju, kind, primary_host)
+    poll(
+        lambda: all_controllers_up(juju, hosts),
+        timeout=180,
+        interval=2,
+        what=f"every controller UP again in order {hosts} after {kind}",
+    )
+
+
+@dataclass
+class Timings:
+    """Failover times by fault kind."""
+
+    seconds: dict[str, list[float]]
+
+    def add(self, kind: str, value: float) -> None:
+        self.seconds.setdefault(kind, []).append(value)
+
+    def report(self) -> str:
+        default = SLURM_DEFAULT_SLURMCTLD_TIMEOUT
+        lines = [f"failover times (Slurm's default SlurmctldTimeout: {default} s)"]
+        for kind, values in self.seconds.items():
+            lines.append(
+                f"  {kind:8} runs={len(values)} median={statistics.median(values):.1f}s "
+                f"max={max(values):.1f}s all={[round(v, 1) for v in values]}"
+            )
+        return "\n".join(lines)
