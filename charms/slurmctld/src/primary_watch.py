@@ -20,7 +20,6 @@ twice). Every piece is written only when its content changes.
 """
 
 import logging
-import re
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -42,7 +41,6 @@ TMPFILES_TIMEOUT = 30.0
 
 # What may appear in a unit file's ExecStart word without quoting or escaping: systemd gives
 # `%`, `$`, `\`, quotes and `;` meanings of their own, so any of them is refused outright.
-_PLAIN_WORD = re.compile(r"[A-Za-z0-9/_.,:=@+-]+( [A-Za-z0-9/_.,:=@+-]+)*")
 
 
 def program_text(signal_file: str = SIGNAL_FILE) -> str:
@@ -103,26 +101,10 @@ def service_unit_text(dispatch: Sequence[str], unit: str) -> str:
             "[Service]",
             "Type=oneshot",
             f"TimeoutStartSec={wake.DISPATCH_TIMEOUT}",
-            f"ExecStart={exec_line(dispatch)}",
+            f"ExecStart={wake.exec_line(dispatch)}",
             "",
         ]
     )
-
-
-def exec_line(argv: Sequence[str]) -> str:
-    """Render `argv` as a systemd `ExecStart=` value, a word with spaces in double quotes.
-
-    Raises:
-        ValueError: A word is empty or holds a character other than letters, digits, single
-            spaces and `/_.,:=@+-`.
-
-    """
-    words: list[str] = []
-    for word in argv:
-        if not _PLAIN_WORD.fullmatch(word):
-            raise ValueError(f"{word!r} cannot be written into a unit file as it is")
-        words.append(f'"{word}"' if " " in word else word)
-    return " ".join(words)
 
 
 class PrimaryWatch:

@@ -12,7 +12,6 @@ dispatch runs, further changes merge into it (systemd does not start a running o
 """
 
 import logging
-import re
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -28,7 +27,6 @@ SERVICE_UNIT = "slurmrestd-charm-conf.service"
 
 # What may appear in an `ExecStart=` word as it is: systemd gives `%`, `$`, `\`, quotes and
 # `;` meanings of their own, so a word holding one is refused.
-_PLAIN_WORD = re.compile(r"[A-Za-z0-9/_.,:=@+-]+( [A-Za-z0-9/_.,:=@+-]+)*")
 
 
 def path_unit_text(watched: str) -> str:
@@ -66,26 +64,10 @@ def service_unit_text(dispatch: Sequence[str], unit: str) -> str:
             "[Service]",
             "Type=oneshot",
             f"TimeoutStartSec={wake.DISPATCH_TIMEOUT}",
-            f"ExecStart={exec_line(dispatch)}",
+            f"ExecStart={wake.exec_line(dispatch)}",
             "",
         ]
     )
-
-
-def exec_line(argv: Sequence[str]) -> str:
-    """Render `argv` as an `ExecStart=` value: a word with spaces goes in double quotes.
-
-    Raises:
-        ValueError: A word is empty or holds a character other than letters, digits, single
-            spaces and `/_.,:=@+-`.
-
-    """
-    words: list[str] = []
-    for word in argv:
-        if not _PLAIN_WORD.fullmatch(word):
-            raise ValueError(f"{word!r} cannot be written into a unit file as it is")
-        words.append(f'"{word}"' if " " in word else word)
-    return " ".join(words)
 
 
 class ConfWatch:

@@ -5,6 +5,7 @@ from types import ModuleType
 
 import pytest
 from charm_testing import FakeMachine
+from hpc_libs.charm import wake
 from hpc_libs.errors import SlurmOpsError
 
 UNIT = "slurmctld/1"
@@ -153,7 +154,7 @@ def test_nothing_systemd_would_interpret_reaches_the_unit_file(
 
 
 def test_exec_line_quotes_a_word_with_spaces_and_refuses_specials(pw):
-    assert pw.exec_line(["a", "b c", "d=e"]) == 'a "b c" d=e'
+    assert wake.exec_line(["a", "b c", "d=e"]) == 'a "b c" d=e'
     for word in ("", "a  b", "a\\b", "a;b", "a'b", " a"):
         with pytest.raises(ValueError):
-            pw.exec_line([word])
+            wake.exec_line([word])

@@ -38,6 +38,7 @@ WATCH_BOUND = 6 * 3600
 _EVENT_RE = re.compile(r"[a-z][a-z0-9-]{0,63}")
 _UNIT_RE = re.compile(r"[a-z][a-z0-9-]*/[0-9]+")
 _PREFIX_RE = re.compile(r"[a-z][a-z0-9-]*")
+_PLAIN_WORD = re.compile(r"[A-Za-z0-9/_.,:=@+-]+( [A-Za-z0-9/_.,:=@+-]+)*")
 
 
 def watcher_name(prefix: str, subject: str) -> str:
@@ -109,3 +110,21 @@ def wake_when_silent(
         return False
     systemd.run_transient(name, watch_command(check, dispatch), description)
     return True
+
+
+def exec_line(argv: Sequence[str]) -> str:
+    """Render `argv` as a systemd `ExecStart=` value, a word with spaces in double quotes.
+
+    Used by the charms that write a service unit running the dispatch command.
+
+    Raises:
+        ValueError: A word is empty or holds a character other than letters, digits, single
+            spaces and `/_.,:=@+-`.
+
+    """
+    words: list[str] = []
+    for word in argv:
+        if not _PLAIN_WORD.fullmatch(word):
+            raise ValueError(f"{word!r} cannot be written into a unit file as it is")
+        words.append(f'"{word}"' if " " in word else word)
+    return " ".join(words)
