@@ -170,6 +170,7 @@ def test_deploy_a_charm_dir_passes_its_path_name_units_and_config(
                     "partition-config": "MaxTime=60 Default=YES",
                     "slurm-package-source": "archive",
                 },
+                "constraints": None,
                 "num_units": 3,
             },
         )
@@ -179,7 +180,22 @@ def test_deploy_a_charm_dir_passes_its_path_name_units_and_config(
 def test_deploy_a_charm_name_passes_it_as_is_with_one_unit_and_no_config(fake: FakeJuju):
     assert lab("deploy", "slurmctld") == 0
 
-    assert fake.calls == [("deploy", "slurmctld", None, {"config": None, "num_units": 1})]
+    assert fake.calls == [
+        ("deploy", "slurmctld", None, {"config": None, "constraints": None, "num_units": 1})
+    ]
+
+
+def test_deploy_passes_lab_gpu_constraints(fake: FakeJuju):
+    assert lab("deploy", "slurmd", "gpu", "--constraints", "lab-gpus=2:Tesla T4") == 0
+
+    assert fake.calls == [
+        (
+            "deploy",
+            "slurmd",
+            "gpu",
+            {"config": None, "constraints": {"lab-gpus": "2:Tesla T4"}, "num_units": 1},
+        )
+    ]
 
 
 def test_deploy_a_bundle_deploys_the_file_and_does_not_wait(fake: FakeJuju, tmp_path: Path):
@@ -191,7 +207,9 @@ def test_deploy_a_bundle_deploys_the_file_and_does_not_wait(fake: FakeJuju, tmp_
     assert fake.calls == [("deploy", bundle, None, {})]
 
 
-@pytest.mark.parametrize("extra", [["-n", "2"], ["name"], ["--config", "a=b"]])
+@pytest.mark.parametrize(
+    "extra", [["-n", "2"], ["name"], ["--config", "a=b"], ["--constraints", "lab-gpus=1"]]
+)
 def test_a_bundle_takes_no_app_name_units_or_config(
     fake: FakeJuju, tmp_path: Path, extra: list[str], capsys: pytest.CaptureFixture[str]
 ):

@@ -144,7 +144,7 @@ def test_base_is_built_once_atomically_and_outdated_bases_are_pruned(
 ):
     builds: list[Path] = []
 
-    def fake_build(target: Path, mirror: str) -> None:
+    def fake_build(target: Path, mirror: str, suite: str = "trixie") -> None:
         assert not (tmp_path / f"base-{rootfs.recipe_hash()}").exists(), "built in place"
         (target / "etc").mkdir(parents=True)
         builds.append(target)
@@ -165,7 +165,7 @@ def test_base_is_built_once_atomically_and_outdated_bases_are_pruned(
 
 
 def test_a_failed_build_leaves_no_base(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
-    def failing_build(target: Path, mirror: str) -> None:
+    def failing_build(target: Path, mirror: str, suite: str = "trixie") -> None:
         target.mkdir(parents=True)
         raise LabError("debootstrap failed")
 

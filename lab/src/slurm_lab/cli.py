@@ -31,12 +31,19 @@ def add_command(name: str, help: str, setup: Setup, handler: Handler) -> None:
 
 
 def _lab(args: argparse.Namespace) -> Lab:
-    return Lab(args.state_dir)
+    return Lab(args.state_dir, suite=getattr(args, "suite", None))
 
 
 def _setup_up(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("names", nargs="*", help="machine names (default: lab-0 .. lab-N-1)")
     parser.add_argument("--machines", "-n", type=int, default=2, help="how many (without names)")
+    parser.add_argument(
+        "--suite",
+        choices=rootfs.SUITES,
+        default=None,
+        help="Debian suite of the machines: trixie (Slurm 24.11) or forky (newer Slurm); "
+        "default: the lab's current suite, else $SLURM_LAB_SUITE, else trixie",
+    )
 
 
 def _up(args: argparse.Namespace) -> int:
@@ -45,7 +52,7 @@ def _up(args: argparse.Namespace) -> int:
     existing = {m.name for m in lab.machines()}
     started = time.monotonic()
     lab.ensure_base()
-    print(f"base ready in {time.monotonic() - started:.1f}s")
+    print(f"{lab.suite} base ready in {time.monotonic() - started:.1f}s")
     wanted = [name for name in names if name not in existing]
     with ThreadPoolExecutor(max_workers=max(1, len(wanted))) as pool:
         for machine in pool.map(_timed_create(lab), wanted):

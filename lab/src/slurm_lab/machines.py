@@ -18,6 +18,7 @@ import re
 import shutil
 import signal
 import subprocess
+import tempfile
 import threading
 import time
 import uuid
@@ -281,20 +282,37 @@ def _hosts_file(records: Sequence[_Record]) -> str:
 
 
 def _write_atomic(path: Path, content: str, mode: int = 0o644) -> None:
+    """Replace `path` by `content` in one step; safe from several threads at once."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.lab-tmp")
-    tmp.write_text(content)
-    tmp.chmod(mode)
-    os.replace(tmp, path)
+    fd, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".lab-tmp", dir=path.parent)
+    tmp = Path(name)
+    try:
+        with os.fdopen(fd, "w") as handle:
+            handle.write(content)
+        tmp.chmod(mode)
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
 
 
 class Lab:
     """All lab machines under one state dir; every method is safe to call from any process."""
 
-    def __init__(self, state_dir: Path | None = None) -> None:
+    def __init__(self, state_dir: Path | None = None, *, suite: str | None = None) -> None:
+        """Open the lab in `state_dir`.
+
+        `suite` is the Debian suite its machines boot (`rootfs.SUITES`); without it, the
+        suite the lab's machines already run, else `$SLURM_LAB_SUITE`, else trixie.
+        """
         default = Path(os.environ.get("SLURM_LAB_STATE", DEFAULT_STATE_DIR))
         self.state_dir = Path(state_dir or default).resolve()
         self.cache_dir = rootfs.cache_dir()
+        self._suite_file = self.state_dir / "suite"
+        if suite:
+            self.suite = rootfs.check_suite(suite)
+        else:
+            self.suite = self._recorded_suite() or rootfs.default_suite()
         self.shared_dir = self.state_dir / "shared"
         self.charms_dir = self.state_dir / "charms"
         self._machines_dir = self.state_dir / "machines"
@@ -337,8 +355,30 @@ class Lab:
     # --- public API ----------------------------------------------------------------------
 
     def ensure_base(self) -> Path:
-        """Build or reuse the cached base root filesystem."""
-        return rootfs.ensure_base(self.cache_dir)
+        """Build or reuse the cached base root filesystem of the lab's suite."""
+        return rootfs.ensure_base(self.cache_dir, self.suite)
+
+    def python_version(self) -> str:
+        """Return the machines' Python `major.minor`: the charms' dependencies are built for it."""
+        return rootfs.python_version(self.ensure_base())
+
+    def _recorded_suite(self) -> str | None:
+        """Return the suite this lab's machines were created with, if any."""
+        try:
+            recorded = self._suite_file.read_text().strip()
+        except FileNotFoundError:
+            return None
+        return recorded if recorded in rootfs.SUITES else None
+
+    def _record_suite(self) -> None:
+        """Record the lab's suite (one per lab: its machines all boot the same base)."""
+        recorded = self._recorded_suite()
+        if recorded and recorded != self.suite and self._load():
+            raise LabError(
+                f"this lab's machines run {recorded}: bring the lab down to use {self.suite}"
+            )
+        if recorded != self.suite:
+            _write_atomic(self._suite_file, f"{self.suite}\n")
 
     def machines(self) -> list[Machine]:
         """Every recorded machine, by name."""
@@ -371,6 +411,7 @@ class Lab:
         """Create and boot a machine; returns once its systemd is running (or degraded)."""
         if not NAME_PATTERN.match(name):
             raise LabError(f"bad machine name {name!r}: use lowercase letters, digits and '-'")
+        self._record_suite()
         base = self.ensure_base()
         _raise_inotify_instances()
         record = self._reserve(name)
@@ -422,6 +463,7 @@ class Lab:
         else:
             shutil.rmtree(self._machines_dir, ignore_errors=True)
             shutil.rmtree(self.shared_dir, ignore_errors=True)
+            self._suite_file.unlink(missing_ok=True)
         if errors:
             raise LabError("lab teardown incomplete: " + "; ".join(errors))
 

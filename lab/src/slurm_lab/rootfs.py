@@ -1,9 +1,12 @@
-"""The lab's base root filesystem: Debian 13 with systemd and Slurm, built once and cached.
+"""The lab's base root filesystem: Debian with systemd and Slurm, built once and cached.
 
-The base is keyed by a hash of its recipe (suite, packages, unit changes, recipe version) and
-built into a temporary directory that is renamed into place only when complete, so a cached
-base is always whole. The Debian mirror comes from the host's own apt configuration and is
-never written into the repository.
+The suite is chosen per lab (`SUITES`): Debian 13 trixie (Slurm 24.11, the default) or
+Debian testing, forky (the newer Slurm, 26.05 today); `SLURM_LAB_SUITE` sets it for labs
+that do not name one. The base is keyed by a hash of its recipe (suite, packages, unit
+changes, recipe version) and built into a temporary directory that is renamed into place only
+when complete, so a cached base is always whole. The cache keeps one base per suite: a new
+recipe prunes the older bases of its own suite only. The Debian mirror comes from the host's
+own apt configuration and is never written into the repository.
 """
 
 from __future__ import annotations
@@ -24,7 +27,10 @@ from slurm_lab.proc import run
 
 logger = logging.getLogger(__name__)
 
-SUITE = "trixie"
+SUITES = ("trixie", "forky")
+"""Debian suites the lab builds: trixie has Slurm 24.11, forky (testing) the newer Slurm."""
+DEFAULT_SUITE = "trixie"
+DEBOOTSTRAP_SCRIPTS = Path("/usr/share/debootstrap/scripts")
 #: Bump when `_configure` changes in a way that must rebuild cached bases.
 RECIPE_VERSION = 1
 PACKAGES = (
@@ -34,6 +40,7 @@ PACKAGES = (
     "python3",
     "python3-venv",
     "iproute2",
+    "curl",
     "iputils-ping",
     "procps",
     "slurmctld",
@@ -83,20 +90,32 @@ def cache_dir() -> Path:
     return Path(os.environ.get("SLURM_LAB_CACHE", DEFAULT_CACHE_DIR))
 
 
-def recipe() -> dict[str, object]:
+def check_suite(suite: str) -> str:
+    """Return `suite` if the lab can build it, else raise LabError naming the choices."""
+    if suite not in SUITES:
+        raise LabError(f"unknown lab suite {suite!r}: use one of {', '.join(SUITES)}")
+    return suite
+
+
+def default_suite() -> str:
+    """Return the suite of labs that name none: $SLURM_LAB_SUITE, else trixie."""
+    return check_suite(os.environ.get("SLURM_LAB_SUITE") or DEFAULT_SUITE)
+
+
+def recipe(suite: str = DEFAULT_SUITE) -> dict[str, object]:
     """Everything that decides the base's content."""
     return {
         "version": RECIPE_VERSION,
-        "suite": SUITE,
+        "suite": suite,
         "packages": sorted(PACKAGES),
         "disabled": sorted(DISABLED_UNITS),
         "masked": sorted(MASKED_UNITS),
     }
 
 
-def recipe_hash() -> str:
+def recipe_hash(suite: str = DEFAULT_SUITE) -> str:
     """Hash the recipe (short, stable): part of the cached base's directory name."""
-    return hashlib.sha256(json.dumps(recipe(), sort_keys=True).encode()).hexdigest()[:16]
+    return hashlib.sha256(json.dumps(recipe(suite), sort_keys=True).encode()).hexdigest()[:16]
 
 
 def _one_line_uris(text: str) -> Iterator[str]:
@@ -217,18 +236,29 @@ def _verify(root: Path) -> None:
         raise LabError(f"debootstrap left broken packages: {audit}")
 
 
-def _build(target: Path, mirror: str) -> None:
+def debootstrap_script(suite: str) -> str:
+    """Return debootstrap's script for `suite` (sid's when the host's debootstrap is older).
+
+    Debian 12's debootstrap knows trixie but not forky; testing and unstable share the sid
+    script, as each new suite's own script does (a link to sid).
+    """
+    own = DEBOOTSTRAP_SCRIPTS / suite
+    return str(own if own.exists() else DEBOOTSTRAP_SCRIPTS / "sid")
+
+
+def _build(target: Path, mirror: str, suite: str = DEFAULT_SUITE) -> None:
     include = ",".join(PACKAGES)
-    logger.info("debootstrap %s from %s into %s", SUITE, mirror, target)
+    logger.info("debootstrap %s from %s into %s", suite, mirror, target)
     try:
         run(
             [
                 "debootstrap",
                 "--variant=minbase",
                 f"--include={include}",
-                SUITE,
+                suite,
                 str(target),
                 mirror,
+                debootstrap_script(suite),
             ],
             timeout=BUILD_TIMEOUT,
         )
@@ -238,10 +268,12 @@ def _build(target: Path, mirror: str) -> None:
         unmount_under(target)
 
 
-def ensure_base(cache: Path | None = None) -> Path:
-    """Return the cached base for the current recipe, building it first if needed."""
+def ensure_base(cache: Path | None = None, suite: str | None = None) -> Path:
+    """Return the cached base of `suite` (default: `default_suite()`), building it if needed."""
     cache = cache or cache_dir()
-    base = cache / f"base-{recipe_hash()}"
+    suite = check_suite(suite or default_suite())
+    digest = recipe_hash(suite)
+    base = cache / f"base-{digest}"
     if base.is_dir():
         return base
     with _locked(cache / ".lock"):
@@ -250,21 +282,50 @@ def ensure_base(cache: Path | None = None) -> Path:
         for stale in cache.glob(".build-*"):
             unmount_under(stale)
             shutil.rmtree(stale, ignore_errors=True)
-        tmp = cache / f".build-{recipe_hash()}-{os.getpid()}"
+        tmp = cache / f".build-{digest}-{os.getpid()}"
         try:
-            _build(tmp, debian_mirror())
+            _build(tmp, debian_mirror(), suite)
+            _recipe_file(base).parent.mkdir(exist_ok=True)
+            _recipe_file(base).write_text(json.dumps(recipe(suite), sort_keys=True) + "\n")
             tmp.rename(base)
         finally:
             if tmp.exists():
                 shutil.rmtree(tmp, ignore_errors=True)
-        _prune_unused_bases(cache, keep=base)
+        _prune_unused_bases(cache, keep=base, suite=suite)
     return base
 
 
-def _prune_unused_bases(cache: Path, keep: Path) -> None:
-    """Remove bases of older recipes that no mounted overlay still uses as its lower dir."""
+def python_version(base: Path) -> str:
+    """Return the `major.minor` of the base's python3 (the charms run on it: 3.13 on trixie)."""
+    target = os.readlink(base / "usr/bin/python3")
+    match = re.fullmatch(r"python(\d+\.\d+)", Path(target).name)
+    if match is None:
+        raise LabError(f"cannot tell the Python version of {base}: python3 -> {target}")
+    return match.group(1)
+
+
+def _recipe_file(base: Path) -> Path:
+    """Where the recipe of a cached base is recorded: in the cache, not in the machines' tree."""
+    return base.parent / "recipes" / f"{base.name}.json"
+
+
+def base_suite(base: Path) -> str:
+    """Return the suite a cached base was built from (bases cached before suites: trixie)."""
+    try:
+        recorded = json.loads(_recipe_file(base).read_text())
+    except (OSError, ValueError):
+        return DEFAULT_SUITE
+    suite = recorded.get("suite") if isinstance(recorded, dict) else None
+    return suite if isinstance(suite, str) else DEFAULT_SUITE
+
+
+def _prune_unused_bases(cache: Path, keep: Path, suite: str) -> None:
+    """Remove the older bases of `suite` that no mounted overlay still uses as its lower dir."""
     mounts = Path("/proc/mounts").read_text()
     for old in cache.glob("base-*"):
-        if old != keep and f"lowerdir={old}" not in mounts:
+        if not old.is_dir() or old == keep or base_suite(old) != suite:
+            continue
+        if f"lowerdir={old}" not in mounts:
             logger.info("removing the outdated base %s", old)
             shutil.rmtree(old, ignore_errors=True)
+            _recipe_file(old).unlink(missing_ok=True)

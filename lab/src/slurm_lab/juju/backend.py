@@ -27,6 +27,7 @@ import jubilant
 import yaml
 from jubilant import ConfigValue, ConstraintValue, Status, Task, TaskError, WaitError
 
+from slurm_lab import gpu
 from slurm_lab.errors import LabError
 from slurm_lab.juju import charms, lifecycle
 from slurm_lab.juju import model as store
@@ -35,6 +36,9 @@ from slurm_lab.juju.model import App, Endpoint, ModelState, Relation, Unit
 from slurm_lab.juju.mysql import MysqlStandIn
 from slurm_lab.juju.shell import command_string
 from slurm_lab.juju.status import build_status
+
+LAB_GPUS_CONSTRAINT = "lab-gpus"
+LAB_GPUS_FILE = "lab-gpus.json"
 
 
 def cli_error(*argv: str, message: str) -> jubilant.CLIError:
@@ -176,13 +180,43 @@ class LabJuju(jubilant.Juju):
         to: str | Iterable[str] | None = None,
         trust: bool = False,
     ) -> None:
-        """Deploy a local charm directory, a bundle file, or the filesystem-client stand-in."""
+        """Deploy a local charm directory, a bundle file, or the filesystem-client stand-in.
+
+        Lab only: the constraint `lab-gpus` (`N` or `N:<model>`, see `slurm_lab.gpu`) gives
+        every machine of the application N simulated NVIDIA GPUs (add-unit too).
+        """
         path = Path(charm)
         with self._session():
             if path.suffix in (".yaml", ".yml") and path.is_file():
                 self._deploy_bundle(path)
                 return
-            self._deploy_app(charm, app, config=config, num_units=num_units)
+            self._deploy_app(
+                charm, app, config=config, num_units=num_units, constraints=constraints
+            )
+
+    # Lab-only simulated GPUs, per application (kept beside the model, not in it).
+
+    def _set_lab_gpus(self, app: str, constraints: Mapping[str, ConstraintValue] | None) -> None:
+        value = (constraints or {}).get(LAB_GPUS_CONSTRAINT)
+        specs = self._lab_gpus()
+        if value is None:
+            specs.pop(app, None)
+        else:
+            spec = gpu.GpuSpec.parse(str(value))
+            specs[app] = {"count": spec.count, "model": spec.model}
+        self._dir.mkdir(parents=True, exist_ok=True)
+        (self._dir / LAB_GPUS_FILE).write_text(json.dumps(specs, sort_keys=True))
+
+    def _lab_gpus(self) -> dict[str, dict[str, Any]]:
+        try:
+            return json.loads((self._dir / LAB_GPUS_FILE).read_text())
+        except FileNotFoundError:
+            return {}
+
+    def lab_gpu_spec(self, app: str) -> gpu.GpuSpec | None:
+        """Return the simulated GPUs of the application's machines (lab only), if any."""
+        fields = self._lab_gpus().get(app)
+        return gpu.GpuSpec(**fields) if fields else None
 
     def _deploy_app(
         self,
@@ -192,6 +226,7 @@ class LabJuju(jubilant.Juju):
         config: Mapping[str, ConfigValue] | None,
         num_units: int,
         base_dir: Path | None = None,
+        constraints: Mapping[str, ConstraintValue] | None = None,
     ) -> App:
         from slurm_lab.juju.fsclient import FilesystemClient  # noqa: PLC0415
 
@@ -216,8 +251,12 @@ class LabJuju(jubilant.Juju):
         name = app or spec.name
         if name in model.apps:
             raise cli_error("deploy", str(charm), message=f'application "{name}" already exists')
+        self._set_lab_gpus(name, constraints)
         charms.install_runner(self.lab.charms_dir)
-        charms.stage(charm_dir, name, self.lab.charms_dir)
+        # The machines' Python (its suite's: 3.13 on trixie); a fake lab may not say.
+        python_version = getattr(self.lab, "python_version", None)
+        python = python_version() if python_version else charms.LAB_PYTHON
+        charms.stage(charm_dir, name, self.lab.charms_dir, python)
         new = App(
             name=name,
             charm_dir=str(charm_dir),
@@ -246,8 +285,11 @@ class LabJuju(jubilant.Juju):
         with ThreadPoolExecutor(max_workers=max(1, min(4, count))) as pool:
             machines = list(pool.map(lambda plan: self.lab.create(plan[1]), plans))
         units: list[Unit] = []
+        gpu_spec = self.lab_gpu_spec(app.name)
         for (machine_id, _), machine in zip(plans, machines, strict=True):
             machine.write_file(JUJU_EXEC_PATH, JUJU_EXEC_SCRIPT, 0o755)
+            if gpu_spec is not None:
+                gpu.simulate(machine, gpu_spec)
             unit = Unit(
                 name=f"{app.name}/{app.next_unit}",
                 app=app.name,

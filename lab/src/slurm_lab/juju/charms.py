@@ -190,10 +190,10 @@ def _tree_digest(path: Path, digest: Any) -> None:
             digest.update(file.read_bytes())
 
 
-def build_deps(charm_dir: Path, charms_dir: Path) -> Path:
+def build_deps(charm_dir: Path, charms_dir: Path, python: str = LAB_PYTHON) -> Path:
     """Install the charm's dependencies for the lab's Python; cached by their hash."""
     reqs, local = requirements(charm_dir)
-    digest = hashlib.sha256("\n".join([LAB_PYTHON, LAB_PLATFORM, *reqs]).encode())
+    digest = hashlib.sha256("\n".join([python, LAB_PLATFORM, *reqs]).encode())
     for path in local:
         _tree_digest(path, digest)
     target = charms_dir / DEPS_DIR / digest.hexdigest()[:16]
@@ -211,7 +211,7 @@ def build_deps(charm_dir: Path, charms_dir: Path) -> Path:
         result = subprocess.run(
             [
                 *("uv", "pip", "install", "--quiet", "--target", str(build)),
-                *("--python-version", LAB_PYTHON, "--python-platform", LAB_PLATFORM),
+                *("--python-version", python, "--python-platform", LAB_PLATFORM),
                 *refresh,
                 *("--no-config", "-r", str(req_file)),
             ],
@@ -225,10 +225,13 @@ def build_deps(charm_dir: Path, charms_dir: Path) -> Path:
     return target
 
 
-def stage(charm_dir: Path, app: str, charms_dir: Path) -> Path:
-    """Copy the charm (src, merged charmcraft.yaml) and link its deps under charms_dir/app."""
+def stage(charm_dir: Path, app: str, charms_dir: Path, python: str = LAB_PYTHON) -> Path:
+    """Copy the charm (src, merged charmcraft.yaml) and link its deps under charms_dir/app.
+
+    `python` is the machines' Python version (`Lab.python_version`: 3.13 on trixie).
+    """
     charm_dir = charm_dir.resolve()
-    deps = build_deps(charm_dir, charms_dir)
+    deps = build_deps(charm_dir, charms_dir, python)
     dest = charms_dir / app
     if dest.exists():
         shutil.rmtree(dest)

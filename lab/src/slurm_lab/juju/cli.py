@@ -195,6 +195,14 @@ def _setup_deploy(parser: argparse.ArgumentParser) -> None:
         help="a config option (repeat for more)",
     )
     parser.add_argument(
+        "--constraints",
+        action="append",
+        type=_key_value,
+        default=[],
+        metavar="KEY=VALUE",
+        help="a constraint (repeat for more); lab only: lab-gpus=COUNT[:MODEL] simulates GPUs",
+    )
+    parser.add_argument(
         "--wait",
         action="store_true",
         help="lab only: then wait until every unit is active; exit 1 if one errors",
@@ -211,8 +219,10 @@ def _deploy(args: argparse.Namespace) -> int:
     if target.suffix in (".yaml", ".yml"):
         if not target.is_file():
             raise LabError(f"deploy: no bundle file at {target}")
-        if args.application or args.num_units or args.config:
-            raise LabError("deploy: a bundle takes no application name, -n or --config")
+        if args.application or args.num_units or args.config or args.constraints:
+            raise LabError(
+                "deploy: a bundle takes no application name, -n, --config or --constraints"
+            )
         juju.deploy(target.resolve())
         print(f"Deployed bundle {args.charm}")
     else:
@@ -221,6 +231,7 @@ def _deploy(args: argparse.Namespace) -> int:
             charm,
             args.application,
             config=dict(args.config) or None,
+            constraints=dict(args.constraints) or None,
             num_units=args.num_units or 1,
         )
         print(f"Deployed {args.charm}" + (f" as {args.application}" if args.application else ""))
