@@ -1,6 +1,7 @@
 """The slurmdbd charm's own scenarios (install and packaging scenarios it shares with sackd and
 slurmrestd are in tests/unit/small_charms)."""
 
+from collections.abc import Callable
 from pathlib import Path
 
 import ops
@@ -10,12 +11,24 @@ from hpc_libs.machine import files
 from hpc_libs.slurm.slurmdbd import SlurmdbdManager
 from ops import testing
 
-SlurmdbdCharm = load_charm("slurmdbd")["charm"].SlurmdbdCharm
+SlurmdbdCharm = load_charm("slurmdbd", ("config", "roles", "charm"))["charm"].SlurmdbdCharm
 
 
 @pytest.fixture
 def ctx() -> testing.Context[ops.CharmBase]:
     return charm_context("slurmdbd", SlurmdbdCharm)
+
+
+@pytest.fixture
+def unit_ctx() -> Callable[[int], testing.Context[ops.CharmBase]]:
+    """A Context for unit `slurmdbd/<n>` (the unit number decides the join order)."""
+
+    def make(unit_id: int) -> testing.Context[ops.CharmBase]:
+        context = charm_context("slurmdbd", SlurmdbdCharm)
+        context.unit_id = unit_id
+        return context
+
+    return make
 
 
 @pytest.fixture

@@ -510,6 +510,21 @@ def test_slurmctld_gone_stops_slurmdbd_and_deletes_the_key_and_password(
     assert out.unit_status == ops.BlockedStatus("needs a slurmctld integration")
 
 
+def test_slurmctld_gone_deletes_the_key_set_of_a_rotation_too(
+    ctx: testing.Context[ops.CharmBase], machine: FakeMachine, dbd_root: Path
+):
+    state, database, _ = ready_state()
+    out = ctx.run(ctx.on.relation_changed(database), state)
+    key_set = key_path(dbd_root).with_name("slurm.jwks")  # as an auth key rotation leaves it
+    key_set.write_text('{"keys": []}')
+    ctl = next(r for r in out.relations if r.endpoint == "slurmctld")
+
+    ctx.run(ctx.on.relation_broken(ctl), out)
+
+    assert not key_path(dbd_root).exists()
+    assert not key_set.exists()
+
+
 def test_database_gone_stops_slurmdbd_and_withdraws_it_from_slurmctld(
     ctx: testing.Context[ops.CharmBase], machine: FakeMachine, dbd_root: Path
 ):

@@ -15,7 +15,10 @@ The slurmdbd charm PROVIDES endpoint `slurmctld`; the slurmctld charm REQUIRES e
   objects (hostname, address, port; the primary first). slurmctld sets
   `AccountingStorageType=accounting_storage/slurmdbd`, `AccountingStorageHost` from the first
   entry's `address` (or `hostname`), `AccountingStoragePort` from its `port` (default 6819),
-  and `AccountingStorageBackupHost` from a second entry, if any.
+  and `AccountingStorageBackupHost` from a second entry, if any. The slurmdbd charm sends
+  two entries at most, its primary and its backup (`DbdHost`, `DbdBackupHost`), in the join
+  order it keeps in its peer relation (`hpc_libs.interfaces.slurmdbd_peer`); an empty list
+  withdraws accounting.
 
 Both sides check every entry against Slurm's grammar: an entry that is not a host or IP with a
 port in 1-65535 is never published, and a reader sees the databag holding it as "not ready".
