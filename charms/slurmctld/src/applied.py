@@ -19,7 +19,7 @@ import json
 import logging
 
 import ops
-from cluster import LOG_DIR
+from cluster import LOG_DIR, render_gres_conf
 from hpc_libs.errors import SlurmOpsError
 from hpc_libs.machine import files
 from hpc_libs.slurm.scontrol import Scontrol
@@ -97,13 +97,19 @@ class AppliedConfig(ops.Object):
 
         """
         manager = self._manager
-        config = fingerprint(manager.config.render(conf), manager.cgroup_config.render(cgroup))
+        gres = render_gres_conf()
+        config = fingerprint(
+            manager.config.render(conf),
+            manager.cgroup_config.render(cgroup),
+            manager.gres_config.render(gres),
+        )
         wanted_identity = identity(conf, auth_key, jwt_key)
         if not self._stored.identity:
             self._assume_files_on_disk_applied(auth_key, jwt_key)
         manager.key.set(auth_key)
         manager.jwt_key.set(jwt_key)
         manager.cgroup_config.write(cgroup)
+        manager.gres_config.write(gres)
         manager.config.write(conf)
         # The log directory, like the state directory, must be slurm's (slurmctld runs as it).
         manager.create_state_save_location(manager.root / LOG_DIR)
@@ -172,7 +178,10 @@ class AppliedConfig(ops.Object):
         """
         manager = self._manager
         on_disk = manager.config.load()
-        texts = [files.read_bytes(f.path) for f in (manager.config, manager.cgroup_config)]
+        texts = [
+            files.read_bytes(f.path)
+            for f in (manager.config, manager.cgroup_config, manager.gres_config)
+        ]
         wanted_identity = identity(on_disk, manager.key.get() or "", manager.jwt_key.get() or "")
         manager.create_state_save_location(manager.root / LOG_DIR)
         service = manager.service

@@ -8,6 +8,7 @@ from collections.abc import Iterable
 from typing import Any
 
 import departure
+import hardware
 import node
 import ops
 from config import SlurmdConfig, parse_node_parameters, partition_data
@@ -22,6 +23,8 @@ from hpc_libs.slurm.slurmd import SlurmdManager
 logger = logging.getLogger(__name__)
 
 SLURMCTLD = "slurmctld"
+SLURMD_PORT = 6818
+"""slurmd's port (`SlurmdPort`): slurmctld and other nodes' steps reach the node on it."""
 
 
 class SlurmdCharm(SlurmCharm[SlurmdConfig]):
@@ -36,6 +39,9 @@ class SlurmdCharm(SlurmCharm[SlurmdConfig]):
         # it never enlisted). `parameters`: the operator's parsed node-config (JSON).
         # `applied`: fingerprint of the key, controllers and name slurmd last (re)started
         # with. `left`: the unit left the cluster; `departure`: what happened to its jobs.
+        # `hardware`: this machine's last successful detection (JSON, with its Gres);
+        # `detection_error`: why the last detection failed ("" when it succeeded).
+        # `driver_installed`: the charm installed the NVIDIA driver (`nvidia-driver`).
         self._stored.set_default(
             parameters="{}",
             registered="",
@@ -43,14 +49,20 @@ class SlurmdCharm(SlurmCharm[SlurmdConfig]):
             initial_state_pending=False,
             left=False,
             departure="",
+            hardware="",
+            detection_error="",
+            driver_installed=False,
         )
         self.scontrol = Scontrol()
         self.slurmctld = SlurmdProvider(self, SLURMCTLD)
         self.node_name = node_name(self.unit.name)
-        self.hardware_error: SlurmOpsError | None = None
-        """Hardware detection failed during this dispatch; the node keeps its config."""
+        self.hardware = hardware.Hardware(self._stored, self.slurmd)
 
         self.reconcile_on(self.slurmctld.on.slurmctld_ready)
+        # Detection runs at install (first need), start and upgrade, and on request only.
+        framework.observe(self.on.start, self._on_detect_event)
+        framework.observe(self.on.upgrade_charm, self._on_detect_event)
+        framework.observe(self.on.detect_hardware_action, self._on_detect_hardware_action)
         framework.observe(self.slurmctld.on.slurmctld_connected, self._on_slurmctld_connected)
         framework.observe(self.slurmctld.on.slurmctld_disconnected, self._on_departure)
         framework.observe(self.on.stop, self._on_departure)
@@ -59,6 +71,29 @@ class SlurmdCharm(SlurmCharm[SlurmdConfig]):
         framework.observe(self.on.destroy_jobs_action, self._on_destroy_jobs_action)
 
     # Event handlers.
+
+    def _on_detect_event(self, _: ops.EventBase) -> None:
+        """Detect the hardware again; apply it only when it changed (never on a failure)."""
+        if self.hardware.detect() and not self._stored.left:
+            self.converge()
+
+    def _on_detect_hardware_action(self, event: ops.ActionEvent) -> None:
+        changed = self.hardware.detect()
+        if error := self.hardware.error:
+            event.fail(f"detection failed, node config kept: {error}")
+            return
+        failure = self.converge() if changed and not self._stored.left else None
+        known = self.hardware.known() or {}
+        event.set_results(
+            {
+                "node": self.node_name,
+                "gres": str(known.get("Gres", "")) or "none",
+                "changed": changed,
+                "hardware": " ".join(f"{k}={v}" for k, v in known.items()),
+            }
+        )
+        if failure is not None:
+            event.fail(f"detected, but applying it failed (retried later): {failure}")
 
     def _on_slurmctld_connected(self, _: ops.EventBase) -> None:
         if self._stored.left:
@@ -101,7 +136,7 @@ class SlurmdCharm(SlurmCharm[SlurmdConfig]):
             given = parse_node_parameters(text or "")
             parameters = given if reset else {**self._parameters(), **given}
             node.check_conf(
-                node.desired_conf(self.slurmd.detect_hardware(), self.app.name, parameters)
+                node.desired_conf(self.hardware.known_or_detect(), self.app.name, parameters)
             )
         except ConfigError as e:
             event.fail(e.message)
@@ -143,8 +178,11 @@ class SlurmdCharm(SlurmCharm[SlurmdConfig]):
             return ops.BlockedStatus("needs an integration with slurmctld")
         if (problem := self._partition_problem(config)) is not None:
             return ops.BlockedStatus(problem)
-        if self.hardware_error is not None:
-            error = self.hardware_error.status_message()
+        if (
+            problem := hardware.driver_problem(config, self.slurmd.root, self._stored)
+        ) is not None:
+            return ops.BlockedStatus(problem)
+        if error := self.hardware.error:
             return ops.BlockedStatus(f"hardware detection failed, node config kept: {error}")
         if not stored.registered:
             return ops.WaitingStatus("waiting for slurmctld")
@@ -175,6 +213,8 @@ class SlurmdCharm(SlurmCharm[SlurmdConfig]):
             self._publish_partition(config)
         if self._stored.left:
             return
+        self.unit.set_ports(SLURMD_PORT)
+        hardware.install_driver(config, self.slurmd.root, self._stored)
         controller = self.slurmctld.controller_data
         if controller is None or not controller.is_complete:
             return
@@ -188,28 +228,28 @@ class SlurmdCharm(SlurmCharm[SlurmdConfig]):
         conf_servers = controller.conf_servers()
         self.slurmd.set_start_options(self.node_name, conf_servers, node.conf_string(desired))
         self._run_slurmd(_fingerprint(key, self.node_name, conf_servers))
+        self.slurmctld.confirm_auth_key(key)  # slurmd runs with it: a key rotation goes on
         self._converge_registration(desired)
         self._apply_initial_state(config)
 
     def _desired_conf(self) -> dict[str, Any]:
-        """Return detected hardware, feature and parameters; the last registered on failure.
+        """Return the last known hardware, feature and parameters.
 
-        Failed detection never drains or re-registers the node: it keeps the configuration
-        it registered with, and the status shows the error. A node that never enlisted
-        cannot, so the error then becomes this dispatch's failure.
+        Hardware comes from the last successful detection (detected now only if there was
+        none yet). A failed detection never drains or re-registers the node: it keeps the
+        hardware known before, and the status shows the error. A node that never had its
+        hardware detected keeps what it registered with (a unit upgraded from a charm that
+        did not store it), or, never enlisted, cannot start: the error is this dispatch's
+        failure.
         """
         registered = self._registered()
         try:
-            hardware = self.slurmd.detect_hardware()
-        except SlurmOpsError as e:
+            known = self.hardware.known_or_detect()
+        except SlurmOpsError:
             if registered is None:
                 raise
-            logger.warning(
-                "hardware detection failed; node %s keeps its config: %s", self.node_name, e
-            )
-            self.hardware_error = e
             return registered
-        return node.desired_conf(hardware, self.app.name, self._parameters())
+        return node.desired_conf(known, self.app.name, self._parameters())
 
     def _run_slurmd(self, fingerprint: str) -> None:
         """Start slurmd, or restart it when its key, controllers or name changed.
@@ -241,13 +281,19 @@ class SlurmdCharm(SlurmCharm[SlurmdConfig]):
         self._stored.registered = json.dumps(desired)
 
     def _reregister(self) -> None:
-        """Drain the node and let a transient unit re-register it once its jobs end."""
+        """Drain the node and let a transient unit re-register it once its jobs end.
+
+        An operator's DRAIN or DOWN is read first (the drain replaces its reason) and the
+        transient unit puts it back after the new registration. When slurmctld cannot say,
+        nothing starts: the failure is this dispatch's, and the next event tries again.
+        """
         if self._reregistering():
             return  # It restarts slurmd with the options file as it is by then.
+        kept = node.operator_state(self.scontrol, self.node_name)
         node.drain(self.scontrol, self.node_name, REREGISTER_REASON)
         systemd.run_transient(
             node.reregister_unit(self.node_name),
-            node.reregister_command(self.node_name),
+            node.reregister_command(self.node_name, kept),
             f"Register Slurm node {self.node_name} again once its jobs end",
         )
 

@@ -28,6 +28,7 @@ class SlurmdConfig(SlurmCharmConfig):
     retire_timeout: Annotated[
         str, pydantic.AfterValidator(grammar.returning(grammar.uint(32, unlimited=True)))
     ] = "unlimited"
+    nvidia_driver: bool = False
 
     @property
     def retire_timeout_seconds(self) -> int | None:

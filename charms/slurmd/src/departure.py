@@ -201,7 +201,8 @@ class Departure:
     def _delete_key(self) -> None:
         try:
             self.slurmd.key.path.unlink(missing_ok=True)
-        except OSError as e:
+            self.slurmd.key.remove_key_set()
+        except (OSError, SlurmOpsError) as e:
             logger.warning("cannot delete %s: %s", self.slurmd.key.path, e)
 
 

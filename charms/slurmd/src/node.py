@@ -14,15 +14,20 @@ never waits in a hook: a transient systemd unit (`systemd-run --collect`) runs t
 wait-delete-restart sequence and disappears when done. Leaving the cluster is different
 (see the `departure` module): the machine goes away with the unit, so that wait happens
 in the departing unit's own hook.
+
+A node comes back from re-registration IDLE. An operator's DRAIN or DOWN (and its reason)
+is read before the charm drains the node (`operator_state`) and put back by the transient
+unit once the node has registered again: nothing the charm does undoes an operator's state.
 """
 
 import logging
 import shlex
 import time
+from dataclasses import dataclass
 from typing import Any
 
 from hpc_libs.errors import ConfigError, SlurmOpsError
-from hpc_libs.interfaces.slurmd import NO_JOBS_MESSAGE
+from hpc_libs.interfaces.slurmd import NO_JOBS_MESSAGE, REREGISTER_REASON, RETIRE_REASON
 from hpc_libs.slurm import grammar, slurmd
 from hpc_libs.slurm.base import parse_config_line
 from hpc_libs.slurm.scontrol import Scontrol
@@ -37,6 +42,20 @@ POLL_SECONDS = 5
 # the initial state to a later event. Registration takes about 2 s.
 REGISTRATION_ATTEMPTS = 30
 DELETE_ATTEMPTS = 12
+# How often the transient unit tries to give the re-registered node its operator state
+# back, a second apart: the node is unknown to slurmctld until slurmd has registered.
+RESTORE_ATTEMPTS = 60
+CHARM_REASONS = frozenset({REREGISTER_REASON, RETIRE_REASON})
+"""Reasons the charms themselves drain a node with: such a state is never restored."""
+
+
+@dataclass(frozen=True)
+class OperatorState:
+    """A DRAIN or DOWN state an operator gave the node, with its reason (untrusted text)."""
+
+    state: str
+    """`drain` or `down`, as `scontrol update state=` takes it."""
+    reason: str
 
 
 def desired_conf(
@@ -130,21 +149,43 @@ def drain(scontrol: Scontrol, node: str, reason: str) -> None:
         logger.warning("cannot drain node %s: %s", node, e)
 
 
+def operator_state(scontrol: Scontrol, node: str) -> OperatorState | None:
+    """Return the node's DRAIN or DOWN state to restore after re-registration, if any.
+
+    None when the node is neither drained nor down, when slurmctld does not know it, or
+    when the reason is one of the charms' own (`CHARM_REASONS`) or empty (Slurm refuses to
+    set either state without one). A down node that is also drained comes back down.
+
+    Raises:
+        SlurmOpsError: slurmctld cannot tell: re-registering now could lose the state.
+
+    """
+    found = scontrol.show_node(node)
+    if found is None or not found.reason or found.reason in CHARM_REASONS:
+        return None
+    if found.has_state("down"):
+        return OperatorState("down", found.reason)
+    if any(found.has_state(flag) for flag in ("drain", "drained", "draining")):
+        return OperatorState("drain", found.reason)
+    return None
+
+
 def reregister_unit(node: str) -> str:
     """Name of the transient unit that makes the node register again."""
     return f"slurmd-reregister-{node}"
 
 
-def reregister_command(node: str) -> list[str]:
+def reregister_command(node: str, restore: OperatorState | None = None) -> list[str]:
     """Wait until no job runs on the drained node, delete it, restart slurmd to register anew.
 
     slurmd restarts only if the delete succeeded; otherwise the node stays drained with the
-    reason saying why, for an administrator to look at.
+    reason saying why, for an administrator to look at. With `restore`, the node gets that
+    state and reason back once it has registered again.
     """
-    return _sh(
-        _wait_for_no_jobs(node),
-        _delete_with_retries(node) + " && systemctl restart slurmd",
-    )
+    steps = [_delete_with_retries(node), "systemctl restart slurmd"]
+    if restore is not None:
+        steps.append(_restore_with_retries(node, restore))
+    return _sh(_wait_for_no_jobs(node), " && ".join(steps))
 
 
 def _wait_for_no_jobs(node: str) -> str:
@@ -167,9 +208,28 @@ def _wait_for_no_jobs(node: str) -> str:
 
 def _delete_with_retries(node: str) -> str:
     delete = f"scontrol delete nodename={shlex.quote(node)}"
+    return _retried(delete, DELETE_ATTEMPTS, POLL_SECONDS)
+
+
+def _restore_with_retries(node: str, restore: OperatorState) -> str:
+    """`scontrol update` the state back; each argument shell-quoted (the reason is untrusted)."""
+    update = shlex.join(
+        [
+            "scontrol",
+            "update",
+            f"nodename={node}",
+            f"state={restore.state}",
+            f"reason={restore.reason}",
+        ]
+    )
+    return _retried(update, RESTORE_ATTEMPTS, 1)
+
+
+def _retried(command: str, attempts: int, pause: int) -> str:
+    """Run `command` until it succeeds, at most `attempts` times; exit 1 if it never does."""
     return (
-        f"( n=0; until {delete}; do n=$((n+1)); "
-        f"[ $n -ge {DELETE_ATTEMPTS} ] && exit 1; sleep {POLL_SECONDS}; done )"
+        f"( n=0; until {command}; do n=$((n+1)); "
+        f"[ $n -ge {attempts} ] && exit 1; sleep {pause}; done )"
     )
 
 

@@ -13,7 +13,6 @@ from hpc_libs.slurm.slurmctld import SlurmctldManager
 from hpc_libs.slurm.slurmd import (
     START_OVERRIDE,
     SlurmdManager,
-    gpu_model_name,
     node_config,
     parse_node_config,
     parse_slurmd_c,
@@ -332,22 +331,6 @@ def test_detect_hardware_without_gpus(fake_run: FakeRun, tmp_path: Path) -> None
     }
 
 
-def test_detect_hardware_with_gpus(fake_run: FakeRun, tmp_path: Path) -> None:
-    fake_run.on("slurmd", "-C", stdout=SLURMD_C)
-    fake_run.on("nvidia-smi", stdout="Tesla T4\nTesla T4\nNVIDIA A100-SXM4-40GB\n")
-
-    hardware = SlurmdManager(tmp_path).detect_hardware()
-
-    assert hardware["Gres"] == "gpu:a100-sxm4-40gb:1,gpu:tesla_t4:2"
-    assert ["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"] in fake_run.calls
-
-
-def test_nvidia_smi_failing_means_no_gpus(fake_run: FakeRun, tmp_path: Path) -> None:
-    fake_run.on("nvidia-smi", returncode=9, stderr="NVIDIA-SMI has failed")
-
-    assert SlurmdManager(tmp_path).gpus() == {}
-
-
 def test_unparsable_slurmd_c_is_an_error(fake_run: FakeRun, tmp_path: Path) -> None:
     fake_run.on("slurmd", "-C", stdout="garbage\n")
 
@@ -358,10 +341,6 @@ def test_unparsable_slurmd_c_is_an_error(fake_run: FakeRun, tmp_path: Path) -> N
 def test_parse_slurmd_c_ignores_name_and_uptime() -> None:
     assert "NodeName" not in parse_slurmd_c(SLURMD_C)
     assert parse_slurmd_c("") == {}
-
-
-def test_gpu_model_name() -> None:
-    assert gpu_model_name("NVIDIA GeForce RTX 4090") == "geforce_rtx_4090"
 
 
 def test_node_config_merges_hardware_feature_and_admin_config() -> None:

@@ -239,13 +239,16 @@ def test_an_unchanged_config_publishes_the_same_digest(ctx, machine, settled):
     assert digests(out) == digests(state)
 
 
-def test_a_gres_conf_is_part_of_the_digest(ctx, machine, tmp_path, settled):
+def test_the_served_gres_conf_autodetects_nvidia_gpus_and_is_kept(ctx, machine, tmp_path, settled):
     state = settled(running(*consumers()))
-    (tmp_path / "etc/slurm/gres.conf").write_text("AutoDetect=nvml\n")
+    gres_conf = tmp_path / "etc/slurm/gres.conf"
+    assert gres_conf.read_text() == "autodetect=nvidia\n"
+    gres_conf.write_text("AutoDetect=nvml\n")  # A hand edit.
 
     out = ctx.run(ctx.on.update_status(), later(state, *consumers_of(state)))
 
-    assert digests(out) != digests(state)
+    assert gres_conf.read_text() == "autodetect=nvidia\n"
+    assert digests(out) == digests(state)
 
 
 def consumers_of(state: testing.State) -> list[testing.Relation]:

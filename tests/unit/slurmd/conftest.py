@@ -11,9 +11,15 @@ from charm_testing import FakeMachine, charm_context, load_charm
 from hpc_libs.errors import SlurmOpsError
 from hpc_libs.slurm.slurmd import SlurmdManager
 from ops import testing
-from test_charm_slurmd import auth_secret, controller_relation, installed
+from test_charm_slurmd import (
+    REGISTERED,
+    SHOW_NODE,
+    auth_secret,
+    controller_relation,
+    installed,
+)
 
-_MODULES = load_charm("slurmd", ("config", "node", "departure", "charm"))
+_MODULES = load_charm("slurmd", ("config", "node", "departure", "hardware", "charm"))
 HARDWARE = (
     "NodeName=host0 CPUs=2 Boards=1 SocketsPerBoard=1 CoresPerSocket=2 ThreadsPerCore=1 "
     "RealMemory=1000\nUpTime=0-01:00:00\n"
@@ -54,9 +60,11 @@ def machine(
 ) -> FakeMachine:
     """The shared fake machine (tests/unit/conftest.py) with HARDWARE and no GPU.
 
-    Waits (for the node to register, for jobs to end) take no time (see `clock`).
+    slurmctld knows the node, idle. Waits (for the node to register, for jobs to end) take
+    no time (see `clock`).
     """
     machine.responses[("slurmd", "-C")] = HARDWARE
+    machine.responses[SHOW_NODE] = REGISTERED
     machine.responses[("nvidia-smi",)] = SlurmOpsError("nvidia-smi not found")
     machine.fail("pgrep", returncode=1)  # No slurmstepd runs.
     monkeypatch.setattr(_MODULES["charm"], "SlurmdManager", partial(SlurmdManager, root=tmp_path))

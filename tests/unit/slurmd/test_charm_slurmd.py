@@ -192,16 +192,6 @@ def test_slurmctld_ready_enlists_the_node(ctx, machine, tmp_path):
     assert out.unit_status == testing.ActiveStatus()
 
 
-def test_gpus_are_detected_as_gres(ctx, machine, tmp_path):
-    machine.responses[("nvidia-smi",)] = "NVIDIA A100-SXM4-40GB\nNVIDIA A100-SXM4-40GB\n"
-    secret = auth_secret()
-    relation = controller_relation(secret)
-
-    ctx.run(ctx.on.relation_changed(relation), installed(relation, secrets=[secret]))
-
-    assert "gres=gpu:a100-sxm4-40gb:2" in options(tmp_path)["SLURMD_CONF"]
-
-
 def test_nothing_changed_means_no_restart(ctx, machine, enlisted):
     ctx.run(ctx.on.relation_changed(enlisted.get_relations("slurmctld")[0]), enlisted)
 

@@ -145,14 +145,22 @@ def test_node_config_checks_the_merge_with_what_was_stored_before(
     assert machine.ran("scontrol") == []
 
 
-def test_node_config_fails_when_the_hardware_cannot_be_checked(ctx, machine, enlisted):
+def test_node_config_fails_when_the_hardware_was_never_detected_and_cannot_be(ctx, machine):
     machine.fail("slurmd", "-C", stderr="boom")
 
     with pytest.raises(testing.ActionFailed) as failure:
-        ctx.run(ctx.on.action("node-config", params={"parameters": "Weight=5"}), enlisted)
+        ctx.run(ctx.on.action("node-config", params={"parameters": "Weight=5"}), installed())
 
     assert "cannot check the parameters" in failure.value.message
     assert machine.ran("scontrol") == []
+
+
+def test_node_config_checks_against_the_known_hardware_without_detecting(ctx, machine, enlisted):
+    machine.fail("slurmd", "-C", stderr="boom")
+
+    ctx.run(ctx.on.action("node-config", params={"parameters": "Weight=5"}), enlisted)
+
+    assert machine.ran("slurmd", "-C") == []
 
 
 @pytest.mark.parametrize(

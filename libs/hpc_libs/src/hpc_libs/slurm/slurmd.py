@@ -16,13 +16,13 @@ daemon-reload.
 """
 
 import logging
-import re
 from collections.abc import Mapping, Sequence
 
 from slurmutils import Node
 
 from hpc_libs.errors import ConfigError, SlurmOpsError
 from hpc_libs.machine import host, systemd
+from hpc_libs.slurm import gpu
 from hpc_libs.slurm.base import SlurmManager, conf_server_option, parse_config_line
 from hpc_libs.slurm.text import change_keys
 
@@ -49,6 +49,8 @@ HARDWARE_KEYS = (
     "RealMemory",
 )
 """The `slurmd -C` fields that describe a node's hardware."""
+DETECT_TIMEOUT = 60.0
+"""Seconds `slurmd -C` may take (hwloc topology and the GPU plugins)."""
 
 NODE_KEYS = {
     key.lower(): key
@@ -120,20 +122,22 @@ class SlurmdManager(SlurmManager):
         return override_changed or options_changed
 
     def detect_hardware(self) -> dict[str, int | str]:
-        """Return the node's hardware from `slurmd -C`, plus `Gres` when GPUs are found.
+        """Return the node's hardware from `slurmd -C`, with `Gres` when Slurm finds GPUs.
 
-        Detect on every start: a driver installed later, or new hardware, shows up then.
+        Slurm's own GPU detection (see `hpc_libs.slurm.gpu`). The charm calls it at install,
+        start and upgrade, and when the operator asks, not on every event.
 
         Raises:
-            SlurmOpsError: `slurmd -C` failed or printed none of the expected fields.
+            SlurmOpsError: `slurmd -C` failed, timed out or printed none of the expected
+                fields.
+            GpuDriverError: The NVIDIA driver is loaded but Slurm found no GPU.
 
         """
-        output = host.run(["slurmd", "-C"], timeout=60).stdout
+        output = host.run(["slurmd", "-C"], timeout=DETECT_TIMEOUT).stdout
         hardware = parse_slurmd_c(output)
         if not hardware:
             raise SlurmOpsError(f"cannot parse `slurmd -C` output: {output!r}")
-        gres = gres_string(self.gpus())
-        if gres:
+        if gres := gpu.check_detected(gpu.gres_from_slurmd_c(output), self.root):
             hardware["Gres"] = gres
         return hardware
 
@@ -151,39 +155,12 @@ class SlurmdManager(SlurmManager):
             return True
         return result.returncode != 1
 
-    def gpus(self) -> dict[str, int]:
-        """Return GPU model -> count from `nvidia-smi`; empty when there is no NVIDIA driver."""
-        try:
-            result = host.run(
-                ["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"], timeout=30
-            )
-        except SlurmOpsError as e:
-            logger.debug("no NVIDIA GPUs detected: %s", e)
-            return {}
-        counts: dict[str, int] = {}
-        for line in result.stdout.splitlines():
-            if line.strip():
-                model = gpu_model_name(line)
-                counts[model] = counts.get(model, 0) + 1
-        return counts
-
 
 def parse_slurmd_c(output: str) -> dict[str, int | str]:
     """Return the hardware fields of the first line of `slurmd -C` output, as integers."""
     first_line = output.strip().splitlines()[0] if output.strip() else ""
     fields = dict(token.split("=", 1) for token in first_line.split() if "=" in token)
     return {key: int(fields[key]) for key in HARDWARE_KEYS if fields.get(key, "").isdigit()}
-
-
-def gpu_model_name(name: str) -> str:
-    """Return a Gres type for a GPU model: `NVIDIA A100-SXM4-40GB` -> `a100-sxm4-40gb`."""
-    model = name.strip().lower().removeprefix("nvidia").strip()
-    return re.sub(r"[^a-z0-9_.-]+", "_", model) or "gpu"
-
-
-def gres_string(gpus: Mapping[str, int]) -> str:
-    """`gpu:<model>:<count>` entries, comma-separated, sorted by model ('' if none)."""
-    return ",".join(f"gpu:{model}:{count}" for model, count in sorted(gpus.items()))
 
 
 def parse_node_config(text: str) -> Node:
