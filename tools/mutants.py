@@ -52,6 +52,21 @@ MUTATIONS = [
         'return host.run(["scontrol", *args]).stdout',
         "tests/unit/hpc_libs/test_scontrol.py",
     ),
+    Mutation(
+        "fenced-controller-started",
+        "charms/slurmctld/src/charm.py",
+        "return self.fence.reason() is None",
+        "return True",
+        "tests/unit/slurmctld/test_ha_fence.py::test_a_fenced_backup_says_why_and_starts_no_slurmctld",
+    ),
+    Mutation(
+        "fence-never-kills",
+        "charms/slurmctld/src/fence.py",
+        "'            kill -KILL \"$pid\"',",
+        "'            : \"$pid\"',",
+        "tests/unit/slurmctld/test_ha_fence.py::"
+        "test_the_watchdog_kills_slurmctld_without_the_state_and_starts_it_once_back",
+    ),
 ]
 
 

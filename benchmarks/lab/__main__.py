@@ -7,6 +7,7 @@ import json
 import os
 import platform
 import shutil
+import signal
 import sys
 import tempfile
 import time
@@ -19,6 +20,7 @@ import jubilant
 from slurm_lab.juju import LabJuju
 from slurm_lab.machines import Lab
 
+from . import failover as failover_figure
 from . import figures as fig
 from .cluster import (
     COMPUTE,
@@ -32,7 +34,7 @@ from .cluster import (
     machine_footprint,
     other_lab_machines,
 )
-from .report import WAITS_FOR_ACCOUNTING, WAITS_FOR_HA, hook_table, table
+from .report import NOT_MEASURED, hook_table, table
 from .watch import ControllerWatch
 
 QUICK = {
@@ -44,6 +46,7 @@ QUICK = {
     "job_seconds": 20,
     "bare_runs": 1,
     "compare_jobs": 50,
+    "failover_runs": 1,
 }
 FULL = {
     "nodes": 8,
@@ -54,6 +57,7 @@ FULL = {
     "job_seconds": 30,
     "bare_runs": 2,
     "compare_jobs": 300,
+    "failover_runs": 5,
 }
 
 
@@ -73,6 +77,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         "--compare-jobs", type=int, help="jobs per run of figure 5's comparator pairs"
     )
     parser.add_argument("--bare-runs", type=int, help="bare slurmd floor runs (figure 1)")
+    parser.add_argument(
+        "--failover-runs", type=int, help="failovers per fault kind (figure 4); 0 skips it"
+    )
     parser.add_argument("--out", type=Path, default=REPO / "build" / "bench-lab.json")
     parser.add_argument(
         "--no-network-state",
@@ -84,6 +91,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         "--no-accounting", dest="accounting", action="store_false", help="skip slurmdbd (5b)"
     )
     parser.add_argument("--keep", action="store_true", help="leave the lab up (prints its dir)")
+    parser.add_argument(
+        "--only", type=lambda text: sorted(text.split(",")), help="run only these steps (a,b,...)"
+    )
     args = parser.parse_args(argv)
     for key, value in (QUICK if args.quick else FULL).items():
         if getattr(args, key) is None:
@@ -106,11 +116,6 @@ def _why(bench: Bench, error: Exception) -> str:
         if unit.workload_status.current in ("error", "blocked")
     ]
     return "; ".join(stuck) or str(error).splitlines()[0]
-
-
-def charm_waits(charm: str, marker: str) -> bool:
-    """Whether a charm's charmcraft.yaml mentions `marker` (an option or endpoint)."""
-    return marker not in (REPO / "charms" / charm / "charmcraft.yaml").read_text()
 
 
 def host_facts(lab: Lab) -> dict[str, Any]:
@@ -170,8 +175,11 @@ class Run:
             ("config_changed_many", lambda: fig.config_changed(bench, 1024)),
             ("scale", self.scale),
             ("throughput_pairs", self.throughput_pairs),
+            ("failover", self.failover),
         ]
         for name, step in steps:
+            if args.only and name not in args.only:
+                continue
             self.check_controller(name)
             self.log(name)
             try:
@@ -202,8 +210,6 @@ class Run:
         self.figures["throughput_local"] = fig.throughput(bench, jobs)
         if not self.args.network_state:
             self.figures["state_save"] = "not measured (--no-network-state)"
-        elif charm_waits("slurmctld", "use-network-state"):
-            self.figures["state_save"] = WAITS_FOR_HA + " (no use-network-state option)"
         else:
             self.log("use-network-state on (filesystem-client stand-in)")
             try:
@@ -212,7 +218,7 @@ class Run:
                 self.figures["throughput_shared"] = fig.throughput(bench, jobs)
                 self.figures["throughput_shared"]["baseline"] = "throughput_local"
             except (TimeoutError, jubilant.WaitError, RuntimeError) as e:
-                self.figures["state_save"] = f"{WAITS_FOR_HA}: {_why(bench, e)}"
+                self.figures["state_save"] = f"{NOT_MEASURED}: {_why(bench, e)}"
         if not self.args.accounting:
             self.figures["accounting"] = "not measured (--no-accounting)"
             return
@@ -223,7 +229,7 @@ class Run:
         try:
             self.figures["accounting_setup"] = fig.add_accounting(bench)
         except (TimeoutError, jubilant.WaitError, RuntimeError) as e:
-            self.figures["accounting"] = f"{WAITS_FOR_ACCOUNTING}: {_why(bench, e)}"
+            self.figures["accounting"] = f"{NOT_MEASURED}: {_why(bench, e)}"
             return
         self.log(f"throughput: {jobs} jobs, with accounting")
         with_accounting = fig.throughput(bench, jobs)
@@ -232,6 +238,24 @@ class Run:
             "throughput_shared" if "throughput_shared" in self.figures else "throughput_local"
         )
         self.figures["throughput_accounting"] = with_accounting
+
+    def failover(self) -> dict[str, Any] | None:
+        """Figure 4, last: two backups join the controller on the share, then the faults.
+
+        Network state is turned on first when figure 5's comparators did not (`--only`).
+        """
+        if not self.args.failover_runs:
+            self.figures["failover_skipped"] = "not measured (--failover-runs 0)"
+            return None
+        if "state_save_setup" not in self.figures:
+            self.log("use-network-state on (filesystem-client stand-in)")
+            self.figures["state_save_setup"] = fig.use_network_state(self.bench)
+        if self.watch is not None:
+            self.watch.stop()  # Its controller is about to fail on purpose (stop is idempotent).
+        self.log("failover: adding two backup controllers")
+        self.figures["failover_setup"] = failover_figure.add_backups(self.bench)
+        self.log(f"failover: {self.args.failover_runs} run(s) per fault kind")
+        return failover_figure.failover(self.bench, self.args.failover_runs)
 
     def enlistment(self) -> None:
         """Figures 1 and 2: one unit at a time from 1 to N, bare floors interleaved."""
@@ -302,6 +326,8 @@ class Run:
 def main(argv: list[str] | None = None) -> int:
     """Run, print the tables, write the JSON; exit 1 if a step failed (partial JSON kept)."""
     args = parse_args(sys.argv[1:] if argv is None else argv)
+    # A plain `kill` still takes the lab down (the `finally` below), as Ctrl-C does.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(128 + signal.SIGTERM))
     state_dir = Path(tempfile.mkdtemp(prefix="bench-lab-"))
     lab = Lab(state_dir)
     boots = BootLog()

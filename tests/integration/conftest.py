@@ -1,8 +1,10 @@
 """The one `juju` fixture: real Juju (jubilant) when the juju CLI is on PATH, else the lab.
 
 The same test files run on both. Set SLURM_LAB_BACKEND=lab to use the lab even where juju is
-installed. On the lab every unit is a real machine (systemd, Slurm 24.11) running the charm's
-real code under ops.testing; see slurm_lab.juju.
+installed. On the lab every unit is a real machine (systemd, Slurm) running the charm's real
+code under ops.testing; see slurm_lab.juju. SLURM_LAB_SUITE picks the machines' Debian suite,
+so the Slurm version under test: `trixie` (Slurm 24.11, the default) or `forky` (Debian
+testing, the newer Slurm: 26.05 today).
 """
 
 from __future__ import annotations
@@ -54,7 +56,13 @@ def charm_path_fixture() -> Callable[[str], Path]:
     return charm_path
 
 
-def _lab_usable() -> bool:
+def lab_suite() -> str | None:
+    """The lab suite asked for by $SLURM_LAB_SUITE (None: the lab's default, trixie)."""
+    return os.environ.get("SLURM_LAB_SUITE") or None
+
+
+def lab_usable() -> bool:
+    """Whether this machine can run the lab: root, debootstrap and systemd-nspawn."""
     return (
         os.geteuid() == 0
         and shutil.which("debootstrap") is not None
@@ -74,12 +82,12 @@ def juju(
             if request.session.testsfailed:
                 print(real.debug_log(limit=1000), end="")
         return
-    if not _lab_usable():
+    if not lab_usable():
         pytest.skip("no juju CLI, and the lab needs root, debootstrap and systemd-nspawn")
     from slurm_lab.juju import LabJuju
     from slurm_lab.machines import Lab
 
-    lab = Lab(tmp_path_factory.mktemp("lab"))
+    lab = Lab(tmp_path_factory.mktemp("lab"), suite=lab_suite())
     backend = LabJuju(lab, wait_timeout=20 * 60)
     try:
         yield backend

@@ -3,7 +3,7 @@
 One deployment for the module, driven as a scenario: three slurmctld units on network state
 (the filesystem-client stand-in on `mount`), a slurmd application `compute` with two units and
 a sackd login node. Every Slurm command runs on the login node, as a user's would. The primary
-is taken down two ways (SIGKILL, power off), each brought back before the next;
+is taken down three ways (SIGKILL, power off, network cut), each brought back before the next;
 then a burst of submissions, the removal of a backup and of the leader.
 
 `HA_FAILOVER_RUNS=5` repeats each fault kind five more times and prints median and max.
@@ -20,8 +20,17 @@ from typing import Any
 
 import jubilant
 import pytest
+from accounting_rest_helpers import (
+    http,
+    install_client,
+    newest_api_version,
+    start_watch,
+    stop_watch,
+    summarize_watch,
+)
 from dynamic_nodes_helpers import all_nodes_idle, leader, poll
 from ha_helpers import (
+    CLIENT_BOUND,
     FAILOVER_BOUND,
     FAULT_KINDS,
     LOGIN,
@@ -39,6 +48,7 @@ from ha_helpers import (
     submit_from_login,
     submit_held,
     takeover_count,
+    took_control_at,
     unit_hostname,
     unit_of_host,
     wait_state,
@@ -76,7 +86,10 @@ def cluster(juju: jubilant.Juju, charm_path: Callable[[str], Path]) -> jubilant.
     juju.integrate("slurmctld:slurmd", "compute:slurmctld")
     juju.deploy(charm_path("sackd"), "login", config=LAB_OPTIONS)
     juju.integrate("slurmctld:login-node", "login:slurmctld")
+    juju.deploy(charm_path("slurmrestd"), "slurmrestd", config=LAB_OPTIONS)
+    juju.integrate("slurmctld:slurmrestd", "slurmrestd:slurmctld")
     wait_active(juju)
+    wait_active(juju, "slurmrestd")
     poll(
         lambda: all_nodes_idle(juju, ["compute-0", "compute-1"]) or None,
         timeout=120,
@@ -137,6 +150,7 @@ def test_first_backup_serves_the_whole_queue_when_the_primary_goes(
     primary, backup1 = hosts[0], hosts[1]
     status = cluster.status()
     backups = [unit_of_host(status, "slurmctld", h) for h in hosts[1:]]
+    primary_unit = unit_of_host(status, "slurmctld", primary)
     takeovers = {u: takeover_count(cluster, u) for u in backups}
     running = submit_from_login(cluster, f"sleep {RUNNING_SECONDS}")
     wait_state(cluster, running, "RUNNING", timeout=60)
@@ -145,12 +159,18 @@ def test_first_backup_serves_the_whole_queue_when_the_primary_goes(
     assert {running, *queued} <= before
     time.sleep(STATE_SAVE_WAIT)
 
+    fault_at = time.time()
     seconds = failover_seconds(cluster, kind, primary, backup1)
-    timings.add(kind, seconds)
-    print(f"\n{kind}: first backup served {seconds:.1f} s after the fault")
+    took_control = took_control_at(cluster, backups[0], fault_at)
+    assert took_control is not None, f"{backups[0]} never took control"
+    takeover = took_control - fault_at
+    timings.add(kind, takeover)
+    print(
+        f"\n{kind}: first backup in charge {takeover:.1f} s after the fault, "
+        f"a login node served after {seconds:.1f} s"
+    )
 
     try:
-        assert seconds <= FAILOVER_BOUND
         assert takeover_count(cluster, backups[0]) > takeovers[backups[0]]
         assert takeover_count(cluster, backups[1]) == takeovers[backups[1]]
         wait_state(cluster, running, "COMPLETED", timeout=RUNNING_SECONDS + 60)
@@ -162,6 +182,12 @@ def test_first_backup_serves_the_whole_queue_when_the_primary_goes(
     finally:
         recover(cluster, kind, primary, hosts)
 
+    if kind == "network":  # The cut primary was fenced, then started again by its watchdog.
+        fence_log = exec_on(
+            cluster, "journalctl -u slurmctld-charm-fence --no-pager -o cat", unit=primary_unit
+        )
+        assert "fenced: cannot write" in fence_log
+        assert "writable again: starting slurmctld" in fence_log
     ids = poll(lambda: known_job_ids(cluster), timeout=60, what="squeue after the recovery")
     assert [i for i, n in Counter(ids).items() if n > 1] == []
     assert {running, *queued, new} <= set(ids)
@@ -169,6 +195,9 @@ def test_first_backup_serves_the_whole_queue_when_the_primary_goes(
     assert ping_hosts(cluster) == hosts
     exec_on(cluster, "scancel --state=PENDING --user=root")
     wait_active(cluster, timeout=300)
+    # Last: a slow failover still shows whether jobs were kept.
+    assert takeover <= FAILOVER_BOUND
+    assert seconds <= CLIENT_BOUND
 
 
 def test_burst_of_submissions_causes_no_false_failover(cluster: jubilant.Juju):
@@ -203,8 +232,12 @@ def test_repeated_failover_timing(cluster: jubilant.Juju, timings: Timings):
     for kind in FAULT_KINDS:
         for _ in range(extra):
             hosts = ping_hosts(cluster)
-            seconds = failover_seconds(cluster, kind, hosts[0], hosts[1])
-            timings.add(kind, seconds)
+            backup1 = unit_of_host(cluster.status(), "slurmctld", hosts[1])
+            fault_at = time.time()
+            failover_seconds(cluster, kind, hosts[0], hosts[1])
+            took_control = took_control_at(cluster, backup1, fault_at)
+            assert took_control is not None, f"{backup1} never took control"
+            timings.add(kind, took_control - fault_at)
             recover(cluster, kind, hosts[0], hosts)
             wait_active(cluster, timeout=300)
     print("\n" + timings.report())
@@ -259,3 +292,51 @@ def test_new_leader_keeps_partitions_and_enlists_a_new_node(cluster: jubilant.Ju
     cluster.add_unit("compute")
     wait_active(cluster)
     poll(lambda: nodes_idle(cluster, ["compute-2"]), timeout=120, what="compute-2 idle")
+
+
+REST_RATE = 4
+"""GETs per second at most, one at a time, while the primary is killed (issue 10)."""
+REST_ANSWER_BOUND = FAILOVER_BOUND + 20
+"""The API answers again within the failover bound plus one blocked request's wait."""
+
+
+def test_the_rest_api_answers_across_a_failover(cluster: jubilant.Juju):
+    """GET /nodes from the login node, 4 a second, while the primary is killed and back."""
+    lab_of(cluster)
+    if len(ping_hosts(cluster)) < 2:  # The removals above leave one controller: add a backup.
+        cluster.add_unit("slurmctld")
+        wait_active(cluster)
+        poll(lambda: len(ping_hosts(cluster)) >= 2, timeout=120, what="a second controller")
+    hosts = ping_hosts(cluster)
+    poll(lambda: all_controllers_up(cluster, hosts), timeout=180, what=f"{hosts} all UP")
+    status = cluster.status()
+    base = f"http://{status.apps['slurmrestd'].units['slurmrestd/0'].public_address}:6820"
+    ctl = leader(status, "slurmctld")
+    assert ctl is not None
+    token = cluster.run(ctl, "token", {"username": "root"}).results["token"]
+    install_client(cluster)
+    code, spec = http(cluster, f"{base}/openapi/v3", token)
+    assert code == 200, spec
+    url = f"{base}/slurm/{newest_api_version(spec)}/nodes"
+    start_watch(cluster, url, token, rate=REST_RATE, seconds=600)
+    time.sleep(5)
+
+    fault_at = time.time()
+    try:
+        takeover = failover_seconds(cluster, "kill", hosts[0], hosts[1])
+        time.sleep(10)
+    finally:
+        repair_at = time.time()
+        recover(cluster, "kill", hosts[0], hosts)
+        time.sleep(10)
+        records = stop_watch(cluster)
+
+    failover = summarize_watch(records, fault_at, repair_at)
+    back = summarize_watch(records, repair_at)
+    print(f"\nREST API, primary killed (backup served in {takeover:.1f} s): {failover}")
+    print(f"REST API, primary back: {back}")
+    for phase in (failover, back):
+        assert phase["answered_again_s"] is not None
+        assert phase["answered_again_s"] <= REST_ANSWER_BOUND
+        assert phase["longest_gap_s"] <= REST_ANSWER_BOUND
+    assert records[-1][2] == 200

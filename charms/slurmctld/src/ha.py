@@ -47,6 +47,8 @@ WAITING_FOR_LEADER = (
     "waiting for the leader's slurm.conf (listing this unit) and keys on the shared filesystem"
 )
 """Status of a backup until the leader has written the shared configuration for it."""
+FENCED = "slurmctld fenced until the shared state is writable again"
+"""Status prefix of a controller the fence watchdog stopped (`fence`), before its reason."""
 CANNOT_TURN_OFF = (
     "use-network-state cannot be turned off: the queue lives on the shared filesystem; "
     "set it back to true"

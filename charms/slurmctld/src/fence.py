@@ -1,0 +1,161 @@
+"""Fence a controller that cannot write the shared state: no shared state, no slurmctld.
+
+Slurm guards a backup's takeover with the heartbeat the controller in charge writes into
+`StateSaveLocation` every `SlurmctldTimeout/4` s: a backup that cannot ping the primary takes
+over only once that heartbeat is stale too. Slurm has no fencing of the other side, though. A
+primary cut from the network (and so from the shared filesystem) keeps running from memory,
+and once the link is back it "reasserts" itself every `SlurmctldTimeout` s (controller.c:
+`REQUEST_CONTROL` to the backups): the backup hands over, and every job it accepted
+meanwhile is gone, overwritten by the primary's stale queue. That is split brain, seen on
+the lab.
+
+So a watchdog service (root) runs beside slurmctld on every controller of network state.
+Every second it probes, in the background, that the checkpoint is still a mount and that
+SlurmUser can write a file into `StateSaveLocation`. When no probe has succeeded for `grace`
+seconds (half of `SlurmctldTimeout`, so before any backup can take over) it kills
+slurmctld with SIGKILL, as it could not save its state anyway, and records the fence in
+`FENCE_FLAG`. The charm then starts no slurmctld and says why. As soon as a probe succeeds
+again the watchdog starts slurmctld itself. As the primary it takes control back through
+Slurm's own hand-over: the backup saves its state and the primary reads it. As a backup it
+stands by. Either change reaches the charm through the primary watch's signal file.
+
+A probe that hangs (a hard NFS mount) is never waited for: the next probe starts only once it
+returned, and meanwhile the last success ages. Probing and killing use this machine's own
+process ids, never a unit's cgroup.
+"""
+
+import logging
+from pathlib import Path
+
+from hpc_libs.machine import files, systemd
+from primary_watch import SIGNAL_FILE
+
+logger = logging.getLogger(__name__)
+
+PROGRAM = "/usr/local/libexec/slurmctld-charm/fence"
+SERVICE_UNIT = "slurmctld-charm-fence.service"
+UNIT_DIR = "/etc/systemd/system"
+RUNTIME_DIR = "/run/slurmctld-fence"
+"""The watchdog's runtime directory (root's, kept across the watchdog's restarts)."""
+FENCE_FLAG = f"{RUNTIME_DIR}/fenced"
+"""Exists while this controller is fenced; holds the time and the reason."""
+MIN_GRACE = 2
+
+
+def grace_seconds(slurmctld_timeout: int) -> int:
+    """Seconds without a successful probe before slurmctld is fenced: half `SlurmctldTimeout`.
+
+    A backup takes over no sooner than `SlurmctldTimeout` s after the primary's last
+    heartbeat, so a primary that lost the shared state is down before a backup serves.
+    """
+    return max(MIN_GRACE, slurmctld_timeout // 2)
+
+
+def program_text() -> str:
+    """Return the watchdog (POSIX sh): `fence <checkpoint> <state dir> <grace s> <user>`."""
+    return "\n".join(
+        [
+            "#!/bin/sh",
+            "# Written by the slurmctld charm: fence this controller while it cannot write",
+            "# the shared state (see the charm's fence module). Runs as root.",
+            "set -u",
+            "checkpoint=$1 state=$2 grace=$3 user=$4",
+            f"run={RUNTIME_DIR}",
+            'ok=$run/probe-ok flag=$run/fenced probe="$state/fence-probe-$(hostname)"',
+            f"signal={SIGNAL_FILE}",
+            'touch "$ok"',
+            "probe_pid=",
+            'wake_charm() { date -u +%s > "$signal" 2>/dev/null || true; }',
+            "while :; do",
+            '    if [ -z "$probe_pid" ] || ! kill -0 "$probe_pid" 2>/dev/null; then',
+            '        ( mountpoint -q "$checkpoint" &&',
+            '          setpriv --reuid="$user" --regid="$user" --clear-groups \\',
+            '              sh -c \'date -u +%s > "$1"\' sh "$probe" &&',
+            '          touch "$ok" ) 2>/dev/null &',
+            "        probe_pid=$!",
+            "    fi",
+            "    sleep 1",
+            '    age=$(( $(date +%s) - $(stat -c %Y "$ok") ))',
+            '    if [ "$age" -lt "$grace" ]; then',
+            '        [ -e "$flag" ] || continue',
+            '        rm -f "$flag"',
+            '        echo "the shared state is writable again: starting slurmctld"',
+            "        systemctl start --no-block slurmctld.service",
+            "        wake_charm",
+            '    elif [ ! -e "$flag" ]; then',
+            '        reason="cannot write $state for ${age} s"',
+            '        echo "$(date -u +%Y-%m-%dT%H:%M:%SZ) $reason" > "$flag"',
+            "        pid=$(systemctl show -P MainPID slurmctld.service)",
+            '        if [ "${pid:-0}" -gt 0 ]; then',
+            '            kill -KILL "$pid"',
+            '            echo "fenced: $reason: killed slurmctld (pid $pid)"',
+            "        else",
+            '            echo "fenced: $reason (slurmctld was not running)"',
+            "        fi",
+            "        wake_charm",
+            "    fi",
+            "done",
+            "",
+        ]
+    )
+
+
+def service_unit_text(checkpoint: str, state_dir: str, grace: int, user: str) -> str:
+    """Return the watchdog's service: always running, restarted if it ever stops."""
+    return "\n".join(
+        [
+            "# Written by the slurmctld charm.",
+            "[Unit]",
+            "Description=Stop slurmctld while this machine cannot write the shared Slurm state",
+            "",
+            "[Service]",
+            f"ExecStart={PROGRAM} {checkpoint} {state_dir} {grace} {user}",
+            "Restart=always",
+            "RestartSec=1",
+            f"RuntimeDirectory={Path(RUNTIME_DIR).name}",
+            "RuntimeDirectoryPreserve=yes",
+            "",
+            "[Install]",
+            "WantedBy=multi-user.target",
+            "",
+        ]
+    )
+
+
+class Fence:
+    """The watchdog of this controller (see the module doc); paths from `root` for tests."""
+
+    def __init__(self, root: Path = Path("/")) -> None:
+        self.root = root
+        self.service = systemd.Service(SERVICE_UNIT)
+
+    def _at(self, path: str) -> Path:
+        return self.root / path.lstrip("/")
+
+    def install(self, checkpoint: str, state_dir: str, grace: int, user: str) -> bool:
+        """Write the watchdog and its service and keep it running; return if anything changed.
+
+        Raises:
+            SlurmOpsError: A file or `systemctl` failed.
+
+        """
+        changed = files.write_if_changed(self._at(PROGRAM), program_text(), mode=0o755)
+        unit = service_unit_text(checkpoint, state_dir, grace, user)
+        if files.write_if_changed(self._at(f"{UNIT_DIR}/{SERVICE_UNIT}"), unit, mode=0o644):
+            systemd.daemon_reload()
+            changed = True
+        if changed:
+            self.service.enable()
+            self.service.restart()
+            logger.info("%s fences slurmctld after %d s without shared state", SERVICE_UNIT, grace)
+        elif not self.service.is_active():
+            self.service.enable()
+            self.service.start()
+        return changed
+
+    def reason(self) -> str | None:
+        """Why this controller is fenced (`<time> cannot write ...`), or None if it is not."""
+        text = files.read_bytes(self._at(FENCE_FLAG))
+        if text is None:
+            return None
+        return text.decode(errors="replace").strip() or "fenced"

@@ -1,0 +1,254 @@
+"""Fencing: a controller that cannot write the shared state stops, and starts once it can.
+
+The watchdog itself is a shell script; one scenario runs it for real, against stand-ins for
+the machine's commands (`mountpoint`, `setpriv`, `systemctl`), so its timing rules are
+executed, not only read.
+"""
+
+import dataclasses
+import os
+import signal
+import subprocess
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+from charm_testing import FakeMachine
+from ops import testing
+from test_ha_charm import NETWORK, backup, leader_wrote, network_leader, slurmctld_calls
+
+STATE_DIR = "/var/lib/slurm/checkpoint/slurmctld"
+
+
+@pytest.fixture
+def fence(fence_module: ModuleType) -> ModuleType:
+    return fence_module
+
+
+def fenced(tmp_path: Path, reason: str = "2026-11-23T13:00:00Z cannot write x for 6 s") -> None:
+    flag = tmp_path / "run/slurmctld-fence/fenced"
+    flag.parent.mkdir(parents=True, exist_ok=True)
+    flag.write_text(reason + "\n")
+
+
+# The charm's side.
+
+
+def test_the_grace_is_half_the_slurmctld_timeout_so_the_fence_comes_before_a_takeover(fence):
+    assert fence.grace_seconds(12) == 6
+    assert fence.grace_seconds(120) == 60
+    assert fence.grace_seconds(3) == 2  # Never below 2 s: one slow probe is no fence.
+
+
+def test_every_controller_of_network_state_runs_the_watchdog(ctx, machine, tmp_path, shared_fs):
+    leader_wrote(shared_fs)
+
+    ctx.run(ctx.on.config_changed(), backup())
+
+    service = tmp_path / "etc/systemd/system/slurmctld-charm-fence.service"
+    assert (
+        "ExecStart=/usr/local/libexec/slurmctld-charm/fence /var/lib/slurm/checkpoint "
+        f"{STATE_DIR} 6 slurm"
+    ) in service.read_text().splitlines()
+    assert "Restart=always" in service.read_text().splitlines()
+    program = tmp_path / "usr/local/libexec/slurmctld-charm/fence"
+    assert program.stat().st_mode & 0o7777 == 0o755
+    assert ("restart", "slurmctld-charm-fence.service") in machine.service_calls
+
+
+def test_the_watchdog_follows_the_slurmctld_timeout(ctx, machine, tmp_path, shared_fs):
+    leader_wrote(shared_fs)
+    state = ctx.run(ctx.on.config_changed(), backup())
+    machine.service_calls.clear()
+
+    changed = dataclasses.replace(state, config={**NETWORK, "slurmctld-timeout": 30})
+    ctx.run(ctx.on.config_changed(), changed)
+
+    service = tmp_path / "etc/systemd/system/slurmctld-charm-fence.service"
+    assert f"{STATE_DIR} 15 slurm" in service.read_text()
+    assert machine.calls("restart") == ["slurmctld-charm-fence.service"]
+
+
+def test_an_unchanged_watchdog_is_left_running(ctx, machine, shared_fs):
+    leader_wrote(shared_fs)
+    state = ctx.run(ctx.on.config_changed(), backup())
+    machine.service_calls.clear()
+
+    ctx.run(ctx.on.update_status(), state)
+
+    assert "slurmctld-charm-fence.service" not in machine.calls("restart")
+
+
+def test_a_fenced_backup_says_why_and_starts_no_slurmctld(ctx, machine, tmp_path, shared_fs):
+    leader_wrote(shared_fs)
+    fenced(tmp_path)
+
+    out = ctx.run(ctx.on.update_status(), backup())
+
+    assert out.unit_status == testing.BlockedStatus(
+        "slurmctld fenced until the shared state is writable again: "
+        "2026-11-23T13:00:00Z cannot write x for 6 s"
+    )
+    assert slurmctld_calls(machine) == []
+
+
+def test_a_fenced_leader_writes_no_configuration(ctx, machine, tmp_path, shared_fs):
+    fenced(tmp_path)
+
+    out = ctx.run(ctx.on.config_changed(), network_leader())
+
+    assert out.unit_status.name == "blocked"
+    assert out.unit_status.message.startswith("slurmctld fenced")
+    assert not (shared_fs / "etc-slurm/slurm.conf").exists()
+    assert slurmctld_calls(machine) == []
+
+
+def test_once_unfenced_the_backup_runs_again(ctx, machine, tmp_path, shared_fs):
+    leader_wrote(shared_fs)
+    fenced(tmp_path)
+    state = ctx.run(ctx.on.update_status(), backup())
+    (tmp_path / "run/slurmctld-fence/fenced").unlink()  # The watchdog saw a write succeed.
+
+    ctx.run(ctx.on.update_status(), state)
+
+    assert "slurmctld" in machine.calls("start")
+
+
+def test_without_network_state_there_is_no_watchdog(ctx, machine, tmp_path):
+    from test_charm_slurmctld import running
+
+    ctx.run(ctx.on.config_changed(), running())
+
+    assert not (tmp_path / "etc/systemd/system/slurmctld-charm-fence.service").exists()
+    assert machine.calls("restart") == []
+    assert "slurmctld-charm-fence.service" not in machine.calls("start")
+
+
+# The watchdog itself, run for real.
+
+
+@pytest.fixture
+def watchdog(fence: ModuleType, tmp_path: Path) -> Iterator[Callable[[], Path]]:
+    """Run the watchdog (grace 2 s) with stand-in commands; yield its working directory.
+
+    `writable` present: the probe's write succeeds. `systemctl.log`: what it asked systemd.
+    `slurmctld.pid`: a process standing in for slurmctld, which the fence must kill.
+    """
+    work = tmp_path / "fence"
+    (work / "bin").mkdir(parents=True)
+    (work / "state").mkdir()
+    run_dir = work / "run"
+    run_dir.mkdir()
+    stand_in = subprocess.Popen(["sleep", "300"])
+    (work / "slurmctld.pid").write_text(str(stand_in.pid))
+    commands = {
+        "mountpoint": "exit 0",
+        # setpriv --reuid=.. --regid=.. --clear-groups <command...>: fails unless writable.
+        "setpriv": f'[ -e {work}/writable ] || exit 1; shift 3; exec "$@"',
+        "systemctl": (
+            f'echo "$*" >> {work}/systemctl.log; '
+            f'[ "$1" = show ] && cat {work}/slurmctld.pid; exit 0'
+        ),
+    }
+    for name, body in commands.items():
+        path = work / "bin" / name
+        path.write_text(f"#!/bin/sh\n{body}\n")
+        path.chmod(0o755)
+    program = work / "fence"
+    text = fence.program_text().replace(fence.RUNTIME_DIR, str(run_dir))
+    text = text.replace(fence.SIGNAL_FILE, str(work / "signal"))
+    program.write_text(text)
+    program.chmod(0o755)
+    (work / "writable").touch()
+    env = {**os.environ, "PATH": f"{work / 'bin'}:{os.environ['PATH']}"}
+    process = subprocess.Popen(
+        [str(program), str(work), str(work / "state"), "2", "nobody"],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+        yield lambda: work
+    finally:
+        process.send_signal(signal.SIGTERM)
+        process.wait(timeout=10)
+        stand_in.kill()
+        stand_in.wait(timeout=10)
+
+
+def wait_for(check: Callable[[], bool], seconds: float) -> bool:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if check():
+            return True
+        time.sleep(0.1)
+    return check()
+
+
+def stand_in_runs(work: Path) -> bool:
+    pid = int((work / "slurmctld.pid").read_text())
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    # A killed child of this test stays a zombie until reaped: look at its state.
+    state = Path(f"/proc/{pid}/stat").read_text().split()[2]
+    return state != "Z"
+
+
+def test_the_watchdog_kills_slurmctld_without_the_state_and_starts_it_once_back(watchdog):
+    work = watchdog()
+    flag = work / "run/fenced"
+    assert wait_for((work / "state" / f"fence-probe-{os.uname().nodename}").exists, 5)
+    time.sleep(2.5)  # Writable: longer than the grace, and nothing happens.
+    assert not flag.exists()
+    assert stand_in_runs(work)
+
+    (work / "writable").unlink()  # The shared state is lost.
+    started = time.monotonic()
+    assert wait_for(flag.exists, 6)
+    fenced_after = time.monotonic() - started
+    assert 1.5 <= fenced_after <= 4.5  # The 2 s grace, probed every second.
+    assert wait_for(lambda: not stand_in_runs(work), 2)
+    assert "cannot write" in flag.read_text()
+    assert (work / "signal").exists()  # The charm is woken to show the fence.
+    assert "start" not in (work / "systemctl.log").read_text()
+
+    (work / "signal").unlink()
+    (work / "writable").touch()  # Back.
+    assert wait_for(lambda: not flag.exists(), 4)
+    assert wait_for((work / "signal").exists, 2)
+    log = (work / "systemctl.log").read_text().splitlines()
+    assert log.count("start --no-block slurmctld.service") == 1
+
+
+def test_a_short_loss_under_the_grace_fences_nothing(watchdog):
+    work = watchdog()
+    assert wait_for(lambda: any((work / "state").iterdir()), 5)
+
+    (work / "writable").unlink()
+    time.sleep(0.8)
+    (work / "writable").touch()
+    time.sleep(3)
+
+    assert not (work / "run/fenced").exists()
+    assert stand_in_runs(work)
+
+
+def test_the_watchdog_is_a_posix_shell_script(fence):
+    # dash (Ubuntu's /bin/sh) must accept it: check the syntax with the shell it names.
+    result = subprocess.run(
+        ["sh", "-n"], input=fence.program_text(), text=True, capture_output=True, check=False
+    )
+    assert result.returncode == 0, result.stderr
+    assert fence.program_text().startswith("#!/bin/sh\n")
+
+
+def test_a_missing_flag_means_not_fenced(fence, tmp_path, machine: FakeMachine):
+    del machine
+    assert fence.Fence(tmp_path).reason() is None
+    fenced(tmp_path, "2026-11-23T13:00:00Z cannot write y for 7 s")
+    assert fence.Fence(tmp_path).reason() == "2026-11-23T13:00:00Z cannot write y for 7 s"
