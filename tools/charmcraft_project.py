@@ -30,7 +30,9 @@ Sub-commands:
     Render each charm into a temporary directory and check it with charmcraft's own schema:
     ``charmcraft expand-extensions`` (the whole project model) plus charmcraft's ``JujuConfig``
     model for the ``config`` section, which ``expand-extensions`` leaves unchecked (see
-    ``tools/charmcraft_check.py``, which runs inside charmcraft's environment). Charmcraft
+    ``tools/charmcraft_check.py``, which runs inside charmcraft's environment), plus every
+    base in ``platforms`` against charmcraft's own list of supported bases (charmcraft checks
+    those only when it packs). Charmcraft
     comes from PyPI through ``uv tool run`` at the version pinned here, with every dependency
     pinned by ``tools/charmcraft-constraints.txt``. Neither check needs LXD, snapd or a
     non-root user.
@@ -52,6 +54,7 @@ import sys
 import tempfile
 import tomllib
 from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -280,10 +283,30 @@ def stage(charm: str, build_dir: Path = BUILD_DIR) -> Path:
 
 
 def charm_file_name(charm: str) -> str:
-    """Name the file ``charmcraft pack`` writes for ``charm``: ``<name>_<platform>.charm``."""
+    """Name the file ``charmcraft pack`` writes for ``charm``'s first platform.
+
+    ``<name>_<platform>.charm``, ``:`` written ``-``: ``slurmd_ubuntu@24.04-amd64.charm``.
+    The pack writes one file per platform; the first (Ubuntu 24.04) is what the overlay uses.
+    """
     project = render_project(charm)
     platform = next(iter(project["platforms"])).replace(":", "-")
     return f"{project['name']}_{platform}.charm"
+
+
+def platform_bases(project: Mapping[str, Any]) -> list[str]:
+    """Every base the project builds for: ``base``, and each platform's ``<base>:<arch>``.
+
+    A platform names its base in its key (``ubuntu@24.04:amd64``, charmcraft's multi-base
+    shorthand) or in its ``build-for`` entries.
+    """
+    bases = {str(project["base"])} if project.get("base") else set[str]()
+    for name, spec in (project.get("platforms") or {}).items():
+        build_for = spec.get("build-for") if isinstance(spec, Mapping) else None
+        for target in build_for or [name]:
+            base, sep, _ = str(target).rpartition(":")
+            if sep:
+                bases.add(base)
+    return sorted(bases)
 
 
 def local_charms_overlay(bundle: Path, charm_dir: Path = BUILD_DIR) -> str:
@@ -355,12 +378,43 @@ def charmcraft_argv(*args: str) -> list[str]:
     ]
 
 
+SUPPORTED_BASES_CODE = (
+    "import json; from charmcraft.const import SUPPORTED_BASE_STRINGS as s; "
+    "print(json.dumps(sorted(s)))"
+)
+
+
+def _supported_bases(completed: subprocess.CompletedProcess[str]) -> list[str]:
+    """Read charmcraft's supported bases (``SUPPORTED_BASE_STRINGS``) from its output."""
+    try:
+        bases = json.loads(completed.stdout)
+    except json.JSONDecodeError as e:
+        output = completed.stdout + completed.stderr
+        raise ProjectError(f"cannot ask charmcraft for its bases:\n{output}") from e
+    return [str(base) for base in bases]
+
+
+def _check_bases(result: CheckResult, project_file: Path, supported: Sequence[str]) -> CheckResult:
+    """Fail ``result`` if the project builds for a base charmcraft cannot pack for."""
+    bad = [b for b in platform_bases(load_yaml(project_file)) if b not in supported]
+    if not result.ok or not bad:
+        return result
+    output = f"{project_file}: unsupported base {', '.join(bad)} (charmcraft {CHARMCRAFT_VERSION}"
+    return CheckResult(result.command, 1, f"{output} supports {', '.join(supported)})")
+
+
 def validate_files(project_files: Sequence[Path]) -> list[CheckResult]:
-    """Check full project files, each alone in its directory, in one charmcraft process."""
+    """Check full project files, each alone in its directory, in one charmcraft process.
+
+    Charmcraft's list of supported bases is read by a second process, at the same time.
+    """
     if not project_files:
         return []
     dirs = [str(path.parent) for path in project_files]
-    completed = _run(charmcraft_argv("python", str(CHECK_SCRIPT), *dirs))
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        bases_run = pool.submit(_run, charmcraft_argv("python", "-c", SUPPORTED_BASES_CODE))
+        completed = _run(charmcraft_argv("python", str(CHECK_SCRIPT), *dirs))
+        supported = _supported_bases(bases_run.result())
     try:
         reports = json.loads(completed.stdout)
     except json.JSONDecodeError as e:
@@ -369,12 +423,16 @@ def validate_files(project_files: Sequence[Path]) -> list[CheckResult]:
             f"cannot run charmcraft (exit {completed.returncode}):\n{output}"
         ) from e
     return [
-        CheckResult(
-            ["charmcraft", "expand-extensions", report["project"]],
-            report["returncode"],
-            report["output"],
+        _check_bases(
+            CheckResult(
+                ["charmcraft", "expand-extensions", report["project"]],
+                report["returncode"],
+                report["output"],
+            ),
+            path,
+            supported,
         )
-        for report in reports
+        for report, path in zip(reports, project_files, strict=True)
     ]
 
 

@@ -1,11 +1,14 @@
 """Helpers for test_accounting_and_rest.py: shell on units, sacct, and an HTTP client for the
-REST API that runs on a lab machine (python3's standard library only: the base has no curl).
+REST API that runs on a unit's machine (python3's standard library only, so any machine with
+python3 runs it; the lab's base has curl too, for people). test_ha.py uses the same client to
+watch the API across a controller failover (`start_watch`, `stop_watch`, `summarize_watch`).
 
 Only the jubilant API is used, so the helpers work on real Juju and on the lab.
 """
 
 from __future__ import annotations
 
+import itertools
 import json
 import re
 import shlex
@@ -23,6 +26,10 @@ SLURMCTLD_LOG = "/var/log/slurm/slurmctld.log"
 RECONFIGURE_LINE = "Processing Reconfiguration Request"
 STARTED_LINE = "slurmctld version .* started on cluster"
 CLIENT_PATH = "/root/rest_client.py"
+WATCH_UNIT = "rest-watch"
+"""The transient systemd unit the failover watch runs as on the client machine."""
+WATCH_OUT = "/root/rest-watch.json"
+WATCH_STOP = "/root/rest-watch.stop"
 
 
 def poll(probe: Callable[[], T | None], *, timeout: float, interval: float = 2.0, what: str) -> T:
@@ -113,7 +120,7 @@ CLIENT = r'''
 """A bounded HTTP client for the REST API tests (runs on a lab machine, stdlib only)."""
 import ipaddress, json, os, sys, threading, time, urllib.error, urllib.parse, urllib.request
 
-MAX_REQUESTS, MAX_WORKERS, MAX_SECONDS = 5000, 64, 300
+MAX_REQUESTS, MAX_WORKERS, MAX_SECONDS, MAX_WATCH_SECONDS = 5000, 64, 300, 900
 
 
 def check(url):
@@ -122,10 +129,15 @@ def check(url):
         sys.exit(f"refusing {host}: not a lab address")
 
 
-def request(url, body=None):
+def request(url, body=None, timeout=30):
+    """One request; an empty SLURM_USER or SLURM_TOKEN leaves its header out."""
     headers = {
-        "X-SLURM-USER-NAME": os.environ["SLURM_USER"],
-        "X-SLURM-USER-TOKEN": os.environ["SLURM_TOKEN"],
+        name: value
+        for name, value in (
+            ("X-SLURM-USER-NAME", os.environ.get("SLURM_USER", "")),
+            ("X-SLURM-USER-TOKEN", os.environ.get("SLURM_TOKEN", "")),
+        )
+        if value
     }
     data = None
     if body is not None:
@@ -133,7 +145,7 @@ def request(url, body=None):
         headers["Content-Type"] = "application/json"
     req = urllib.request.Request(url, data=data, headers=headers)
     try:
-        with urllib.request.urlopen(req, timeout=30) as response:
+        with urllib.request.urlopen(req, timeout=timeout) as response:
             return response.status, response.read().decode(errors="replace")
     except urllib.error.HTTPError as e:
         return e.code, e.read().decode(errors="replace")
@@ -178,10 +190,30 @@ def load(url, total, workers, seconds):
     }
 
 
+def watch(url, rate, seconds, out, stop):
+    """GET url one request at a time, at most `rate` per second, until `stop` exists.
+
+    Writes [start, end, status, detail] per request (wall-clock seconds) to `out`, at the end.
+    """
+    interval = 1 / min(max(rate, 0.1), 10)
+    deadline = time.monotonic() + min(seconds, MAX_WATCH_SECONDS)
+    records = []
+    while time.monotonic() < deadline and not os.path.exists(stop):
+        began, start = time.monotonic(), time.time()
+        status, text = request(url, timeout=20)
+        records.append([start, time.time(), status, "" if status == 200 else text[:300]])
+        time.sleep(max(0.0, interval - (time.monotonic() - began)))
+    with open(out + ".tmp", "w") as f:
+        json.dump(records, f)
+    os.replace(out + ".tmp", out)
+
+
 mode, url = sys.argv[1], sys.argv[2]
 check(url)
 if mode == "load":
     print(json.dumps(load(url, int(sys.argv[3]), int(sys.argv[4]), float(sys.argv[5]))))
+elif mode == "watch":
+    watch(url, float(sys.argv[3]), float(sys.argv[4]), sys.argv[5], sys.argv[6])
 else:
     status, text = request(url, sys.stdin.read() if mode == "post" else None)
     print(json.dumps({"status": status, "body": text}))
@@ -245,3 +277,80 @@ def newest_api_version(openapi: dict[str, Any]) -> str | None:
 
 
 _VERSION = re.compile(r"^/slurm/(v0\.0\.4\d)/")
+
+
+def start_watch(
+    juju: jubilant.Juju,
+    url: str,
+    token: str,
+    *,
+    rate: float,
+    seconds: float,
+    user: str = "root",
+    unit: str = LOGIN,
+) -> None:
+    """Start GETting `url` from `unit` at most `rate` per second, in the background.
+
+    It runs as a transient systemd unit until `stop_watch` (or `seconds`, at most 900).
+    """
+    argv = ["python3", CLIENT_PATH, "watch", url, str(rate), str(seconds), WATCH_OUT, WATCH_STOP]
+    command = (
+        f"rm -f {WATCH_OUT} {WATCH_STOP} && systemd-run --quiet --collect --unit {WATCH_UNIT} "
+        f"-E SLURM_USER={shlex.quote(user)} -E SLURM_TOKEN={shlex.quote(token)} "
+        f"{shlex.join(argv)}"
+    )
+    sh(juju, command, unit=unit)
+
+
+def stop_watch(
+    juju: jubilant.Juju, *, unit: str = LOGIN, timeout: float = 60
+) -> list[tuple[float, float, int, str]]:
+    """Stop the watch; its records: (start, end, HTTP status or 0, body if not 200)."""
+    sh(juju, f"touch {WATCH_STOP}", unit=unit)
+    text = poll(
+        lambda: try_sh(juju, f"cat {WATCH_OUT}", unit=unit),
+        timeout=timeout,
+        interval=1,
+        what="the REST watch to write its records",
+    )
+    return [(float(a), float(b), int(c), str(d)) for a, b, c, d in json.loads(text)]
+
+
+def summarize_watch(
+    records: list[tuple[float, float, int, str]], since: float, until: float | None = None
+) -> dict[str, Any]:
+    """What a client saw of the requests that ended from `since` (a fault) to `until`.
+
+    Times are wall clock, as in the records. `errors`: answers other than 200 (0: no
+    answer). `answered_again_s`: from `since` to the first success after the window's last
+    failure (after `since` if none failed); None if none. `longest_gap_s`: the longest time
+    between two successful answers, the later one in the window; `gap_began_s`: its start,
+    from `since`. `slow`: (start from `since`, seconds, status) of each failed request or one
+    longer than 2 s.
+    """
+    end = float("inf") if until is None else until
+    window = [r for r in records if since <= r[1] < end]
+    statuses: dict[str, int] = {}
+    for _, _, status, _ in window:
+        statuses[str(status)] = statuses.get(str(status), 0) + 1
+    successes = [stop for _, stop, status, _ in records if status == 200]
+    gap, gap_began = 0.0, since
+    for before, after in itertools.pairwise(successes):
+        if since <= after < end and after - before > gap:
+            gap, gap_began = after - before, before
+    failed = [stop for _, stop, status, _ in window if status != 200]
+    again = next((s for s in successes if max(failed, default=since) < s < end), None)
+    return {
+        "requests": len(window),
+        "statuses": statuses,
+        "errors": len(failed),
+        "answered_again_s": None if again is None else round(again - since, 1),
+        "longest_gap_s": round(gap, 1),
+        "gap_began_s": round(gap_began - since, 1),
+        "slow": [
+            (round(start - since, 1), round(stop - start, 1), status)
+            for start, stop, status, _ in window
+            if status != 200 or stop - start > 2
+        ],
+        "error_bodies": sorted({d[:160] for *_, status, d in window if status != 200})[:3],
+    }

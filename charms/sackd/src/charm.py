@@ -18,6 +18,8 @@ from hpc_libs.slurm.sackd import SackdManager
 logger = logging.getLogger(__name__)
 
 SLURMCTLD = "slurmctld"
+SACKD_PORT = 6818
+"""sackd listens on SlurmdPort for the configuration slurmctld pushes at each reconfigure."""
 
 
 class SackdCharm(SlurmCharm[SackdConfig]):
@@ -48,7 +50,9 @@ class SackdCharm(SlurmCharm[SackdConfig]):
         if relation is None:
             if self.sackd.key.exists() or self.sackd.service.is_active():
                 self._leave()
+            self.unit.set_ports()
             return
+        self.unit.set_ports(SACKD_PORT)
         data = self.slurmctld.controller_data
         if data is None or not data.is_complete:
             return  # `statuses` says what is missing or invalid
@@ -64,6 +68,7 @@ class SackdCharm(SlurmCharm[SackdConfig]):
             self.sackd.service.enable()
             self.sackd.service.restart()
             self._stored.applied = wanted
+        self.slurmctld.confirm_auth_key(key)  # sackd runs with it: a key rotation goes on
 
     def statuses(self, config: SackdConfig) -> Iterable[ops.StatusBase]:
         """Report what the login node lacks: integration, valid data, key, a running sackd.

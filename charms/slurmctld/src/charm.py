@@ -8,9 +8,13 @@ from collections.abc import Iterable, Iterator
 
 import cluster
 import credentials
+import fence
 import ha
 import ops
+import overrides
 import retire
+import rotation
+import toolkit
 from applied import AppliedConfig
 from config import SlurmctldConfig
 from hpc_libs.charm import wake
@@ -37,7 +41,7 @@ from hpc_libs.interfaces.slurmdbd import DbdEntry, SlurmdbdRequirer
 from hpc_libs.interfaces.slurmrestd import SlurmrestdRequirer
 from hpc_libs.machine import systemd
 from hpc_libs.slurm import grammar
-from hpc_libs.slurm.base import SLURMCTLD_PORT
+from hpc_libs.slurm.base import SLURM_USER, SLURMCTLD_PORT
 from hpc_libs.slurm.scontrol import Scontrol
 from hpc_libs.slurm.slurmctld import SlurmctldManager
 from primary_watch import PrimaryWatch
@@ -84,11 +88,22 @@ class SlurmctldCharm(SlurmCharm[SlurmctldConfig]):
         self.rest_api = SlurmrestdRequirer(self, SLURMRESTD)
         self.mount = MountInfoProvider(self, MOUNT)
         self.primary_watch = PrimaryWatch(self.slurmctld.root)
+        self.fence = fence.Fence(self.slurmctld.root)
+        self.auth_rotation = rotation.AuthKeyRotation(
+            self,
+            [self.slurmd, self.login_nodes, self.accounting, self.rest_api],
+            PEER,
+            wake=[self.on[LOGIN_NODE].relation_changed, self.on[SLURMRESTD].relation_changed],
+        )
         self._checkpoint: tuple[ops.StatusBase | None] | None = None
         framework.observe(self.on[SLURMD].relation_departed, self._on_slurmd_unit_departed)
         framework.observe(self.on[SLURMDBD].relation_changed, self._on_slurmdbd_changed)
         framework.observe(self.on.resume_action, self._on_resume_action)
         framework.observe(self.on.token_action, self._on_token_action)
+        framework.observe(self.on.set_node_state_action, self._on_set_node_state_action)
+        framework.observe(self.on.show_current_config_action, self._on_show_current_config)
+        framework.observe(self.on.rotate_jwt_key_action, self._on_rotate_jwt_key_action)
+        framework.observe(self.on.rotate_auth_key_action, self._on_rotate_auth_key_action)
         self.reconcile_on(
             self.on.slurmctld_wake,
             self.on[PEER].relation_changed,
@@ -168,6 +183,61 @@ class SlurmctldCharm(SlurmCharm[SlurmctldConfig]):
             return
         event.set_results({"nodename": nodename, "state": "resume"})
 
+    def _on_set_node_state_action(self, event: ops.ActionEvent) -> None:
+        """Set nodes' state in Slurm (`toolkit.node_state_request` checks every parameter)."""
+        params = event.params
+        try:
+            request = toolkit.node_state_request(
+                params.get("nodes"), params.get("state"), params.get("reason")
+            )
+        except ValueError as e:
+            event.fail(f"invalid set-node-state request: {e}")
+            return
+        try:
+            self.scontrol.update_node(request.nodes, state=request.state, reason=request.reason)
+        except SlurmOpsError as e:
+            event.fail(f"cannot set {request.nodes} {request.state}: {e.stderr or e.message}")
+            return
+        logger.info("operator set nodes %s %s", request.nodes, request.state)
+        event.set_results({"nodes": request.nodes, "state": request.state})
+
+    def _on_show_current_config(self, event: ops.ActionEvent) -> None:
+        """Return the configuration files served to the nodes (no key, no password)."""
+        try:
+            event.set_results(toolkit.served_config(self.slurmctld.etc_dir))
+        except FileNotFoundError as e:
+            event.fail(f"slurmctld is not configured yet: {e}")
+
+    def _on_rotate_jwt_key_action(self, event: ops.ActionEvent) -> None:
+        """Publish a new JWT key: tokens issued before stop working (leader only)."""
+        if not self.unit.is_leader():
+            event.fail("run rotate-jwt-key on the leader (slurmctld/leader)")
+            return
+        secret = credentials.get_or_create_jwt_key_secret(self, self.slurmctld.jwt_key.generate)
+        secret.set_content({credentials.JWT_KEY_FIELD: self.slurmctld.jwt_key.generate()})
+        if (failure := self.converge()) is not None:
+            event.fail(f"new JWT key published; slurmctld did not apply it yet: {failure}")
+            return
+        event.set_results({"rotated": True})
+
+    def _on_rotate_auth_key_action(self, event: ops.ActionEvent) -> None:
+        """Start rotating the cluster's auth key (`rotation`); the daemons carry it on."""
+        if not self.unit.is_leader():
+            event.fail("run rotate-auth-key on the leader (slurmctld/leader)")
+            return
+        try:
+            secret = get_or_create_auth_key_secret(self, self.slurmctld.key.generate)
+            new_kid = self.auth_rotation.begin(secret, self.slurmctld.key.generate())
+        except rotation.RotationError as e:
+            event.fail(f"cannot rotate the auth key: {e}")
+            return
+        if (failure := self.converge()) is not None:
+            event.fail(f"rotation to {new_kid} started; slurmctld did not apply it yet: {failure}")
+            return
+        event.set_results(
+            {"new-key-id": new_kid, "next": "each daemon loads it; `juju status` shows progress"}
+        )
+
     # The skeleton's hooks: one reconcile path, statuses from facts.
 
     def reconcile(self, config: SlurmctldConfig) -> None:
@@ -179,6 +249,7 @@ class SlurmctldCharm(SlurmCharm[SlurmctldConfig]):
         """
         if _is_install_hook():
             return  # Install only installs: keys and config wait for the shared filesystem.
+        self.unit.set_ports(SLURMCTLD_PORT)  # Any unit may run slurmctld once it leads.
         me = self._share_address()
         if not self._may_configure(config):
             return
@@ -222,6 +293,7 @@ class SlurmctldCharm(SlurmCharm[SlurmctldConfig]):
         )
         self._publish_controller_data(auth_key, controllers, partitions, config_digest)
         self._share_jwt_key(jwt_secret)
+        self.auth_rotation.advance(auth_key, key, backups=config.use_network_state)
 
     def statuses(self, config: SlurmctldConfig) -> Iterable[ops.StatusBase]:
         """Bad integration data, the daemon's state, and what the controller waits for."""
@@ -244,8 +316,21 @@ class SlurmctldCharm(SlurmCharm[SlurmctldConfig]):
                 yield ops.ActiveStatus(f"deleting departed nodes once idle: {', '.join(departed)}")
             if (accounting := self._accounting_status()) is not None:
                 yield accounting
+            yield from self._default_partition_status(config, memory)
+            key = self.slurmctld.key.get() or ""
+            if (rotating := self.auth_rotation.status(key, config.use_network_state)) is not None:
+                yield rotating
         if (states := self._controller_states()) is not None:
             yield ops.ActiveStatus(states)
+
+    def _default_partition_status(
+        self, config: SlurmctldConfig, memory: SlurmctldPeerData
+    ) -> Iterator[ops.StatusBase]:
+        """Say why `default-partition` is not the default partition, when it is set and is not."""
+        apps = [r.app.name for r in self.model.relations[SLURMD] if r.app is not None]
+        wanted, partitions = config.default_partition, memory.partitions or []
+        if status := overrides.default_partition_status(wanted, partitions, apps):
+            yield status
 
     def _bad_data(self) -> Iterator[ops.StatusBase]:
         """Block on data from slurmd or slurmdbd applications the controller cannot use."""
@@ -285,7 +370,9 @@ class SlurmctldCharm(SlurmCharm[SlurmctldConfig]):
         if self._checkpoint_status() is not None:
             return False
         self.primary_watch.install(self.unit.name, self.charm_dir, WAKE_EVENT)
-        return True
+        grace = fence.grace_seconds(config.slurmctld_timeout)
+        self.fence.install(ha.CHECKPOINT, ha.NETWORK_STATE_SAVE_LOCATION, grace, SLURM_USER)
+        return self.fence.reason() is None  # Fenced: the watchdog starts slurmctld again.
 
     def _stand_by(self, config: SlurmctldConfig) -> None:
         """Run a unit besides the leader: a backup on the share, or no controller at all.
@@ -310,6 +397,15 @@ class SlurmctldCharm(SlurmCharm[SlurmctldConfig]):
         if (backup := ha.link_shared_config(self.slurmctld)) is not None:
             logger.info("%s links to the share; its former content is in %s", "/etc/slurm", backup)
         self.applied.follow()
+        self.auth_rotation.confirm_standby(self.slurmctld.key.get())
+
+    def _shared_state_status(self) -> ops.StatusBase | None:
+        """Why this controller cannot use the shared state: no mount yet, or fenced."""
+        if (checkpoint := self._checkpoint_status()) is not None:
+            return checkpoint
+        if (fenced := self.fence.reason()) is not None:
+            return ops.BlockedStatus(f"{ha.FENCED}: {fenced}")
+        return None
 
     def _checkpoint_status(self) -> ops.StatusBase | None:
         """Why the shared filesystem is not usable yet (checked once per dispatch)."""
@@ -343,8 +439,8 @@ class SlurmctldCharm(SlurmCharm[SlurmctldConfig]):
             if self.slurmctld.etc_is_shared():
                 return ops.BlockedStatus(ha.CANNOT_TURN_OFF)
             return None if leader else ops.BlockedStatus(ha.NEEDS_NETWORK_STATE)
-        if (checkpoint := self._checkpoint_status()) is not None:
-            return checkpoint
+        if (shared_state := self._shared_state_status()) is not None:
+            return shared_state
         if leader and not self._sees_every_controller():
             seen, planned = self._peers_with_address() + 1, self.app.planned_units()
             return ops.WaitingStatus(ha.waiting_for_peers(seen, planned))

@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import ha
+import overrides
 import primary_watch
 from config import SlurmctldConfig
 from hpc_libs.errors import SlurmOpsError
@@ -21,7 +22,7 @@ from hpc_libs.interfaces.slurmctld_peer import PartitionEntry
 from hpc_libs.interfaces.slurmd import BUSY_JOB_STATES
 from hpc_libs.interfaces.slurmdbd import DbdEntry
 from hpc_libs.machine import host
-from slurmutils import CGroupConfig, NodeSet, Partition, SlurmConfig
+from slurmutils import CGroupConfig, GresConfig, NodeSet, Partition, SlurmConfig
 
 logger = logging.getLogger(__name__)
 
@@ -96,14 +97,18 @@ def partition_record(
     )
 
 
-def default_partition(partitions: dict[str, PartitionEntry]) -> str | None:
+def default_partition(partitions: dict[str, PartitionEntry], wanted: str = "") -> str | None:
     """Pick the partition the charm marks `Default=YES`, or None to leave `Default` alone.
 
-    Jobs submitted without `-p` need a default partition. When a serving (not retiring)
+    Jobs submitted without `-p` need a default partition. The `default-partition` option
+    (`wanted`) outranks everything while it names a serving partition
+    (`overrides.explicit_default`). Otherwise: when a serving (not retiring)
     partition asks for `Default=YES` itself, it is the default and the charm adds none.
     Otherwise the oldest slurmd application's partition (lowest relation id, so the choice
     is stable while applications come and go) is the default, unless it set `Default=NO`.
     """
+    if (explicit := overrides.explicit_default(wanted, partitions)) is not None:
+        return explicit
     serving = {name: r for name, r in partitions.items() if not r.retiring}
     if any((r.partition or {}).get("default") is True for r in serving.values()):
         return None
@@ -181,11 +186,14 @@ def render_slurm_conf(
             **failover_settings(config),
         }
     )
-    default = default_partition(partitions)
+    conf = overrides.with_slurm_conf_parameters(conf, config.slurm_conf_parameters)
+    default = default_partition(partitions, config.default_partition)
     for name, record in sorted(partitions.items()):
         settings = dict(record.partition or {})
         if name == default:
             settings["default"] = True
+        elif default == config.default_partition:
+            settings.pop("default", None)  # The operator's choice outranks the application's.
         if record.retiring:
             settings.pop("default", None)
             # Keep a retiring partition drained even if a later reconfigure re-reads the file.
@@ -197,7 +205,18 @@ def render_slurm_conf(
 
 def render_cgroup_conf(config: SlurmctldConfig) -> CGroupConfig:
     """Render cgroup.conf, served to compute nodes by configless slurmctld."""
-    return CGroupConfig.from_dict({"cgroupplugin": CGROUP_PLUGIN[config.process_isolation]})
+    cgroup = CGroupConfig.from_dict({"cgroupplugin": CGROUP_PLUGIN[config.process_isolation]})
+    return overrides.with_cgroup_parameters(cgroup, config.cgroup_parameters)
+
+
+def render_gres_conf() -> GresConfig:
+    """Render gres.conf, served configless: every slurmd finds its NVIDIA GPUs itself.
+
+    Slurm 24.11's gpu/nvidia plugin reads the driver's /proc and /sys files and needs no
+    NVIDIA library; on a machine without the driver it finds nothing, so CPU nodes are
+    unaffected. A node's `Gres=` count comes from `slurmd -C` (the slurmd charm).
+    """
+    return GresConfig.from_dict({"autodetect": "nvidia"})
 
 
 def partition_has_jobs(name: str) -> bool:

@@ -88,6 +88,7 @@ class SlurmrestdCharm(SlurmCharm[SlurmrestdConfig]):
             logger.warning("not configuring sackd: %s", e)
             return
         self._run_sackd(key, data)
+        self.slurmctld.confirm_auth_key(key)  # its sackd runs with it: a key rotation goes on
         self._watch_conf()
         self.slurmrestd.ensure_user()
         conf = self.slurmrestd.cached_conf()

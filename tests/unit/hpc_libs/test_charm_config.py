@@ -37,7 +37,7 @@ class ExampleCharm(ops.CharmBase):
 
 
 OPTIONS = {
-    "slurm-package-source": {"type": "string", "default": "ppa"},
+    "slurm-package-source": {"type": "string", "default": "auto"},
     "max-node-count": {"type": "int", "default": 1024},
 }
 
@@ -47,10 +47,10 @@ def ctx() -> testing.Context[ExampleCharm]:
     return testing.Context(ExampleCharm, meta={"name": "example"}, config={"options": OPTIONS})
 
 
-def test_every_charm_config_defaults_to_the_ppa_and_is_frozen():
+def test_every_charm_config_defaults_to_auto_and_is_frozen():
     config = ExampleConfig()
 
-    assert config.slurm_package_source == "ppa"
+    assert config.slurm_package_source == "auto"
     with pytest.raises(pydantic.ValidationError):
         config.slurm_package_source = "archive"  # pyright: ignore[reportAttributeAccessIssue]
 
@@ -60,7 +60,7 @@ def test_the_message_names_the_option_as_the_operator_spells_it():
         ExampleConfig(slurm_package_source="snap")  # pyright: ignore[reportArgumentType]
 
     assert describe_validation_error(error.value) == (
-        "invalid config option 'slurm-package-source': Input should be 'ppa' or 'archive'"
+        "invalid config option 'slurm-package-source': Input should be 'auto', 'ppa' or 'archive'"
     )
 
 

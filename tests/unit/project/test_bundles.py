@@ -107,7 +107,7 @@ def test_local_charms_overlay_points_our_applications_at_packed_charms(
 
     overlay = yaml.safe_load(tool.local_charms_overlay(bundle, tmp_path))
 
-    assert overlay["applications"]["slurmd"] == {"charm": "./slurmd_amd64.charm"}
+    assert overlay["applications"]["slurmd"] == {"charm": "./slurmd_ubuntu@24.04-amd64.charm"}
     assert "mysql" not in overlay["applications"]
     assert set(overlay["applications"]) == set(tool.charm_names())
 

@@ -25,6 +25,18 @@ def _unknown_top_level_key(project: dict[str, Any]) -> None:
 
 def _unsupported_base(project: dict[str, Any]) -> None:
     project["base"] = "ubuntu@23.04"
+    project["platforms"] = {"amd64": None}
+
+
+def _unsupported_platform_base(project: dict[str, Any]) -> None:
+    # charmcraft's expand-extensions accepts it; only its pack would refuse the base.
+    project["platforms"]["ubuntu@23.04:amd64"] = None
+
+
+def _unsupported_build_for_base(project: dict[str, Any]) -> None:
+    project["platforms"] = {
+        "old": {"build-on": ["ubuntu@23.10:amd64"], "build-for": ["ubuntu@23.10:amd64"]}
+    }
 
 
 def _unknown_plugin(project: dict[str, Any]) -> None:
@@ -39,6 +51,8 @@ def _bad_config_option_type(project: dict[str, Any]) -> None:
 BREAKAGES: dict[str, tuple[Callable[[dict[str, Any]], None], str]] = {
     "unknown top-level key": (_unknown_top_level_key, "maintainer"),
     "unsupported base": (_unsupported_base, "ubuntu@23.04"),
+    "unsupported platform base": (_unsupported_platform_base, "unsupported base ubuntu@23.04"),
+    "unsupported build-for base": (_unsupported_build_for_base, "unsupported base ubuntu@23.10"),
     "unknown plugin": (_unknown_plugin, "uvv"),
     "bad config option type": (_bad_config_option_type, "text"),
 }
@@ -96,15 +110,52 @@ def test_rendered_project_has_the_shared_build_and_the_charms_own_metadata(
 
     assert project["name"] == charm
     assert project["type"] == "charm"
-    assert project["base"] == "ubuntu@24.04"
-    assert list(project["platforms"]) == ["amd64"]
+    assert "base" not in project
+    assert project["platforms"] == {"ubuntu@24.04:amd64": None, "ubuntu@26.04:amd64": None}
     assert project["parts"]["charm"]["plugin"] == "uv"
-    assert project["config"]["options"]["slurm-package-source"]["default"] == "ppa"
+    assert project["config"]["options"]["slurm-package-source"]["default"] == "auto"
 
 
 @pytest.mark.parametrize("charm", CHARMS)
 def test_charm_file_holds_only_what_is_its_own(charm: str, tool: ModuleType):
     assert tool.shared_keys_redeclared(charm) == []
+
+
+def test_every_charm_is_built_for_ubuntu_24_04_and_26_04(tool: ModuleType):
+    for charm in CHARMS:
+        assert tool.platform_bases(tool.render_project(charm)) == ["ubuntu@24.04", "ubuntu@26.04"]
+    assert tool.charm_file_name("slurmd") == "slurmd_ubuntu@24.04-amd64.charm"
+
+
+@pytest.mark.parametrize(
+    ("project", "bases"),
+    [
+        ({"base": "ubuntu@22.04", "platforms": {"amd64": None}}, ["ubuntu@22.04"]),
+        (
+            {"platforms": {"ubuntu@24.04:amd64": None, "ubuntu@26.04:arm64": {}}},
+            [
+                "ubuntu@24.04",
+                "ubuntu@26.04",
+            ],
+        ),
+        (
+            {
+                "platforms": {
+                    "jammy": {
+                        "build-on": ["ubuntu@22.04:amd64"],
+                        "build-for": ["ubuntu@22.04:amd64"],
+                    }
+                }
+            },
+            ["ubuntu@22.04"],
+        ),
+        ({"platforms": None}, []),
+    ],
+)
+def test_platform_bases_reads_every_form(
+    tool: ModuleType, project: dict[str, Any], bases: list[str]
+):
+    assert tool.platform_bases(project) == bases
 
 
 def test_rendered_file_reads_back_as_the_merged_project(tool: ModuleType, tmp_path: Path):

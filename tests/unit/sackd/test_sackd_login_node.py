@@ -78,7 +78,9 @@ def joined(
     out = ctx.run(ctx.on.relation_changed(relation), state)
     assert out.unit_status == ops.ActiveStatus()
     machine.service_calls.clear()
-    return out, relation
+    confirmed = out.get_relation(relation.id)  # it now holds the unit's key confirmation
+    assert isinstance(confirmed, testing.Relation)
+    return out, confirmed
 
 
 def with_relation(state: testing.State, relation: testing.Relation) -> testing.State:
@@ -417,6 +419,23 @@ def test_its_own_relation_departed_stops_sackd_and_deletes_the_key(
     assert machine.calls("disable") == ["sackd"]
     assert not key_path(sackd_root).exists()
     assert out.unit_status == ops.BlockedStatus("needs a slurmctld integration")
+
+
+def test_its_own_departure_deletes_the_key_set_of_a_rotation_too(
+    ctx: testing.Context[ops.CharmBase], machine: FakeMachine, sackd_root: Path
+):
+    state, relation = joined(ctx, machine, ["10.0.0.1"])
+    key_set = key_path(sackd_root).with_name("slurm.jwks")  # as an auth key rotation leaves it
+    key_set.write_text('{"keys": []}')
+    departing = own_departure(relation)
+
+    ctx.run(
+        ctx.on.relation_departed(departing, remote_unit=0, departing_unit=0),
+        with_relation(state, departing),
+    )
+
+    assert not key_path(sackd_root).exists()
+    assert not key_set.exists()
 
 
 def test_after_departing_no_event_configures_sackd_again(

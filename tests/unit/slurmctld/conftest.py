@@ -12,7 +12,18 @@ from ops import testing
 
 _MODULES = load_charm(
     "slurmctld",
-    ("config", "ha", "primary_watch", "cluster", "applied", "retire", "credentials", "charm"),
+    (
+        "overrides",
+        "config",
+        "ha",
+        "primary_watch",
+        "fence",
+        "cluster",
+        "applied",
+        "retire",
+        "credentials",
+        "charm",
+    ),
 )
 
 
@@ -29,6 +40,11 @@ def ha_module() -> ModuleType:
 @pytest.fixture
 def primary_watch_module() -> ModuleType:
     return _MODULES["primary_watch"]
+
+
+@pytest.fixture
+def fence_module() -> ModuleType:
+    return _MODULES["fence"]
 
 
 @pytest.fixture

@@ -302,3 +302,16 @@ def test_valid_retire_timeouts(value, seconds):
     config = sys.modules["slurmd_config"]
 
     assert config.SlurmdConfig(retire_timeout=value).retire_timeout_seconds == seconds
+
+
+def test_a_leaving_unit_leaves_neither_slurm_key_nor_slurm_jwks(
+    ctx, on_node, clock, tmp_path, enlisted
+):
+    jobs_end(on_node)
+    key_set = tmp_path / "etc/slurm/slurm.jwks"  # as an auth key rotation leaves it
+    key_set.write_text('{"keys": []}')
+
+    leave(ctx, enlisted)
+
+    assert not (tmp_path / "etc/slurm/slurm.key").exists()
+    assert not key_set.exists()

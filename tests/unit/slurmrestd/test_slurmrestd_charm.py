@@ -34,13 +34,11 @@ ConditionPathExists=
 [Service]
 User=slurmrestd
 Group=slurmrestd
-RuntimeDirectory=slurmrestd
-RuntimeDirectoryMode=0700
 Environment=SLURM_CONF=/run/slurm/conf/slurm.conf
 Environment=SLURM_JWT=daemon
 ExecStart=
-ExecStart=/usr/sbin/slurmrestd -a rest_auth/jwt,rest_auth/local -s openapi/slurmctld -t 20 \
---max-connections 124 unix:/run/slurmrestd/slurmrestd.socket :6820
+ExecStart=/usr/sbin/slurmrestd -a rest_auth/jwt -s openapi/slurmctld -t 20 \
+--max-connections 124 :6820
 """
 
 
@@ -195,7 +193,7 @@ def test_options_reach_the_drop_in_and_the_port(ctx, serving: FakeMachine, root:
 
     exec_start = (root / DROP_IN).read_text().splitlines()[-1]
     assert exec_start.endswith(
-        " -t 8 --max-connections 64 unix:/run/slurmrestd/slurmrestd.socket [fd00::5]:8080"
+        " -t 8 --max-connections 64 [fd00::5]:8080"
     )
     assert out.opened_ports == frozenset({testing.TCPPort(8080)})
     assert out.get_relation(portal.id).local_unit_data["url"] == '"http://[fd00::5]:8080"'
@@ -367,7 +365,7 @@ def test_leaving_stops_both_deletes_the_key_closes_the_port_and_withdraws_the_ur
     out = ctx.run(ctx.on.relation_changed(relation), state)
     serving.service_calls.clear()
 
-    out = ctx.run(ctx.on.relation_broken(relation), out)
+    out = ctx.run(ctx.on.relation_broken(out.get_relation(relation.id)), out)
 
     assert serving.calls("stop") == [WATCH, "slurmrestd", "sackd"]
     assert not (root / "etc/slurm/slurm.key").exists()

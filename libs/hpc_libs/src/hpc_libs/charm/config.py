@@ -24,7 +24,7 @@ class SlurmCharmConfig(pydantic.BaseModel):
 
     model_config = pydantic.ConfigDict(frozen=True)
 
-    slurm_package_source: PackageSource = "ppa"
+    slurm_package_source: PackageSource = "auto"
 
 
 C = TypeVar("C", bound=SlurmCharmConfig)

@@ -14,11 +14,20 @@ configuration, so every consumer gets a relation-changed then: a daemon that cou
 with the former configuration retries at once. A running configless daemon needs no restart
 for it (slurmctld pushes the new configuration with its reconfigure).
 
+Rotating the key (slurmctld's `rotate-auth-key`) takes several revisions of the secret, and
+slurmctld moves to the next one only once every daemon runs with the current one. So each
+consumer unit confirms the key its daemon runs with: once the daemon (re)started with it, the
+charm calls `confirm_auth_key`, which writes the key's digest (`auth_key_digest`, 16 hex
+digits of SHA-256: it reveals nothing of the key) to the unit's databag.
+
 * `ControllerConsumer`: the daemon's side (slurmd, sackd). Emits `slurmctld_connected`,
-  `slurmctld_ready` and `slurmctld_disconnected`; reads the controllers and the key.
-* `ControllerPublisher`: slurmctld's side. Grants the key and publishes `ControllerData`.
+  `slurmctld_ready` and `slurmctld_disconnected`; reads the controllers and the key, and
+  confirms the key the daemon runs with.
+* `ControllerPublisher`: slurmctld's side. Grants the key and publishes `ControllerData`;
+  tells which units have not confirmed a key.
 """
 
+import hashlib
 import ipaddress
 import logging
 import re
@@ -42,6 +51,12 @@ AUTH_KEY_FIELD = "key"
 DEFAULT_SLURMCTLD_PORT = 6817
 CONFIG_DIGEST = re.compile(r"[0-9a-f]{8,64}")
 """A `config_digest`: lowercase hex, 8 to 64 digits."""
+AUTH_KEY_DIGEST_LENGTH = 16
+
+
+def auth_key_digest(key: str) -> str:
+    """Return the digest a unit confirms for the key (base64 text) its daemon runs with."""
+    return hashlib.sha256(key.encode()).hexdigest()[:AUTH_KEY_DIGEST_LENGTH]
 
 
 class ControllerEntry(DatabagModel):
@@ -117,6 +132,19 @@ class ControllerData(DatabagModel):
     def is_complete(self) -> bool:
         """Whether the auth key secret id and at least one controller are present."""
         return bool(self.auth_key_id) and bool(self.conf_servers())
+
+
+class ConsumerUnitData(DatabagModel):
+    """A consumer unit's databag: the digest of the auth key its daemon runs with."""
+
+    auth_key_digest: str | None = None
+
+    @field_validator("auth_key_digest")
+    @classmethod
+    def _valid_digest(cls, value: str | None) -> str | None:
+        if value is not None:
+            grammar.pattern(CONFIG_DIGEST, "a hex digest")(value)
+        return value
 
 
 class SlurmctldConnectedEvent(ops.RelationEvent):
@@ -202,6 +230,21 @@ class ControllerConsumer(Interface):
             raise IntegrationError(f"the auth key secret has no {AUTH_KEY_FIELD!r} field")
         return key
 
+    def confirm_auth_key(self, key: str) -> bool:
+        """Tell slurmctld this unit's daemon runs with `key`; return whether that was news.
+
+        Call it only once the daemon (re)started with `key` (base64 text, as `auth_key`
+        returned it): slurmctld's key rotation waits for every unit's confirmation.
+        """
+        relation = self.relation
+        if relation is None:
+            return False
+        data = ConsumerUnitData(auth_key_digest=auth_key_digest(key))
+        if self.load(ConsumerUnitData, relation, self.model.unit) == data:
+            return False
+        relation.save(data, self.model.unit)
+        return True
+
 
 class ControllerPublisher(Interface):
     """slurmctld's side of an integration with a Slurm daemon application."""
@@ -227,6 +270,19 @@ class ControllerPublisher(Interface):
             auth_key_id=secret_id, controllers=list(controllers), config_digest=config_digest
         )
         return self.save(data, relation, self.model.app)
+
+    def units_without_key(self, relation: ops.Relation, key: str) -> list[str]:
+        """Return the remote units of `relation` that have not confirmed running with `key`.
+
+        A unit whose databag does not parse counts as not confirmed (and is logged).
+        """
+        wanted = auth_key_digest(key)
+        missing: list[str] = []
+        for unit in sorted(relation.units, key=lambda u: u.name):
+            data = self.load(ConsumerUnitData, relation, unit)
+            if data is None or data.auth_key_digest != wanted:
+                missing.append(unit.name)
+        return missing
 
 
 def get_or_create_auth_key_secret(charm: ops.CharmBase, generate: Callable[[], str]) -> ops.Secret:

@@ -7,13 +7,18 @@ cluster needs, the auth key as a granted Juju secret and the controllers, primar
 the machine with that key and fetches the cluster's configuration (configless); slurmrestd
 reads sackd's copy. slurmrestd publishes nothing to slurmctld.
 
-The JWT signing key is NOT part of this contract. With `rest_auth/jwt`, slurmrestd passes the
-client's token on to slurmctld (and slurmdbd), which verify it with the key; slurmrestd itself
-never reads it (https://slurm.schedmd.com/jwt.html: the key lives with the controller). A copy
-on the REST API's machine would let anyone with root there mint a token for any user, root
-included, so slurmctld must not grant it to this relation. Whether slurmctld accepts JWT is in
-the configuration slurmrestd fetches (`AuthAltTypes=auth/jwt`). The JWT key secret's label
-and field are defined here, for slurmctld (which creates it) and slurmdbd (which reads it).
+The JWT signing key is NOT part of this contract, because slurmrestd has no use for it. With
+`rest_auth/jwt`, slurmrestd passes the client's token on to slurmctld (and slurmdbd), which
+verify it with the key; slurmrestd never verifies a token and never loads a key. In Slurm 24.11
+(and up to 26.05), `rest_auth/jwt` accepts any token header and passes it through, and the
+`auth/jwt` plugin reads `jwt_key=` only inside slurmctld and slurmdbd (its `init`). A bad or
+expired token is therefore refused by slurmctld, which slurmrestd answers as HTTP 511 with
+error 1007, key or no key (checked on the lab with the key at the `jwt_key=` path, 0600
+slurmrestd); 401 is slurmrestd's answer to a request carrying no token. A copy of the key
+would change nothing but add one more place holding a credential. Whether slurmctld accepts
+JWT is in the configuration slurmrestd fetches (`AuthAltTypes=auth/jwt`). The JWT key
+secret's label and field are defined here, for slurmctld (which creates it) and slurmdbd
+(which reads it).
 
 `slurm_rest_api` (slurmrestd, provider, endpoint `rest-api`) <-> a portal or workflow tool
 (requirer): each slurmrestd unit publishes in its unit databag the URL it serves

@@ -32,6 +32,7 @@ INSTALL_TIMEOUT = 900.0
 LOCK_TIMEOUT = 120
 """Seconds apt waits for the dpkg lock (held by unattended-upgrades, say) before failing."""
 _APT_ENV = {"DEBIAN_FRONTEND": "noninteractive"}
+_LOCK_OPTION = f"--option=DPkg::Lock::Timeout={LOCK_TIMEOUT}"
 
 
 def installed_version(package: str) -> str | None:
@@ -52,11 +53,39 @@ def missing(packages: Sequence[str]) -> list[str]:
     return [p for p in packages if installed_version(p) is None]
 
 
-def install(packages: Sequence[str], *, upgrade: bool = False) -> bool:
+def candidate_version(package: str) -> str | None:
+    """Return the version apt would install for `package`, or None if no source has it.
+
+    Reads the cache as it is: run `update` first for a fresh answer.
+    """
+    result = host.run(
+        ["apt-cache", "show", "--no-all-versions", package], timeout=QUERY_TIMEOUT, check=False
+    )
+    if result.returncode != 0:
+        return None
+    for line in result.stdout.splitlines():
+        name, sep, value = line.partition(":")
+        if sep and name == "Version" and value.strip():
+            return value.strip()
+    return None
+
+
+def update(packages: Sequence[str] = ()) -> None:
+    """Refresh the package cache (`apt-get update`); `packages` only name the failure.
+
+    Raises:
+        PackageError: The cache update failed.
+
+    """
+    _apt_get(["update", _LOCK_OPTION], list(packages), timeout=UPDATE_TIMEOUT)
+
+
+def install(packages: Sequence[str], *, upgrade: bool = False, refresh: bool = True) -> bool:
     """Install `packages`; return whether apt ran.
 
     Packages already installed are skipped, unless `upgrade`: then every package is
-    installed at the candidate version of the refreshed cache.
+    installed at the candidate version of the refreshed cache. Without `refresh` the cache
+    is not updated first (the caller just did).
 
     Raises:
         PackageError: The cache update or an installation failed.
@@ -67,9 +96,9 @@ def install(packages: Sequence[str], *, upgrade: bool = False) -> bool:
         logger.debug("packages already installed: %s", list(packages))
         return False
     logger.info("installing %s", todo)
-    lock = f"--option=DPkg::Lock::Timeout={LOCK_TIMEOUT}"
-    _apt_get(["update", lock], todo, timeout=UPDATE_TIMEOUT)
-    _apt_get(["install", "--yes", lock, *todo], todo, timeout=INSTALL_TIMEOUT)
+    if refresh:
+        update(todo)
+    _apt_get(["install", "--yes", _LOCK_OPTION, *todo], todo, timeout=INSTALL_TIMEOUT)
     return True
 
 
@@ -79,7 +108,7 @@ def _apt_get(args: list[str], packages: list[str], *, timeout: float) -> None:
         host.run(["apt-get", *args], timeout=timeout, env=_APT_ENV)
     except SlurmOpsError as e:
         raise PackageError(
-            f"cannot install {' '.join(packages)}",
+            f"cannot install {' '.join(packages)}" if packages else "cannot update the apt cache",
             command=e.command,
             stderr=e.stderr,
             returncode=e.returncode,

@@ -5,31 +5,36 @@ All paths are built from `root` (default `/`), so unit tests point a manager at 
 
 import base64
 import binascii
+import json
 import logging
 import re
 import secrets
 from collections.abc import Generator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, ClassVar, Generic, Literal, TypeVar
+from typing import Any, ClassVar, Generic, Literal, TypeVar, cast
 
 from slurmutils import BaseEditor, Model, ModelError
 
 from hpc_libs.errors import ConfigError, PackageError, SlurmOpsError
 from hpc_libs.machine import apt, files
 from hpc_libs.machine.systemd import Service
-from hpc_libs.slurm import grammar, schema_cache
+from hpc_libs.slurm import grammar, schema_cache, version
 from hpc_libs.slurm.text import literals_as_yes_no, yes_no_as_literals
 
 logger = logging.getLogger(__name__)
 
-PackageSource = Literal["ppa", "archive"]
-"""Where Slurm packages come from: the Ubuntu HPC team's PPA or the machine's own archive."""
+PackageSource = Literal["auto", "ppa", "archive"]
+"""Where Slurm packages come from: the Ubuntu HPC team's PPA, the machine's own archive, or
+`auto`: the archive when it has a Slurm the charms support (Ubuntu 26.04, Debian 13), else
+the PPA (Ubuntu 24.04, whose archive has Slurm 23.11)."""
 
 SLURM_PPA = "ppa:ubuntu-hpc/slurm-wlm-24.11"
 SLURMCTLD_PORT = 6817
 SLURM_USER = "slurm"
 SLURM_GROUP = "slurm"
+KEY_SET_NAME = "slurm.jwks"
+"""auth/slurm's key set file, read instead of slurm.key when it exists (Slurm 24.05+)."""
 
 M = TypeVar("M", bound=Model)
 
@@ -44,12 +49,26 @@ class KeyFile:
 
     Juju secret content is text, so `get`, `set` and `generate` speak base64 while the file
     holds the raw bytes Slurm expects. The file is written 0600, owned by the service user.
+
+    With `key_set_path` (slurm.key beside slurm.jwks) the key may also be an auth/slurm key
+    set, a JSON document `{"keys": [...]}` (`is_key_set`): `set` then writes the same bytes
+    to `key_set_path` as well, which Slurm (24.05+) reads instead of slurm.key, and a plain
+    key removes `key_set_path`. slurm.key always holds the bytes of the shared secret, so a
+    daemon's fingerprint of slurm.key changes whenever the key set does.
     """
 
-    def __init__(self, path: Path, *, size: int, owner: str = SLURM_USER) -> None:
+    def __init__(
+        self,
+        path: Path,
+        *,
+        size: int,
+        owner: str = SLURM_USER,
+        key_set_path: Path | None = None,
+    ) -> None:
         self.path = path
         self.size = size
         self.owner = owner
+        self.key_set_path = key_set_path
 
     def generate(self) -> str:
         """Return a new random key as base64 text (not written; pass it to `set`)."""
@@ -65,17 +84,57 @@ class KeyFile:
         return None if data is None else base64.b64encode(data).decode()
 
     def set(self, key: str) -> bool:
-        """Write the base64 `key`; return whether the file changed.
+        """Write the base64 `key` (and the key set file, see the class); return if one changed.
 
         Raises:
             ConfigError: `key` is not base64 text.
+            SlurmOpsError: The key set file cannot be removed.
 
         """
         try:
             data = base64.b64decode(key, validate=True)
         except binascii.Error as e:
             raise ConfigError(f"{self.path.name} content is not base64", key=self.path.name) from e
-        return files.write_if_changed(self.path, data, mode=0o600, owner=self.owner)
+        changed = files.write_if_changed(self.path, data, mode=0o600, owner=self.owner)
+        if self.key_set_path is None:
+            return changed
+        if is_key_set(data):
+            return (
+                files.write_if_changed(self.key_set_path, data, mode=0o600, owner=self.owner)
+                or changed
+            )
+        return self.remove_key_set() or changed
+
+    def remove_key_set(self) -> bool:
+        """Delete the key set file; return whether it existed.
+
+        Raises:
+            SlurmOpsError: It exists and cannot be deleted.
+
+        """
+        if self.key_set_path is None:
+            return False
+        try:
+            self.key_set_path.unlink()
+        except FileNotFoundError:
+            return False
+        except OSError as e:
+            raise SlurmOpsError(f"cannot delete {self.key_set_path}: {e}") from e
+        return True
+
+
+def is_key_set(data: bytes) -> bool:
+    """Whether `data` is an auth/slurm key set (slurm.jwks): a JSON object with a `keys` list.
+
+    A random key of 1024 bytes never parses as one.
+    """
+    try:
+        document = json.loads(data)
+    except (UnicodeDecodeError, ValueError):
+        return False
+    return isinstance(document, dict) and isinstance(
+        cast(dict[str, Any], document).get("keys"), list
+    )
 
 
 class OptionsFile:
@@ -197,7 +256,12 @@ class SlurmManager:
     def __init__(self, root: Path = Path("/")) -> None:
         self.root = root
         self.service = Service(self.daemon)
-        self.key = KeyFile(self.etc_dir / "slurm.key", size=1024, owner=self.user)
+        self.key = KeyFile(
+            self.etc_dir / "slurm.key",
+            size=1024,
+            owner=self.user,
+            key_set_path=self.etc_dir / KEY_SET_NAME,
+        )
         self.options = OptionsFile(root / "etc/default" / self.daemon)
 
     @property
@@ -210,13 +274,14 @@ class SlurmManager:
         """The EnvironmentFile variable the packaged unit passes to the daemon."""
         return f"{self.daemon.upper()}_OPTIONS"
 
-    def install(self, source: PackageSource = "ppa", *, upgrade: bool = False) -> bool:
+    def install(self, source: PackageSource = "auto", *, upgrade: bool = False) -> bool:
         """Install the daemon's packages; return whether apt ran.
 
         With `ppa` the Ubuntu HPC team's Slurm PPA is added first (Ubuntu only); with
-        `archive` the machine's configured archive is used as is. Already installed
-        packages are left alone (no cache refresh) unless `upgrade`: then they are upgraded
-        from `source`, for a Slurm too old for the charms.
+        `archive` the machine's configured archive is used as is; with `auto` the archive
+        if its candidate Slurm is supported (`version.MINIMUM`), else the PPA. Already
+        installed packages are left alone (no cache refresh) unless `upgrade`: then they
+        are upgraded from `source`, for a Slurm too old for the charms.
 
         Raises:
             PackageError: The repository or the packages could not be installed.
@@ -224,6 +289,13 @@ class SlurmManager:
         """
         if not upgrade and not apt.missing(self.packages):
             return False
+        if source == "auto":
+            apt.update(self.packages)
+            candidate = apt.candidate_version(self.daemon)
+            source = version.auto_source(candidate)
+            logger.info("%s candidate %s in the archive: using %s", self.daemon, candidate, source)
+            if source == "archive":  # the cache was just refreshed
+                return apt.install(self.packages, upgrade=upgrade, refresh=False)
         if source == "ppa":
             apt.add_repository(SLURM_PPA)
         return apt.install(self.packages, upgrade=upgrade)

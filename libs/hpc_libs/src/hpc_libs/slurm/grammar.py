@@ -20,7 +20,7 @@ import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from slurmutils import Model, Node, NodeSet, Partition
+from slurmutils import CGroupConfig, Model, Node, NodeSet, Partition, SlurmConfig
 
 from hpc_libs.slurm.text import literals_as_yes_no
 
@@ -47,6 +47,11 @@ _HOST_LABEL_RE = re.compile(r"[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?")
 _CPU_RANGE_RE = re.compile(r"\d+(-\d+)?")
 _TRES_WEIGHT_RE = re.compile(rf"{_NAME}(/{_NAME})?=\d+(\.\d+)?[KMGTkmgt]?")
 _HOSTLIST_RE = re.compile(r"[A-Za-z0-9_.,\[\]-]+")
+_OPTION_RE = re.compile(r"[A-Za-z0-9_./+-]+(=[^=,]+)?")
+_PORT_RANGE_RE = re.compile(r"(\d+)-(\d+)")
+_DECIMAL_RE = re.compile(r"\d+(\.\d+)?")
+_PLUGIN_RE = re.compile(r"[a-z_]+/[A-Za-z0-9_]+")
+_WORD_RE = re.compile(r"[A-Za-z0-9_./+-]+")
 
 
 class GrammarError(ValueError):
@@ -280,6 +285,75 @@ def tres_weights(value: str) -> None:
             raise ValueError(f"{item!r} is not TRES=weight")
 
 
+def options(value: str) -> None:
+    """Check a comma-separated option list of `name` or `name=value` items (SchedulerParameters).
+
+    Like TRESBillingWeights the value holds `=`, after each item's name only; whitespace,
+    quotes, `#` and backslash are still refused, so it stays one token.
+    """
+    _token(value, _TOKEN_FORBIDDEN - {"="})
+    for item in value.split(","):
+        if not _OPTION_RE.fullmatch(item):
+            raise ValueError(f"{item!r} is not name or name=value")
+
+
+def absolute_path(value: str) -> None:
+    """Check an absolute path (a program or file the daemons open); no whitespace or quotes."""
+    token(value)
+    if not value.startswith("/"):
+        raise ValueError(f"{value!r} is not an absolute path")
+
+
+def port_range(value: str) -> None:
+    """Check a TCP port range `low-high` (SrunPortRange): low <= high, both 1-65535."""
+    low, high = port_range_bounds(value)
+    if low > high:
+        raise ValueError(f"{value!r} ends before it starts")
+
+
+def port_range_bounds(value: str) -> tuple[int, int]:
+    """Return the two ends of a `low-high` port range (not checked for order)."""
+    token(value)
+    match = _PORT_RANGE_RE.fullmatch(value)
+    if match is None or not value.isascii():
+        raise ValueError(f"{value!r} is not a port range low-high")
+    port(match[1])
+    port(match[2])
+    return int(match[1]), int(match[2])
+
+
+def decimal(maximum: float) -> Validator:
+    """Accept a non-negative decimal number (`95`, `99.5`) up to `maximum`."""
+
+    def check(value: str) -> None:
+        token(value)
+        if not _DECIMAL_RE.fullmatch(value) or not value.isascii():
+            raise ValueError(f"{value!r} is not a number")
+        if float(value) > maximum:
+            raise ValueError(f"{value} is above {maximum:g}")
+
+    return check
+
+
+PLUGIN = pattern(_PLUGIN_RE, "a plugin name type/name")
+WORDS = list_of(pattern(_WORD_RE, "a word of letters, digits, '_', '.', '/', '+' or '-'"))
+LOG_LEVEL = one_of(
+    "quiet",
+    "fatal",
+    "error",
+    "info",
+    "verbose",
+    "debug",
+    "debug2",
+    "debug3",
+    "debug4",
+    "debug5",
+    *(str(level) for level in range(10)),
+)
+YES_NO_WORDS = one_of("yes", "no")
+"""What slurmutils reads for cgroup.conf's booleans (Slurm reads more spellings)."""
+
+
 # Partition keys slurmutils accepts, as slurm.conf(5) spells them, with their rules.
 PARTITION: Mapping[str, Validator] = {
     "PartitionName": NAME,
@@ -359,7 +433,180 @@ NODE: Mapping[str, Validator] = {
 
 NODESET: Mapping[str, Validator] = {"NodeSet": NAME, "Feature": NAME, "Nodes": HOSTLIST}
 
+# slurm.conf parameters an operator may set (slurmctld's `slurm-conf-parameters`), as
+# slurm.conf(5) spells them, with their rules. A parameter slurmutils knows but this table
+# does not still gets the token rule, and slurmutils' own type check.
+SLURM_CONF: Mapping[str, Validator] = {
+    **dict.fromkeys(
+        (
+            "BcastParameters",
+            "DependencyParameters",
+            "JobAcctGatherFrequency",
+            "JobAcctGatherParams",
+            "JobCompParams",
+            "LaunchParameters",
+            "MpiParams",
+            "PreemptParameters",
+            "PriorityWeightTRES",
+            "ScronParameters",
+            "SchedulerParameters",
+            "SelectTypeParameters",
+            "SlurmctldParameters",
+            "SlurmdParameters",
+            "TaskPluginParam",
+            "TopologyParam",
+            "X11Parameters",
+        ),
+        options,
+    ),
+    **dict.fromkeys(
+        (
+            "AccountingStorageEnforce",
+            "AccountingStorageTRES",
+            "AccountingStoreFlags",
+            "CliFilterPlugins",
+            "DebugFlags",
+            "GresTypes",
+            "HealthCheckNodeState",
+            "JobSubmitPlugins",
+            "PrivateData",
+            "PrologFlags",
+            "PropagateResourceLimits",
+            "PropagateResourceLimitsExcept",
+            "ReconfigFlags",
+            "SuspendExcParts",
+            "SuspendExcStates",
+        ),
+        WORDS,
+    ),
+    **dict.fromkeys(
+        (
+            "Epilog",
+            "EpilogSlurmctld",
+            "HealthCheckProgram",
+            "MailProg",
+            "PlugStackConfig",
+            "Prolog",
+            "PrologSlurmctld",
+            "RebootProgram",
+            "ResumeFailProgram",
+            "ResumeProgram",
+            "ResvEpilog",
+            "ResvProlog",
+            "SlurmdLogFile",
+            "SlurmSchedLogFile",
+            "SrunEpilog",
+            "SrunProlog",
+            "SuspendProgram",
+            "TaskEpilog",
+            "TaskProlog",
+            "UnkillableStepProgram",
+        ),
+        absolute_path,
+    ),
+    **dict.fromkeys(
+        (
+            "BatchStartTimeout",
+            "CompleteWait",
+            "EioTimeout",
+            "EpilogMsgTime",
+            "GetEnvTimeout",
+            "HealthCheckInterval",
+            "InactiveLimit",
+            "KillWait",
+            "PrologEpilogTimeout",
+            "ResumeRate",
+            "ResumeTimeout",
+            "SchedulerTimeSlice",
+            "SlurmdTimeout",
+            "SuspendRate",
+            "SuspendTimeout",
+            "TCPTimeout",
+            "UnkillableStepTimeout",
+            "WaitTime",
+        ),
+        UINT16,
+    ),
+    **dict.fromkeys(
+        (
+            "FirstJobId",
+            "MaxArraySize",
+            "MaxBatchRequeue",
+            "MaxDBDMsgs",
+            "MaxJobId",
+            "MaxStepCount",
+            "MinJobAge",
+            "PriorityWeightAge",
+            "PriorityWeightAssoc",
+            "PriorityWeightFairshare",
+            "PriorityWeightJobSize",
+            "PriorityWeightPartition",
+            "PriorityWeightQOS",
+        ),
+        UINT32,
+    ),
+    **dict.fromkeys(
+        (
+            "DefCpuPerGPU",
+            "DefMemPerCPU",
+            "DefMemPerGPU",
+            "DefMemPerNode",
+            "MaxMemPerCPU",
+            "MaxMemPerNode",
+        ),
+        UINT64,
+    ),
+    **dict.fromkeys(("JobCompType", "JobContainerType", "MCSPlugin", "SwitchType"), PLUGIN),
+    **dict.fromkeys(
+        ("SlurmctldDebug", "SlurmctldSyslogDebug", "SlurmdDebug", "SlurmdSyslogDebug"), LOG_LEVEL
+    ),
+    "EnforcePartLimits": one_of("ALL", "ANY", "NO", "YES"),
+    "MaxJobCount": uint(32, minimum=1),
+    "MaxTasksPerNode": uint(16, minimum=1),
+    "MpiDefault": pattern(_NAME_RE, "an MPI plugin name"),
+    "OverTimeLimit": uint(16, unlimited=True),
+    "PreemptMode": list_of(one_of("OFF", "CANCEL", "GANG", "REQUEUE", "SUSPEND", "WITHIN")),
+    "PreemptType": one_of("preempt/none", "preempt/partition_prio", "preempt/qos"),
+    "PriorityType": one_of("priority/basic", "priority/multifactor"),
+    "ReturnToService": one_of("0", "1", "2"),
+    "SchedulerType": one_of("sched/backfill", "sched/builtin"),
+    "SrunPortRange": port_range,
+    "TopologyPlugin": one_of(
+        "topology/3d_torus", "topology/block", "topology/default", "topology/tree"
+    ),
+    "TreeWidth": uint(16, minimum=1),
+}
+
+# cgroup.conf parameters an operator may set (slurmctld's `cgroup-parameters`), with their
+# rules, as cgroup.conf(5) spells them.
+CGROUP_CONF: Mapping[str, Validator] = {
+    **dict.fromkeys(
+        (
+            "ConstrainCores",
+            "ConstrainDevices",
+            "ConstrainRAMSpace",
+            "ConstrainSwapSpace",
+            "EnableControllers",
+            "IgnoreSystemd",
+            "IgnoreSystemdOnFailure",
+            "SignalChildrenProcesses",
+        ),
+        YES_NO_WORDS,
+    ),
+    **{
+        key: decimal(100)
+        for key in ("AllowedRAMSpace", "AllowedSwapSpace", "MaxRAMPercent", "MaxSwapPercent")
+    },
+    "CgroupMountpoint": absolute_path,
+    "CgroupPlugin": one_of("autodetect", "cgroup/v1", "cgroup/v2", "disabled"),
+    "MemorySwappiness": one_of(*(str(percent) for percent in range(101))),
+    "MinRAMSpace": UINT64,
+    "SystemdTimeout": UINT32,
+}
+
 _RULES: dict[type[Model], Mapping[str, Validator]] = {
+    SlurmConfig: SLURM_CONF,
+    CGroupConfig: CGROUP_CONF,
     Partition: PARTITION,
     Node: NODE,
     NodeSet: NODESET,

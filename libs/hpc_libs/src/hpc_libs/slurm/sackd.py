@@ -41,16 +41,17 @@ class SackdManager(SlurmManager):
         return digest.hexdigest()
 
     def remove_key(self) -> bool:
-        """Delete slurm.key; return whether it existed (a missing key is not an error).
+        """Delete slurm.key and slurm.jwks; return whether one existed (missing is no error).
 
         Raises:
-            SlurmOpsError: The file exists but cannot be deleted.
+            SlurmOpsError: A file exists but cannot be deleted.
 
         """
+        removed_key_set = self.key.remove_key_set()
         try:
             self.key.path.unlink()
         except FileNotFoundError:
-            return False
+            return removed_key_set
         except OSError as e:
             raise SlurmOpsError(f"cannot delete {self.key.path}: {e}") from e
         return True

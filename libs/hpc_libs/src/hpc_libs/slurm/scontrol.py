@@ -1,8 +1,10 @@
-"""A typed wrapper around `scontrol` (Slurm 24.11, data_parser v0.0.42).
+"""A typed wrapper around `scontrol` (Slurm 24.11, data_parser v0.0.42, to 26.05, v0.0.45).
 
 Queries use `--json` and parse only the fields the charms need; unknown fields are
-ignored so newer Slurm versions keep working. Every failure becomes `ScontrolError`
-carrying scontrol's stderr.
+ignored so newer Slurm versions keep working, and a field a version dropped has a default
+that keeps its meaning (see `ControllerPing`). Every failure becomes `ScontrolError`
+carrying scontrol's stderr. A query for an unknown node, partition or job reads as None
+(24.11 and 26.05 answer it with exit status 0 and an empty list).
 """
 
 import json
@@ -43,7 +45,11 @@ class _Parsed(BaseModel):
 
 
 class ControllerPing(_Parsed):
-    """One controller in `scontrol ping --json`."""
+    """One controller in `scontrol ping --json`.
+
+    Slurm 24.11 gives `pinged` (`UP`/`DOWN`) and `mode` (`primary`, `backup`, ...) beside
+    `responding`; 26.05 dropped both (it gives `status`, `No error` when up): empty here.
+    """
 
     hostname: str
     pinged: str = ""
@@ -53,8 +59,8 @@ class ControllerPing(_Parsed):
 
     @property
     def is_up(self) -> bool:
-        """Whether the controller answered the ping."""
-        return self.responding and self.pinged.upper() == "UP"
+        """Whether the controller answered the ping (and, where given, `pinged` agrees)."""
+        return self.responding and self.pinged.upper() in ("UP", "")
 
 
 class Node(_Parsed):

@@ -9,8 +9,17 @@ unprivileged user and reads sackd's copy (`SLURM_CONF`).
 It is started through a systemd drop-in, never by editing the packaged unit, which runs it as
 root (refused by slurmrestd), only if /etc/slurm/slurm.conf exists, on fixed sockets. The
 drop-in resets that condition and `ExecStart`, names the user, and loads `rest_auth/jwt`
-(tokens, checked by slurmctld: slurmrestd needs no JWT key) and `rest_auth/local` on a UNIX
-socket in a 0700 directory of its own, which only root and the slurmrestd user can reach.
+only. `rest_auth/jwt` passes each client's token on with its requests; slurmctld verifies it
+(slurmrestd loads no JWT key, whatever its configuration names: see
+`hpc_libs.interfaces.slurmrestd`). `SLURM_JWT` in the environment makes `auth/jwt` the
+process's first auth plugin, the one a request's token is handed to.
+
+No `rest_auth/local` socket: one unprivileged process cannot serve it next to JWT clients (seen
+on the lab with 24.11). With `SLURM_JWT` set, a local request's credential is that variable's
+placeholder, which slurmctld refuses (HTTP 511, error 1007); without it, `auth/slurm` speaks
+only as the process's own user, never as the root caller. Serving root would take a
+slurmrestd running as root, which this charm never starts; root on the unit runs Slurm's
+commands instead, or asks for a token like anyone else.
 """
 
 import hashlib
@@ -31,7 +40,6 @@ DROP_IN = "charm"
 """Name of the charm's drop-in: /etc/systemd/system/slurmrestd.service.d/charm.conf."""
 CACHED_CONF = "run/slurm/conf/slurm.conf"
 """Where sackd caches the cluster's slurm.conf (its RuntimeDirectory is /run/slurm)."""
-SOCKET_DIR = "/run/slurmrestd"
 MIN_THREADS, MAX_THREADS = 1, 1024
 MIN_CONNECTIONS, MAX_CONNECTIONS = 1, 8192
 _USER_TIMEOUT = 30.0
@@ -160,7 +168,7 @@ def listen_argument(address: str, port: int) -> str:
 def render_drop_in(
     *, listen: str, threads: int, max_connections: int, openapi: Sequence[str]
 ) -> str:
-    """Return the drop-in's text: user, configless config, auth plugins, sockets, limits.
+    """Return the drop-in's text: user, configless config, auth plugin, listen address, limits.
 
     Raises:
         ValueError: A value is out of range or breaks Slurm's grammar.
@@ -179,14 +187,13 @@ def render_drop_in(
     argv = [
         "/usr/sbin/slurmrestd",
         "-a",
-        "rest_auth/jwt,rest_auth/local",
+        "rest_auth/jwt",
         "-s",
         ",".join(openapi),
         "-t",
         str(threads),
         "--max-connections",
         str(max_connections),
-        f"unix:{SOCKET_DIR}/slurmrestd.socket",
         listen,
     ]
     return (
@@ -199,8 +206,6 @@ def render_drop_in(
         "[Service]\n"
         f"User={REST_USER}\n"
         f"Group={REST_USER}\n"
-        f"RuntimeDirectory={Path(SOCKET_DIR).name}\n"
-        "RuntimeDirectoryMode=0700\n"
         f"Environment=SLURM_CONF=/{CACHED_CONF}\n"
         "Environment=SLURM_JWT=daemon\n"
         "ExecStart=\n"

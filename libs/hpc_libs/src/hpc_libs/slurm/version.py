@@ -3,11 +3,14 @@
 A package version is `[epoch:]upstream[-revision]` (`1:25.05.0-1`, `23.11.4-1.2ubuntu5`);
 Slurm's upstream part is `major.minor[.micro]`, possibly with a `~rc1`-style pre-release.
 The charms render Slurm 24.11 configuration (configless dynamic nodes, data_parser
-v0.0.42), so older releases, such as Ubuntu 24.04's own 23.11, are refused.
+v0.0.42), so older releases, such as Ubuntu 24.04's own 23.11, are refused. Newer releases
+are accepted: 26.05 (Debian testing, data_parser v0.0.45) passes the dynamic-node and
+login-node scenarios on the lab (`just integration-newer`).
 """
 
 import re
 from dataclasses import dataclass
+from typing import Literal
 
 MINIMUM = (24, 11)
 """The oldest Slurm release the charms support, as (major, minor)."""
@@ -63,3 +66,16 @@ def unsupported_reason(package_version: str) -> str | None:
         f"Slurm {version} is older than {needed}: set slurm-package-source=ppa "
         f"(ubuntu-hpc PPA) or use an archive with Slurm {needed} or newer"
     )
+
+
+def auto_source(archive_candidate: str | None) -> Literal["archive", "ppa"]:
+    """Return where `slurm-package-source=auto` takes Slurm from.
+
+    `archive_candidate` is the package version the machine's own archive offers (None: it
+    has none). The archive wins when its Slurm is supported: Ubuntu 26.04 and Debian 13
+    and newer need no PPA, and the PPA may have no build for a newer series. Ubuntu 24.04's
+    archive has Slurm 23.11, so there the Ubuntu HPC team's PPA is used.
+    """
+    if archive_candidate is not None and unsupported_reason(archive_candidate) is None:
+        return "archive"
+    return "ppa"

@@ -1,0 +1,305 @@
+"""The operator's own slurm.conf and cgroup.conf parameters, and the explicit default partition.
+
+`slurm-conf-parameters` and `cgroup-parameters` hold `key=value` lines, one per line; blank
+lines and lines starting with `#` are ignored. Each line is checked on its own, and the first
+bad one is refused naming its key:
+
+* the key must be one slurmutils' model of the file knows (any case, as Slurm reads it),
+  given once, and not one the charm sets itself (`SLURM_CONF_OWNED`, `CGROUP_CONF_OWNED`);
+* the value must obey Slurm's grammar for the key (`hpc_libs.slurm.grammar`: one token, no
+  whitespace, quote, `#` or backslash, plus the key's own rule);
+* slurmutils must read it and write it back exactly as given, so what slurm.conf holds is
+  what the operator wrote: a value can never become a second key, a second line, an
+  `Include` or a node or partition definition.
+
+There is no line continuation (a backslash is refused) and no way to name a node, a node
+set or a partition. The accepted lines are merged into what the charm renders; the charm's
+own keys always win (`with_slurm_conf_parameters`).
+
+`default-partition` names the partition jobs go to without `-p`; see `explicit_default`.
+"""
+
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+import ops
+from hpc_libs.errors import ConfigError
+from hpc_libs.interfaces.slurmctld_peer import PartitionEntry
+from hpc_libs.slurm import grammar
+from hpc_libs.slurm.text import literals_as_yes_no, yes_no_as_literals
+from slurmutils import CGroupConfig, ModelError, SlurmConfig
+
+DEFAULT_PARTITION_OPTION = "default-partition"
+MAX_REASON = 160
+"""Characters of slurmutils' own explanation kept in a status message."""
+
+
+def _owned(reason: str, *keys: str) -> dict[str, str]:
+    return {key.lower(): reason for key in keys}
+
+
+SLURM_CONF_OWNED: Mapping[str, str] = {
+    **_owned(
+        "is the charm's: it writes the node sets, partitions and nodes",
+        "NodeSet",
+        "PartitionName",
+        "NodeName",
+        "DownNodes",
+        "FrontendName",
+        "Include",
+    ),
+    **_owned(
+        "is the charm's: the controllers are the slurmctld units", "SlurmctldHost", "SlurmctldAddr"
+    ),
+    **_owned(
+        "is the charm's: it sets up authentication (auth/slurm, auth/jwt for tokens)",
+        "AuthType",
+        "AuthAltTypes",
+        "AuthAltParameters",
+        "AuthInfo",
+        "CredType",
+    ),
+    **_owned(
+        "is the charm's: the daemons' users own the key and state it writes",
+        "SlurmUser",
+        "SlurmdUser",
+    ),
+    **_owned(
+        "is the charm's: it publishes and opens the daemons' ports",
+        "SlurmctldPort",
+        "SlurmdPort",
+    ),
+    **_owned(
+        "is refused: only a restart applies TCP listening settings, and the charm applies "
+        "slurm-conf-parameters with scontrol reconfigure",
+        "CommunicationParameters",
+    ),
+    **_owned(
+        "is the charm's: the integration with slurmdbd sets accounting",
+        "AccountingStorageType",
+        "AccountingStorageHost",
+        "AccountingStorageBackupHost",
+        "AccountingStorageExternalHost",
+        "AccountingStoragePort",
+        "AccountingStorageUser",
+        "AccountingStoragePass",
+        "AccountingStorageParameters",
+    ),
+    **_owned(
+        "is the charm's: it keeps the state there (use-network-state)",
+        "StateSaveLocation",
+        "SlurmctldPrimaryOnProg",
+        "SlurmctldPrimaryOffProg",
+    ),
+    **_owned(
+        "is the charm's: the process-isolation option sets it",
+        "ProctrackType",
+        "TaskPlugin",
+        "JobAcctGatherType",
+    ),
+    **_owned("is the charm's: GPU nodes need select/cons_tres", "SelectType"),
+    **_owned(
+        "is refused: slurm.conf is served to every node and readable by every user, so it "
+        "holds no password",
+        "JobCompPass",
+    ),
+    **_owned("is the charm's: slurmctld logs there", "SlurmctldLogFile"),
+    "clustername": "is the charm's: use the cluster-name option",
+    "maxnodecount": "is the charm's: use the max-node-count option",
+    "slurmctldtimeout": "is the charm's: use the slurmctld-timeout option",
+    "messagetimeout": "is the charm's: use the message-timeout option",
+}
+"""slurm.conf keys (lower case) refused from the operator, with why (most are the charm's)."""
+
+CGROUP_CONF_OWNED: Mapping[str, str] = {
+    "cgroupplugin": "is the charm's: the process-isolation option sets it"
+}
+"""cgroup.conf keys (lower case) the charm sets itself, with why."""
+
+SECTIONS = frozenset({"downnodes", "frontendnodes", "nodes", "nodesets", "partitions"})
+"""slurmutils' SlurmConfig fields that hold whole lines of their own, not one key."""
+
+OWNED_ITEMS: Mapping[str, Mapping[str, str]] = {
+    "slurmctldparameters": {"enable_configless": "is the charm's: it serves the configuration"},
+}
+"""Items of option-list keys the charm sets itself: the operator may set the key's others."""
+
+
+def _union(operator: Any, charm: Any) -> Any:
+    """Merge an option list (a dict) or a plain list: the operator's items and the charm's."""
+    if isinstance(operator, dict) and isinstance(charm, dict):
+        return {**operator, **charm}
+    if isinstance(operator, list) and isinstance(charm, list):
+        return [*operator, *(item for item in charm if item not in operator)]
+    return charm
+
+
+COMBINED: Mapping[str, Callable[[Any, Any], Any]] = {
+    "slurmctldparameters": _union,
+    "grestypes": _union,
+}
+"""Keys both the charm and the operator set, merged: the charm's items are always there."""
+
+
+def slurm_conf_parameters(text: str) -> dict[str, Any]:
+    """Parse `slurm-conf-parameters` into slurmutils slurm.conf fields.
+
+    Raises:
+        ConfigError: A line is refused; `key` names its key.
+
+    """
+    return _parse(SlurmConfig, text, SLURM_CONF_OWNED)
+
+
+def cgroup_parameters(text: str) -> dict[str, Any]:
+    """Parse `cgroup-parameters` into slurmutils cgroup.conf fields.
+
+    Raises:
+        ConfigError: A line is refused; `key` names its key.
+
+    """
+    return _parse(CGroupConfig, text, CGROUP_CONF_OWNED)
+
+
+def with_slurm_conf_parameters(conf: SlurmConfig, text: str) -> SlurmConfig:
+    """Return the charm's slurm.conf with the operator's `slurm-conf-parameters` added.
+
+    The charm's keys win; an option list both set (`COMBINED`) holds the items of both.
+    """
+    return SlurmConfig.from_dict(_merge(slurm_conf_parameters(text), conf.dict()))
+
+
+def with_cgroup_parameters(cgroup: CGroupConfig, text: str) -> CGroupConfig:
+    """Return the charm's cgroup.conf with the operator's `cgroup-parameters` added."""
+    return CGroupConfig.from_dict(_merge(cgroup_parameters(text), cgroup.dict()))
+
+
+def _merge(operator: Mapping[str, Any], charm: Mapping[str, Any]) -> dict[str, Any]:
+    """Return the charm's fields, then the operator's others: a key both set is the charm's.
+
+    Unless it is in `COMBINED`: then it holds the items of both.
+    """
+    merged = dict(charm)
+    for key, value in operator.items():
+        if key not in charm:
+            merged[key] = value
+        elif key in COMBINED:
+            merged[key] = COMBINED[key](value, charm[key])
+    return merged
+
+
+Conf = type[SlurmConfig] | type[CGroupConfig]
+
+
+def _parse(model: Conf, text: str, owned: Mapping[str, str]) -> dict[str, Any]:
+    """Check every line of `text` and return the fields they set, as slurmutils holds them."""
+    known = _known_keys(model)
+    fields: dict[str, Any] = {}
+    for number, raw in enumerate(text.split("\n"), start=1):
+        line = raw.strip()
+        if not line or line.startswith("#"):
+            continue
+        key, sep, value = line.partition("=")
+        if not sep or not key.isalnum() or not key.isascii():
+            name = line.split()[0].partition("=")[0]
+            raise ConfigError(f"{name}: line {number} is not one key=value", key=name)
+        lower = key.lower()
+        if lower in owned:
+            raise ConfigError(f"{key} {owned[lower]}", key=key)
+        if lower not in known:
+            raise ConfigError(f"unknown key {key}", key=key)
+        if lower in fields:
+            raise ConfigError(f"{key} is given twice", key=key)
+        if any(char.isspace() for char in value):
+            raise ConfigError(
+                f"{key}: one key=value per line, no whitespace in the value", key=key
+            )
+        fields[lower] = _field(model, key, value)
+        for item, reason in OWNED_ITEMS.get(lower, {}).items():
+            if isinstance(fields[lower], dict) and item in fields[lower]:
+                raise ConfigError(f"{key} item {item} {reason}", key=key)
+    return fields
+
+
+def _field(model: Conf, key: str, value: str) -> Any:
+    """Check one `key=value` and return its value as slurmutils holds it.
+
+    Raises:
+        ConfigError: The value breaks Slurm's grammar, slurmutils refuses it, or slurmutils
+            would not write it back exactly as given.
+
+    """
+    try:
+        grammar.check_value(model, key, value)
+    except grammar.GrammarError as e:
+        raise ConfigError(f"invalid {key}: {e.reason}", key=key) from e
+    try:
+        parsed = model.from_str(yes_no_as_literals(f"{key}={value}")).dict()
+        written = literals_as_yes_no(str(model.from_dict(parsed)))
+    except (ModelError, ValueError, TypeError) as e:
+        raise ConfigError(f"invalid {key}: {_short(str(e))}", key=key) from e
+    written_key, _, written_value = written.partition("=")
+    same = yes_no_as_literals(written) == yes_no_as_literals(f"{key.lower()}={value}")
+    if len(parsed) != 1 or written_key != key.lower() or not same:
+        raise ConfigError(
+            f"invalid {key}: {value!r} would be written as {written_value!r}", key=key
+        )
+    return next(iter(parsed.values()))
+
+
+def _known_keys(model: Conf) -> frozenset[str]:
+    """Return the keys slurmutils' model knows: lower case, no underscores, as Slurm matches.
+
+    Without slurm.conf's sections (nodes, node sets, partitions...), which are no keys.
+    """
+    names = {name.replace("_", "").lower() for name in model.__annotations__}
+    return frozenset(names - SECTIONS)
+
+
+def _short(reason: str) -> str:
+    first = reason.splitlines()[0] if reason else "not a valid value"
+    return first if len(first) <= MAX_REASON else first[: MAX_REASON - 3] + "..."
+
+
+# The default partition.
+
+
+def explicit_default(wanted: str, partitions: Mapping[str, PartitionEntry]) -> str | None:
+    """Return the partition `default-partition` names when it can be the default, else None.
+
+    It can while the named slurmd application's partition is served (not retiring). It then
+    outranks every application's own `Default=YES` (partition-config) and the oldest
+    application's implicit default: the controller's operator decides for the cluster.
+    Otherwise the implicit choice applies (`cluster.default_partition`) and `statuses` say why.
+    """
+    record = partitions.get(wanted) if wanted else None
+    return wanted if record is not None and not record.retiring else None
+
+
+def default_partition_status(
+    wanted: str, partitions: Iterable[PartitionEntry], integrated: Iterable[str]
+) -> ops.StatusBase | None:
+    """Say why `default-partition` cannot be the default now; None when it is (or unset).
+
+    `partitions` are the controller's partitions, `integrated` the names of the slurmd
+    applications integrated now.
+    """
+    if not wanted:
+        return None
+    record = next((p for p in partitions if p.name == wanted), None)
+    fallback = "the implicit default applies meanwhile"
+    if wanted not in set(integrated):
+        return ops.BlockedStatus(
+            f"{DEFAULT_PARTITION_OPTION} '{wanted}' is no integrated slurmd application; "
+            f"{fallback}"
+        )
+    if record is None:
+        return ops.WaitingStatus(
+            f"{DEFAULT_PARTITION_OPTION}: waiting for application '{wanted}' to publish its "
+            f"partition; {fallback}"
+        )
+    if record.retiring:
+        return ops.BlockedStatus(
+            f"{DEFAULT_PARTITION_OPTION} '{wanted}' is being removed; {fallback}"
+        )
+    return None

@@ -1,0 +1,196 @@
+"""slurmctld's operator options on real Slurm (issue 11, "Config" and "ports").
+
+One deployment for the module, driven as a scenario: slurmctld, two slurmd applications of
+one unit each (`compute`, the oldest, and `debug`, so the default partition can move) and a
+sackd login node `login`. Runs on real Juju or on the lab (see conftest.py).
+
+- a `slurm-conf-parameters` change shows in `scontrol show config` after exactly one
+  `scontrol reconfigure` (slurmctld logs one "Processing Reconfiguration Request" each);
+- a refused key blocks slurmctld naming it, and the configuration served stays the last
+  valid one (slurm.conf untouched, no reconfigure);
+- `default-partition` moves the default; naming an application that is not integrated
+  blocks and the implicit default (the oldest application's) applies;
+- `cgroup-parameters` lands in cgroup.conf and slurmctld keeps running (the lab runs
+  `process-isolation=none`, so no slurmd enforces it there);
+- every daemon opened its port, and listens on it (sackd too: slurmctld pushes each new
+  configuration to login nodes on SlurmdPort).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import jubilant
+import pytest
+from dynamic_nodes_helpers import (
+    all_nodes_idle,
+    partition,
+    poll,
+    reconfigure_count,
+    sh,
+    slurm_conf_fingerprint,
+)
+
+LAB_OPTIONS = {"slurm-package-source": "archive"}
+CONTROLLER_OPTIONS = {**LAB_OPTIONS, "process-isolation": "none"}
+SETTLE = 10 * 60
+REACT = 3 * 60
+PUSHED_CONF = "cat /run/slurm/conf/slurm.conf"
+"""The configless copy sackd keeps on a login node."""
+TUNING = "# Backfill every 45 s.\nSchedulerParameters=bf_interval=45\nMaxJobCount=20000\n"
+
+
+def wait_active(juju: jubilant.Juju, timeout: float = SETTLE) -> jubilant.Status:
+    return juju.wait(jubilant.all_active, error=jubilant.any_error, timeout=timeout)
+
+
+def wait_slurmctld_blocked(juju: jubilant.Juju, words: str) -> jubilant.Status:
+    """Wait until slurmctld's unit is blocked with `words` in its message."""
+
+    def blocked(status: jubilant.Status) -> bool:
+        unit = status.apps["slurmctld"].units["slurmctld/0"].workload_status
+        return unit.current == "blocked" and words in unit.message
+
+    return juju.wait(blocked, error=jubilant.any_error, timeout=REACT)
+
+
+def show_config(juju: jubilant.Juju) -> dict[str, str]:
+    """`scontrol show config` as a mapping (what the running slurmctld uses)."""
+    out = sh(juju, "scontrol show config")
+    pairs = (line.partition("=") for line in out.splitlines() if " = " in line)
+    return {key.strip(): value.strip() for key, _, value in pairs}
+
+
+def listening_ports(juju: jubilant.Juju, unit: str) -> set[str]:
+    """The TCP ports a unit's machine listens on, as `<port>/tcp` (from /proc/net/tcp*)."""
+    out = sh(juju, "cat /proc/net/tcp /proc/net/tcp6", unit=unit)
+    fields = [line.split() for line in out.splitlines()[1:]]
+    return {
+        f"{int(f[1].rsplit(':', 1)[1], 16)}/tcp" for f in fields if len(f) > 3 and f[3] == "0A"
+    }
+
+
+def default_partition(juju: jubilant.Juju) -> set[str]:
+    """The partitions marked Default=YES."""
+    return {p for p in ("compute", "debug") if "Default=YES" in partition(juju, p)}
+
+
+@pytest.fixture(scope="module")
+def cluster(juju: jubilant.Juju, charm_path: Callable[[str], Path]) -> jubilant.Juju:
+    """slurmctld, slurmd applications `compute` (older) and `debug`, and `login`, all active."""
+    juju.deploy(charm_path("slurmctld"), "slurmctld", config=CONTROLLER_OPTIONS)
+    juju.deploy(charm_path("slurmd"), "compute", config=LAB_OPTIONS)
+    juju.integrate("slurmctld:slurmd", "compute:slurmctld")
+    juju.deploy(charm_path("slurmd"), "debug", config=LAB_OPTIONS)
+    juju.integrate("slurmctld:slurmd", "debug:slurmctld")
+    juju.deploy(charm_path("sackd"), "login", config=LAB_OPTIONS)
+    juju.integrate("slurmctld:login-node", "login:slurmctld")
+    wait_active(juju)
+    poll(
+        lambda: all_nodes_idle(juju, ["compute-0", "debug-0"]),
+        timeout=60,
+        what="compute-0 and debug-0 idle",
+    )
+    return juju
+
+
+def test_every_daemon_opened_the_port_it_listens_on(cluster: jubilant.Juju):
+    status = cluster.status()
+    opened = {
+        unit: set(status.apps[unit.split("/")[0]].units[unit].open_ports)
+        for unit in ("slurmctld/0", "compute/0", "login/0")
+    }
+
+    assert opened == {
+        "slurmctld/0": {"6817/tcp"},
+        "compute/0": {"6818/tcp"},
+        "login/0": {"6818/tcp"},
+    }
+    for unit, ports in opened.items():
+        assert ports <= listening_ports(cluster, unit), unit
+
+
+def test_slurm_conf_parameters_show_in_scontrol_with_one_reconfigure(cluster: jubilant.Juju):
+    reconfigures = reconfigure_count(cluster)
+
+    cluster.config("slurmctld", {"slurm-conf-parameters": TUNING})
+    shown = poll(
+        lambda: c if (c := show_config(cluster)).get("MaxJobCount") == "20000" else None,
+        timeout=REACT,
+        what="MaxJobCount = 20000 in scontrol show config",
+    )
+    wait_active(cluster)
+
+    assert "bf_interval=45" in shown["SchedulerParameters"]
+    assert reconfigure_count(cluster) - reconfigures == 1
+    assert show_config(cluster)["MaxJobCount"] == "20000"  # And no later change.
+    poll(  # Pushed to the login node by the reconfigure (sackd listens on 6818).
+        lambda: "maxjobcount=20000" in sh(cluster, PUSHED_CONF, unit="login/0").splitlines(),
+        timeout=60,
+        what="the new slurm.conf on the login node",
+    )
+
+
+def test_a_refused_key_blocks_naming_it_and_the_last_config_is_served(cluster: jubilant.Juju):
+    reconfigures = reconfigure_count(cluster)
+    conf = slurm_conf_fingerprint(cluster)
+
+    cluster.config(
+        "slurmctld", {"slurm-conf-parameters": f"{TUNING}MinJobAge=5\nAuthType=auth/none\n"}
+    )
+    wait_slurmctld_blocked(cluster, "AuthType")
+
+    assert slurm_conf_fingerprint(cluster) == conf
+    assert show_config(cluster)["MaxJobCount"] == "20000"
+    assert reconfigure_count(cluster) == reconfigures
+    assert "Default=YES" in partition(cluster, "compute")  # Slurm still answers as before.
+
+    cluster.config("slurmctld", {"slurm-conf-parameters": TUNING})
+    wait_active(cluster)
+    assert slurm_conf_fingerprint(cluster) == conf  # Back to the same text: nothing applied.
+    assert reconfigure_count(cluster) == reconfigures
+
+
+def test_default_partition_moves_the_default(cluster: jubilant.Juju):
+    assert default_partition(cluster) == {"compute"}  # The oldest application's.
+
+    cluster.config("slurmctld", {"default-partition": "debug"})
+    poll(
+        lambda: default_partition(cluster) == {"debug"},
+        timeout=REACT,
+        what="debug as the only default partition",
+    )
+    wait_active(cluster)
+    job = sh(cluster, "srun --mem=1 printenv SLURM_JOB_PARTITION", wait=60)
+
+    assert job.strip() == "debug"
+
+
+def test_a_default_partition_not_integrated_blocks_and_the_oldest_is_the_default(
+    cluster: jubilant.Juju,
+):
+    cluster.config("slurmctld", {"default-partition": "gpu"})
+    wait_slurmctld_blocked(cluster, "default-partition 'gpu'")
+
+    poll(
+        lambda: default_partition(cluster) == {"compute"},
+        timeout=REACT,
+        what="compute as the default partition again",
+    )
+
+
+def test_cgroup_parameters_land_in_cgroup_conf(cluster: jubilant.Juju):
+    cluster.config(
+        "slurmctld", {"default-partition": "", "cgroup-parameters": "ConstrainCores=yes"}
+    )
+    poll(
+        lambda: "constraincores=yes" in sh(cluster, "cat /etc/slurm/cgroup.conf").splitlines(),
+        timeout=REACT,
+        what="constraincores=yes in cgroup.conf",
+    )
+    wait_active(cluster)
+
+    assert sh(cluster, "cat /etc/slurm/cgroup.conf").splitlines()[0] == "cgroupplugin=disabled"
+    assert sh(cluster, "systemctl is-active slurmctld").strip() == "active"
+    assert "compute-0" in sh(cluster, "sinfo --noheader --format=%N")

@@ -1,0 +1,266 @@
+"""The operator toolkit's actions (issue 11) end to end, against real Slurm.
+
+One deployment for the module: slurmctld, a slurmd application `compute` (one unit), a sackd
+login node, slurmdbd with MySQL (on the lab: the stand-in) and slurmrestd: every daemon that
+holds the auth key. Each test builds on the cluster the previous ones left.
+
+Run with `-s` to see the measurements.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import jubilant
+import pytest
+from accounting_rest_helpers import CONTROLLER, LOGIN, SLURMCTLD_LOG, poll, sh, try_sh
+from conftest import on_real_juju
+
+LAB_OPTIONS = {"slurm-package-source": "archive"}
+CONTROLLER_OPTIONS = {**LAB_OPTIONS, "process-isolation": "none"}
+SETTLE = 10 * 60
+REACT = 3 * 60
+APPS = ("slurmctld", "compute", "login", "mysql", "slurmdbd", "slurmrestd")
+KEY_HOLDERS = (CONTROLLER, "compute/0", LOGIN, "slurmdbd/0", "slurmrestd/0")
+"""Every unit whose daemon holds the auth key (slurmrestd through its sackd)."""
+NODE = "compute-0"
+KIDS = (
+    "python3 -c '"
+    'import json; print(" ".join(k["kid"] + ("*" if k.get("use") else "") '
+    'for k in json.load(open("/etc/slurm/slurm.jwks"))["keys"]))'
+    "'"
+)
+"""Print the key ids of /etc/slurm/slurm.jwks, `*` marking the signing one (never a key)."""
+REFUSED_LINE = "decode_jwt"
+"""What slurmctld logs when it refuses a message's auth/slurm signature."""
+
+
+def say(text: str) -> None:
+    print(f"\n[operator-toolkit] {text}", flush=True)
+
+
+def wait_active(juju: jubilant.Juju, timeout: float = SETTLE) -> jubilant.Status:
+    return juju.wait(
+        lambda status: jubilant.all_active(status, *APPS),
+        error=lambda status: jubilant.any_error(status, *APPS),
+        timeout=timeout,
+    )
+
+
+def controller_status(juju: jubilant.Juju) -> str:
+    return juju.status().apps["slurmctld"].units[CONTROLLER].workload_status.message
+
+
+def node_record(juju: jubilant.Juju) -> dict[str, Any]:
+    return json.loads(sh(juju, f"scontrol show node {NODE} --json"))["nodes"][0]
+
+
+def job_record(juju: jubilant.Juju, job_id: str) -> dict[str, Any] | None:
+    out = try_sh(juju, f"scontrol show job {job_id} --json")
+    return json.loads(out)["jobs"][0] if out else None
+
+
+def refusals(juju: jubilant.Juju) -> int:
+    return int(sh(juju, f"grep -c {REFUSED_LINE} {SLURMCTLD_LOG} || true").strip() or 0)
+
+
+@pytest.fixture(scope="module")
+def cluster(juju: jubilant.Juju, charm_path: Callable[[str], Path]) -> jubilant.Juju:
+    began = time.monotonic()
+    juju.deploy(charm_path("slurmctld"), "slurmctld", config=CONTROLLER_OPTIONS)
+    juju.deploy(charm_path("slurmd"), "compute", config=LAB_OPTIONS)
+    juju.deploy(charm_path("sackd"), "login", config=LAB_OPTIONS)
+    juju.deploy(charm_path("slurmrestd"), "slurmrestd", config=LAB_OPTIONS)
+    juju.deploy(charm_path("slurmdbd"), "slurmdbd", config=LAB_OPTIONS)
+    if on_real_juju():
+        juju.deploy("mysql", "mysql", channel="8.0/stable", base="ubuntu@22.04")
+    else:
+        juju.deploy("mysql", "mysql")
+    juju.integrate("slurmctld:slurmd", "compute:slurmctld")
+    juju.integrate("slurmctld:login-node", "login:slurmctld")
+    juju.integrate("slurmctld:slurmrestd", "slurmrestd:slurmctld")
+    juju.integrate("slurmdbd:database", "mysql:database")
+    juju.integrate("slurmctld:slurmdbd", "slurmdbd:slurmctld")
+    wait_active(juju)
+    poll(lambda: "accounting" in controller_status(juju), timeout=REACT, what="accounting")
+    say(f"deployed in {time.monotonic() - began:.0f} s")
+    return juju
+
+
+def test_show_current_config_returns_the_served_files_and_no_secret(cluster: jubilant.Juju):
+    results = cluster.run(CONTROLLER, "show-current-config").results
+
+    assert {"slurm-conf", "cgroup-conf"} <= set(results)
+    assert "authtype=auth/slurm" in results["slurm-conf"].lower()
+    assert "jwt_key=/etc/slurm/jwt_hs256.key" in results["slurm-conf"].lower()
+    shown = "\n".join(str(v) for v in results.values())
+    for path in ("/etc/slurm/slurm.key", "/etc/slurm/jwt_hs256.key"):
+        secret_b64 = sh(cluster, f"base64 -w0 {path}").strip()
+        assert secret_b64[:40] not in shown
+    assert "storagepass" not in shown.lower()  # slurmdbd.conf is never shown
+    say(
+        f"show-current-config: {sorted(results)}; {len(results['slurm-conf'])} chars of slurm.conf"
+    )
+
+
+def max_time(juju: jubilant.Juju) -> str:
+    out = sh(juju, "scontrol show partition compute | grep -o 'MaxTime=[^ ]*'")
+    return out.strip().removeprefix("MaxTime=")
+
+
+def test_an_operators_drain_and_resume_stick_across_config_changes(cluster: jubilant.Juju):
+    cluster.run(
+        CONTROLLER,
+        "set-node-state",
+        {"nodes": NODE, "state": "drain", "reason": "operator check"},
+    )
+    assert "DRAIN" in node_record(cluster)["state"]
+
+    cluster.config("compute", {"partition-config": "MaxTime=60"})
+    wait_active(cluster, timeout=REACT)
+    poll(
+        lambda: max_time(cluster) == "01:00:00",
+        timeout=REACT,
+        what="the partition to take MaxTime=60",
+    )
+    record = node_record(cluster)
+    assert "DRAIN" in record["state"], record["state"]
+    assert record["reason"] == "operator check"
+
+    cluster.run(CONTROLLER, "set-node-state", {"nodes": NODE, "state": "resume"})
+    cluster.config("compute", {"partition-config": "MaxTime=120"})
+    wait_active(cluster, timeout=REACT)
+    poll(
+        lambda: (
+            "2:00:00" in sh(cluster, "scontrol show partition compute | grep -o 'MaxTime=[^ ]*'")
+        ),
+        timeout=REACT,
+        what="the partition to take MaxTime=120",
+    )
+    record = node_record(cluster)
+    assert "DRAIN" not in record["state"] and "DOWN" not in record["state"], record["state"]
+    say(f"drain kept across a partition change, resume kept too: {record['state']}")
+
+
+def jwt_works(juju: jubilant.Juju, token: str, command: str) -> bool:
+    return try_sh(juju, f"SLURM_JWT={token} {command}", unit=LOGIN) is not None
+
+
+def test_rotate_jwt_key_refuses_tokens_issued_before(cluster: jubilant.Juju):
+    old = cluster.run(CONTROLLER, "token", {"username": "root"}).results["token"]
+    assert jwt_works(cluster, old, "squeue")
+
+    began = time.monotonic()
+    cluster.run(CONTROLLER, "rotate-jwt-key")
+    wait_active(cluster, timeout=REACT)
+    new = cluster.run(CONTROLLER, "token", {"username": "root"}).results["token"]
+
+    assert poll(lambda: jwt_works(cluster, new, "squeue"), timeout=60, what="the new token")
+    assert not jwt_works(cluster, old, "squeue")
+    # slurmdbd checks tokens with the same key (sacct goes to slurmdbd).
+    assert poll(lambda: jwt_works(cluster, new, "sacct -n -X"), timeout=60, what="sacct")
+    assert not jwt_works(cluster, old, "sacct -n -X")
+    say(
+        "rotate-jwt-key: old token refused by slurmctld and slurmdbd after "
+        f"{time.monotonic() - began:.0f} s"
+    )
+
+
+def kids(juju: jubilant.Juju, unit: str) -> str:
+    return (
+        try_sh(juju, f"test -f /etc/slurm/slurm.jwks && {KIDS} || echo none", unit=unit) or ""
+    ).strip()
+
+
+def test_rotate_auth_key_keeps_a_running_job_and_refuses_the_old_key(cluster: jubilant.Juju):
+    sh(cluster, "cp /etc/slurm/slurm.key /root/old-slurm.key", unit=LOGIN)
+    job_id = sh(
+        cluster, "sbatch --parsable -N1 --mem=1 -o /dev/null --wrap 'sleep 90'", unit=LOGIN
+    ).strip()
+    poll(
+        lambda: (r := job_record(cluster, job_id)) and "RUNNING" in r["job_state"],
+        timeout=60,
+        what=f"job {job_id} running",
+    )
+
+    began = time.monotonic()
+    results = cluster.run(CONTROLLER, "rotate-auth-key").results
+    assert results["new-key-id"] == "slurm-1"
+    seen: list[str] = []
+
+    def rotated() -> bool:
+        on_login = kids(cluster, LOGIN)
+        if on_login not in seen:
+            seen.append(on_login)
+        return all(kids(cluster, unit) == "slurm-1*" for unit in KEY_HOLDERS)
+
+    poll(rotated, timeout=REACT, interval=3, what="every daemon on the new key alone")
+    took = time.monotonic() - began
+    wait_active(cluster, timeout=REACT)
+    say(f"rotate-auth-key done on {len(KEY_HOLDERS)} units in {took:.0f} s; login saw {seen}")
+    assert seen[-1] == "slurm-1*"
+    steps = [line for line in cluster.debug_log().splitlines() if "auth key rotation" in line]
+    say("the leader's steps:\n" + "\n".join(steps))
+    assert len(steps) == 3, steps  # started, new key signing, new key alone
+
+    def completed() -> dict[str, Any] | None:
+        record = job_record(cluster, job_id)
+        return record if record is not None and "COMPLETED" in record["job_state"] else None
+
+    finished = poll(
+        completed,
+        timeout=150,
+        interval=3,
+        what=f"job {job_id} completed",
+    )
+    assert finished["exit_code"]["return_code"]["number"] == 0
+    assert sh(cluster, "srun -N1 hostname", unit=LOGIN).strip()
+    assert sh(cluster, f"sacct -n -X -j {job_id} -o state", unit=LOGIN).split()[0] == "COMPLETED"
+    rest = cluster.status().apps["slurmrestd"].units["slurmrestd/0"].workload_status.message
+    assert "controller answers" in rest
+
+    # The proof: a sackd with the old key is refused; the same steps with the current key work.
+    def sackd_with(key_file: str) -> bool:
+        before = refusals(cluster)
+        sh(
+            cluster,
+            "systemctl stop sackd; mkdir -p /root/keys; "
+            "cp -p /etc/slurm/slurm.key /etc/slurm/slurm.jwks /root/keys/; "
+            "rm /etc/slurm/slurm.jwks; "
+            f"install -m600 -o slurm -g slurm {key_file} /etc/slurm/slurm.key; "
+            "systemctl start --no-block sackd; sleep 8",
+            unit=LOGIN,
+        )
+        works = try_sh(cluster, "timeout 10 sinfo -h", unit=LOGIN) is not None
+        sh(
+            cluster,
+            "systemctl stop sackd; cp -p /root/keys/slurm.key /root/keys/slurm.jwks /etc/slurm/; "
+            "systemctl start sackd",
+            unit=LOGIN,
+        )
+        refused = refusals(cluster) - before
+        if refused:
+            lines = sh(cluster, f"grep {REFUSED_LINE} {SLURMCTLD_LOG} | tail -{refused}")
+            say(f"slurmctld logged: {lines.strip()}")
+        say(
+            f"sackd with {key_file}: sinfo {'works' if works else 'fails'}; "
+            f"{refused} refusals logged"
+        )
+        return works and refused == 0
+
+    current = "/root/current.key"  # The signing key's raw bytes, from the key set.
+    sh(
+        cluster,
+        "python3 -c 'import json, base64, sys; "
+        'd = json.load(open("/etc/slurm/slurm.jwks")); '
+        'sys.stdout.buffer.write(base64.b64decode(d["keys"][0]["k"]))'
+        f"' > {current}",
+        unit=LOGIN,
+    )
+    assert not sackd_with("/root/old-slurm.key")
+    assert sackd_with(current)
+    assert poll(lambda: try_sh(cluster, "sinfo -h", unit=LOGIN), timeout=60, what="sinfo again")

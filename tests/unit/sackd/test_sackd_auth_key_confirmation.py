@@ -1,0 +1,72 @@
+"""A login node confirms the auth key sackd runs with, for slurmctld's key rotation."""
+
+import base64
+import json
+from pathlib import Path
+
+import ops
+import pytest
+from charm_testing import FakeMachine
+from hpc_libs.interfaces.controller import auth_key_digest
+from hpc_libs.slurm.sackd import SackdManager
+from ops import testing
+from test_sackd_login_node import FATAL, KEY, joined, key_path, ready_state
+
+KEY_SET = base64.b64encode(
+    json.dumps({"keys": [{"kid": "slurm-1", "k": KEY, "use": "default"}]}).encode()
+).decode()
+
+
+@pytest.fixture
+def sackd_root(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Point the charm's SackdManager at a temporary root."""
+    original = SackdManager.__init__
+    monkeypatch.setattr(SackdManager, "__init__", lambda self, root=tmp_path: original(self, root))
+    return tmp_path
+
+
+def confirmed(state: testing.State, relation: testing.Relation) -> str | None:
+    data = state.get_relation(relation.id).local_unit_data
+    return json.loads(data["auth_key_digest"]) if "auth_key_digest" in data else None
+
+
+def test_a_running_sackd_confirms_its_key(
+    ctx: testing.Context[ops.CharmBase], machine: FakeMachine, sackd_root: Path
+):
+    state, relation = joined(ctx, machine, ["10.0.0.1"])
+
+    assert confirmed(state, relation) == auth_key_digest(KEY)
+
+
+def test_a_key_set_is_written_restarts_sackd_and_is_confirmed(
+    ctx: testing.Context[ops.CharmBase], machine: FakeMachine, sackd_root: Path
+):
+    state, relation = joined(ctx, machine, ["10.0.0.1"])
+    secret = next(iter(state.secrets))
+    rotated = testing.Secret(
+        id=secret.id, tracked_content={"key": KEY}, latest_content={"key": KEY_SET}
+    )
+    state = testing.State(
+        config=dict(state.config),
+        relations=state.relations,
+        secrets={rotated},
+        stored_states=state.stored_states,
+    )
+
+    out = ctx.run(ctx.on.secret_changed(rotated), state)
+
+    assert (sackd_root / "etc/slurm/slurm.jwks").read_bytes() == base64.b64decode(KEY_SET)
+    assert key_path(sackd_root).read_bytes() == base64.b64decode(KEY_SET)
+    assert machine.calls("restart") == ["sackd"]
+    assert confirmed(out, relation) == auth_key_digest(KEY_SET)
+
+
+def test_a_sackd_that_failed_to_restart_confirms_nothing(
+    ctx: testing.Context[ops.CharmBase], machine: FakeMachine, sackd_root: Path
+):
+    state, relation = ready_state(["10.0.0.1"])
+    machine.service_fails("sackd", FATAL)
+
+    out = ctx.run(ctx.on.relation_changed(relation), state)
+
+    assert confirmed(out, relation) is None

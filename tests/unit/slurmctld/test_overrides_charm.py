@@ -1,0 +1,183 @@
+"""slurmctld scenarios: slurm-conf-parameters, cgroup-parameters, default-partition, ports."""
+
+from pathlib import Path
+
+import pytest
+from ops import testing
+from test_charm_slurmctld import RECONFIGURE, compute_relation, later, running, slurm_conf
+
+
+@pytest.fixture
+def settled(ctx, machine):
+    """Run one reconcile so the files exist and slurmctld runs, then forget what ran."""
+
+    def settle(state: testing.State) -> testing.State:
+        out = ctx.run(ctx.on.update_status(), state)
+        machine.commands.clear()
+        machine.service_calls.clear()
+        return out
+
+    return settle
+
+
+def cgroup_conf(tmp_path: Path) -> str:
+    return (tmp_path / "etc/slurm/cgroup.conf").read_text()
+
+
+def partition_lines(tmp_path: Path) -> list[str]:
+    return [line for line in slurm_conf(tmp_path).splitlines() if line.startswith("partition")]
+
+
+def test_slurm_conf_parameters_are_applied_with_one_reconfigure(ctx, machine, tmp_path, settled):
+    state = settled(running())
+    text = "# Tuning\nSchedulerParameters=bf_interval=45\nMaxJobCount=20000\n"
+
+    out = ctx.run(ctx.on.config_changed(), later(state, config={"slurm-conf-parameters": text}))
+
+    lines = slurm_conf(tmp_path).splitlines()
+    assert "schedulerparameters=bf_interval=45" in lines
+    assert "maxjobcount=20000" in lines
+    assert "slurmctldparameters=enable_configless" in lines
+    assert machine.ran(*RECONFIGURE) == [RECONFIGURE]
+    assert machine.calls("restart") == []
+    assert out.unit_status == testing.ActiveStatus()
+
+
+def test_a_refused_key_blocks_naming_it_and_keeps_the_last_valid_file(
+    ctx, machine, tmp_path, settled
+):
+    state = settled(running(config={"slurm-conf-parameters": "MaxJobCount=20000"}))
+    applied = slurm_conf(tmp_path)
+    bad = "MaxJobCount=30000\nSlurmctldHost=evil(10.0.0.66)"
+
+    out = ctx.run(ctx.on.config_changed(), later(state, config={"slurm-conf-parameters": bad}))
+
+    assert out.unit_status == testing.BlockedStatus(
+        "invalid config option 'slurm-conf-parameters': SlurmctldHost is the charm's: the "
+        "controllers are the slurmctld units"
+    )
+    assert slurm_conf(tmp_path) == applied
+    assert machine.ran(*RECONFIGURE) == []
+    assert machine.calls("restart") == []
+
+
+def test_a_bad_value_blocks_naming_the_key_and_keeps_the_last_valid_file(
+    ctx, machine, tmp_path, settled
+):
+    state = settled(running(config={"slurm-conf-parameters": "MaxJobCount=20000"}))
+    applied = slurm_conf(tmp_path)
+    bad = "MaxJobCount=30000\nSchedulerParameters=bf_interval=45 PartitionName=all"
+
+    out = ctx.run(ctx.on.update_status(), later(state, config={"slurm-conf-parameters": bad}))
+
+    assert isinstance(out.unit_status, testing.BlockedStatus)
+    assert "'slurm-conf-parameters': SchedulerParameters:" in out.unit_status.message
+    assert slurm_conf(tmp_path) == applied
+    assert machine.ran(*RECONFIGURE) == []
+
+
+def test_fixing_the_option_applies_it_with_one_reconfigure(ctx, machine, tmp_path, settled):
+    state = settled(running())
+    state = settled(later(state, config={"slurm-conf-parameters": "AuthType=auth/none"}))
+    assert "maxjobcount" not in slurm_conf(tmp_path)
+
+    fixed = later(state, config={"slurm-conf-parameters": "MaxJobCount=30000"})
+    out = ctx.run(ctx.on.config_changed(), fixed)
+
+    assert "maxjobcount=30000" in slurm_conf(tmp_path).splitlines()
+    assert "authtype=auth/slurm" in slurm_conf(tmp_path).splitlines()
+    assert machine.ran(*RECONFIGURE) == [RECONFIGURE]
+    assert out.unit_status == testing.ActiveStatus()
+
+
+def test_cgroup_parameters_reach_cgroup_conf_with_one_reconfigure(ctx, machine, tmp_path, settled):
+    state = settled(running(config={"process-isolation": "none"}))
+    config = {"process-isolation": "none", "cgroup-parameters": "ConstrainCores=yes"}
+
+    ctx.run(ctx.on.config_changed(), later(state, config=config))
+
+    assert cgroup_conf(tmp_path).splitlines() == ["cgroupplugin=disabled", "constraincores=yes"]
+    assert machine.ran(*RECONFIGURE) == [RECONFIGURE]
+
+
+def test_cgroup_plugin_is_refused_and_cgroup_conf_kept(ctx, machine, tmp_path, settled):
+    state = settled(running())
+    applied = cgroup_conf(tmp_path)
+
+    out = ctx.run(
+        ctx.on.config_changed(), later(state, config={"cgroup-parameters": "CgroupPlugin=x"})
+    )
+
+    assert out.unit_status == testing.BlockedStatus(
+        "invalid config option 'cgroup-parameters': CgroupPlugin is the charm's: the "
+        "process-isolation option sets it"
+    )
+    assert cgroup_conf(tmp_path) == applied
+
+
+# The default partition.
+
+
+def test_default_partition_outranks_an_application_asking_for_default(ctx, machine, tmp_path):
+    oldest, asking = compute_relation("compute"), compute_relation("debug", default=True)
+    gpu = compute_relation("gpu")
+    state = running(oldest, asking, gpu, config={"default-partition": "gpu"})
+
+    out = ctx.run(ctx.on.relation_changed(gpu), state)
+
+    assert partition_lines(tmp_path) == [
+        "partitionname=compute nodes=compute",
+        "partitionname=debug nodes=debug",
+        "partitionname=gpu nodes=gpu default=YES",
+    ]
+    assert out.unit_status == testing.ActiveStatus()
+
+
+def test_default_partition_change_moves_the_default_with_one_reconfigure(
+    ctx, machine, tmp_path, settled
+):
+    oldest, newer = compute_relation("compute"), compute_relation("debug")
+    state = settled(running(oldest, newer))
+
+    ctx.run(
+        ctx.on.config_changed(), later(state, oldest, newer, config={"default-partition": "debug"})
+    )
+
+    assert partition_lines(tmp_path) == [
+        "partitionname=compute nodes=compute",
+        "partitionname=debug nodes=debug default=YES",
+    ]
+    assert machine.ran(*RECONFIGURE) == [RECONFIGURE]
+
+
+def test_a_missing_default_partition_blocks_and_the_fallback_applies(ctx, machine, tmp_path):
+    oldest, newer = compute_relation("compute"), compute_relation("debug")
+
+    out = ctx.run(
+        ctx.on.relation_changed(newer), running(oldest, newer, config={"default-partition": "gpu"})
+    )
+
+    assert partition_lines(tmp_path) == [
+        "partitionname=compute nodes=compute default=YES",
+        "partitionname=debug nodes=debug",
+    ]
+    assert out.unit_status == testing.BlockedStatus(
+        "default-partition 'gpu' is no integrated slurmd application; the implicit default "
+        "applies meanwhile"
+    )
+
+
+def test_an_invalid_default_partition_name_blocks(ctx, machine, tmp_path):
+    out = ctx.run(ctx.on.update_status(), running(config={"default-partition": "GPU x"}))
+
+    assert isinstance(out.unit_status, testing.BlockedStatus)
+    assert "'default-partition'" in out.unit_status.message
+
+
+# Ports.
+
+
+def test_the_controller_opens_slurmctlds_port(ctx, machine):
+    out = ctx.run(ctx.on.update_status(), running())
+
+    assert out.opened_ports == frozenset({testing.TCPPort(6817)})
