@@ -112,6 +112,29 @@ def max_time(juju: jubilant.Juju) -> str:
     return out.strip().removeprefix("MaxTime=")
 
 
+def reregister_with_less_memory(juju: jubilant.Juju) -> int:
+    """Give compute/0 a smaller RealMemory (a hardware field: the node registers again).
+
+    Returns the new RealMemory once the node has registered with it and the transient unit
+    that re-registers it is gone.
+    """
+    memory = int(node_record(juju)["real_memory"]) - 16
+    juju.run("compute/0", "node-config", {"parameters": f"RealMemory={memory}"})
+
+    def registered_again() -> bool:
+        out = try_sh(juju, f"scontrol show node {NODE} --json")
+        nodes = json.loads(out)["nodes"] if out else []
+        transient = sh(
+            juju, f"systemctl is-active slurmd-reregister-{NODE} || true", unit="compute/0"
+        )
+        return (
+            bool(nodes) and nodes[0].get("real_memory") == memory and transient.strip() != "active"
+        )
+
+    poll(registered_again, timeout=REACT, what=f"{NODE} to register again with less memory")
+    return memory
+
+
 def test_an_operators_drain_and_resume_stick_across_config_changes(cluster: jubilant.Juju):
     cluster.run(
         CONTROLLER,
@@ -130,6 +153,16 @@ def test_an_operators_drain_and_resume_stick_across_config_changes(cluster: jubi
     record = node_record(cluster)
     assert "DRAIN" in record["state"], record["state"]
     assert record["reason"] == "operator check"
+
+    began = time.monotonic()
+    memory = reregister_with_less_memory(cluster)
+    record = node_record(cluster)
+    assert "DRAIN" in record["state"], record["state"]
+    assert record["reason"] == "operator check"
+    say(
+        f"drain kept across a re-registration (RealMemory={memory}): {record['state']}, "
+        f"{time.monotonic() - began:.0f} s"
+    )
 
     cluster.run(CONTROLLER, "set-node-state", {"nodes": NODE, "state": "resume"})
     cluster.config("compute", {"partition-config": "MaxTime=120"})

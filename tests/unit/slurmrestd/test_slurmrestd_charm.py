@@ -192,9 +192,7 @@ def test_options_reach_the_drop_in_and_the_port(ctx, serving: FakeMachine, root:
     out = ctx.run(ctx.on.relation_changed(relation), state)
 
     exec_start = (root / DROP_IN).read_text().splitlines()[-1]
-    assert exec_start.endswith(
-        " -t 8 --max-connections 64 [fd00::5]:8080"
-    )
+    assert exec_start.endswith(" -t 8 --max-connections 64 [fd00::5]:8080")
     assert out.opened_ports == frozenset({testing.TCPPort(8080)})
     assert out.get_relation(portal.id).local_unit_data["url"] == '"http://[fd00::5]:8080"'
 
