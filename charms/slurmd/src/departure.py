@@ -16,7 +16,7 @@ The sequence (`Departure.leave`), every step bounded except the wait for jobs, w
 5. `scontrol delete nodename=<node>` (retried: it is refused while jobs complete). The node
    is deleted before slurmd stops, because configless `scontrol` finds the cluster through
    slurmd's runtime directory;
-6. stop and disable slurmd, delete slurm.key.
+6. stop and disable slurmd, delete slurm.key (and slurm.jwks, the key set of a rotation).
 """
 
 import logging
