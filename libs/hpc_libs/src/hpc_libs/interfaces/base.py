@@ -10,7 +10,9 @@ import logging
 from typing import TypeVar
 
 import ops
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
+
+from hpc_libs.slurm import grammar
 
 logger = logging.getLogger(__name__)
 
@@ -22,6 +24,40 @@ class DatabagModel(BaseModel):
 
 
 D = TypeVar("D", bound=DatabagModel)
+
+
+class HostEntry(DatabagModel):
+    """A daemon's host: `hostname` as Slurm names it, `address` (IP or name) to connect to."""
+
+    hostname: str | None = None
+    address: str | None = None
+
+    @field_validator("hostname")
+    @classmethod
+    def _valid_hostname(cls, value: str | None) -> str | None:
+        if value is not None:
+            grammar.hostname(value)
+        return value
+
+    @field_validator("address")
+    @classmethod
+    def _valid_address(cls, value: str | None) -> str | None:
+        if value is not None:
+            grammar.host(value)
+        return value
+
+
+class ServiceEntry(HostEntry):
+    """A daemon's host and the TCP port it listens on (None: the daemon's default port)."""
+
+    port: int | None = None
+
+    @field_validator("port")
+    @classmethod
+    def _valid_port(cls, value: int | None) -> int | None:
+        if value is not None:
+            grammar.port(str(value))
+        return value
 
 
 class Interface(ops.Object):

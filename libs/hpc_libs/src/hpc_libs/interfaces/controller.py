@@ -37,7 +37,7 @@ import ops
 from pydantic import field_validator
 
 from hpc_libs.errors import IntegrationError
-from hpc_libs.interfaces.base import DatabagModel, Interface
+from hpc_libs.interfaces.base import DatabagModel, Interface, ServiceEntry
 from hpc_libs.slurm import grammar
 
 logger = logging.getLogger(__name__)
@@ -59,37 +59,12 @@ def auth_key_digest(key: str) -> str:
     return hashlib.sha256(key.encode()).hexdigest()[:AUTH_KEY_DIGEST_LENGTH]
 
 
-class ControllerEntry(DatabagModel):
+class ControllerEntry(ServiceEntry):
     """One slurmctld unit as the cluster's daemons reach it.
 
     `address` (an IP or host name) is what daemons connect to; `hostname` is the unit's host
     name, slurmctld's own `SlurmctldHost` name. `port` defaults to 6817.
     """
-
-    hostname: str | None = None
-    address: str | None = None
-    port: int | None = None
-
-    @field_validator("hostname")
-    @classmethod
-    def _valid_hostname(cls, value: str | None) -> str | None:
-        if value is not None:
-            grammar.hostname(value)
-        return value
-
-    @field_validator("address")
-    @classmethod
-    def _valid_address(cls, value: str | None) -> str | None:
-        if value is not None:
-            grammar.host(value)
-        return value
-
-    @field_validator("port")
-    @classmethod
-    def _valid_port(cls, value: int | None) -> int | None:
-        if value is not None:
-            grammar.port(str(value))
-        return value
 
     def conf_server(self) -> str | None:
         """`host:port` for `--conf-server` (`[v6]:port` for IPv6); None without an address."""

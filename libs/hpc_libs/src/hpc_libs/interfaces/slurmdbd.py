@@ -30,7 +30,7 @@ import ops
 from pydantic import field_validator
 
 from hpc_libs.errors import IntegrationError
-from hpc_libs.interfaces.base import DatabagModel
+from hpc_libs.interfaces.base import DatabagModel, ServiceEntry
 from hpc_libs.interfaces.controller import ControllerConsumer, ControllerPublisher
 from hpc_libs.interfaces.slurmrestd import JWT_KEY_FIELD
 from hpc_libs.slurm import grammar
@@ -40,33 +40,8 @@ logger = logging.getLogger(__name__)
 DEFAULT_SLURMDBD_PORT = 6819
 
 
-class DbdEntry(DatabagModel):
+class DbdEntry(ServiceEntry):
     """One slurmdbd daemon: `address` is what slurmctld connects to, `hostname` its DbdHost."""
-
-    hostname: str | None = None
-    address: str | None = None
-    port: int | None = None
-
-    @field_validator("hostname")
-    @classmethod
-    def _valid_hostname(cls, value: str | None) -> str | None:
-        if value is not None:
-            grammar.hostname(value)
-        return value
-
-    @field_validator("address")
-    @classmethod
-    def _valid_address(cls, value: str | None) -> str | None:
-        if value is not None:
-            grammar.host(value)
-        return value
-
-    @field_validator("port")
-    @classmethod
-    def _valid_port(cls, value: int | None) -> int | None:
-        if value is not None:
-            grammar.port(str(value))
-        return value
 
     @property
     def host(self) -> str | None:

@@ -24,8 +24,7 @@ from typing import Any, cast
 import ops
 from pydantic import ValidationError, field_validator
 
-from hpc_libs.interfaces.base import DatabagModel, Interface
-from hpc_libs.slurm import grammar
+from hpc_libs.interfaces.base import DatabagModel, HostEntry, Interface
 
 logger = logging.getLogger(__name__)
 
@@ -46,25 +45,8 @@ class DbdSlot(DatabagModel):
         return value
 
 
-class DbdHost(DatabagModel):
+class DbdHost(HostEntry):
     """Where one slurmdbd unit runs (its own unit databag)."""
-
-    hostname: str | None = None
-    address: str | None = None
-
-    @field_validator("hostname")
-    @classmethod
-    def _valid_hostname(cls, value: str | None) -> str | None:
-        if value is not None:
-            grammar.hostname(value)
-        return value
-
-    @field_validator("address")
-    @classmethod
-    def _valid_address(cls, value: str | None) -> str | None:
-        if value is not None:
-            grammar.host(value)
-        return value
 
 
 class SlurmdbdPeerData(DatabagModel):
