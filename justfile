@@ -5,7 +5,7 @@ set shell := ["bash", "-euo", "pipefail", "-c"]
 charms := "sackd slurmctld slurmd slurmdbd slurmrestd"
 project_tool := "uv run python tools/charmcraft_project.py"
 pack_args := env("CHARMCRAFT_PACK_ARGS", "")
-lab_workers := env("LAB_WORKERS", "3")
+lab_workers := env("LAB_WORKERS", "4")
 
 [private]
 default:
