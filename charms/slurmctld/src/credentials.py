@@ -11,6 +11,7 @@ from collections.abc import Callable
 
 import ops
 from hpc_libs.errors import IntegrationError
+from hpc_libs.interfaces.base import get_or_create_app_secret
 from hpc_libs.interfaces.slurmrestd import JWT_KEY_FIELD, JWT_KEY_LABEL
 
 # POSIX user names: characters of the portable filename set, not starting with '-' (the
@@ -48,12 +49,7 @@ def get_or_create_jwt_key_secret(charm: ops.CharmBase, generate: Callable[[], st
         IntegrationError: The secret does not exist and this unit is not the leader.
 
     """
-    try:
-        return charm.model.get_secret(label=JWT_KEY_LABEL)
-    except ops.SecretNotFoundError:
-        if not charm.unit.is_leader():
-            raise IntegrationError("the JWT key secret does not exist yet") from None
-    return charm.app.add_secret({JWT_KEY_FIELD: generate()}, label=JWT_KEY_LABEL)
+    return get_or_create_app_secret(charm, JWT_KEY_LABEL, JWT_KEY_FIELD, generate, "JWT key")
 
 
 def jwt_key(secret: ops.Secret) -> str:

@@ -7,11 +7,13 @@ never crashes on a peer's bad data. Libraries never set status; charms decide fr
 """
 
 import logging
+from collections.abc import Callable
 from typing import TypeVar
 
 import ops
 from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 
+from hpc_libs.errors import IntegrationError
 from hpc_libs.slurm import grammar
 
 logger = logging.getLogger(__name__)
@@ -58,6 +60,40 @@ class ServiceEntry(HostEntry):
         if value is not None:
             grammar.port(str(value))
         return value
+
+
+def get_or_create_app_secret(
+    charm: ops.CharmBase, label: str, field: str, generate: Callable[[], str], what: str
+) -> ops.Secret:
+    """Return the application's secret `label`, created once by the leader: `{field: generate()}`.
+
+    Raises:
+        IntegrationError: The secret does not exist and this unit is not the leader.
+
+    """
+    try:
+        return charm.model.get_secret(label=label)
+    except ops.SecretNotFoundError:
+        if not charm.unit.is_leader():
+            raise IntegrationError(f"the {what} secret does not exist yet") from None
+    return charm.app.add_secret({field: generate()}, label=label)
+
+
+def read_granted_secret(model: ops.Model, secret_id: str, field: str, what: str) -> str:
+    """Return `field` of the secret another application granted (read fresh each time).
+
+    Raises:
+        IntegrationError: The secret cannot be read, or it has no such field.
+
+    """
+    try:
+        content = model.get_secret(id=secret_id).get_content(refresh=True)
+    except (ops.SecretNotFoundError, ops.ModelError) as e:
+        raise IntegrationError(f"cannot read the {what} secret: {e}") from e
+    value = content.get(field)
+    if not value:
+        raise IntegrationError(f"the {what} secret has no {field!r} field")
+    return value
 
 
 class Interface(ops.Object):

@@ -37,7 +37,13 @@ import ops
 from pydantic import field_validator
 
 from hpc_libs.errors import IntegrationError
-from hpc_libs.interfaces.base import DatabagModel, Interface, ServiceEntry
+from hpc_libs.interfaces.base import (
+    DatabagModel,
+    Interface,
+    ServiceEntry,
+    get_or_create_app_secret,
+    read_granted_secret,
+)
 from hpc_libs.slurm import grammar
 
 logger = logging.getLogger(__name__)
@@ -196,14 +202,7 @@ class ControllerConsumer(Interface):
         data = self.controller_data
         if data is None or not data.auth_key_id:
             raise IntegrationError("slurmctld has not shared the auth key yet")
-        try:
-            content = self.model.get_secret(id=data.auth_key_id).get_content(refresh=True)
-        except (ops.SecretNotFoundError, ops.ModelError) as e:
-            raise IntegrationError(f"cannot read the auth key secret: {e}") from e
-        key = content.get(AUTH_KEY_FIELD)
-        if not key:
-            raise IntegrationError(f"the auth key secret has no {AUTH_KEY_FIELD!r} field")
-        return key
+        return read_granted_secret(self.model, data.auth_key_id, AUTH_KEY_FIELD, "auth key")
 
     def confirm_auth_key(self, key: str) -> bool:
         """Tell slurmctld this unit's daemon runs with `key`; return whether that was news.
@@ -267,9 +266,4 @@ def get_or_create_auth_key_secret(charm: ops.CharmBase, generate: Callable[[], s
         IntegrationError: The secret does not exist and this unit is not the leader.
 
     """
-    try:
-        return charm.model.get_secret(label=AUTH_KEY_LABEL)
-    except ops.SecretNotFoundError:
-        if not charm.unit.is_leader():
-            raise IntegrationError("the auth key secret does not exist yet") from None
-    return charm.app.add_secret({AUTH_KEY_FIELD: generate()}, label=AUTH_KEY_LABEL)
+    return get_or_create_app_secret(charm, AUTH_KEY_LABEL, AUTH_KEY_FIELD, generate, "auth key")

@@ -30,7 +30,7 @@ import ops
 from pydantic import field_validator
 
 from hpc_libs.errors import IntegrationError
-from hpc_libs.interfaces.base import DatabagModel, ServiceEntry
+from hpc_libs.interfaces.base import DatabagModel, ServiceEntry, read_granted_secret
 from hpc_libs.interfaces.controller import ControllerConsumer, ControllerPublisher
 from hpc_libs.interfaces.slurmrestd import JWT_KEY_FIELD
 from hpc_libs.slurm import grammar
@@ -118,14 +118,7 @@ class SlurmdbdProvider(ControllerConsumer):
         data = self.load(JwtKeyData, relation, relation.app) if relation is not None else None
         if data is None or not data.jwt_key_id:
             raise IntegrationError("slurmctld has not shared the JWT key yet")
-        try:
-            content = self.model.get_secret(id=data.jwt_key_id).get_content(refresh=True)
-        except (ops.SecretNotFoundError, ops.ModelError) as e:
-            raise IntegrationError(f"cannot read the JWT key secret: {e}") from e
-        key = content.get(JWT_KEY_FIELD)
-        if not key:
-            raise IntegrationError(f"the JWT key secret has no {JWT_KEY_FIELD!r} field")
-        return key
+        return read_granted_secret(self.model, data.jwt_key_id, JWT_KEY_FIELD, "JWT key")
 
 
 class SlurmdbdRequirer(ControllerPublisher):
