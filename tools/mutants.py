@@ -67,6 +67,20 @@ MUTATIONS = [
         "tests/unit/slurmctld/test_ha_fence.py::"
         "test_the_watchdog_kills_slurmctld_without_the_state_and_starts_it_once_back",
     ),
+    Mutation(
+        "port-failure-aborts-reconcile",
+        "libs/hpc_libs/src/hpc_libs/charm/base.py",
+        "            self.failure = self.failure or e\n\n    def converge",
+        "            raise\n\n    def converge",
+        "tests/unit/sackd/test_sackd_ports.py tests/unit/slurmd/test_slurmd_ports.py",
+    ),
+    Mutation(
+        "srun-range-overlap-accepted",
+        "libs/hpc_libs/src/hpc_libs/charm/ports.py",
+        "        if clash := next((kept for kept in target if kept.overlaps(ports)), None):",
+        "        if clash := None:",
+        "tests/unit/hpc_libs/test_charm_ports.py tests/unit/sackd/test_sackd_ports.py",
+    ),
 ]
 
 

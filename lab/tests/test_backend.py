@@ -165,6 +165,24 @@ def test_actions_return_results_and_fail_like_juju(juju: LabJuju):
         juju.run("alpha/0", "no-such-action")
 
 
+def test_port_ranges_go_through_the_hook_tools_and_stay_across_hooks(juju: LabJuju):
+    def opened() -> set[str]:
+        return set(juju.status().apps["alpha"].units["alpha/0"].open_ports)
+
+    task = juju.run("alpha/0", "ports", {"open": "60001-63000/tcp 53/udp", "ops-port": 8080})
+    assert set(json.loads(task.results["opened"])) == {"60001-63000/tcp", "53/udp"}
+    assert opened() == {"60001-63000/tcp", "53/udp", "8080/tcp"}  # ops' API too
+
+    with pytest.raises(jubilant.TaskError) as refused:
+        juju.run("alpha/0", "ports", {"open": "62000-64000/tcp"})
+    assert "conflicts with 60001-63000/tcp" in (refused.value.task.message or "")
+    assert opened() == {"60001-63000/tcp", "53/udp", "8080/tcp"}
+
+    task = juju.run("alpha/0", "ports", {"close": "60001-63000/tcp 8080/tcp 53/udp"})
+    assert json.loads(task.results["opened"]) == []
+    assert opened() == set()
+
+
 def test_exec_returns_output_and_raises_on_failure(juju: LabJuju):
     task = juju.exec("echo out; echo err >&2", unit="beta/leader")
     assert (task.stdout, task.stderr, task.return_code) == ("out\n", "err\n", 0)

@@ -6,6 +6,7 @@ The lab-machine tests (test_backend.py) prove the whole; these pin the rules qui
 from __future__ import annotations
 
 import inspect
+import os
 import time
 from pathlib import Path
 
@@ -205,10 +206,31 @@ def test_opened_ports_survive_the_next_hook():
     from ops import testing
     from slurm_lab.juju import runner
 
-    raw = {"protocol": "tcp", "port": 6819}, {"protocol": "udp", "port": 53}, {"protocol": "icmp"}
-    ports = [runner._port(dict(p)) for p in raw]  # pyright: ignore[reportPrivateUsage]
+    raw = ["6819/tcp", "53/udp", "icmp", "60001-63000/tcp"]
+    ports = [runner._port(p) for p in raw]  # pyright: ignore[reportPrivateUsage]
 
-    assert ports == [testing.TCPPort(6819), testing.UDPPort(53), testing.ICMPPort()]
+    # ops.testing holds no range: the charm sees it through the hook tools only.
+    assert ports == [testing.TCPPort(6819), testing.UDPPort(53), testing.ICMPPort(), None]
+
+
+def test_a_hook_keeps_the_tools_changes_and_what_ops_own_api_changed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    from slurm_lab.juju import runner
+
+    monkeypatch.setenv("PATH", os.environ["PATH"])  # The runner changes both for its hook.
+    monkeypatch.setenv("LAB_UNIT_PORTS", "")
+
+    store = runner._install_port_tools(str(tmp_path), ["6818/tcp", "8080/tcp"])  # pyright: ignore[reportPrivateUsage]
+    store.write_text('["6818/tcp", "8080/tcp", "60001-63000/tcp"]')  # open-port ran
+    after = runner._opened_after(store, ["6818/tcp", "8080/tcp"], ["6818/tcp", "9090/tcp"])  # pyright: ignore[reportPrivateUsage]
+
+    assert after == ["6818/tcp", "60001-63000/tcp", "9090/tcp"]
+    assert sorted(p.name for p in (tmp_path / "hook-tools").iterdir()) == [
+        "close-port",
+        "open-port",
+        "opened-ports",
+    ]
 
 
 def test_only_the_leader_changes_an_application_secret():

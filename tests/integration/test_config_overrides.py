@@ -13,7 +13,9 @@ sackd login node `login`. Runs on real Juju or on the lab (see conftest.py).
 - `cgroup-parameters` lands in cgroup.conf and slurmctld keeps running (the lab runs
   `process-isolation=none`, so no slurmd enforces it there);
 - every daemon opened its port, and listens on it (sackd too: slurmctld pushes each new
-  configuration to login nodes on SlurmdPort).
+  configuration to login nodes on SlurmdPort);
+- an `SrunPortRange` is opened (Juju's `open-port <from>-<to>/tcp`) on the login and compute
+  nodes, where srun runs, and closed once removed; srun listens inside it and its job runs.
 """
 
 from __future__ import annotations
@@ -64,11 +66,22 @@ def show_config(juju: jubilant.Juju) -> dict[str, str]:
 
 def listening_ports(juju: jubilant.Juju, unit: str) -> set[str]:
     """The TCP ports a unit's machine listens on, as `<port>/tcp` (from /proc/net/tcp*)."""
-    out = sh(juju, "cat /proc/net/tcp /proc/net/tcp6", unit=unit)
-    fields = [line.split() for line in out.splitlines()[1:]]
+    return listening_in(sh(juju, "cat /proc/net/tcp /proc/net/tcp6", unit=unit))
+
+
+def listening_in(proc_net_tcp: str) -> set[str]:
+    """The listening ports in the text of /proc/net/tcp and tcp6, as `<port>/tcp`."""
+    fields = [line.split() for line in proc_net_tcp.splitlines()]
     return {
-        f"{int(f[1].rsplit(':', 1)[1], 16)}/tcp" for f in fields if len(f) > 3 and f[3] == "0A"
+        f"{int(f[1].rsplit(':', 1)[1], 16)}/tcp"
+        for f in fields
+        if len(f) > 3 and f[3] == "0A" and ":" in f[1]
     }
+
+
+def open_ports(juju: jubilant.Juju, unit: str) -> set[str]:
+    """The ports `juju status` shows the unit opened."""
+    return set(juju.status().apps[unit.split("/", maxsplit=1)[0]].units[unit].open_ports)
 
 
 def default_partition(juju: jubilant.Juju) -> set[str]:
@@ -194,3 +207,39 @@ def test_cgroup_parameters_land_in_cgroup_conf(cluster: jubilant.Juju):
     assert sh(cluster, "cat /etc/slurm/cgroup.conf").splitlines()[0] == "cgroupplugin=disabled"
     assert sh(cluster, "systemctl is-active slurmctld").strip() == "active"
     assert "compute-0" in sh(cluster, "sinfo --noheader --format=%N")
+
+
+def test_the_srun_port_range_opens_where_srun_runs_and_srun_listens_there(
+    cluster: jubilant.Juju,
+):
+    cluster.config("slurmctld", {"slurm-conf-parameters": f"{TUNING}SrunPortRange=60001-60100\n"})
+    poll(
+        lambda: all(
+            open_ports(cluster, u) == {"6818/tcp", "60001-60100/tcp"}
+            for u in ("login/0", "compute/0", "debug/0")
+        ),
+        timeout=REACT,
+        what="60001-60100/tcp opened on the login and compute nodes",
+    )
+    wait_active(cluster)
+    # A step runs while its srun, on the login node, listens: only inside the range.
+    proc = "cat /proc/net/tcp /proc/net/tcp6"
+    before, _, during = sh(
+        cluster,
+        f"{proc}; echo ===; srun -p compute --mem=1 sleep 6 & sleep 3; {proc}; wait",
+        unit="login/0",
+    ).partition("===")
+    srun_ports = {int(p.split("/")[0]) for p in listening_in(during) - listening_in(before)}
+
+    assert show_config(cluster)["SrunPortRange"] == "60001-60100"
+    assert open_ports(cluster, "slurmctld/0") == {"6817/tcp"}
+    assert srun_ports
+    assert all(60001 <= p <= 60100 for p in srun_ports), srun_ports
+
+    cluster.config("slurmctld", {"slurm-conf-parameters": TUNING})
+    poll(
+        lambda: all(open_ports(cluster, u) == {"6818/tcp"} for u in ("login/0", "compute/0")),
+        timeout=REACT,
+        what="the range closed again",
+    )
+    wait_active(cluster)

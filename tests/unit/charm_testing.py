@@ -8,7 +8,9 @@ every charm's tests in one process.
 The machine is faked at hpc_libs' seams by `fake_machine`: `host.run` (every command hpc_libs
 runs, including `dpkg-query`, `systemctl`, `journalctl` and `add-apt-repository`),
 `apt.install` and `files.set_owner` (users such as slurm need not exist). Any command can be
-made to fail or time out, and a command run without a timeout fails the test.
+made to fail or time out, and a command run without a timeout fails the test. Juju's port
+hook tools (`open-port`, `close-port`, `opened-ports`) answer as the lab's do
+(`slurm_lab.juju.hooktools`, one model of Juju's rules for both), on `opened_ports`.
 
 This folder is on sys.path because pytest's default import mode puts the folder of a
 conftest.py outside any package there (tests/unit/conftest.py).
@@ -28,6 +30,7 @@ import yaml
 from hpc_libs.errors import PackageError
 from hpc_libs.machine import apt, files, host
 from ops import testing
+from slurm_lab.juju import hooktools
 
 CHARMS_DIR = Path(__file__).parents[2] / "charms"
 SLURM_VERSION = "24.11.5-1"
@@ -101,6 +104,8 @@ class FakeMachine:
     active: set[str] = field(default_factory=set[str])
     service_calls: list[tuple[str, str]] = field(default_factory=list[tuple[str, str]])
     journals: dict[str, list[str]] = field(default_factory=dict[str, list[str]])
+    opened_ports: list[str] = field(default_factory=list[str])
+    """The unit's opened ports in Juju's notation (`6818/tcp`), as the hook tools left them."""
     timeouts: list[tuple[list[str], float]] = field(default_factory=list[tuple[list[str], float]])
     _failures: dict[tuple[str, ...], tuple[int, str]] = field(
         default_factory=dict[tuple[str, ...], tuple[int, str]]
@@ -163,6 +168,15 @@ class FakeMachine:
                 if isinstance(response, Exception):
                     raise response
                 return subprocess.CompletedProcess(command, 0, response, "")
+        return self._machine(command)
+
+    def _machine(self, command: list[str]) -> subprocess.CompletedProcess[str]:
+        """Answer as the machine (and Juju's hook tools) would, nothing faked on request."""
+        if command[0] in hooktools.TOOLS:
+            code, out, err, self.opened_ports = hooktools.run_tool(
+                command[0], command[1:], self.opened_ports
+            )
+            return subprocess.CompletedProcess(command, code, out, err)
         if command[0] == "dpkg-query":
             return self._dpkg_query(command)
         if command[0] == "systemctl":

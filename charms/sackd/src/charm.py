@@ -9,17 +9,17 @@ from collections.abc import Iterable
 import ops
 from config import SackdConfig
 from hpc_libs.charm.base import SlurmCharm
+from hpc_libs.charm.ports import PortRange
 from hpc_libs.errors import IntegrationError, SlurmOpsError
 from hpc_libs.interfaces.controller import ControllerData
 from hpc_libs.interfaces.sackd import SackdProvider
 from hpc_libs.machine.systemd import journal_reason
+from hpc_libs.slurm.base import SLURMD_PORT
 from hpc_libs.slurm.sackd import SackdManager
 
 logger = logging.getLogger(__name__)
 
 SLURMCTLD = "slurmctld"
-SACKD_PORT = 6818
-"""sackd listens on SlurmdPort for the configuration slurmctld pushes at each reconfigure."""
 
 
 class SackdCharm(SlurmCharm[SackdConfig]):
@@ -50,10 +50,10 @@ class SackdCharm(SlurmCharm[SackdConfig]):
         if relation is None:
             if self.sackd.key.exists() or self.sackd.service.is_active():
                 self._leave()
-            self.unit.set_ports()
+            self.open_ports()
             return
-        self.unit.set_ports(SACKD_PORT)
         data = self.slurmctld.controller_data
+        self.open_ports(PortRange.single(SLURMD_PORT), data.srun_ports() if data else None)
         if data is None or not data.is_complete:
             return  # `statuses` says what is missing or invalid
         try:

@@ -19,7 +19,9 @@ from applied import AppliedConfig
 from config import SlurmctldConfig
 from hpc_libs.charm import wake
 from hpc_libs.charm.base import SlurmCharm
+from hpc_libs.charm.ports import PortRange
 from hpc_libs.errors import SlurmOpsError
+from hpc_libs.interfaces.controller import PortRangeEntry
 from hpc_libs.interfaces.mount_info import MountInfoProvider
 from hpc_libs.interfaces.sackd import SackdRequirer
 from hpc_libs.interfaces.slurmctld_peer import (
@@ -249,7 +251,7 @@ class SlurmctldCharm(SlurmCharm[SlurmctldConfig]):
         """
         if _is_install_hook():
             return  # Install only installs: keys and config wait for the shared filesystem.
-        self.unit.set_ports(SLURMCTLD_PORT)  # Any unit may run slurmctld once it leads.
+        self.open_ports(PortRange.single(SLURMCTLD_PORT))  # Any unit may run it once it leads.
         me = self._share_address()
         if not self._may_configure(config):
             return
@@ -291,7 +293,8 @@ class SlurmctldCharm(SlurmCharm[SlurmctldConfig]):
             key,
             credentials.jwt_key(jwt_secret),
         )
-        self._publish_controller_data(auth_key, controllers, partitions, config_digest)
+        srun_ports = overrides.srun_port_range(config.slurm_conf_parameters)
+        self._publish_controller_data(auth_key, controllers, partitions, config_digest, srun_ports)
         self._share_jwt_key(jwt_secret)
         self.auth_rotation.advance(auth_key, key, backups=config.use_network_state)
 
@@ -561,13 +564,15 @@ class SlurmctldCharm(SlurmCharm[SlurmctldConfig]):
         controllers: list[cluster.Controller],
         partitions: dict[str, PartitionEntry],
         config_digest: str,
+        srun_ports: tuple[int, int] | None,
     ) -> None:
         """Share the auth key, the controllers and the applied config's digest with every daemon.
 
         Login nodes, slurmdbd and the REST API get them at once; a slurmd application once
         its partition is in slurm.conf. A new `config_digest` (published only once slurmctld
         accepted the configuration) gives each of them a relation-changed, so a daemon that
-        failed to start with the former configuration retries now.
+        failed to start with the former configuration retries now. Where srun runs (login and
+        compute nodes) the units also get `SrunPortRange`, to open it.
         """
         try:
             entries = [
@@ -577,11 +582,16 @@ class SlurmctldCharm(SlurmCharm[SlurmctldConfig]):
         except ValueError as e:
             logger.error("not publishing controllers that break Slurm's grammar: %s", e)
             return
+        srun = PortRangeEntry(first=srun_ports[0], last=srun_ports[1]) if srun_ports else None
         for relation in self.model.relations[SLURMD]:
             if relation.app is not None and relation.app.name in partitions:
-                self.slurmd.publish_controller_data(relation, auth_key, entries, config_digest)
+                self.slurmd.publish_controller_data(
+                    relation, auth_key, entries, config_digest, srun
+                )
         for relation in self.model.relations[LOGIN_NODE]:
-            self.login_nodes.publish_controller_data(relation, auth_key, entries, config_digest)
+            self.login_nodes.publish_controller_data(
+                relation, auth_key, entries, config_digest, srun
+            )
         for relation in self.model.relations[SLURMDBD]:
             self.accounting.publish_controller_data(relation, auth_key, entries, config_digest)
         for relation in self.model.relations[SLURMRESTD]:

@@ -141,6 +141,10 @@ COMBINED: Mapping[str, Callable[[Any, Any], Any]] = {
 """Keys both the charm and the operator set, merged: the charm's items are always there."""
 
 
+SLURM_PORTS = (6817, 6820)
+"""First and last of the daemons' own ports (slurmctld, slurmd and sackd, slurmdbd, slurmrestd)."""
+
+
 def slurm_conf_parameters(text: str) -> dict[str, Any]:
     """Parse `slurm-conf-parameters` into slurmutils slurm.conf fields.
 
@@ -148,7 +152,29 @@ def slurm_conf_parameters(text: str) -> dict[str, Any]:
         ConfigError: A line is refused; `key` names its key.
 
     """
-    return _parse(SlurmConfig, text, SLURM_CONF_OWNED)
+    fields = _parse(SlurmConfig, text, SLURM_CONF_OWNED)
+    if (ports := _srun_ports(fields)) is not None:
+        first, last = ports
+        if first <= SLURM_PORTS[1] and last >= SLURM_PORTS[0]:
+            raise ConfigError(
+                f"SrunPortRange {first}-{last} holds Slurm's own ports "
+                f"{SLURM_PORTS[0]}-{SLURM_PORTS[1]}, which the daemons listen on",
+                key="SrunPortRange",
+            )
+    return fields
+
+
+def srun_port_range(text: str) -> tuple[int, int] | None:
+    """Return the first and last port of the operator's `SrunPortRange`, None when unset.
+
+    `text` is a valid `slurm-conf-parameters` (the config model checked it).
+    """
+    return _srun_ports(slurm_conf_parameters(text))
+
+
+def _srun_ports(fields: Mapping[str, Any]) -> tuple[int, int] | None:
+    value = fields.get("srunportrange")
+    return None if value is None else grammar.port_range_bounds(str(value))
 
 
 def cgroup_parameters(text: str) -> dict[str, Any]:

@@ -14,17 +14,17 @@ import ops
 from config import SlurmdConfig, parse_node_parameters, partition_data
 from hpc_libs.charm.base import SlurmCharm
 from hpc_libs.charm.config import load_valid_config
+from hpc_libs.charm.ports import PortRange
 from hpc_libs.errors import ConfigError, IntegrationError, SlurmOpsError
 from hpc_libs.interfaces.slurmd import REREGISTER_REASON, SlurmdProvider, node_name
 from hpc_libs.machine import systemd
+from hpc_libs.slurm.base import SLURMD_PORT
 from hpc_libs.slurm.scontrol import Scontrol
 from hpc_libs.slurm.slurmd import SlurmdManager
 
 logger = logging.getLogger(__name__)
 
 SLURMCTLD = "slurmctld"
-SLURMD_PORT = 6818
-"""slurmd's port (`SlurmdPort`): slurmctld and other nodes' steps reach the node on it."""
 
 
 class SlurmdCharm(SlurmCharm[SlurmdConfig]):
@@ -213,9 +213,10 @@ class SlurmdCharm(SlurmCharm[SlurmdConfig]):
             self._publish_partition(config)
         if self._stored.left:
             return
-        self.unit.set_ports(SLURMD_PORT)
-        hardware.install_driver(config, self.slurmd.root, self._stored)
         controller = self.slurmctld.controller_data
+        srun_ports = controller.srun_ports() if controller else None
+        self.open_ports(PortRange.single(SLURMD_PORT), srun_ports)  # srun runs in jobs too
+        hardware.install_driver(config, self.slurmd.root, self._stored)
         if controller is None or not controller.is_complete:
             return
         try:

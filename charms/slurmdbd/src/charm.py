@@ -11,6 +11,7 @@ import ops
 import roles
 from config import SlurmdbdConfig
 from hpc_libs.charm.base import SlurmCharm
+from hpc_libs.charm.ports import PortRange
 from hpc_libs.errors import ConfigError, IntegrationError, SlurmOpsError
 from hpc_libs.interfaces.controller import ControllerData
 from hpc_libs.interfaces.mysql_client import MysqlConnection, MysqlRequirer
@@ -86,7 +87,7 @@ class SlurmdbdCharm(SlurmCharm[SlurmdbdConfig]):
         too), a running slurmdbd is left alone: `statuses` says what is missing. A unit
         beyond the backup stops slurmdbd and deletes its files.
         """
-        self.unit.set_ports(SLURMDBD_PORT)
+        self.open_ports(PortRange.single(SLURMDBD_PORT))
         self.database.request()
         if self._leaving:
             self._stop_and_remove_files()  # The other units take over without this one.

@@ -10,10 +10,12 @@ import ops
 from conf_watch import ConfWatch
 from config import SlurmrestdConfig
 from hpc_libs.charm.base import SlurmCharm
+from hpc_libs.charm.ports import PortRange
 from hpc_libs.errors import IntegrationError, ScontrolError, SlurmOpsError
 from hpc_libs.interfaces.controller import ControllerData
 from hpc_libs.interfaces.slurmrestd import RestApiProvider, SlurmrestdProvider, rest_url
 from hpc_libs.machine.systemd import journal_reason
+from hpc_libs.slurm.base import SLURMD_PORT
 from hpc_libs.slurm.scontrol import Scontrol
 from hpc_libs.slurm.slurmrestd import (
     SlurmrestdManager,
@@ -78,7 +80,7 @@ class SlurmrestdCharm(SlurmCharm[SlurmrestdConfig]):
         if self._cluster_relation() is None:
             self._leave()
             return
-        self.unit.set_ports(config.port)
+        self.open_ports(PortRange.single(config.port), PortRange.single(SLURMD_PORT))
         data = self.slurmctld.controller_data
         if data is None or not data.is_complete:
             return  # `statuses` says what is missing or invalid
@@ -222,7 +224,7 @@ class SlurmrestdCharm(SlurmCharm[SlurmrestdConfig]):
             or self.slurmrestd.service.is_active()
             or self.conf_watch.exists()
         ):
-            self.unit.set_ports()
+            self.open_ports()
             self.rest_api.publish_url(None)
             return
         for step in (
@@ -238,7 +240,7 @@ class SlurmrestdCharm(SlurmCharm[SlurmrestdConfig]):
             except SlurmOpsError as e:
                 logger.warning("leaving the cluster: %s (the next event tries again)", e)
                 self.failure = self.failure or e
-        self.unit.set_ports()
+        self.open_ports()
         self.rest_api.publish_url(None)
 
 

@@ -5,9 +5,12 @@ from typing import Any, ClassVar
 
 import ops
 import pytest
+from hpc_libs.charm.ports import PortRange
 from hpc_libs.interfaces.controller import (
     AUTH_KEY_LABEL,
+    ControllerData,
     ControllerEntry,
+    PortRangeEntry,
     get_or_create_auth_key_secret,
 )
 from hpc_libs.interfaces.sackd import SackdProvider, SackdRequirer
@@ -162,3 +165,78 @@ def test_login_node_reads_the_config_digest_and_refuses_a_hostile_one(
     )
 
     assert LoginCharm.seen == ([(AUTH_KEY, ["10.0.0.1:6817"])] if ready else [])
+
+
+class RangeControllerCharm(ControllerCharm):
+    """Publishes `SrunPortRange` 60001-63000 with the controllers."""
+
+    def _on_joined(self, event: ops.RelationJoinedEvent) -> None:
+        secret = get_or_create_auth_key_secret(self, lambda: AUTH_KEY)
+        self.login_nodes.publish_controller_data(
+            event.relation,
+            secret,
+            [ControllerEntry(hostname="ctl-0", address="10.0.0.1")],
+            srun_port_range=PortRangeEntry(first=60001, last=63000),
+        )
+
+
+def test_controller_publishes_the_srun_port_range_as_one_object() -> None:
+    ctx = testing.Context(RangeControllerCharm, meta=CONTROLLER_META)
+    relation = testing.Relation("login-node", remote_app_name="login")
+
+    out = ctx.run(
+        ctx.on.relation_joined(relation), testing.State(leader=True, relations={relation})
+    )
+
+    data = out.get_relation(relation.id).local_app_data
+    assert json.loads(data["srun_port_range"]) == {"first": 60001, "last": 63000}
+
+
+@pytest.mark.parametrize(
+    ("raw", "ports"),
+    [
+        ('{"first": 60001, "last": 63000}', PortRange(60001, 63000)),
+        ('{"first": 60001, "last": 60001}', PortRange(60001, 60001)),
+        ('{"first": 60001}', None),  # An end is missing: nothing to open.
+        ("null", None),
+        ('{"first": 60001, "last": 63000, "protocol": "udp"}', PortRange(60001, 63000)),
+    ],
+)
+def test_login_node_reads_the_srun_port_range(raw: str, ports: PortRange | None) -> None:
+    data = ControllerData.model_validate_json(f'{{"srun_port_range": {raw}}}')
+
+    assert data.srun_ports() == ports
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        '{"first": 63000, "last": 60001}',
+        '{"first": 0, "last": 10}',
+        '{"first": 1, "last": 65536}',
+        '{"first": "60001", "last": 63000}',
+        '{"first": 60001.5, "last": 63000}',
+        '"60001-63000"',
+        "[60001, 63000]",
+    ],
+)
+def test_login_node_refuses_a_hostile_srun_port_range(
+    login_ctx: testing.Context[LoginCharm], raw: str
+) -> None:
+    secret = testing.Secret(tracked_content={"key": AUTH_KEY})
+    relation = testing.Relation(
+        "slurmctld",
+        remote_app_name="slurmctld",
+        remote_app_data={
+            "auth_key_id": json.dumps(secret.id),
+            "controllers": json.dumps([{"hostname": "ctl-0", "address": "10.0.0.1"}]),
+            "srun_port_range": raw,
+        },
+    )
+
+    login_ctx.run(
+        login_ctx.on.relation_changed(relation),
+        testing.State(relations={relation}, secrets={secret}),
+    )
+
+    assert LoginCharm.seen == []

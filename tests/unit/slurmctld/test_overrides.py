@@ -156,6 +156,8 @@ def test_cgroup_plugin_is_refused():
         ('Prolog="/bin/x"', "Prolog", "not allowed"),
         ("Prolog=relative/path", "Prolog", "absolute path"),
         ("SrunPortRange=63000-60001", "SrunPortRange", "ends before"),
+        ("srunportrange=6000-7000", "SrunPortRange", "holds Slurm's own ports 6817-6820"),
+        ("SrunPortRange=6820-6830", "SrunPortRange", "holds Slurm's own ports"),
         ("PriorityDecayHalfLife=1e3", "PriorityDecayHalfLife", "would be written as"),
         ("DebugFlags=NoSuchFlag", "DebugFlags", "is not one of"),
         ("Include /etc/slurm/other.conf", "Include", "line 1 is not one key=value"),

@@ -1,5 +1,6 @@
 """slurmctld scenarios: slurm-conf-parameters, cgroup-parameters, default-partition, ports."""
 
+import json
 from pathlib import Path
 
 import pytest
@@ -178,6 +179,24 @@ def test_an_invalid_default_partition_name_blocks(ctx, machine, tmp_path):
 
 
 def test_the_controller_opens_slurmctlds_port(ctx, machine):
-    out = ctx.run(ctx.on.update_status(), running())
+    ctx.run(ctx.on.update_status(), running())
 
-    assert out.opened_ports == frozenset({testing.TCPPort(6817)})
+    assert machine.opened_ports == ["6817/tcp"]
+
+
+def test_the_srun_port_range_goes_to_compute_and_login_nodes_to_open(ctx, machine, settled):
+    compute, login = compute_relation(), testing.Relation("login-node", remote_app_name="login")
+    state = settled(running(compute, login))
+    ranged = {"slurm-conf-parameters": "SrunPortRange=60001-63000"}
+
+    out = ctx.run(ctx.on.config_changed(), later(state, compute, login, config=ranged))
+
+    for relation in (compute, login):
+        published = out.get_relation(relation.id).local_app_data
+        assert json.loads(published["srun_port_range"]) == {"first": 60001, "last": 63000}
+    assert machine.opened_ports == ["6817/tcp"]  # srun does not run on the controller.
+
+    out = ctx.run(ctx.on.config_changed(), later(out, compute, login, config={}))
+
+    for relation in (compute, login):
+        assert json.loads(out.get_relation(relation.id).local_app_data["srun_port_range"]) is None

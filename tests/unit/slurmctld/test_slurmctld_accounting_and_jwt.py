@@ -337,7 +337,8 @@ def test_slurmrestd_gets_the_auth_key_and_controllers_like_a_login_node(
     assert json.loads(published["auth_key_id"]) == secret(out, "slurm-auth-key").id
     assert [c["port"] for c in json.loads(published["controllers"])] == [6817]
     assert rest.id not in secret(out, "slurm-jwt-key").remote_grants
-    assert set(published) == {"auth_key_id", "controllers", "config_digest"}
+    assert set(published) == {"auth_key_id", "controllers", "config_digest", "srun_port_range"}
+    assert json.loads(published["srun_port_range"]) is None  # srun does not run there.
     assert (tmp_path / "etc/slurm/slurm.conf").stat().st_mtime_ns == before
     assert machine.ran(*RECONFIGURE) == []
 

@@ -157,7 +157,7 @@ def test_the_first_answer_writes_slurmdbd_conf_and_key_and_starts_slurmdbd(
     assert key_path(dbd_root).read_bytes() == b"k" * 1024
     assert jwt_path(dbd_root).read_bytes() == b"j" * 32
     assert machine.calls("restart") == ["slurmdbd"]
-    assert out.opened_ports == {testing.TCPPort(6819)}
+    assert machine.opened_ports == ["6819/tcp"]
     assert out.unit_status == ops.ActiveStatus("accounting in slurm_acct_db on 10.0.0.5")
 
 

@@ -86,7 +86,7 @@ def test_without_slurmctld_it_blocks_and_runs_nothing(ctx, machine: FakeMachine,
     assert out.unit_status == ops.BlockedStatus("needs a slurmctld integration")
     assert machine.service_calls == []
     assert not (root / DROP_IN).exists()
-    assert out.opened_ports == frozenset()
+    assert machine.opened_ports == []
 
 
 @pytest.mark.parametrize(
@@ -135,7 +135,7 @@ def test_ready_data_starts_sackd_then_slurmrestd_through_the_drop_in(
         'SACKD_OPTIONS="--conf-server 10.0.0.1:6817"'
     )
     assert not (root / "etc/slurm/jwt_hs256.key").exists()
-    assert out.opened_ports == frozenset({testing.TCPPort(6820)})
+    assert serving.opened_ports == ["6818/tcp", "6820/tcp"]  # sackd's too: configs pushed
     url = "http://192.0.2.0:6820"
     assert out.get_relation(portal.id).local_unit_data["url"] == json.dumps(url)
     assert out.unit_status == ops.ActiveStatus(f"serving {url}; controller answers")
@@ -193,7 +193,7 @@ def test_options_reach_the_drop_in_and_the_port(ctx, serving: FakeMachine, root:
 
     exec_start = (root / DROP_IN).read_text().splitlines()[-1]
     assert exec_start.endswith(" -t 8 --max-connections 64 [fd00::5]:8080")
-    assert out.opened_ports == frozenset({testing.TCPPort(8080)})
+    assert serving.opened_ports == ["6818/tcp", "8080/tcp"]
     assert out.get_relation(portal.id).local_unit_data["url"] == '"http://[fd00::5]:8080"'
 
 
@@ -369,7 +369,7 @@ def test_leaving_stops_both_deletes_the_key_closes_the_port_and_withdraws_the_ur
     assert not (root / "etc/slurm/slurm.key").exists()
     assert not (root / WATCH_DIR / WATCH).exists()
     assert not (root / WATCH_DIR / "slurmrestd-charm-conf.service").exists()
-    assert out.opened_ports == frozenset()
+    assert serving.opened_ports == []
     assert "url" not in out.get_relation(portal.id).local_unit_data
     assert out.unit_status == ops.BlockedStatus("needs a slurmctld integration")
 

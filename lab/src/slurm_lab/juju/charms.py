@@ -243,10 +243,11 @@ def stage(charm_dir: Path, app: str, charms_dir: Path, python: str = LAB_PYTHON)
 
 
 def install_runner(charms_dir: Path) -> Path:
-    """Ship the hook runner script to charms_dir/_runner/runner.py."""
-    dest = charms_dir / RUNNER_DIR / "runner.py"
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    source = Path(__file__).with_name("runner.py")
-    if not dest.exists() or dest.read_bytes() != source.read_bytes():
-        shutil.copyfile(source, dest)
-    return dest
+    """Ship the hook runner script, and the hook tools it imports, to charms_dir/_runner/."""
+    for name in ("hooktools.py", "runner.py"):
+        dest = charms_dir / RUNNER_DIR / name
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        source = Path(__file__).with_name(name)
+        if not dest.exists() or dest.read_bytes() != source.read_bytes():
+            shutil.copyfile(source, dest)
+    return charms_dir / RUNNER_DIR / "runner.py"

@@ -134,7 +134,7 @@ class Unit:
     runner_pid: int = 0  # the process that runs it (its results are applied there)
     stored_states: list[JsonDict] = field(default_factory=list)
     deferred: list[JsonDict] = field(default_factory=list)
-    ports: list[JsonDict] = field(default_factory=list)
+    ports: list[str] = field(default_factory=list)  # Juju's notation: 6818/tcp, 1-9/udp
     workload_version: str = ""
 
     @property

@@ -25,6 +25,11 @@ from typing import Any
 import ops
 from ops import testing
 
+try:  # In a lab machine the runner runs as a script, with hooktools.py beside it.
+    import hooktools  # pyright: ignore[reportMissingImports]
+except ModuleNotFoundError:  # Imported from the slurm_lab package (the lab's own tests).
+    from slurm_lab.juju import hooktools
+
 # --- state: JSON -> ops.testing --------------------------------------------------------------
 
 
@@ -106,12 +111,19 @@ def _network(raw: dict[str, str]) -> testing.Network:
     )
 
 
-def _port(raw: dict[str, Any]) -> testing.Port:
-    """Build an opened port as ops.testing takes it (its Port base class cannot be built)."""
-    if raw["protocol"] == "icmp":
+def _port(spec: str) -> testing.Port | None:
+    """Build an opened port as ops.testing takes it; None for a range, which it cannot hold.
+
+    Ranges reach the charm through the hook tools only (`_install_port_tools`), as on Juju,
+    where ops' own port API also speaks single ports only.
+    """
+    opened = hooktools.parse(spec)
+    if opened.protocol == "icmp":
         return testing.ICMPPort()
-    kind = testing.UDPPort if raw["protocol"] == "udp" else testing.TCPPort
-    return kind(port=raw["port"])
+    if opened.first != opened.last:
+        return None
+    kind = testing.UDPPort if opened.protocol == "udp" else testing.TCPPort
+    return kind(port=opened.first)
 
 
 def build_state(raw: dict[str, Any]) -> testing.State:
@@ -139,7 +151,7 @@ def build_state(raw: dict[str, Any]) -> testing.State:
             )
             for d in raw["deferred"]
         ],
-        opened_ports=[_port(p) for p in raw["ports"]],
+        opened_ports=[p for spec in raw["ports"] if (p := _port(spec)) is not None],
         unit_status=_status(raw["unit_status"]),
         app_status=_status(raw["app_status"]),
         workload_version=raw["workload_version"],
@@ -175,6 +187,11 @@ def _dump_secret(secret: testing.Secret) -> dict[str, Any]:
     }
 
 
+def _port_spec(port: testing.Port) -> str:
+    """Write a port in Juju's notation (`6818/tcp`, `icmp`)."""
+    return "icmp" if port.protocol == "icmp" else f"{port.port}/{port.protocol}"
+
+
 def dump_state(state: testing.State) -> dict[str, Any]:
     """Dump the parts of an output State the backend keeps."""
     return {
@@ -198,7 +215,7 @@ def dump_state(state: testing.State) -> dict[str, Any]:
             }
             for d in state.deferred
         ],
-        "ports": [{"protocol": p.protocol, "port": p.port} for p in state.opened_ports],
+        "ports": [_port_spec(p) for p in state.opened_ports],
         "unit_status": _dump_status(state.unit_status),
         "app_status": _dump_status(state.app_status),
         "workload_version": state.workload_version,
@@ -335,6 +352,37 @@ def _charm_root(unit_dir: str, charm_dir: str) -> Path:
     return root
 
 
+def _install_port_tools(unit_dir: str, opened: list[str]) -> Path:
+    """Put Juju's port hook tools on PATH for this hook; return the file they change.
+
+    The file starts with the unit's opened ports; `_opened_after` reads it back.
+    """
+    store = Path(unit_dir) / "opened-ports.json"
+    store.write_text(json.dumps(opened))
+    tools = Path(unit_dir) / "hook-tools"
+    tools.mkdir(parents=True, exist_ok=True)
+    script = Path(hooktools.__file__).resolve()
+    for name in hooktools.TOOLS:
+        tool = tools / name
+        tool.write_text(f'#!/bin/sh\nexec {sys.executable} {script} {name} "$@"\n')
+        tool.chmod(0o755)
+    os.environ["PATH"] = f"{tools}{os.pathsep}{os.environ.get('PATH', '')}"
+    os.environ[hooktools.PORTS_ENV] = str(store)
+    return store
+
+
+def _opened_after(store: Path, scenario_before: list[str], scenario_after: list[str]) -> list[str]:
+    """Return the unit's ports after the hook: the tools' file, plus what ops' API changed.
+
+    ops.testing holds the single ports the charm set with `Unit.set_ports` and friends; the
+    tools' file holds everything, ranges included.
+    """
+    opened: list[str] = json.loads(store.read_text())
+    closed = set(scenario_before) - set(scenario_after)
+    added = [p for p in scenario_after if p not in scenario_before and p not in opened]
+    return [p for p in opened if p not in closed] + added
+
+
 def run(request: dict[str, Any]) -> dict[str, Any]:
     """Run the requested event; return the response document."""
     charm = request["charm"]
@@ -346,6 +394,8 @@ def run(request: dict[str, Any]) -> dict[str, Any]:
     _record_secret_reads(reads)
     response: dict[str, Any] = {"ok": True, "error": None, "action_failed": None, "state": None}
     ctx: testing.Context[ops.CharmBase] | None = None
+    ports_store: Path | None = None
+    scenario_before: list[str] = []
     try:
         charm_type = charm_class()
         if event["kind"] == "custom" and not _defined(charm_type, event["name"]):
@@ -369,6 +419,8 @@ def run(request: dict[str, Any]) -> dict[str, Any]:
             charm_root=_charm_root(request["unit_dir"], charm["dir"]),
         )
         state_in = build_state(request["state"])
+        ports_store = _install_port_tools(request["unit_dir"], request["state"]["ports"])
+        scenario_before = [_port_spec(p) for p in state_in.opened_ports]
         state_out = ctx.run(build_event(ctx, event, state_in), state_in)
         response["state"] = dump_state(state_out)
     except testing.ActionFailed as e:
@@ -385,6 +437,10 @@ def run(request: dict[str, Any]) -> dict[str, Any]:
             "action_logs": [],
             "secrets_read": [],
         }
+    if response["state"] is not None and ports_store is not None:
+        response["state"]["ports"] = _opened_after(
+            ports_store, scenario_before, response["state"]["ports"]
+        )
     response["log"] = [[line.level, line.message] for line in ctx.juju_log]
     response["action_results"] = ctx.action_results
     response["action_logs"] = list(ctx.action_logs)

@@ -37,7 +37,7 @@ def _unit_doc(unit: Unit, model: ModelState) -> dict[str, Any]:
         "juju-status": _agent(unit, model),
         "leader": app.leader == unit.name,
         "machine": unit.machine_id,
-        "open-ports": [f"{p['port']}/{p['protocol']}" for p in unit.ports],
+        "open-ports": list(unit.ports),
         "public-address": unit.address,
         "address": unit.address,
     }

@@ -15,6 +15,7 @@ mapped at the boundary with `raise ... from e`, so callers catch only these type
 """
 
 from collections.abc import Sequence
+from typing import Self
 
 
 class HpcLibsError(Exception):
@@ -49,6 +50,20 @@ class SlurmOpsError(HpcLibsError):
         self.stderr = stderr
         self.returncode = returncode
         self.timed_out = timed_out
+
+    @classmethod
+    def restated(cls, message: str, error: "SlurmOpsError", *, stderr: bool = True) -> Self:
+        """Say what failed in the caller's words, keeping `error`'s command, status and stderr.
+
+        `stderr=False` drops the command's stderr (when `message` already says why).
+        """
+        return cls(
+            message,
+            command=error.command,
+            stderr=error.stderr if stderr else "",
+            returncode=error.returncode,
+            timed_out=error.timed_out,
+        )
 
     def __str__(self) -> str:
         if self.stderr:

@@ -49,6 +49,7 @@ class LabtestCharm(ops.CharmBase):
         framework.observe(self.on.mount_relation_changed, self._use_mount)
         framework.observe(self.on.get_state_action, self._get_state)
         framework.observe(self.on.fail_action, self._fail)
+        framework.observe(self.on.ports_action, self._ports)
         framework.observe(self.on.stop, self._linger)
         framework.observe(self.on.collect_unit_status, self._status)
 
@@ -85,6 +86,22 @@ class LabtestCharm(ops.CharmBase):
         if unit == self.unit.name and hook.replace("-", "_") == kind:
             self.unit.status = ops.MaintenanceStatus(f"slow {hook}")
             time.sleep(int(seconds))
+
+    def _ports(self, event: ops.ActionEvent) -> None:
+        """Open and close with the hook tools (as a charm with ranges must), then list them."""
+        if port := int(event.params.get("ops-port", 0)):
+            self.unit.open_port("tcp", port)
+        runs = [("open-port", a) for a in str(event.params.get("open", "")).split()]
+        runs += [("close-port", a) for a in str(event.params.get("close", "")).split()]
+        for tool, arg in runs:
+            done = subprocess.run([tool, arg], capture_output=True, text=True, check=False)
+            if done.returncode != 0:
+                event.fail(done.stderr.strip())
+                return
+        listed = subprocess.run(
+            ["opened-ports", "--format=json"], capture_output=True, text=True, check=True
+        )
+        event.set_results({"opened": listed.stdout})
 
     def _linger(self, _: ops.StopEvent) -> None:
         """Leave background work behind, as slurmd does while its node drains."""

@@ -60,8 +60,10 @@ from typing import Generic
 
 import ops
 
+from hpc_libs.charm import ports
 from hpc_libs.charm.config import C, config_problem, load_valid_config
 from hpc_libs.charm.install import SlurmInstaller
+from hpc_libs.charm.ports import PortRange
 from hpc_libs.errors import SlurmOpsError
 from hpc_libs.slurm.base import SlurmManager
 from hpc_libs.slurm.version import unsupported_reason
@@ -117,6 +119,19 @@ class SlurmCharm(ops.CharmBase, Generic[C]):
         """Run the guarded reconcile on `events` too (the charm's relation events, ...)."""
         for event in events:
             self.framework.observe(event, self._on_reconcile_event)
+
+    def open_ports(self, *wanted: PortRange | None) -> None:
+        """Make `wanted` the unit's only opened ports (None stands for a range not configured).
+
+        Through Juju's hook tools, ranges included (`hpc_libs.charm.ports`). A tool that
+        fails is this dispatch's failure, for its status, and the reconcile goes on: a port
+        Juju would not open must not keep the daemon from running. The next event retries.
+        """
+        try:
+            ports.set_opened_ports(p for p in wanted if p is not None)
+        except SlurmOpsError as e:
+            logger.warning("%s (the next event tries again)", e)
+            self.failure = self.failure or e
 
     def converge(self) -> SlurmOpsError | None:
         """Run the guarded reconcile now; return the workload failure it captured, if any."""

@@ -14,6 +14,11 @@ configuration, so every consumer gets a relation-changed then: a daemon that cou
 with the former configuration retries at once. A running configless daemon needs no restart
 for it (slurmctld pushes the new configuration with its reconfigure).
 
+`srun_port_range` is slurm.conf's `SrunPortRange` when the operator set one (`{"first":
+60001, "last": 63000}`): srun listens only there, on login and compute nodes, and slurmctld
+and slurmstepd connect to it, so those units open it (`hpc_libs.charm.ports`). Both ends are
+1-65535 and the range never ends before it starts; an entry lacking an end opens nothing.
+
 Rotating the key (slurmctld's `rotate-auth-key`) takes several revisions of the secret, and
 slurmctld moves to the next one only once every daemon runs with the current one. So each
 consumer unit confirms the key its daemon runs with: once the daemon (re)started with it, the
@@ -34,8 +39,9 @@ import re
 from collections.abc import Callable
 
 import ops
-from pydantic import field_validator
+from pydantic import Field, field_validator, model_validator
 
+from hpc_libs.charm.ports import PortRange
 from hpc_libs.errors import IntegrationError
 from hpc_libs.interfaces.base import (
     DatabagModel,
@@ -82,6 +88,25 @@ class ControllerEntry(ServiceEntry):
         return f"{host}:{self.port or DEFAULT_SLURMCTLD_PORT}"
 
 
+class PortRangeEntry(DatabagModel):
+    """TCP ports `first` to `last`, both included."""
+
+    first: int | None = Field(None, ge=1, le=65535, strict=True)
+    last: int | None = Field(None, ge=1, le=65535, strict=True)
+
+    @model_validator(mode="after")
+    def _in_order(self) -> "PortRangeEntry":
+        if self.first is not None and self.last is not None and self.last < self.first:
+            raise ValueError(f"{self.first}-{self.last} ends before it starts")
+        return self
+
+    def ports(self) -> PortRange | None:
+        """Return the range as a unit opens it; None unless both ends are given."""
+        if self.first is None or self.last is None:
+            return None
+        return PortRange(self.first, self.last)
+
+
 class ControllerData(DatabagModel):
     """slurmctld's application databag."""
 
@@ -89,6 +114,7 @@ class ControllerData(DatabagModel):
     controllers: list[ControllerEntry] | None = None
     config_digest: str | None = None
     """Digest of the configuration slurmctld last applied (see the module's docstring)."""
+    srun_port_range: PortRangeEntry | None = None
 
     @field_validator("auth_key_id")
     @classmethod
@@ -103,6 +129,10 @@ class ControllerData(DatabagModel):
         if value is not None:
             grammar.pattern(CONFIG_DIGEST, "a hex digest")(value)
         return value
+
+    def srun_ports(self) -> PortRange | None:
+        """Return the `SrunPortRange` a login or compute node opens; None when none is set."""
+        return self.srun_port_range.ports() if self.srun_port_range else None
 
     def conf_servers(self) -> list[str]:
         """Return the controllers as `host:port` for `--conf-server`, primary first (validated)."""
@@ -229,19 +259,24 @@ class ControllerPublisher(Interface):
         auth_key: ops.Secret,
         controllers: list[ControllerEntry],
         config_digest: str | None = None,
+        srun_port_range: PortRangeEntry | None = None,
     ) -> bool:
-        """Grant `auth_key` to `relation` and publish its id, `controllers` and `config_digest`.
+        """Grant `auth_key` to `relation` and publish its id, the controllers and the options.
 
         Leader only. Returns whether the databag changed. The key's content is never written
         to it. The entries were validated when built (`ControllerEntry` refuses a bad host or
-        port), and so is the digest (`ControllerData` refuses anything but hex).
+        port, `PortRangeEntry` a bad range), and so is the digest (`ControllerData` refuses
+        anything but hex).
         """
         if not self.model.unit.is_leader():
             return False
         auth_key.grant(relation)
         secret_id = auth_key.id or auth_key.get_info().id
         data = ControllerData(
-            auth_key_id=secret_id, controllers=list(controllers), config_digest=config_digest
+            auth_key_id=secret_id,
+            controllers=list(controllers),
+            config_digest=config_digest,
+            srun_port_range=srun_port_range,
         )
         return self.save(data, relation, self.model.app)
 

@@ -107,13 +107,8 @@ def _apt_get(args: list[str], packages: list[str], *, timeout: float) -> None:
     try:
         host.run(["apt-get", *args], timeout=timeout, env=_APT_ENV)
     except SlurmOpsError as e:
-        raise PackageError(
-            f"cannot install {' '.join(packages)}" if packages else "cannot update the apt cache",
-            command=e.command,
-            stderr=e.stderr,
-            returncode=e.returncode,
-            timed_out=e.timed_out,
-        ) from e
+        doing = f"install {' '.join(packages)}" if packages else "update the apt cache"
+        raise PackageError.restated(f"cannot {doing}", e) from e
 
 
 def add_repository(source: str, *, key: str | None = None) -> None:
@@ -134,13 +129,7 @@ def add_repository(source: str, *, key: str | None = None) -> None:
                 ["add-apt-repository", "--yes", "--no-update", source], timeout=REPOSITORY_TIMEOUT
             )
         except SlurmOpsError as e:
-            raise PackageError(
-                f"cannot add {source}",
-                command=e.command,
-                stderr=e.stderr,
-                returncode=e.returncode,
-                timed_out=e.timed_out,
-            ) from e
+            raise PackageError.restated(f"cannot add {source}", e) from e
         return
     try:
         repository = apt.DebianRepository.from_repo_line(source)

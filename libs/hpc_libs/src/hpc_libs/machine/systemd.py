@@ -89,11 +89,8 @@ class Service:
             if reason is None:
                 raise
             logger.warning("%s failed: %s", " ".join(e.command or []), e.stderr.strip())
-            raise ServiceError(
-                f"{self.name} cannot {verb}: {reason}",
-                command=e.command,
-                returncode=e.returncode,
-                timed_out=e.timed_out,
+            raise ServiceError.restated(
+                f"{self.name} cannot {verb}: {reason}", e, stderr=False
             ) from e
 
 

@@ -31,6 +31,8 @@ the PPA (Ubuntu 24.04, whose archive has Slurm 23.11)."""
 
 SLURM_PPA = "ppa:ubuntu-hpc/slurm-wlm-24.11"
 SLURMCTLD_PORT = 6817
+SLURMD_PORT = 6818
+"""slurmd's port, and sackd's: slurmctld pushes each new configuration to login nodes there."""
 SLURM_USER = "slurm"
 SLURM_GROUP = "slurm"
 KEY_SET_NAME = "slurm.jwks"

@@ -314,10 +314,4 @@ def _is_id(line: str) -> bool:
 
 
 def _scontrol_error(e: SlurmOpsError) -> ScontrolError:
-    return ScontrolError(
-        e.message,
-        command=e.command,
-        stderr=e.stderr,
-        returncode=e.returncode,
-        timed_out=e.timed_out,
-    )
+    return ScontrolError.restated(e.message, e)
