@@ -200,6 +200,24 @@ def test_drain_reason_reaches_slurm_exactly_and_resume_undrains(cluster: Cluster
     assert "DRAIN" not in resumed["state"]  # Slurm 24.11 keeps the last reason: not checked.
 
 
+@pytest.mark.parametrize(
+    ("user", "setpriv"),
+    [("root", []), ("slurm", ["setpriv", "--reuid=slurm", "--regid=slurm", "--clear-groups"])],
+)
+def test_show_node_says_who_set_the_reason(cluster: Cluster, user: str, setpriv: list[str]):
+    """slurmd's re-registration tells slurmctld's own DOWN from an operator's by this field."""
+    node = "compute-1"
+    update = [*setpriv, "scontrol", "update", f"nodename={node}", "state=down"]
+    try:
+        cluster.sh(cluster.controller, *update, "reason=Not responding")
+        down = cluster.node(node)
+        assert down is not None
+        assert (down["reason"], down["reason_set_by_user"]) == ("Not responding", user)
+    finally:
+        update_node(cluster, node, state="resume")
+    cluster.wait_for_node_state(node, "IDLE")
+
+
 def submit_sleep(cluster: Cluster, node: str) -> int:
     """Submit a 30 s batch job to node and wait until it runs; return its id."""
     out = cluster.sh(

@@ -1,8 +1,6 @@
 #!/usr/bin/env python3
 """Charm for sackd: a Slurm login node that authenticates to and reads config from slurmctld."""
 
-import base64
-import binascii
 import logging
 from collections.abc import Iterable
 
@@ -57,7 +55,7 @@ class SackdCharm(SlurmCharm[SackdConfig]):
         if data is None or not data.is_complete:
             return  # `statuses` says what is missing or invalid
         try:
-            key = self._auth_key()
+            key = self.slurmctld.auth_key()
         except IntegrationError as e:
             logger.warning("not configuring sackd: %s", e)
             return
@@ -87,7 +85,7 @@ class SackdCharm(SlurmCharm[SackdConfig]):
             yield ops.WaitingStatus("waiting for slurmctld")
             return
         try:
-            self._auth_key()
+            self.slurmctld.auth_key()
         except IntegrationError as e:
             yield ops.WaitingStatus(f"waiting for slurmctld's auth key: {e}")
             return
@@ -103,20 +101,6 @@ class SackdCharm(SlurmCharm[SackdConfig]):
         if relation is None or relation.id == self._stored.left_relation:
             return None
         return relation
-
-    def _auth_key(self) -> str:
-        """Return the auth key slurmctld granted, as base64 text.
-
-        Raises:
-            IntegrationError: No key yet, the secret is unreadable, or it is not base64.
-
-        """
-        key = self.slurmctld.auth_key()
-        try:
-            base64.b64decode(key, validate=True)
-        except binascii.Error:
-            raise IntegrationError("the auth key secret does not hold base64 text") from None
-        return key
 
     def _on_disconnected(self, event: ops.RelationEvent) -> None:
         """Leave the cluster: stop sackd and delete slurm.key; never raises.

@@ -18,6 +18,8 @@ in the departing unit's own hook.
 A node comes back from re-registration IDLE. An operator's DRAIN or DOWN (and its reason)
 is read before the charm drains the node (`operator_state`) and put back by the transient
 unit once the node has registered again: nothing the charm does undoes an operator's state.
+The one state not put back is the one a registration ends in Slurm too: DOWN "Not
+responding", which slurmctld itself set (ReturnToService=1, Slurm's default).
 """
 
 import logging
@@ -29,7 +31,8 @@ from typing import Any
 from hpc_libs.errors import ConfigError, SlurmOpsError
 from hpc_libs.interfaces.slurmd import NO_JOBS_MESSAGE, REREGISTER_REASON, RETIRE_REASON
 from hpc_libs.slurm import grammar, slurmd
-from hpc_libs.slurm.base import parse_config_line
+from hpc_libs.slurm.base import SLURM_USER, parse_config_line
+from hpc_libs.slurm.scontrol import Node as ScontrolNode
 from hpc_libs.slurm.scontrol import Scontrol
 from slurmutils import ModelError, Node
 
@@ -47,6 +50,8 @@ DELETE_ATTEMPTS = 12
 RESTORE_ATTEMPTS = 60
 CHARM_REASONS = frozenset({REREGISTER_REASON, RETIRE_REASON})
 """Reasons the charms themselves drain a node with: such a state is never restored."""
+UNRESPONSIVE_REASON = "Not responding"
+"""slurmctld's reason for a node it set DOWN; the node's next registration ends it."""
 
 
 @dataclass(frozen=True)
@@ -154,7 +159,9 @@ def operator_state(scontrol: Scontrol, node: str) -> OperatorState | None:
 
     None when the node is neither drained nor down, when slurmctld does not know it, or
     when the reason is one of the charms' own (`CHARM_REASONS`) or empty (Slurm refuses to
-    set either state without one). A down node that is also drained comes back down.
+    set either state without one), or when slurmctld set the node DOWN itself for not
+    responding (a registration ends that state in Slurm too). A down node that is also
+    drained comes back down.
 
     Raises:
         SlurmOpsError: slurmctld cannot tell: re-registering now could lose the state.
@@ -163,11 +170,17 @@ def operator_state(scontrol: Scontrol, node: str) -> OperatorState | None:
     found = scontrol.show_node(node)
     if found is None or not found.reason or found.reason in CHARM_REASONS:
         return None
-    if found.has_state("down"):
+    drained = any(found.has_state(flag) for flag in ("drain", "drained", "draining"))
+    if found.has_state("down") and not _unresponsive(found):
         return OperatorState("down", found.reason)
-    if any(found.has_state(flag) for flag in ("drain", "drained", "draining")):
+    if drained:
         return OperatorState("drain", found.reason)
     return None
+
+
+def _unresponsive(found: ScontrolNode) -> bool:
+    """Whether slurmctld itself set the node DOWN for not answering: no operator did."""
+    return found.reason == UNRESPONSIVE_REASON and found.reason_set_by_user == SLURM_USER
 
 
 def reregister_unit(node: str) -> str:

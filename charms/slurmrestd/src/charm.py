@@ -1,13 +1,11 @@
 #!/usr/bin/env python3
 """Charm for slurmrestd: Slurm's REST API, configless through a local sackd."""
 
-import base64
-import binascii
 import logging
 from collections.abc import Iterable
 
 import ops
-from conf_watch import ConfWatch
+from conf_watch import conf_watch
 from config import SlurmrestdConfig
 from hpc_libs.charm.base import SlurmCharm
 from hpc_libs.charm.ports import PortRange
@@ -60,7 +58,7 @@ class SlurmrestdCharm(SlurmCharm[SlurmrestdConfig]):
 
     def __init__(self, framework: ops.Framework) -> None:
         self.slurmrestd = SlurmrestdManager()
-        self.conf_watch = ConfWatch(self.slurmrestd.cached_conf_path, self.slurmrestd.root)
+        self.conf_watch = conf_watch(self.slurmrestd.cached_conf_path, self.slurmrestd.root)
         super().__init__(framework, config_type=SlurmrestdConfig, manager=self.slurmrestd)
         self._stored.set_default(applied="", applied_sackd="", left_relation=-1)
         self.slurmctld = SlurmrestdProvider(self, SLURMCTLD)
@@ -85,7 +83,7 @@ class SlurmrestdCharm(SlurmCharm[SlurmrestdConfig]):
         if data is None or not data.is_complete:
             return  # `statuses` says what is missing or invalid
         try:
-            key = self._auth_key()
+            key = self.slurmctld.auth_key()
         except IntegrationError as e:
             logger.warning("not configuring sackd: %s", e)
             return
@@ -125,7 +123,7 @@ class SlurmrestdCharm(SlurmCharm[SlurmrestdConfig]):
         if not self.slurmctld.is_ready():
             return ops.WaitingStatus("waiting for slurmctld")
         try:
-            self._auth_key()
+            self.slurmctld.auth_key()
         except IntegrationError as e:
             return ops.WaitingStatus(f"waiting for slurmctld's auth key: {e}")
         return None
@@ -189,20 +187,6 @@ class SlurmrestdCharm(SlurmCharm[SlurmrestdConfig]):
         if relation is None or relation.id == self._stored.left_relation:
             return None
         return relation
-
-    def _auth_key(self) -> str:
-        """Return the auth key slurmctld granted, as base64 text.
-
-        Raises:
-            IntegrationError: No key yet, the secret is unreadable, or it is not base64.
-
-        """
-        key = self.slurmctld.auth_key()
-        try:
-            base64.b64decode(key, validate=True)
-        except binascii.Error:
-            raise IntegrationError("the auth key secret does not hold base64 text") from None
-        return key
 
     def _on_disconnected(self, event: ops.RelationEvent) -> None:
         """Leave the cluster; idempotent (seen per departing controller unit, then broken)."""

@@ -58,7 +58,7 @@ def test_the_path_unit_starts_the_dispatch_service_when_the_file_is_written(pw, 
     assert unit.read_text() == (
         "# Written by the slurmctld charm.\n"
         "[Unit]\n"
-        "Description=Watch for this Slurm controller becoming or ceasing to be primary\n"
+        "Description=Wake the slurmctld charm: its controller's primary role changed\n"
         "\n"
         "[Path]\n"
         "PathChanged=/run/slurmctld-charm/primary-changed\n"

@@ -47,9 +47,10 @@ LOGGED = """#!/bin/sh
 """
 
 
-def shown(state: list[str], reason: str = "") -> str:
-    """`scontrol show node --json` for this unit's node."""
-    return json.dumps({"nodes": [{"name": NODE, "state": state, "reason": reason}]})
+def shown(state: list[str], reason: str = "", by: str = "root") -> str:
+    """`scontrol show node --json` for this unit's node, its reason set by user `by`."""
+    node = {"name": NODE, "state": state, "reason": reason, "reason_set_by_user": by}
+    return json.dumps({"nodes": [node]})
 
 
 def node_config(ctx, state: testing.State, parameters: str = "RealMemory=900"):
@@ -133,6 +134,8 @@ def test_an_operator_down_is_kept_across_a_node_config_change(ctx, machine, enli
         shown(["IDLE"]),
         shown(["MIXED"], "a reason left from an earlier state"),
         shown(["DOWN"]),  # Slurm would refuse to set it again without a reason
+        # slurmctld's own DOWN for a silent node: registering ends it (ReturnToService=1).
+        shown(["DOWN", "DYNAMIC_NORM"], "Not responding", by="slurm"),
     ],
 )
 def test_the_charms_own_drain_or_no_operator_state_is_not_reapplied(
@@ -201,3 +204,26 @@ def test_a_controller_that_cannot_say_starts_nothing_and_is_retried(ctx, machine
     assert machine.ran("scontrol", "update") == [REREGISTER_DRAIN]
     assert "reason=maintenance" in transient_script(machine)[-1]
     assert json.loads(stored(out)["registered"])["realmemory"] == 2000
+
+
+@pytest.mark.parametrize(
+    "case",
+    [
+        # An operator who wrote Slurm's words still set the state: it stays.
+        (shown(["DOWN"], "Not responding", by="root"), "state=down"),
+        # slurmctld set DOWN for another cause (an unexpected reboot): Slurm keeps it too.
+        (shown(["DOWN"], "Node unexpectedly rebooted", by="slurm"), "state=down"),
+        # A drain flag survives a registration in Slurm, whoever set it.
+        (shown(["DOWN", "DRAIN"], "Not responding", by="slurm"), "state=drain"),
+        (shown(["IDLE", "DRAIN"], "Kill task failed", by="slurm"), "state=drain"),
+    ],
+)
+def test_what_slurm_keeps_across_a_registration_is_kept(
+    ctx, machine, enlisted, run_script, case: tuple[str, str]
+):
+    node_shown, restored = case
+    machine.responses[SHOW_NODE] = node_shown
+
+    node_config(ctx, enlisted)
+
+    assert updates(run_script(transient_script(machine)))[-1][3] == restored

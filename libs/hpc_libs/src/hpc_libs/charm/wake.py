@@ -16,15 +16,22 @@ another. Each poll, the dispatch and the whole watcher are bounded by timeouts.
 Starting is idempotent: while a watcher of that name runs, none is started. A watcher's name
 comes from untrusted names (application and node names), so it is checked against Slurm's
 name grammar before it reaches systemd.
+
+When the fact is a file that changes (sackd's fetched slurm.conf, a signal file), `PathWake`
+installs a systemd path unit instead of polling.
 """
 
+import logging
 import re
 import shlex
 from collections.abc import Sequence
 from pathlib import Path
 
-from hpc_libs.machine import systemd
+from hpc_libs.errors import SlurmOpsError
+from hpc_libs.machine import files, systemd
 from hpc_libs.slurm import grammar
+
+logger = logging.getLogger(__name__)
 
 POLL_SECONDS = 3
 """Seconds between two polls of the watched fact."""
@@ -128,3 +135,112 @@ def exec_line(argv: Sequence[str]) -> str:
             raise ValueError(f"{word!r} cannot be written into a unit file as it is")
         words.append(f'"{word}"' if " " in word else word)
     return " ".join(words)
+
+
+class PathWake:
+    """Dispatch a charm event whenever a file on the machine changes.
+
+    A root systemd path unit `<name>.path` watches `watched` (`PathChanged=`: a write
+    closed, or the file replaced) and starts the oneshot `<name>.service`, which runs the
+    charm's dispatch through `juju-exec` (`dispatch_command`), bounded by
+    `DISPATCH_TIMEOUT`. While a dispatch runs, further changes merge into it: systemd does
+    not start a running oneshot twice. The units are written only when their text changes.
+    Paths are under `root`, so unit tests write below a temporary directory.
+    """
+
+    def __init__(
+        self, name: str, watched: str, *, charm: str, change: str, root: Path = Path("/")
+    ) -> None:
+        """Watch `watched` (an absolute path); `change` says what a change means, for people."""
+        self.path_name = f"{name}.path"
+        self.service_name = f"{name}.service"
+        self.watched = watched
+        self.charm = charm
+        self.change = change
+        self.unit_dir = root / "etc/systemd/system"
+        self.path_unit = systemd.Service(self.path_name)
+
+    def path_unit_text(self) -> str:
+        """Return the path unit watching the file."""
+        return "\n".join(
+            [
+                f"# Written by the {self.charm} charm.",
+                "[Unit]",
+                f"Description=Wake the {self.charm} charm: {self.change}",
+                "",
+                "[Path]",
+                f"PathChanged={self.watched}",
+                f"Unit={self.service_name}",
+                "",
+                "[Install]",
+                "WantedBy=multi-user.target",
+                "",
+            ]
+        )
+
+    def service_unit_text(self, dispatch: Sequence[str], unit: str) -> str:
+        """Return the oneshot service that dispatches the charm's event.
+
+        Raises:
+            ValueError: An argument holds a character systemd would interpret.
+
+        """
+        return "\n".join(
+            [
+                f"# Written by the {self.charm} charm.",
+                "[Unit]",
+                f"Description=Wake {unit}: {self.change}",
+                "",
+                "[Service]",
+                "Type=oneshot",
+                f"TimeoutStartSec={DISPATCH_TIMEOUT}",
+                f"ExecStart={exec_line(dispatch)}",
+                "",
+            ]
+        )
+
+    def install(self, unit: str, charm_dir: Path | str, event: str) -> bool:
+        """Write both units if they changed and keep the path unit running; return if changed.
+
+        Raises:
+            ValueError: `unit`, `charm_dir` or `event` cannot be put in the dispatch command.
+            SlurmOpsError: A file or `systemctl` failed.
+
+        """
+        dispatch = dispatch_command(unit, charm_dir, event)
+        texts = (
+            (self.path_name, self.path_unit_text()),
+            (self.service_name, self.service_unit_text(dispatch, unit)),
+        )
+        written = [files.write_if_changed(self.unit_dir / n, t, mode=0o644) for n, t in texts]
+        changed = any(written)  # Both written: no short-circuit.
+        if changed:
+            systemd.daemon_reload()
+        if changed or not self.path_unit.is_active():
+            self.path_unit.enable()
+            self.path_unit.start()
+            logger.info("%s wakes %s: %s", self.path_name, unit, self.change)
+        return changed
+
+    def exists(self) -> bool:
+        """Whether either unit file is on the machine."""
+        return any((self.unit_dir / n).exists() for n in (self.path_name, self.service_name))
+
+    def remove(self) -> None:
+        """Stop watching and delete both units (nothing to do if they are gone).
+
+        Raises:
+            SlurmOpsError: `systemctl` failed or a file cannot be deleted.
+
+        """
+        if not self.exists():
+            return
+        self.path_unit.stop()
+        self.path_unit.disable()
+        for name in (self.path_name, self.service_name):
+            path = self.unit_dir / name
+            try:
+                path.unlink(missing_ok=True)
+            except OSError as e:
+                raise SlurmOpsError(f"cannot delete {path}: {e}") from e
+        systemd.daemon_reload()

@@ -6,6 +6,8 @@ databag parses. Data that does not parse is logged and read as "not ready" (None
 never crashes on a peer's bad data. Libraries never set status; charms decide from facts.
 """
 
+import base64
+import binascii
 import logging
 from collections.abc import Callable
 from typing import TypeVar
@@ -80,10 +82,14 @@ def get_or_create_app_secret(
 
 
 def read_granted_secret(model: ops.Model, secret_id: str, field: str, what: str) -> str:
-    """Return `field` of the secret another application granted (read fresh each time).
+    """Return `field` of the key secret another application granted (read fresh each time).
+
+    Every key the charms share (the auth key, the JWT key) is base64 text, as Slurm's key
+    files hold it; anything else is refused before it can reach a file.
 
     Raises:
-        IntegrationError: The secret cannot be read, or it has no such field.
+        IntegrationError: The secret cannot be read, it has no such field, or the field is
+            not base64 text (the message names the secret, never its content).
 
     """
     try:
@@ -93,6 +99,10 @@ def read_granted_secret(model: ops.Model, secret_id: str, field: str, what: str)
     value = content.get(field)
     if not value:
         raise IntegrationError(f"the {what} secret has no {field!r} field")
+    try:
+        base64.b64decode(value, validate=True)
+    except binascii.Error:
+        raise IntegrationError(f"the {what} secret does not hold base64 text") from None
     return value
 
 

@@ -69,6 +69,8 @@ class Node(_Parsed):
     name: str
     state: StrList = Field(default_factory=list[str])
     reason: str = ""
+    reason_set_by_user: str = ""
+    """Who set `reason`: the user who ran scontrol, or SlurmUser when slurmctld set it."""
     features: StrList = Field(default_factory=list[str])
     active_features: StrList = Field(default_factory=list[str])
     partitions: StrList = Field(default_factory=list[str])
