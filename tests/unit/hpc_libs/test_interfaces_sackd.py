@@ -60,6 +60,16 @@ CONTROLLER_META: dict[str, Any] = {
 }
 
 
+def slurmctld_relation(secret: testing.Secret, **raw_fields: str) -> testing.Relation:
+    """slurmctld's side, ready (key id, one controller), plus `raw_fields` as written."""
+    bag = {
+        "auth_key_id": json.dumps(secret.id),
+        "controllers": json.dumps([{"hostname": "ctl-0", "address": "10.0.0.1"}]),
+        **raw_fields,
+    }
+    return testing.Relation("slurmctld", remote_app_name="slurmctld", remote_app_data=bag)
+
+
 @pytest.fixture
 def login_ctx() -> testing.Context[LoginCharm]:
     LoginCharm.seen = []
@@ -149,15 +159,7 @@ def test_login_node_reads_the_config_digest_and_refuses_a_hostile_one(
     login_ctx: testing.Context[LoginCharm], digest: object, ready: bool
 ) -> None:
     secret = testing.Secret(tracked_content={"key": AUTH_KEY})
-    relation = testing.Relation(
-        "slurmctld",
-        remote_app_name="slurmctld",
-        remote_app_data={
-            "auth_key_id": json.dumps(secret.id),
-            "controllers": json.dumps([{"hostname": "ctl-0", "address": "10.0.0.1"}]),
-            "config_digest": json.dumps(digest),
-        },
-    )
+    relation = slurmctld_relation(secret, config_digest=json.dumps(digest))
 
     login_ctx.run(
         login_ctx.on.relation_changed(relation),
@@ -224,15 +226,7 @@ def test_login_node_refuses_a_hostile_srun_port_range(
     login_ctx: testing.Context[LoginCharm], raw: str
 ) -> None:
     secret = testing.Secret(tracked_content={"key": AUTH_KEY})
-    relation = testing.Relation(
-        "slurmctld",
-        remote_app_name="slurmctld",
-        remote_app_data={
-            "auth_key_id": json.dumps(secret.id),
-            "controllers": json.dumps([{"hostname": "ctl-0", "address": "10.0.0.1"}]),
-            "srun_port_range": raw,
-        },
-    )
+    relation = slurmctld_relation(secret, srun_port_range=raw)
 
     login_ctx.run(
         login_ctx.on.relation_changed(relation),
