@@ -48,13 +48,18 @@ def test_information_file_has_what_the_plugin_parses() -> None:
 
 
 @pytest.fixture(scope="module")
-def machine(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Machine]:
+def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
     rootfs.ensure_base()
     lab = Lab(tmp_path_factory.mktemp("gpu") / "state")
     try:
-        yield lab.create("gpu-a")
+        yield lab
     finally:
         lab.down()
+
+
+@pytest.fixture(scope="module")
+def machine(lab: Lab) -> Machine:
+    return lab.create("gpu-a")
 
 
 def detected(machine: Machine) -> str:
@@ -84,6 +89,21 @@ def test_slurm_detects_the_simulated_gpus_and_the_driver_failure(machine: Machin
 
     gpu.restore_driver(machine, spec)
     assert detected(machine).endswith(f" Gres={spec.gres}")
+
+
+@needs_lab
+@pytest.mark.lab
+def test_the_gpus_are_back_after_a_power_cycle_as_hardware_is(lab: Lab, machine: Machine) -> None:
+    spec = gpu.GpuSpec(2, "Tesla T4")
+    gpu.simulate(machine, spec)
+
+    lab.power_off(machine.name)
+    booted = lab.power_on(machine.name)
+
+    assert detected(booted).endswith(f" Gres={spec.gres}")
+    assert booted.exec(["test", "-c", "/dev/nvidia1"]).returncode == 0
+    unit = booted.exec(["systemctl", "is-active", gpu.BOOT_UNIT]).stdout.strip()
+    assert unit == "active"
 
 
 class _NoMachines:

@@ -147,9 +147,42 @@ def _mount_script(spec: GpuSpec) -> str:
     return "\n".join(lines) + "\n"
 
 
+BOOT_SCRIPT = f"{STATE_DIR}/boot.sh"
+BOOT_UNIT = "slurm-lab-gpu.service"
+
+
+def _boot_unit() -> str:
+    """Return the machine's unit that puts the GPUs back at every boot, before slurmd.
+
+    Real GPUs are there at every boot; the bind mounts and /dev nodes of the simulation are
+    not (a power cycle drops both), so the machine's own systemd makes them again.
+    """
+    return "\n".join(
+        [
+            "[Unit]",
+            "Description=Lab: simulated NVIDIA GPUs (the driver's /proc and /sys files)",
+            "DefaultDependencies=no",
+            "After=local-fs.target",
+            "Before=slurmd.service multi-user.target",
+            "",
+            "[Service]",
+            "Type=oneshot",
+            "RemainAfterExit=yes",
+            f"ExecStart=/bin/sh {BOOT_SCRIPT}",
+            "",
+            "[Install]",
+            "WantedBy=multi-user.target",
+            "",
+        ]
+    )
+
+
 def simulate(machine: Machine, spec: GpuSpec) -> None:
-    """Make the machine look like it has `spec.count` NVIDIA GPUs of `spec.model`."""
+    """Make the machine have `spec.count` NVIDIA GPUs of `spec.model`, now and at each boot."""
     _sh(machine, _list_script(spec) + _mount_script(spec))
+    machine.write_file(BOOT_SCRIPT, _mount_script(spec), 0o755)
+    machine.write_file(f"/etc/systemd/system/{BOOT_UNIT}", _boot_unit(), 0o644)
+    _sh(machine, f"systemctl daemon-reload && systemctl enable {BOOT_UNIT}\n")
 
 
 def fail_driver(machine: Machine) -> None:
