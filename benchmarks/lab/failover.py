@@ -17,9 +17,11 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from slurm_lab.machines import FaultKind
+
 from .cluster import COMPUTE, LOGIN, Bench
 
-KINDS = ("kill", "power", "network")
+KINDS: tuple[FaultKind, ...] = ("kill", "power", "network")
 SLURM_DEFAULT_SLURMCTLD_TIMEOUT = 120
 PROBE_TIMEOUT = 15
 FAILOVER_LIMIT = 120
@@ -71,24 +73,14 @@ def backup_serves(bench: Bench, primary: str, backup: str) -> bool:
     return True
 
 
-def inject(bench: Bench, kind: str, machine: str) -> None:
-    """Take a controller's machine down one way."""
-    if kind == "kill":
-        bench.lab.get(machine).kill_service("slurmctld")
-    elif kind == "power":
-        bench.lab.power_off(machine)
-    else:
-        bench.lab.cut_network(machine)
+def inject(bench: Bench, kind: FaultKind, machine: str) -> None:
+    """Take a controller's machine down one way (`Lab.fault`)."""
+    bench.lab.fault(kind, machine)
 
 
-def repair(bench: Bench, kind: str, machine: str) -> None:
+def repair(bench: Bench, kind: FaultKind, machine: str) -> None:
     """Undo `inject`."""
-    if kind == "kill":
-        bench.lab.get(machine).revive_service("slurmctld")
-    elif kind == "power":
-        bench.lab.power_on(machine)
-    else:
-        bench.lab.restore_network(machine)
+    bench.lab.repair(kind, machine)
 
 
 def add_backups(bench: Bench, count: int = 2) -> dict[str, Any]:
@@ -120,7 +112,7 @@ def took_control_at(bench: Bench, host: str, since: float) -> float | None:
     return float(stamp) if stamp else None
 
 
-def one_failover(bench: Bench, kind: str) -> dict[str, float]:
+def one_failover(bench: Bench, kind: FaultKind) -> dict[str, float]:
     """Fail the primary one way: seconds to the backup in charge (its own log), to a login
     node served by it, and from the repair to every controller answering again."""
     hosts = [h for h, _ in controllers(bench) or []]
@@ -144,7 +136,7 @@ def one_failover(bench: Bench, kind: str) -> dict[str, float]:
     }
 
 
-def failover(bench: Bench, runs: int, kinds: tuple[str, ...] = KINDS) -> dict[str, Any]:
+def failover(bench: Bench, runs: int, kinds: tuple[FaultKind, ...] = KINDS) -> dict[str, Any]:
     """`runs` failovers of each kind, interleaved; median and max per kind and measure."""
     results: dict[str, list[dict[str, float]]] = {kind: [] for kind in kinds}
     for _ in range(runs):

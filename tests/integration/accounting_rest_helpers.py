@@ -57,6 +57,22 @@ def try_sh(juju: jubilant.Juju, command: str, *, unit: str = CONTROLLER) -> str 
         return None
 
 
+KEY_IDS = (
+    "python3 -c '"
+    'import json; print(" ".join(k["kid"] + ("*" if k.get("use") else "") '
+    'for k in json.load(open("/etc/slurm/slurm.jwks"))["keys"]))'
+    "'"
+)
+"""Print the key ids of /etc/slurm/slurm.jwks, `*` marking the signing one (never a key)."""
+
+
+def key_ids(juju: jubilant.Juju, unit: str) -> str:
+    """The auth key ids a unit holds (`slurm-1*`: one key, signing); `none` before any rotation."""
+    return (
+        try_sh(juju, f"test -f /etc/slurm/slurm.jwks && {KEY_IDS} || echo none", unit=unit) or ""
+    ).strip()
+
+
 def count_log_lines(juju: jubilant.Juju, pattern: str) -> int:
     """How many lines of slurmctld's log match the extended regex `pattern`."""
     out = sh(juju, f"grep -cE {shlex.quote(pattern)} {SLURMCTLD_LOG} || true")

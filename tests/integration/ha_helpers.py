@@ -12,11 +12,12 @@ import re
 import statistics
 import time
 from dataclasses import dataclass
-from typing import Any, Literal, cast
+from typing import Any, cast
 
 import jubilant
 import pytest
 from dynamic_nodes_helpers import poll
+from slurm_lab.machines import FaultKind
 
 LOGIN = "login/0"
 SLURMCTLD_LOG = "/var/log/slurm/slurmctld.log"
@@ -37,7 +38,6 @@ SLURM_DEFAULT_SLURMCTLD_TIMEOUT = 120
 SLURMCTLD_HOST = re.compile(r"^\s*slurmctldhost\s*=\s*([^(\s]+)", re.IGNORECASE | re.MULTILINE)
 """A `SlurmctldHost` line of slurm.conf; group 1 is the hostname."""
 
-FaultKind = Literal["kill", "power", "network"]
 FAULT_KINDS: tuple[FaultKind, ...] = ("kill", "power", "network")
 """The faults the suite injects, each as a test of its own (issue 8). A network cut also makes
 the shared filesystem read-only on that machine: the charm's fence stops its slurmctld."""
@@ -169,25 +169,13 @@ def lab_of(juju: jubilant.Juju) -> Any:
 
 
 def inject(juju: jubilant.Juju, kind: FaultKind, machine: str) -> None:
-    """Take a controller's machine down one way."""
-    lab = lab_of(juju)
-    if kind == "kill":
-        lab.get(machine).kill_service("slurmctld")
-    elif kind == "power":
-        lab.power_off(machine)
-    else:
-        lab.cut_network(machine)
+    """Take a controller's machine down one way (`Lab.fault`)."""
+    lab_of(juju).fault(kind, machine)
 
 
 def repair(juju: jubilant.Juju, kind: FaultKind, machine: str) -> None:
     """Undo `inject`."""
-    lab = lab_of(juju)
-    if kind == "kill":
-        lab.get(machine).revive_service("slurmctld")
-    elif kind == "power":
-        lab.power_on(machine)
-    else:
-        lab.restore_network(machine)
+    lab_of(juju).repair(kind, machine)
 
 
 def took_control_at(juju: jubilant.Juju, unit: str, since: float) -> float | None:

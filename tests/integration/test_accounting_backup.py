@@ -172,7 +172,7 @@ def test_accounting_keeps_working_when_the_primary_stops(
 
     stopped = time.monotonic()
     if lab is not None:
-        lab.get(machine).kill_service("slurmdbd")  # SIGKILL, masked: the charm cannot restart it
+        lab.fault("kill", machine, "slurmdbd")  # SIGKILL, masked: the charm cannot restart it
     else:
         sh(cluster, "systemctl stop slurmdbd", unit=primary)
     try:
@@ -188,7 +188,7 @@ def test_accounting_keeps_working_when_the_primary_stops(
         backup_status = dbd_messages(cluster)[backup]
     finally:
         if lab is not None:
-            lab.get(machine).revive_service("slurmdbd")
+            lab.repair("kill", machine, "slurmdbd")
         else:
             sh(cluster, "systemctl start slurmdbd", unit=primary)
     revived = time.monotonic()

@@ -17,7 +17,15 @@ from typing import Any
 
 import jubilant
 import pytest
-from accounting_rest_helpers import CONTROLLER, LOGIN, SLURMCTLD_LOG, poll, sh, try_sh
+from accounting_rest_helpers import (
+    CONTROLLER,
+    LOGIN,
+    SLURMCTLD_LOG,
+    key_ids,
+    poll,
+    sh,
+    try_sh,
+)
 from conftest import on_real_juju
 
 LAB_OPTIONS = {"slurm-package-source": "archive"}
@@ -28,13 +36,6 @@ APPS = ("slurmctld", "compute", "login", "mysql", "slurmdbd", "slurmrestd")
 KEY_HOLDERS = (CONTROLLER, "compute/0", LOGIN, "slurmdbd/0", "slurmrestd/0")
 """Every unit whose daemon holds the auth key (slurmrestd through its sackd)."""
 NODE = "compute-0"
-KIDS = (
-    "python3 -c '"
-    'import json; print(" ".join(k["kid"] + ("*" if k.get("use") else "") '
-    'for k in json.load(open("/etc/slurm/slurm.jwks"))["keys"]))'
-    "'"
-)
-"""Print the key ids of /etc/slurm/slurm.jwks, `*` marking the signing one (never a key)."""
 REFUSED_LINE = "decode_jwt"
 """What slurmctld logs when it refuses a message's auth/slurm signature."""
 
@@ -203,12 +204,6 @@ def test_rotate_jwt_key_refuses_tokens_issued_before(cluster: jubilant.Juju):
     )
 
 
-def kids(juju: jubilant.Juju, unit: str) -> str:
-    return (
-        try_sh(juju, f"test -f /etc/slurm/slurm.jwks && {KIDS} || echo none", unit=unit) or ""
-    ).strip()
-
-
 def test_rotate_auth_key_keeps_a_running_job_and_refuses_the_old_key(cluster: jubilant.Juju):
     sh(cluster, "cp /etc/slurm/slurm.key /root/old-slurm.key", unit=LOGIN)
     job_id = sh(
@@ -226,10 +221,10 @@ def test_rotate_auth_key_keeps_a_running_job_and_refuses_the_old_key(cluster: ju
     seen: list[str] = []
 
     def rotated() -> bool:
-        on_login = kids(cluster, LOGIN)
+        on_login = key_ids(cluster, LOGIN)
         if on_login not in seen:
             seen.append(on_login)
-        return all(kids(cluster, unit) == "slurm-1*" for unit in KEY_HOLDERS)
+        return all(key_ids(cluster, unit) == "slurm-1*" for unit in KEY_HOLDERS)
 
     poll(rotated, timeout=REACT, interval=3, what="every daemon on the new key alone")
     took = time.monotonic() - began

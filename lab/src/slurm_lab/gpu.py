@@ -22,7 +22,10 @@ process in the machine cannot open them (no driver), which no Slurm code path tr
 Binding a copy over all of /proc/driver and /sys/bus/pci/drivers hides the host's other
 entries there from the machine; nothing in a lab machine reads them.
 
-The mounts are not remade when a machine boots again (`Lab.power_on`): call `simulate` again.
+A power cycle (`Lab.power_on`) drops the mounts and the /dev nodes, as it would not drop real
+GPUs: `simulate` also installs `slurm-lab-gpu.service` in the machine, which makes them again
+at every boot before slurmd starts (on these hosts the container's own root may do both; the
+lab test power-cycles a machine to prove it).
 
 Driver failure (`fail_driver`): the driver is loaded (/proc/driver/nvidia exists) but lists
 no GPU, as after "GPU has fallen off the bus": `slurmd -C` then reports no Gres on a machine

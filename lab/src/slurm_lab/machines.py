@@ -26,7 +26,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from slurm_lab import network, rootfs
 from slurm_lab.errors import LabError
@@ -37,6 +37,8 @@ __all__ = ["Lab", "LabError", "Machine"]
 logger = logging.getLogger(__name__)
 
 DEFAULT_STATE_DIR = Path("/var/lib/slurm-lab")
+FaultKind = Literal["kill", "power", "network"]
+"""How `Lab.fault` takes a machine down: SIGKILL a service, pull the plug, cut the link."""
 SUBNET = "10.151.0"
 FIRST_HOST = 2
 LAST_HOST = 254
@@ -539,6 +541,24 @@ class Lab:
         """Undo `cut_network`."""
         self._remount_shared(name, "rw")
         network.set_link(self.lab_netns, self._record(name).veth, up=True)
+
+    def fault(self, kind: FaultKind, name: str, service: str = "slurmctld") -> None:
+        """Take machine `name` down one way: `kill` its service, `power` off, `network` cut."""
+        if kind == "kill":
+            self.get(name).kill_service(service)
+        elif kind == "power":
+            self.power_off(name)
+        else:
+            self.cut_network(name)
+
+    def repair(self, kind: FaultKind, name: str, service: str = "slurmctld") -> None:
+        """Undo `fault`."""
+        if kind == "kill":
+            self.get(name).revive_service(service)
+        elif kind == "power":
+            self.power_on(name)
+        else:
+            self.restore_network(name)
 
     def _remount_shared(self, name: str, mode: str) -> None:
         """Remount the machine's lab shared filesystems (filesystem-client stand-in) `mode`."""
