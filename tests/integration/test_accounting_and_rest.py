@@ -41,9 +41,8 @@ from accounting_rest_helpers import (
     wait_sacct,
 )
 from conftest import on_real_juju
+from deploy_helpers import deploy_accounting, deploy_rest_api, deploy_slurm
 
-LAB_OPTIONS = {"slurm-package-source": "archive"}
-CONTROLLER_OPTIONS = {**LAB_OPTIONS, "process-isolation": "none"}
 SETTLE = 10 * 60
 ACCOUNTING_SETTLE = 4 * 60
 """slurmdbd joining a running cluster takes about 20 s; far longer means it is stuck."""
@@ -100,19 +99,9 @@ def cluster(
 ) -> jubilant.Juju:
     """The cluster with the REST API, then slurmdbd integrated: every unit active."""
     began = time.monotonic()
-    juju.deploy(charm_path("slurmctld"), "slurmctld", config=CONTROLLER_OPTIONS)
-    juju.deploy(charm_path("slurmd"), "compute", config=LAB_OPTIONS)
-    juju.deploy(charm_path("sackd"), "login", config=LAB_OPTIONS)
-    juju.deploy(charm_path("slurmrestd"), "slurmrestd", config=LAB_OPTIONS)
-    juju.deploy(charm_path("slurmdbd"), "slurmdbd", config=LAB_OPTIONS)
-    if on_real_juju():
-        juju.deploy("mysql", "mysql", channel="8.0/stable", base="ubuntu@22.04")
-    else:
-        juju.deploy("mysql", "mysql")
-    juju.integrate("slurmctld:slurmd", "compute:slurmctld")
-    juju.integrate("slurmctld:login-node", "login:slurmctld")
-    juju.integrate("slurmctld:slurmrestd", "slurmrestd:slurmctld")
-    juju.integrate("slurmdbd:database", "mysql:database")
+    deploy_slurm(juju, charm_path)
+    deploy_rest_api(juju, charm_path)
+    deploy_accounting(juju, charm_path, with_slurmctld=False)
     wait_active(juju, *WITHOUT_ACCOUNTING)
     deployed = time.monotonic()
     memo["before"] = controller_evidence(juju)

@@ -33,10 +33,8 @@ from accounting_rest_helpers import (
     try_sh,
     wait_sacct,
 )
-from conftest import on_real_juju
+from deploy_helpers import deploy_accounting, deploy_slurm
 
-LAB_OPTIONS = {"slurm-package-source": "archive"}
-CONTROLLER_OPTIONS = {**LAB_OPTIONS, "process-isolation": "none"}
 SETTLE = 10 * 60
 PARTITION = "compute"
 DBD_APP = "slurmdbd"
@@ -111,18 +109,8 @@ def memo() -> dict[str, Any]:
 def cluster(juju: jubilant.Juju, charm_path: Callable[[str], Path]) -> jubilant.Juju:
     """The cluster with accounting on two slurmdbd units: every unit active."""
     began = time.monotonic()
-    juju.deploy(charm_path("slurmctld"), "slurmctld", config=CONTROLLER_OPTIONS)
-    juju.deploy(charm_path("slurmd"), "compute", config=LAB_OPTIONS)
-    juju.deploy(charm_path("sackd"), "login", config=LAB_OPTIONS)
-    juju.deploy(charm_path("slurmdbd"), DBD_APP, config=LAB_OPTIONS, num_units=2)
-    if on_real_juju():
-        juju.deploy("mysql", "mysql", channel="8.0/stable", base="ubuntu@22.04")
-    else:
-        juju.deploy("mysql", "mysql")
-    juju.integrate("slurmctld:slurmd", "compute:slurmctld")
-    juju.integrate("slurmctld:login-node", "login:slurmctld")
-    juju.integrate("slurmdbd:database", "mysql:database")
-    juju.integrate("slurmctld:slurmdbd", "slurmdbd:slurmctld")
+    deploy_slurm(juju, charm_path)
+    deploy_accounting(juju, charm_path, units=2)
     wait_active(juju, *EVERY_APP)
     poll(
         lambda: slurm_config(juju, "AccountingStorageBackupHost") not in (None, "(null)"),

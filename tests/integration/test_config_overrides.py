@@ -25,6 +25,7 @@ from pathlib import Path
 
 import jubilant
 import pytest
+from deploy_helpers import deploy_slurm
 from dynamic_nodes_helpers import (
     all_nodes_idle,
     partition,
@@ -34,8 +35,6 @@ from dynamic_nodes_helpers import (
     slurm_conf_fingerprint,
 )
 
-LAB_OPTIONS = {"slurm-package-source": "archive"}
-CONTROLLER_OPTIONS = {**LAB_OPTIONS, "process-isolation": "none"}
 SETTLE = 10 * 60
 REACT = 3 * 60
 PUSHED_CONF = "cat /run/slurm/conf/slurm.conf"
@@ -92,13 +91,7 @@ def default_partition(juju: jubilant.Juju) -> set[str]:
 @pytest.fixture(scope="module")
 def cluster(juju: jubilant.Juju, charm_path: Callable[[str], Path]) -> jubilant.Juju:
     """slurmctld, slurmd applications `compute` (older) and `debug`, and `login`, all active."""
-    juju.deploy(charm_path("slurmctld"), "slurmctld", config=CONTROLLER_OPTIONS)
-    juju.deploy(charm_path("slurmd"), "compute", config=LAB_OPTIONS)
-    juju.integrate("slurmctld:slurmd", "compute:slurmctld")
-    juju.deploy(charm_path("slurmd"), "debug", config=LAB_OPTIONS)
-    juju.integrate("slurmctld:slurmd", "debug:slurmctld")
-    juju.deploy(charm_path("sackd"), "login", config=LAB_OPTIONS)
-    juju.integrate("slurmctld:login-node", "login:slurmctld")
+    deploy_slurm(juju, charm_path, computes=(("compute", 1), ("debug", 1)))
     wait_active(juju)
     poll(
         lambda: all_nodes_idle(juju, ["compute-0", "debug-0"]),

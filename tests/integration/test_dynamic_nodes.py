@@ -21,6 +21,7 @@ from typing import Any
 
 import jubilant
 import pytest
+from deploy_helpers import CONTROLLER_OPTIONS, LAB_OPTIONS
 from dynamic_nodes_helpers import (
     CONTROLLER,
     all_nodes_idle,
@@ -47,8 +48,6 @@ from dynamic_nodes_helpers import (
     wait_running,
 )
 
-LAB_OPTIONS = {"slurm-package-source": "archive"}
-CONTROLLER_OPTIONS = {**LAB_OPTIONS, "process-isolation": "none"}
 SETTLE = 10 * 60
 """Bound for deployments and scaling, which install packages."""
 REACT = 3 * 60

@@ -20,10 +20,9 @@ from typing import Any
 import jubilant
 import pytest
 from conftest import on_real_juju
+from deploy_helpers import CONTROLLER_OPTIONS, LAB_OPTIONS
 from dynamic_nodes_helpers import all_nodes_idle, node, node_states, poll, sh
 
-LAB_OPTIONS = {"slurm-package-source": "archive"}
-CONTROLLER_OPTIONS = {**LAB_OPTIONS, "process-isolation": "none"}
 GPU_MODEL = "Tesla T4"
 GPU_GRES = "gpu:tesla_t4:2"
 # GRES are never oversubscribed; CPUs are (FORCE), so the GPUs alone limit the jobs below.

@@ -28,6 +28,7 @@ from accounting_rest_helpers import (
     stop_watch,
     summarize_watch,
 )
+from deploy_helpers import deploy_rest_api, deploy_slurm
 from dynamic_nodes_helpers import all_nodes_idle, leader, poll
 from ha_helpers import (
     CLIENT_BOUND,
@@ -54,8 +55,6 @@ from ha_helpers import (
     wait_state,
 )
 
-LAB_OPTIONS = {"slurm-package-source": "archive"}
-CONTROLLER_OPTIONS = {**LAB_OPTIONS, "process-isolation": "none", "use-network-state": True}
 SETTLE = 15 * 60
 QUEUED = 50
 RUNNING_SECONDS = 45
@@ -79,15 +78,8 @@ def wait_active(juju: jubilant.Juju, *apps: str, timeout: float = SETTLE) -> jub
 
 @pytest.fixture(scope="module")
 def cluster(juju: jubilant.Juju, charm_path: Callable[[str], Path]) -> jubilant.Juju:
-    juju.deploy(charm_path("slurmctld"), "slurmctld", num_units=3, config=CONTROLLER_OPTIONS)
-    juju.deploy("filesystem-client", "fs")
-    juju.integrate("slurmctld:mount", "fs:mount")
-    juju.deploy(charm_path("slurmd"), "compute", num_units=2, config=LAB_OPTIONS)
-    juju.integrate("slurmctld:slurmd", "compute:slurmctld")
-    juju.deploy(charm_path("sackd"), "login", config=LAB_OPTIONS)
-    juju.integrate("slurmctld:login-node", "login:slurmctld")
-    juju.deploy(charm_path("slurmrestd"), "slurmrestd", config=LAB_OPTIONS)
-    juju.integrate("slurmctld:slurmrestd", "slurmrestd:slurmctld")
+    deploy_slurm(juju, charm_path, controllers=3, network_state=True, computes=(("compute", 2),))
+    deploy_rest_api(juju, charm_path)
     wait_active(juju)
     wait_active(juju, "slurmrestd")
     poll(

@@ -16,6 +16,7 @@ from pathlib import Path
 import jubilant
 import pytest
 from accounting_rest_helpers import key_ids
+from deploy_helpers import deploy_slurm
 from dynamic_nodes_helpers import all_nodes_idle, leader, poll
 from ha_helpers import (
     FAILOVER_BOUND,
@@ -31,8 +32,6 @@ from ha_helpers import (
     wait_state,
 )
 
-LAB_OPTIONS = {"slurm-package-source": "archive"}
-CONTROLLER_OPTIONS = {**LAB_OPTIONS, "process-isolation": "none", "use-network-state": True}
 SETTLE = 15 * 60
 REACT = 3 * 60
 APPS = ("slurmctld", "compute", "login")
@@ -56,13 +55,7 @@ def wait_active(juju: jubilant.Juju, timeout: float = SETTLE) -> jubilant.Status
 @pytest.fixture(scope="module")
 def cluster(juju: jubilant.Juju, charm_path: Callable[[str], Path]) -> jubilant.Juju:
     lab_of(juju)  # The failover needs the lab's faults.
-    juju.deploy(charm_path("slurmctld"), "slurmctld", num_units=2, config=CONTROLLER_OPTIONS)
-    juju.deploy("filesystem-client", "fs")
-    juju.integrate("slurmctld:mount", "fs:mount")
-    juju.deploy(charm_path("slurmd"), "compute", config=LAB_OPTIONS)
-    juju.integrate("slurmctld:slurmd", "compute:slurmctld")
-    juju.deploy(charm_path("sackd"), "login", config=LAB_OPTIONS)
-    juju.integrate("slurmctld:login-node", "login:slurmctld")
+    deploy_slurm(juju, charm_path, controllers=2, network_state=True)
     wait_active(juju)
     poll(lambda: all_nodes_idle(juju, ["compute-0"]) or None, timeout=120, what="compute-0 idle")
     poll(

@@ -26,10 +26,8 @@ from accounting_rest_helpers import (
     sh,
     try_sh,
 )
-from conftest import on_real_juju
+from deploy_helpers import deploy_accounting, deploy_rest_api, deploy_slurm
 
-LAB_OPTIONS = {"slurm-package-source": "archive"}
-CONTROLLER_OPTIONS = {**LAB_OPTIONS, "process-isolation": "none"}
 SETTLE = 10 * 60
 REACT = 3 * 60
 APPS = ("slurmctld", "compute", "login", "mysql", "slurmdbd", "slurmrestd")
@@ -72,20 +70,9 @@ def refusals(juju: jubilant.Juju) -> int:
 @pytest.fixture(scope="module")
 def cluster(juju: jubilant.Juju, charm_path: Callable[[str], Path]) -> jubilant.Juju:
     began = time.monotonic()
-    juju.deploy(charm_path("slurmctld"), "slurmctld", config=CONTROLLER_OPTIONS)
-    juju.deploy(charm_path("slurmd"), "compute", config=LAB_OPTIONS)
-    juju.deploy(charm_path("sackd"), "login", config=LAB_OPTIONS)
-    juju.deploy(charm_path("slurmrestd"), "slurmrestd", config=LAB_OPTIONS)
-    juju.deploy(charm_path("slurmdbd"), "slurmdbd", config=LAB_OPTIONS)
-    if on_real_juju():
-        juju.deploy("mysql", "mysql", channel="8.0/stable", base="ubuntu@22.04")
-    else:
-        juju.deploy("mysql", "mysql")
-    juju.integrate("slurmctld:slurmd", "compute:slurmctld")
-    juju.integrate("slurmctld:login-node", "login:slurmctld")
-    juju.integrate("slurmctld:slurmrestd", "slurmrestd:slurmctld")
-    juju.integrate("slurmdbd:database", "mysql:database")
-    juju.integrate("slurmctld:slurmdbd", "slurmdbd:slurmctld")
+    deploy_slurm(juju, charm_path)
+    deploy_rest_api(juju, charm_path)
+    deploy_accounting(juju, charm_path)
     wait_active(juju)
     poll(lambda: "accounting" in controller_status(juju), timeout=REACT, what="accounting")
     say(f"deployed in {time.monotonic() - began:.0f} s")
