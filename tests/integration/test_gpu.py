@@ -116,9 +116,11 @@ def test_two_one_gpu_jobs_share_the_node_and_a_third_waits(cluster: jubilant.Juj
             job_id, state, *rest = line.split()
             found[job_id] = (state, rest[0] if len(rest) > 1 else "", rest[-1])
         running = [j for j, s in found.items() if s[0] == "RUNNING"]
-        return found if len(running) == 2 and len(found) == 3 else None
+        # A job just submitted pends with reason None until the scheduler has looked at it.
+        judged = all(s[2] != "None" for s in found.values() if s[0] == "PENDING")
+        return found if len(running) == 2 and len(found) == 3 and judged else None
 
-    found = poll(states, timeout=60, what="two GPU jobs running")
+    found = poll(states, timeout=60, what="two GPU jobs running, the third judged")
     running = {j: s for j, s in found.items() if s[0] == "RUNNING"}
     pending = {j: s for j, s in found.items() if s[0] == "PENDING"}
     assert {s[1] for s in running.values()} == {"gpu-0"}

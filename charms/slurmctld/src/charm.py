@@ -252,6 +252,7 @@ class SlurmctldCharm(SlurmCharm[SlurmctldConfig]):
         if _is_install_hook():
             return  # Install only installs: keys and config wait for the shared filesystem.
         self.open_ports(PortRange.single(SLURMCTLD_PORT))  # Any unit may run it once it leads.
+        self.slurmctld.bound_stop_time()
         me = self._share_address()
         if not self._may_configure(config):
             return

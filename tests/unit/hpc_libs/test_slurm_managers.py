@@ -245,14 +245,25 @@ def test_daemon_options_file(
 ) -> None:
     daemon = manager(tmp_path)
 
-    assert daemon.set_start_options("-vv") is True
-    assert daemon.set_start_options("-vv") is False
+    assert daemon.options.write({variable: "-vv"}) is True
+    assert daemon.options.write({variable: "-vv"}) is False
 
     path = tmp_path / "etc/default" / daemon.daemon
     assert path.read_text().splitlines()[1:] == [f'{variable}="-vv"']
     assert mode_of(path) == 0o644
     assert owners[daemon.daemon] == ("root", None)
     assert daemon.options.read() == {variable: "-vv"}
+
+
+def test_a_controller_stop_is_bounded_once(fake_run: FakeRun, tmp_path: Path) -> None:
+    controller = SlurmctldManager(tmp_path)
+
+    assert controller.bound_stop_time() is True
+    assert controller.bound_stop_time() is False
+
+    drop_in = tmp_path / "etc/systemd/system/slurmctld.service.d/charm-stop.conf"
+    assert "\n[Service]\nTimeoutStopSec=20\n" in drop_in.read_text()
+    assert fake_run.calls == [["systemctl", "daemon-reload"]]  # Once: the second wrote nothing.
 
 
 def test_sackd_conf_servers(tmp_path: Path, owners: Owners) -> None:
@@ -267,7 +278,7 @@ def test_sackd_conf_servers(tmp_path: Path, owners: Owners) -> None:
 
 def test_options_refuse_quote_characters(tmp_path: Path, owners: Owners) -> None:
     with pytest.raises(ConfigError) as caught:
-        SlurmctldManager(tmp_path).set_start_options('-f "x"')
+        SlurmctldManager(tmp_path).options.write({"SLURMCTLD_OPTIONS": '-f "x"'})
 
     assert caught.value.key == "SLURMCTLD_OPTIONS"
 

@@ -28,7 +28,7 @@ from slurmutils import (
 )
 
 from hpc_libs.errors import SlurmOpsError
-from hpc_libs.machine import files
+from hpc_libs.machine import files, systemd
 from hpc_libs.slurm.base import ConfigFile, KeyFile, SlurmManager
 
 logger = logging.getLogger(__name__)
@@ -39,6 +39,16 @@ SHARED_ETC_NAME = "etc-slurm"
 """The directory under the checkpoint that `/etc/slurm` links to."""
 NETWORK_STATE_NAME = "slurmctld"
 """The `StateSaveLocation` directory under the checkpoint."""
+STOP_OVERRIDE_NAME = "charm-stop"
+STOP_TIMEOUT = 20
+"""Seconds systemd waits for slurmctld to stop before SIGKILL (its own default is 90)."""
+STOP_OVERRIDE = f"""# Written by the slurmctld charm.
+# A standby backup slurmctld (24.11) sometimes never exits after "BackupController
+# terminating"; systemd's default would keep it, and the failover it stands for, away for
+# 90 s. A controller saves its state in well under a second; past this, SIGKILL.
+[Service]
+TimeoutStopSec={STOP_TIMEOUT}
+"""
 
 
 class SlurmctldManager(SlurmManager):
@@ -106,9 +116,19 @@ class SlurmctldManager(SlurmManager):
         files.set_owner(target, self.user, self.group)
         return target
 
-    def set_start_options(self, options: str = "") -> bool:
-        """Write `SLURMCTLD_OPTIONS`; return whether /etc/default/slurmctld changed."""
-        return self.options.write({self.options_variable: options})
+    def bound_stop_time(self) -> bool:
+        """Install the drop-in bounding a stop to `STOP_TIMEOUT` s; return whether it changed.
+
+        Raises:
+            SlurmOpsError: The drop-in cannot be written or systemd cannot reload.
+
+        """
+        changed = systemd.write_override(
+            self.daemon, STOP_OVERRIDE_NAME, STOP_OVERRIDE, root=self.root
+        )
+        if changed:
+            systemd.daemon_reload()
+        return changed
 
     # --- network state -------------------------------------------------------------------
 

@@ -398,7 +398,3 @@ class SlurmdbdManager(SlurmManager):
     def _files(self) -> tuple[Path, ...]:
         """Return the files slurmdbd reads at start, which the charm writes and deletes."""
         return (self.config.path, self.key.path, self.jwt_key.path)
-
-    def set_start_options(self, options: str = "") -> bool:
-        """Write `SLURMDBD_OPTIONS`; return whether /etc/default/slurmdbd changed."""
-        return self.options.write({self.options_variable: options})
