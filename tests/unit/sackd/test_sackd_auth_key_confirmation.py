@@ -10,7 +10,14 @@ from charm_testing import FakeMachine
 from hpc_libs.interfaces.controller import auth_key_digest
 from hpc_libs.slurm.sackd import SackdManager
 from ops import testing
-from test_sackd_login_node import FATAL, KEY, joined, key_path, ready_state
+from test_sackd_login_node import (
+    FATAL,
+    KEY,
+    joined,
+    key_path,
+    ready_state,
+    with_new_revision,
+)
 
 KEY_SET = base64.b64encode(
     json.dumps({"keys": [{"kid": "slurm-1", "k": KEY, "use": "default"}]}).encode()
@@ -42,16 +49,7 @@ def test_a_key_set_is_written_restarts_sackd_and_is_confirmed(
     ctx: testing.Context[ops.CharmBase], machine: FakeMachine, sackd_root: Path
 ):
     state, relation = joined(ctx, machine, ["10.0.0.1"])
-    secret = next(iter(state.secrets))
-    rotated = testing.Secret(
-        id=secret.id, tracked_content={"key": KEY}, latest_content={"key": KEY_SET}
-    )
-    state = testing.State(
-        config=dict(state.config),
-        relations=state.relations,
-        secrets={rotated},
-        stored_states=state.stored_states,
-    )
+    state, rotated = with_new_revision(state, KEY_SET)
 
     out = ctx.run(ctx.on.secret_changed(rotated), state)
 

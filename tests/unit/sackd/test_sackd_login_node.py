@@ -83,6 +83,21 @@ def joined(
     return out, confirmed
 
 
+def with_new_revision(state: testing.State, key: str) -> tuple[testing.State, testing.Secret]:
+    """`state` once slurmctld published `key` as a new revision of its auth key secret."""
+    secret = next(iter(state.secrets))
+    rotated = testing.Secret(
+        id=secret.id, tracked_content={"key": KEY}, latest_content={"key": key}
+    )
+    later = testing.State(
+        config=dict(state.config),
+        relations=state.relations,
+        secrets={rotated},
+        stored_states=state.stored_states,
+    )
+    return later, rotated
+
+
 def with_relation(state: testing.State, relation: testing.Relation) -> testing.State:
     return testing.State(
         config=dict(state.config),
@@ -144,16 +159,7 @@ def test_a_rotated_auth_key_is_written_and_restarts_sackd(
     ctx: testing.Context[ops.CharmBase], machine: FakeMachine, sackd_root: Path
 ):
     state, _ = joined(ctx, machine, ["10.0.0.1"])
-    secret = next(iter(state.secrets))
-    rotated = testing.Secret(
-        id=secret.id, tracked_content={"key": KEY}, latest_content={"key": NEW_KEY}
-    )
-    state = testing.State(
-        config=dict(state.config),
-        relations=state.relations,
-        secrets={rotated},
-        stored_states=state.stored_states,
-    )
+    state, rotated = with_new_revision(state, NEW_KEY)
 
     out = ctx.run(ctx.on.secret_changed(rotated), state)
 

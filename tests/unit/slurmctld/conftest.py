@@ -1,5 +1,6 @@
 """Load the slurmctld charm's modules; fake its machine, with its files under tmp_path."""
 
+from collections.abc import Callable
 from functools import partial
 from pathlib import Path
 from types import ModuleType
@@ -69,6 +70,21 @@ def machine(machine: FakeMachine, monkeypatch: pytest.MonkeyPatch, tmp_path: Pat
     monkeypatch.setattr(charm, "SlurmctldManager", partial(SlurmctldManager, root=tmp_path))
     monkeypatch.setattr(charm.socket, "gethostname", lambda: "ctl0")
     return machine
+
+
+@pytest.fixture
+def settled(
+    ctx: testing.Context[ops.CharmBase], machine: FakeMachine
+) -> Callable[[testing.State], testing.State]:
+    """Run one reconcile so slurmctld runs with its files, then forget what ran."""
+
+    def settle(state: testing.State) -> testing.State:
+        out = ctx.run(ctx.on.update_status(), state)
+        machine.commands.clear()
+        machine.service_calls.clear()
+        return out
+
+    return settle
 
 
 @pytest.fixture

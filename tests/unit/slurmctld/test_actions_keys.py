@@ -20,17 +20,6 @@ def rotation():
     return sys.modules["slurmctld_charm"].rotation
 
 
-@pytest.fixture
-def settled(ctx, machine):
-    def settle(state: testing.State) -> testing.State:
-        out = ctx.run(ctx.on.update_status(), state)
-        machine.commands.clear()
-        machine.service_calls.clear()
-        return out
-
-    return settle
-
-
 def auth_secret(content: str) -> testing.Secret:
     return testing.Secret(tracked_content={"key": content}, owner="app", label="slurm-auth-key")
 

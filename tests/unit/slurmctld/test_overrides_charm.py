@@ -3,22 +3,8 @@
 import json
 from pathlib import Path
 
-import pytest
 from ops import testing
 from test_charm_slurmctld import RECONFIGURE, compute_relation, later, running, slurm_conf
-
-
-@pytest.fixture
-def settled(ctx, machine):
-    """Run one reconcile so the files exist and slurmctld runs, then forget what ran."""
-
-    def settle(state: testing.State) -> testing.State:
-        out = ctx.run(ctx.on.update_status(), state)
-        machine.commands.clear()
-        machine.service_calls.clear()
-        return out
-
-    return settle
 
 
 def cgroup_conf(tmp_path: Path) -> str:

@@ -29,19 +29,6 @@ TOKEN = "eyJhbGciOiJIUzI1NiJ9.eyJzdW4iOiJhbGljZSJ9.c2lnbmF0dXJlLW5vdC1yZWFs"
 TOKEN_COMMAND = ["scontrol", "token", "username=alice", "lifespan=600"]
 
 
-@pytest.fixture
-def settled(ctx, machine):
-    """Run one reconcile so slurmctld runs with its files, then forget what ran."""
-
-    def settle(state: testing.State) -> testing.State:
-        out = ctx.run(ctx.on.update_status(), state)
-        machine.commands.clear()
-        machine.service_calls.clear()
-        return out
-
-    return settle
-
-
 def slurmdbd_relation(*dbds: dict[str, object], **kwargs) -> testing.Relation:
     data = databag(dbds=list(dbds)) if dbds else {}
     kwargs.setdefault("remote_app_data", data)

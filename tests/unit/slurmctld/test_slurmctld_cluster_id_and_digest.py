@@ -20,19 +20,6 @@ from test_slurmctld_accounting_and_jwt import DBD, slurmdbd_relation
 INVENTED_ID = "614"
 
 
-@pytest.fixture
-def settled(ctx, machine):
-    """Run one reconcile so slurmctld runs with its files, then forget what ran."""
-
-    def settle(state: testing.State) -> testing.State:
-        out = ctx.run(ctx.on.update_status(), state)
-        machine.commands.clear()
-        machine.service_calls.clear()
-        return out
-
-    return settle
-
-
 def cluster_id_file(state_dir: Path) -> Path:
     """slurmctld's cluster id file as slurmctld wrote it when it started without a database."""
     state_dir.mkdir(parents=True, exist_ok=True)

@@ -25,17 +25,6 @@ CHARM_DIR_HINT = "/dispatch"
 FATAL = "slurmctld: fatal: Unable to bind listen port (6817): Address already in use"
 
 
-@pytest.fixture
-def settled(ctx, machine):
-    def settle(state: testing.State) -> testing.State:
-        out = ctx.run(ctx.on.update_status(), state)
-        machine.commands.clear()
-        machine.service_calls.clear()
-        return out
-
-    return settle
-
-
 def wake_event(ctx):
     """What `juju-exec ... JUJU_DISPATCH_PATH=hooks/slurmctld-wake .../dispatch` runs."""
     del ctx
