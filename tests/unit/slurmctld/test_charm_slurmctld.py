@@ -87,19 +87,6 @@ def slurm_conf(tmp_path: Path) -> str:
     return (tmp_path / "etc/slurm/slurm.conf").read_text()
 
 
-@pytest.fixture
-def settled(ctx, machine, tmp_path):
-    """Run one reconcile so slurm.conf exists and slurmctld runs, then forget what ran."""
-
-    def settle(state: testing.State) -> testing.State:
-        out = ctx.run(ctx.on.update_status(), state)
-        machine.commands.clear()
-        machine.service_calls.clear()
-        return out
-
-    return settle
-
-
 # Install and start.
 
 
