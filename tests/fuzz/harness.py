@@ -1,0 +1,171 @@
+"""Run one charm event on a fresh fake machine per example; read back what it rendered.
+
+Each example gets its own FakeMachine (tests/unit/charm_testing.py) and its own temporary
+root: every Slurm manager of hpc_libs (and so every file a charm writes: /etc/slurm,
+/etc/default, systemd drop-ins) is rooted there. `run` fails the example on a hook error (an
+uncaught exception) and returns what the machine looks like afterwards (`Outcome`).
+"""
+
+import contextlib
+import tempfile
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+from types import ModuleType
+
+import ops
+import pytest
+from charm_testing import FakeMachine, charm_context, load_charm
+from hpc_libs.errors import SlurmOpsError
+from hpc_libs.machine import apt, files, host
+from hpc_libs.slurm.base import SlurmManager
+from hpc_libs.slurm.slurmctld import SlurmctldManager
+from hpc_libs.slurm.slurmd import SlurmdManager
+from hpc_libs.slurm.slurmdbd import SlurmdbdManager
+from hpc_libs.slurm.slurmrestd import SlurmrestdManager
+from ops import testing
+from scenario.state import _Event
+
+_MODULES = {
+    "sackd": ("config", "charm"),
+    "slurmctld": (
+        "overrides",
+        "config",
+        "ha",
+        "primary_watch",
+        "fence",
+        "cluster",
+        "applied",
+        "retire",
+        "credentials",
+        "charm",
+    ),
+    "slurmd": ("config", "node", "departure", "hardware", "charm"),
+    "slurmdbd": ("config", "roles", "charm"),
+    "slurmrestd": ("config", "charm"),
+}
+_TYPES = {
+    "sackd": "SackdCharm",
+    "slurmctld": "SlurmctldCharm",
+    "slurmd": "SlurmdCharm",
+    "slurmdbd": "SlurmdbdCharm",
+    "slurmrestd": "SlurmrestdCharm",
+}
+_MANAGERS = (SlurmManager, SlurmctldManager, SlurmdManager, SlurmdbdManager, SlurmrestdManager)
+HARDWARE = (
+    "NodeName=host0 CPUs=2 Boards=1 SocketsPerBoard=1 CoresPerSocket=2 ThreadsPerCore=1 "
+    "RealMemory=1000\nUpTime=0-01:00:00\n"
+)
+SHOW_NODE = ("scontrol", "--json", "show", "node")
+
+
+@cache
+def modules(charm: str) -> dict[str, ModuleType]:
+    """The charm's modules, loaded once (see charm_testing.load_charm)."""
+    return load_charm(charm, _MODULES[charm])
+
+
+def context(charm: str) -> testing.Context[ops.CharmBase]:
+    """A fresh Context for `charm` (its metadata, config and actions from charmcraft.yaml)."""
+    return charm_context(charm, getattr(modules(charm)["charm"], _TYPES[charm]))
+
+
+class _StillTime:
+    """A clock that moves only when slept on (waits for a node or for jobs take no time)."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def monotonic(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.now += seconds
+
+
+@contextlib.contextmanager
+def fresh_machine(charm: str) -> Iterator[tuple[FakeMachine, Path]]:
+    """A new fake machine with its own root directory, plugged in while the block runs."""
+    with pytest.MonkeyPatch.context() as patch, tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        fake = FakeMachine()
+        patch.setattr(host, "run", fake.run)
+        patch.setattr(apt, "install", fake.apt_install)
+        patch.setattr(files, "set_owner", lambda path, owner, group: None)
+        for manager in _MANAGERS:
+            patch.setattr(manager.__init__, "__defaults__", (root,))
+        loaded = modules(charm)
+        if charm == "slurmctld":
+            patch.setattr(loaded["charm"].socket, "gethostname", lambda: "ctl0")
+            mountinfo = root / "mountinfo"
+            mountinfo.write_text("22 1 8:1 / / rw shared:1 - ext4 /dev/sda1 rw\n")
+            patch.setattr(loaded["ha"], "MOUNTINFO", mountinfo)
+        if charm == "slurmd":
+            fake.responses[("slurmd", "-C")] = HARDWARE
+            fake.responses[SHOW_NODE] = SlurmOpsError("no such node")
+            fake.responses[("nvidia-smi",)] = SlurmOpsError("nvidia-smi not found")
+            fake.fail("pgrep", returncode=1)
+            clock = _StillTime()
+            patch.setattr(loaded["departure"], "time", clock)
+            patch.setattr(loaded["node"], "time", clock)
+        yield fake, root
+
+
+@dataclass
+class Outcome:
+    """What one event left: the state out, the machine, and the files under the root."""
+
+    state: testing.State
+    machine: FakeMachine
+    files: dict[str, str]
+    """Every regular file under the root that a charm renders (path relative to the root)."""
+    action_results: dict[str, object] | None = None
+    action_error: str | None = None
+
+    def file(self, path: str) -> str | None:
+        return self.files.get(path)
+
+
+RENDERED = ("etc/slurm", "etc/default", "etc/systemd", "var/lib/slurm")
+
+
+def _read_rendered(root: Path) -> dict[str, str]:
+    found: dict[str, str] = {}
+    for top in RENDERED:
+        for path in sorted((root / top).rglob("*")) if (root / top).is_dir() else ():
+            if path.is_file() and not path.is_symlink() and not path.name.endswith(".key"):
+                try:
+                    found[str(path.relative_to(root))] = path.read_text()
+                except UnicodeDecodeError:
+                    continue
+    return found
+
+
+def run(
+    charm: str,
+    event: Callable[[testing.Context[ops.CharmBase]], _Event],
+    state: testing.State,
+    example: object,
+    prepare: Callable[[FakeMachine, Path], None] | None = None,
+) -> Outcome:
+    """Fire `event` on `state` for `charm` on a fresh machine; fail on a hook error.
+
+    `prepare` may change the machine (responses, files) before the event.
+    """
+    ctx = context(charm)
+    with fresh_machine(charm) as (fake, root):
+        if prepare is not None:
+            prepare(fake, root)
+        results: dict[str, object] | None = None
+        error: str | None = None
+        try:
+            out = ctx.run(event(ctx), state)
+        except testing.errors.UncaughtCharmError as e:
+            pytest.fail(
+                f"hook error (crash) for input {example!r}: {e.__cause__!r}", pytrace=False
+            )
+        except testing.ActionFailed as e:
+            out, error = e.state, e.message
+        results = ctx.action_results
+        return Outcome(out, fake, _read_rendered(root), results, error)
