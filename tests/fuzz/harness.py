@@ -57,7 +57,8 @@ HARDWARE = (
     "NodeName=host0 CPUs=2 Boards=1 SocketsPerBoard=1 CoresPerSocket=2 ThreadsPerCore=1 "
     "RealMemory=1000\nUpTime=0-01:00:00\n"
 )
-SHOW_NODE = ("scontrol", "--json", "show", "node")
+SHOW_NODE = ("scontrol", "show", "node")
+REGISTERED = '{"nodes": [{"name": "slurmd-0", "state": ["IDLE"]}]}'
 
 
 @cache
@@ -103,7 +104,7 @@ def fresh_machine(charm: str) -> Iterator[tuple[FakeMachine, Path]]:
             patch.setattr(loaded["ha"], "MOUNTINFO", mountinfo)
         if charm == "slurmd":
             fake.responses[("slurmd", "-C")] = HARDWARE
-            fake.responses[SHOW_NODE] = SlurmOpsError("no such node")
+            fake.responses[SHOW_NODE] = REGISTERED
             fake.responses[("nvidia-smi",)] = SlurmOpsError("nvidia-smi not found")
             fake.fail("pgrep", returncode=1)
             clock = _StillTime()

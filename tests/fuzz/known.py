@@ -36,6 +36,25 @@ KNOWN = (
         r"slurm refused: slurm\.conf: ",
     ),
     Finding(
+        "#5 IPv6 scope ids accept any text; % and $ reach ExecStart unescaped",
+        "h-inputs",
+        r"ControllerData|slurmrestd option listen-address",
+        r"_OPTIONS holds a quote, backslash, \$ or newline|systemd specifiers \['%|"
+        r"--conf-server lists",
+    ),
+    Finding(
+        "#9 garbled slurmd -C output is a hook error",
+        "h-inputs",
+        r"slurmd -C output",
+        r"hook error",
+    ),
+    Finding(
+        "#3 documented slurmdbd values pass the check, then error every hook",
+        "h-grammar",
+        r"slurmdbd option slurmdbd-conf-parameters",
+        r"hook error .*ConfigError\(.invalid ",
+    ),
+    Finding(
         "#4 peer unit data reaches slurm.conf unchecked",
         "h-inputs",
         r"slurmctld-peer unit data",

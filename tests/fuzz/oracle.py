@@ -12,6 +12,7 @@ whitespace when expanded unbraced, and the drop-ins' `ExecStart=` lines, where `
 specifiers unless doubled.
 """
 
+import json
 import re
 import shlex
 from collections import Counter
@@ -166,3 +167,32 @@ def _exec_start_problems(files: Mapping[str, str], baseline: Mapping[str, str]) 
             if extra:
                 problems.append(f"{path}: ExecStart {line!r} has systemd specifiers {extra}")
     return problems
+
+
+def json_keys(raw: dict[str, str]) -> list[str]:
+    """The keys of every object in a databag's fields (what the sender names as keys)."""
+    found: list[str] = []
+
+    def walk(value: object) -> None:
+        if isinstance(value, dict):
+            found.extend(str(k) for k in value)
+            for item in value.values():
+                walk(item)
+        elif isinstance(value, list):
+            for item in value:
+                walk(item)
+
+    for text in raw.values():
+        try:
+            walk(json.loads(text))
+        except (ValueError, RecursionError):
+            continue
+    return found
+
+
+def option_keys(text: str) -> list[str]:
+    """Keys an option's `key=value` lines name (what the operator intends to set)."""
+    keys = []
+    for line in text.split("\n"):
+        keys += [token.partition("=")[0] for token in line.split()]
+    return keys

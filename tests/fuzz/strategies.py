@@ -143,13 +143,18 @@ HOST_VALUES = (
 PORT_VALUES = (1, 6817, 65535, 0, 65536, -1, True, "6817", "6_819", 6817.0)
 
 
-def slurm_conf_seeds() -> list[str]:
-    """`key=value` lines from the rules of slurm.conf keys, plus the issue's reproducers."""
-    seeds: list[str] = []
+def slurm_conf_grammar() -> list[str]:
+    """A `key=value` line for every slurm.conf key with a rule, with an edge value."""
     edge_values = (*UINT_EDGES, "0", *TIME_VALUES[:5], "yes", "no")
-    for number, key in enumerate(sorted(grammar.SLURM_CONF)):
-        seeds.append(f"{key}={edge_values[number % len(edge_values)]}")
-    seeds += [
+    return [
+        f"{key}={edge_values[number % len(edge_values)]}"
+        for number, key in enumerate(sorted(grammar.SLURM_CONF))
+    ]
+
+
+def slurm_conf_seeds() -> list[str]:
+    """slurm.conf lines: the issue's reproducers and what the charm must refuse."""
+    return [
         "PriorityDecayHalfLife=14days",
         "PriorityDecayHalfLife=14-0",
         "FirstJobId=100000\nMaxJobId=1000",
@@ -169,7 +174,6 @@ def slurm_conf_seeds() -> list[str]:
         "NodeName=evil CPUs=1",
         "Include /etc/passwd",
     ]
-    return seeds
 
 
 def slurmdbd_conf_seeds() -> list[str]:

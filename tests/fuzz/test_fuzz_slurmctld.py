@@ -11,6 +11,7 @@ from collections import Counter
 from typing import Any
 
 import harness
+import oracle
 import pytest
 import strategies as s
 from charm_testing import already_installed
@@ -66,35 +67,6 @@ def baseline(state: testing.State, event=config_changed, prepare=None) -> harnes
     return harness.run("slurmctld", event, state, "baseline", prepare)
 
 
-def json_keys(raw: dict[str, str]) -> list[str]:
-    """The keys of every object in a databag's fields (what the sender names as keys)."""
-    found: list[str] = []
-
-    def walk(value: object) -> None:
-        if isinstance(value, dict):
-            found.extend(str(k) for k in value)
-            for item in value.values():
-                walk(item)
-        elif isinstance(value, list):
-            for item in value:
-                walk(item)
-
-    for text in raw.values():
-        try:
-            walk(json.loads(text))
-        except (ValueError, RecursionError):
-            continue
-    return found
-
-
-def option_keys(text: str) -> list[str]:
-    """Keys an option's `key=value` lines name (what the operator intends to set)."""
-    keys = []
-    for line in text.split("\n"):
-        keys += [token.partition("=")[0] for token in line.split()]
-    return keys
-
-
 # Options.
 
 PARAMETER_OPTIONS = {
@@ -112,7 +84,7 @@ def test_parameter_options(option: str, real_slurm: RealSlurm):
         out = harness.run(
             "slurmctld", config_changed, leader(compute(), config={option: value}), value
         )
-        surface.check(out, value, extra_keys=option_keys(value))
+        surface.check(out, value, extra_keys=oracle.option_keys(value))
 
     surface.run(PARAMETER_OPTIONS[option], s.parameters(PARAMETER_OPTIONS[option]), example)
     surface.finish(real_slurm)
@@ -278,7 +250,7 @@ def test_slurmd_databag(real_slurm: RealSlurm):
         out = harness.run(
             "slurmctld", lambda ctx: ctx.on.config_changed(), leader(compute(raw=raw)), raw
         )
-        surface.check(out, raw, extra_keys=json_keys(raw))
+        surface.check(out, raw, extra_keys=oracle.json_keys(raw))
 
     surface.run(COMPUTE_SEEDS, compute_databag(), example)
     surface.finish(real_slurm)
@@ -486,7 +458,7 @@ def test_slurmctld_peer_app_databag(real_slurm: RealSlurm):
 
     def example(app_data: dict[str, str]) -> None:
         out = harness.run("slurmctld", config_changed, state(app_data), app_data, prepare)
-        surface.check(out, app_data, extra_keys=[*json_keys(app_data), "state"])
+        surface.check(out, app_data, extra_keys=[*oracle.json_keys(app_data), "state"])
 
     surface.run(PEER_APP_SEEDS, peer_app_databag(), example)
     surface.finish(real_slurm)

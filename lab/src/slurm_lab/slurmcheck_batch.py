@@ -87,6 +87,15 @@ def slurmdbd_conf(case, work):
     env = stage(case, work, ["slurmdbd.conf"])
     open(env["SLURM_CONF"], "w").close()
     os.chmod(os.path.join(work, "slurmdbd.conf"), 0o600)
+    # ArchiveDir must exist on the machine: make it where the namespace can (under tmpfs).
+    with open(os.path.join(work, "slurmdbd.conf")) as f:
+        for line in f:
+            key, _, value = line.strip().partition("=")
+            if key.lower() == "archivedir" and value.startswith("/"):
+                try:
+                    os.makedirs(value, exist_ok=True)
+                except OSError:
+                    pass
     slurm = pwd.getpwnam("slurm")
     os.chown(os.path.join(work, "slurmdbd.conf"), slurm.pw_uid, slurm.pw_gid)
     return run(["slurmdbd", "-V"], env)

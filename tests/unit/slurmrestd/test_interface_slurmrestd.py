@@ -173,6 +173,10 @@ def test_hostile_urls_are_refused(url: str):
         ("10.0.0.5", 6820, "http://10.0.0.5:6820"),
         ("fd00::1", 6820, "http://[fd00::1]:6820"),
         ("rest.example.com", 8080, "http://rest.example.com:8080"),
+        # A listen-address in capitals (the fuzz suite's `NaN`) is a host name as well.
+        ("Rest-0.Example.COM", 6820, "http://Rest-0.Example.COM:6820"),
+        ("NaN", 6820, "http://NaN:6820"),
+        ("FD00::1", 6820, "http://[fd00::1]:6820"),
     ],
 )
 def test_rest_url(host: str, port: int, url: str):

@@ -98,7 +98,8 @@ def check_url(value: str) -> None:
         raise ValueError(f"{value!r} is not http[s]://host:port")
     if parts.username is not None or parts.query or parts.fragment or parts.path not in ("", "/"):
         raise ValueError(f"{value!r} holds more than http[s]://host:port")
-    if rest_url(host, port, scheme=parts.scheme) != value.removesuffix("/"):
+    # urlsplit gives the host in lower case; host names are case-insensitive, so compare so.
+    if rest_url(host, port, scheme=parts.scheme) != value.removesuffix("/").lower():
         raise ValueError(f"{value!r} is not written as http[s]://host:port")
 
 
