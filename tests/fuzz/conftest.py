@@ -22,7 +22,7 @@ from real_slurm import RealSlurm
 
 settings.register_profile(
     "default",
-    max_examples=40,
+    max_examples=20,
     deadline=None,
     database=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],

@@ -35,6 +35,8 @@ SEED_COUNTS: dict[str, int] = {}
 KNOWN_SEEN: dict[str, set[str]] = {}
 """The known findings each surface hit (by finding id)."""
 STRICT = os.environ.get("FUZZ_STRICT") == "1"
+DEEP = os.environ.get("HYPOTHESIS_PROFILE") == "deep"
+"""The deep profile also runs every value of a surface's grammar corpus one by one."""
 
 
 def short(example: object, limit: int = 160) -> str:
@@ -92,11 +94,16 @@ class Surface:
         seeds: Sequence[Any],
         strategy: st.SearchStrategy[Any],
         example: Callable[[Any], None],
+        corpus: Sequence[Any] = (),
     ) -> None:
-        """Run `example` on every seed, then on hypothesis' draws from `strategy`."""
-        SEED_COUNTS[self.name] = len(seeds)
+        """Run `example` on every seed, then on hypothesis' draws from `strategy`.
+
+        `corpus` (values from Slurm's grammar, which `strategy` draws from too) is run one
+        by one only in the deep profile.
+        """
+        SEED_COUNTS[self.name] = len(seeds) + len(corpus)
         guarded = self.guarded(example)
-        for seed in seeds:
+        for seed in [*seeds, *(corpus if DEEP else ())]:
             guarded(seed)
         given(strategy)(guarded)()
 

@@ -70,8 +70,8 @@ def baseline(state: testing.State, event=config_changed, prepare=None) -> harnes
 # Options.
 
 PARAMETER_OPTIONS = {
-    "slurm-conf-parameters": s.slurm_conf_seeds(),
-    "cgroup-parameters": s.cgroup_conf_seeds(),
+    "slurm-conf-parameters": (s.slurm_conf_seeds(), s.slurm_conf_grammar()),
+    "cgroup-parameters": (s.cgroup_conf_seeds(), []),
 }
 
 
@@ -86,7 +86,8 @@ def test_parameter_options(option: str, real_slurm: RealSlurm):
         )
         surface.check(out, value, extra_keys=oracle.option_keys(value))
 
-    surface.run(PARAMETER_OPTIONS[option], s.parameters(PARAMETER_OPTIONS[option]), example)
+    seeds, corpus = PARAMETER_OPTIONS[option]
+    surface.run(seeds, s.parameters([*seeds, *corpus]), example, corpus)
     surface.finish(real_slurm)
 
 
