@@ -158,15 +158,18 @@ def run(
     with fresh_machine(charm) as (fake, root):
         if prepare is not None:
             prepare(fake, root)
-        results: dict[str, object] | None = None
         error: str | None = None
         try:
             out = ctx.run(event(ctx), state)
         except testing.errors.UncaughtCharmError as e:
-            pytest.fail(
-                f"hook error (crash) for input {example!r}: {e.__cause__!r}", pytrace=False
-            )
+            pytest.fail(f"hook error (crash) for input {short(example)}: {e.__cause__!r}")
         except testing.ActionFailed as e:
+            assert isinstance(e.state, testing.State)
             out, error = e.state, e.message
-        results = ctx.action_results
-        return Outcome(out, fake, _read_rendered(root), results, error)
+        return Outcome(out, fake, _read_rendered(root), ctx.action_results, error)
+
+
+def short(example: object, limit: int = 160) -> str:
+    """An input as a failure message shows it (huge reproducers cut)."""
+    text = repr(example)
+    return text if len(text) <= limit else f"{text[:limit]}... ({len(text)} chars)"

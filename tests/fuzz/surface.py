@@ -23,7 +23,7 @@ from typing import Any
 
 import oracle
 import pytest
-from harness import Outcome
+from harness import Outcome, short
 from hypothesis import given
 from hypothesis import strategies as st
 from known import Finding, match
@@ -37,12 +37,6 @@ KNOWN_SEEN: dict[str, set[str]] = {}
 STRICT = os.environ.get("FUZZ_STRICT") == "1"
 DEEP = os.environ.get("HYPOTHESIS_PROFILE") == "deep"
 """The deep profile also runs every value of a surface's grammar corpus one by one."""
-
-
-def short(example: object, limit: int = 160) -> str:
-    """An input as a failure message shows it (huge reproducers cut)."""
-    text = repr(example)
-    return text if len(text) <= limit else f"{text[:limit]}... ({len(text)} chars)"
 
 
 @dataclass
