@@ -61,6 +61,13 @@ KNOWN = (
         r"injection: .*slurmctldhost|slurm refused: slurm\.conf: .*SlurmctldHost|"
         r"slurm refused: slurm\.conf: .*(hostname|address)",
     ),
+    Finding(
+        "#13 partitions kept in peer memory rendered without PartitionName/Nodes",
+        "h-inputs",
+        r"slurmctld-peer app data",
+        r"injection: .*unintended keys \{'(state|nodes|default)'|"
+        r"slurm refused: slurm\.conf: .*(unrecognized key: (state|nodes|default)|NodeSet|Partition)",
+    ),
 )
 
 
