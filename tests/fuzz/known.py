@@ -66,7 +66,8 @@ KNOWN = (
         "h-inputs",
         r"slurmctld-peer app data",
         r"injection: .*unintended keys \{'(state|nodes|default)'|"
-        r"slurm refused: slurm\.conf: .*(unrecognized key: (state|nodes|default)|NodeSet|Partition)",
+        r"slurm refused: slurm\.conf: .*"
+        r"(unrecognized key: (state|nodes|default)|NodeSet|Partition)",
     ),
 )
 
