@@ -16,9 +16,8 @@ from types import ModuleType
 
 import ops
 import pytest
-from charm_testing import FakeMachine, charm_context, load_charm
+from charm_testing import FakeMachine, charm_context, fake_machine, load_charm
 from hpc_libs.errors import SlurmOpsError
-from hpc_libs.machine import apt, files, host
 from hpc_libs.slurm.base import SlurmManager
 from hpc_libs.slurm.slurmctld import SlurmctldManager
 from hpc_libs.slurm.slurmd import SlurmdManager
@@ -90,10 +89,7 @@ def fresh_machine(charm: str) -> Iterator[tuple[FakeMachine, Path]]:
     """A new fake machine with its own root directory, plugged in while the block runs."""
     with pytest.MonkeyPatch.context() as patch, tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
-        fake = FakeMachine()
-        patch.setattr(host, "run", fake.run)
-        patch.setattr(apt, "install", fake.apt_install)
-        patch.setattr(files, "set_owner", lambda path, owner, group: None)
+        fake = fake_machine(patch)  # the unit tests' seams, whatever they become
         for manager in _MANAGERS:
             patch.setattr(manager.__init__, "__defaults__", (root,))
         loaded = modules(charm)
