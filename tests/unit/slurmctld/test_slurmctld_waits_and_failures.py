@@ -4,7 +4,7 @@ import base64
 import json
 
 import pytest
-from charm_testing import already_installed
+from charm_testing import already_installed, systemd_expands
 from hpc_libs.charm import wake
 from ops import testing
 from scenario.state import _Event  # The event a dispatch path names.
@@ -56,7 +56,7 @@ def test_retiring_partition_starts_a_watcher_that_dispatches_slurmctld_wake(ctx,
         "--description=Wake slurmctld/0: partition compute idle",
     ]
     assert run[4:7] == ["--", "/bin/sh", "-c"]
-    script = run[7]
+    script = systemd_expands(run[7])
     query = f"squeue --noheader --format=%i --partition=compute --states={BUSY}"
     assert f"out=$(timeout 30 {query})" in script
     assert (

@@ -223,10 +223,11 @@ def hostname(value: str) -> None:
 def host(value: str) -> None:
     """Check a host name, an IPv4 address or an IPv6 address (without brackets)."""
     token(value)
-    try:
-        ipaddress.ip_address(value)
-    except ValueError:
-        hostname(value)
+    if _ip(value) is not None:
+        return
+    if "%" in value:
+        raise ValueError(f"{value!r} is not an IPv6 address with an interface name after '%'")
+    hostname(value)
 
 
 def port(value: str) -> None:
@@ -258,11 +259,23 @@ def controller_entry(value: str) -> None:
         port(number)
 
 
+# A Linux interface name, as an IPv6 scope ID (`fe80::1%eth0`): at most IFNAMSIZ - 1 = 15
+# characters, not `.` or `..`. Linux refuses only `/`, `:` and whitespace besides; this rule
+# keeps to the letters, digits, `_`, `.` and `-` that interface names use, so no `,` (a
+# list separator), `%` or `$` (systemd specifiers) can ride in a scope ID.
+_SCOPE_ID_RE = re.compile(r"[A-Za-z0-9_.-]{1,15}")
+
+
 def _ip(value: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
+    """Return the address `value` holds; None if none, or if its IPv6 scope is no interface."""
     try:
-        return ipaddress.ip_address(value)
+        address = ipaddress.ip_address(value)
     except ValueError:
         return None
+    scope = address.scope_id if isinstance(address, ipaddress.IPv6Address) else None
+    if scope is not None and (not _SCOPE_ID_RE.fullmatch(scope) or scope in (".", "..")):
+        return None
+    return address
 
 
 NAME = pattern(_NAME_RE, "a name of letters, digits, '_', '.' or '-'")
