@@ -108,6 +108,7 @@ class SlurmctldCharm(SlurmCharm[SlurmctldConfig]):
         framework.observe(self.on.show_current_config_action, self._on_show_current_config)
         framework.observe(self.on.rotate_jwt_key_action, self._on_rotate_jwt_key_action)
         framework.observe(self.on.rotate_auth_key_action, self._on_rotate_auth_key_action)
+        framework.observe(self.on.secret_remove, self._on_secret_remove)
         self.reconcile_on(
             self.on.slurmctld_wake,
             self.on[PEER].relation_changed,
@@ -241,6 +242,21 @@ class SlurmctldCharm(SlurmCharm[SlurmctldConfig]):
         event.set_results(
             {"new-key-id": new_kid, "next": "each daemon loads it; `juju status` shows progress"}
         )
+
+    def _on_secret_remove(self, event: ops.SecretRemoveEvent) -> None:
+        """Remove a revision of the keys' secrets that no unit tracks any more.
+
+        Each rotation leaves the former keys in older revisions; Juju says, with this event on
+        the leader, once no consumer tracks one of them. The charm reads only the latest.
+        """
+        if not self.unit.is_leader():
+            return  # Only the leader manages the application's secrets.
+        try:
+            event.remove_revision()
+        except ops.ModelError as e:
+            logger.warning("cannot remove revision %d of a key secret: %s", event.revision, e)
+            return
+        logger.info("removed revision %d of secret %s", event.revision, event.secret.label)
 
     # The skeleton's hooks: one reconcile path, statuses from facts.
 
