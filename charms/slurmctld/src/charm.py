@@ -256,7 +256,8 @@ class SlurmctldCharm(SlurmCharm[SlurmctldConfig]):
         except ops.ModelError as e:
             logger.warning("cannot remove revision %d of a key secret: %s", event.revision, e)
             return
-        logger.info("removed revision %d of secret %s", event.revision, event.secret.label)
+        what = event.secret.label or event.secret.id
+        logger.info("removed revision %d of secret %s: no unit tracks it", event.revision, what)
 
     # The skeleton's hooks: one reconcile path, statuses from facts.
 
