@@ -223,6 +223,7 @@ def test_a_reason_with_dollars_and_percents_reaches_slurm_through_systemd_run(cl
             lambda: cluster.node(node),
             lambda found: found is not None and "DRAIN" in found["state"],
         )
+        assert drained is not None
         assert drained["reason"] == reason, f"Slurm stored the reason as {drained['reason']!r}"
     finally:
         update_node(cluster, node, state="resume")
