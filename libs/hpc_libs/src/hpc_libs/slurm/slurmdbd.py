@@ -290,7 +290,11 @@ class SlurmdbdManager(SlurmManager):
     def __init__(self, root: Path = Path("/")) -> None:
         super().__init__(root)
         self.config = ConfigFile(
-            self.etc_dir / "slurmdbd.conf", SlurmdbdConfigEditor(), SlurmdbdConfig, mode=0o600
+            self.etc_dir / "slurmdbd.conf",
+            SlurmdbdConfigEditor(),
+            SlurmdbdConfig,
+            mode=0o600,
+            slurm_check="slurmdbd.conf",
         )
         self.jwt_key = KeyFile(self.etc_dir / "jwt_hs256.key", size=32, owner=self.user)
 
