@@ -241,16 +241,7 @@ def _parse(model: Conf, text: str, owned: Mapping[str, str]) -> dict[str, Any]:
             name = line.split()[0].partition("=")[0]
             raise ConfigError(f"{name}: line {number} is not one key=value", key=name)
         lower = key.lower()
-        if lower in owned:
-            raise ConfigError(f"{key} {owned[lower]}", key=key)
-        if lower not in known:
-            raise ConfigError(f"unknown key {key}", key=key)
-        if not grammar.admitted(model, key):
-            raise ConfigError(
-                f"{key} is not admitted: no rule here checks its values (see the option's "
-                "description)",
-                key=key,
-            )
+        _check_key(model, key, owned, known)
         if lower in fields:
             raise ConfigError(f"{key} is given twice", key=key)
         if any(char.isspace() for char in value):
@@ -262,6 +253,26 @@ def _parse(model: Conf, text: str, owned: Mapping[str, str]) -> dict[str, Any]:
             if isinstance(fields[lower], dict) and item in fields[lower]:
                 raise ConfigError(f"{key} item {item} {reason}", key=key)
     return fields
+
+
+def _check_key(model: Conf, key: str, owned: Mapping[str, str], known: frozenset[str]) -> None:
+    """Refuse a key the charm owns, one slurmutils does not know, or one without a rule.
+
+    Raises:
+        ConfigError: Naming the key and why.
+
+    """
+    lower = key.lower()
+    if lower in owned:
+        raise ConfigError(f"{key} {owned[lower]}", key=key)
+    if lower not in known:
+        raise ConfigError(f"unknown key {key}", key=key)
+    if not grammar.admitted(model, key):
+        raise ConfigError(
+            f"{key} is not admitted: no rule here checks its values (see the option's "
+            "description)",
+            key=key,
+        )
 
 
 def _field(model: Conf, key: str, value: str) -> Any:

@@ -40,7 +40,7 @@ _SLURM_LINE = re.compile(r"\b(?:error|fatal): (?P<message>.*)")
 _SCRIPT = 'mount --bind -o ro "$1" "$2/mnt" && shift && exec chroot "$@"'
 
 
-class SlurmRefused(LabError):
+class SlurmRefusedError(LabError):
     """Slurm refuses a file; `messages` are Slurm's own error and fatal lines."""
 
     def __init__(self, file: str, messages: list[str]) -> None:
@@ -81,17 +81,17 @@ def run_check(
 
 
 def check(text: str, file: str = "slurm.conf", *, suite: str | None = None) -> None:
-    """Raise SlurmRefused, quoting Slurm, unless the Slurm of `suite` accepts `text` as `file`.
+    """Return if the Slurm of `suite` accepts `text` as `file`; else raise, quoting Slurm.
 
     Raises:
-        SlurmRefused: Slurm exits non-zero; its `error:` and `fatal:` lines say why.
+        SlurmRefusedError: Slurm exits non-zero; its `error:` and `fatal:` lines say why.
         LabError: See `run_check`.
 
     """
     result = run_check(text, file, suite=suite)
     if result.returncode != 0:
         messages = slurm_messages(result.stderr) or [f"exit status {result.returncode}"]
-        raise SlurmRefused(file, messages)
+        raise SlurmRefusedError(file, messages)
 
 
 def slurm_messages(stderr: str) -> list[str]:
@@ -100,7 +100,7 @@ def slurm_messages(stderr: str) -> list[str]:
 
 
 def _slurm_ids(base: Path) -> tuple[int, int]:
-    """The uid and gid of the base's slurm user (the owner slurmdbd wants for its file)."""
+    """Return the uid and gid of the base's slurm user (slurmdbd wants it to own its file)."""
     for line in (base / "etc/passwd").read_text().splitlines():
         fields = line.split(":")
         if fields[0] == "slurm" and len(fields) > 3:

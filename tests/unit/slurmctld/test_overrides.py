@@ -9,8 +9,8 @@ from types import ModuleType
 
 import pytest
 from hpc_libs.errors import ConfigError
-from hpc_libs.slurm import grammar
 from hpc_libs.interfaces.slurmctld_peer import PartitionEntry
+from hpc_libs.slurm import grammar
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from ops import testing
