@@ -185,3 +185,12 @@ def test_slurmdbd_conf_is_judged_by_slurmdbd_as_slurm_owns_it(
     assert not manager.config.path.exists()
     assert stat.S_IMODE(slurm.read[0][2]) == 0o600
     assert owners["slurmdbd.conf"] == ("slurm", None)
+
+
+def test_the_lab_asks_slurm_the_same_way():
+    """The fuzz suite judges with the lab's bases (slurm_lab.slurmcheck): the same commands."""
+    from slurm_lab import slurmcheck
+
+    assert slurmcheck.COMMANDS == dict(check.COMMANDS)
+    for stderr in (REFUSED_24_11, REFUSED_26_05):
+        assert slurmcheck.slurm_messages(stderr) == check.slurm_messages(stderr)
