@@ -134,7 +134,7 @@ def uint(
     `maximum` lowers the bound (MaxJobId). With `unlimited`, `UNLIMITED` and `INFINITE` (any
     case) are accepted too.
     """
-    maximum = 2**bits - 3 if maximum is None else maximum
+    highest = 2**bits - 3 if maximum is None else maximum
 
     def check(value: str) -> None:
         token(value)
@@ -143,8 +143,8 @@ def uint(
         if not value.isdecimal() or not value.isascii():
             words = " or UNLIMITED" if unlimited else ""
             raise ValueError(f"{value!r} is not a whole number{words}")
-        if not minimum <= int(value) <= maximum:
-            raise ValueError(f"{value} is not between {minimum} and {maximum}")
+        if not minimum <= int(value) <= highest:
+            raise ValueError(f"{value} is not between {minimum} and {highest}")
 
     return check
 
