@@ -100,5 +100,5 @@ def test_a_value_slurm_corrects_is_accepted_as_slurmctld_accepts_it():
 
 
 def test_only_files_with_a_check():
-    with pytest.raises(LabError, match="no Slurm check for gres.conf"):
+    with pytest.raises(LabError, match=r"no Slurm check for gres\.conf"):
         slurmcheck.run_check("", "gres.conf")

@@ -141,6 +141,9 @@ def test_slurmdbd_judges_slurmdbd_conf_through_the_writer(cluster: Cluster):
         texts=["PurgeJobAfter=12 DefaultQOS=5", "ArchiveDir=/nonexistent ArchiveJobs=yes"],
     )
 
-    assert sorted(result["PurgeJobAfter=12 DefaultQOS=5"]) == ["defaultqos=5", "purgejobafter=12months"]
+    assert sorted(result["PurgeJobAfter=12 DefaultQOS=5"]) == [
+        "defaultqos=5",
+        "purgejobafter=12months",
+    ]
     refused = result["ArchiveDir=/nonexistent ArchiveJobs=yes"]
     assert any("/nonexistent" in reason for reason in refused), refused

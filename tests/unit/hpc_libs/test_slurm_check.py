@@ -191,6 +191,6 @@ def test_the_lab_asks_slurm_the_same_way():
     """The fuzz suite judges with the lab's bases (slurm_lab.slurmcheck): the same commands."""
     from slurm_lab import slurmcheck
 
-    assert slurmcheck.COMMANDS == dict(check.COMMANDS)
+    assert dict(check.COMMANDS) == slurmcheck.COMMANDS
     for stderr in (REFUSED_24_11, REFUSED_26_05):
         assert slurmcheck.slurm_messages(stderr) == check.slurm_messages(stderr)
