@@ -6,8 +6,8 @@
   (saved in its state directory): nothing the charms do later sets them back, except a
   departing unit draining its own node.
 * `show-current-config`: the files slurmctld serves configless, as they are on disk. No key
-  file and no slurmdbd.conf is ever read; values of parameters that can hold a password are
-  replaced (`REDACTED`).
+  file and no slurmdbd.conf is ever read; a line naming a parameter that can hold a password
+  is replaced as a whole (`Key=REDACTED`, see `redact`).
 * `rotate-jwt-key`: a new revision of the JWT key secret; slurmctld restarts with it (its
   identity changed) and slurmdbd, which reads the secret, restarts on its `secret-changed`.
 """
