@@ -31,6 +31,34 @@ class Mutation:
 
 MUTATIONS = [
     Mutation(
+        "redaction-of-one-token",
+        "charms/slurmctld/src/toolkit.py",
+        '            shown.append(f"{secret}={REDACTED}{ending}")',
+        '            shown.append(re.sub(rf"{secret}=\\S+", f"{secret}={REDACTED}", line))',
+        "tests/unit/slurmctld/test_actions_show_config.py",
+    ),
+    Mutation(
+        "slurmdbd-conf-served",
+        "charms/slurmctld/src/toolkit.py",
+        '    "acct-gather-conf": "acct_gather.conf",\n}',
+        '    "acct-gather-conf": "acct_gather.conf",\n    "slurmdbd-conf": "slurmdbd.conf",\n}',
+        "tests/unit/slurmctld/test_actions_show_config.py",
+    ),
+    Mutation(
+        "slurm-never-judges-slurm-conf",
+        "libs/hpc_libs/src/hpc_libs/slurm/slurmctld.py",
+        '            slurm_check="slurm.conf",\n',
+        "",
+        "tests/unit/slurmctld/test_overrides_charm.py",
+    ),
+    Mutation(
+        "token-rule-for-keys-without-a-rule",
+        "libs/hpc_libs/src/hpc_libs/slurm/grammar.py",
+        "    return spelling(model, key) in _RULES[model]\n",
+        "    return True\n",
+        "tests/unit/slurmctld/test_overrides.py",
+    ),
+    Mutation(
         "key-briefly-0644",
         "libs/hpc_libs/src/hpc_libs/machine/files.py",
         "            os.fchmod(f.fileno(), mode)\n            f.write(data)\n",
