@@ -31,6 +31,34 @@ class Mutation:
 
 MUTATIONS = [
     Mutation(
+        "redaction-of-one-token",
+        "charms/slurmctld/src/toolkit.py",
+        '            shown.append(f"{secret}={REDACTED}{ending}")',
+        '            shown.append(re.sub(rf"{secret}=\\S+", f"{secret}={REDACTED}", line))',
+        "tests/unit/slurmctld/test_actions_show_config.py",
+    ),
+    Mutation(
+        "slurmdbd-conf-served",
+        "charms/slurmctld/src/toolkit.py",
+        '    "acct-gather-conf": "acct_gather.conf",\n}',
+        '    "acct-gather-conf": "acct_gather.conf",\n    "slurmdbd-conf": "slurmdbd.conf",\n}',
+        "tests/unit/slurmctld/test_actions_show_config.py",
+    ),
+    Mutation(
+        "slurm-never-judges-slurm-conf",
+        "libs/hpc_libs/src/hpc_libs/slurm/slurmctld.py",
+        '            slurm_check="slurm.conf",\n',
+        "",
+        "tests/unit/slurmctld/test_overrides_charm.py",
+    ),
+    Mutation(
+        "token-rule-for-keys-without-a-rule",
+        "libs/hpc_libs/src/hpc_libs/slurm/grammar.py",
+        "    return spelling(model, key) in _RULES[model]\n",
+        "    return True\n",
+        "tests/unit/slurmctld/test_overrides.py",
+    ),
+    Mutation(
         "key-briefly-0644",
         "libs/hpc_libs/src/hpc_libs/machine/files.py",
         "            os.fchmod(f.fileno(), mode)\n            f.write(data)\n",
@@ -51,6 +79,64 @@ MUTATIONS = [
         'return host.run(["scontrol", *args], timeout=self.timeout).stdout',
         'return host.run(["scontrol", *args]).stdout',
         "tests/unit/hpc_libs/test_scontrol.py",
+    ),
+    Mutation(
+        "peer-host-unchecked",
+        "libs/hpc_libs/src/hpc_libs/interfaces/slurmctld_peer.py",
+        "class ControllerHost(HostEntry):",
+        "class ControllerHost(DatabagModel):\n    hostname: str | None = None\n"
+        "    address: str | None = None\n",
+        "tests/unit/slurmctld/test_ha_charm.py",
+    ),
+    Mutation(
+        "bad-peer-not-blocked",
+        "charms/slurmctld/src/charm.py",
+        "        for problem in self.peer.host_problems():",
+        "        for problem in []:",
+        "tests/unit/slurmctld/test_ha_charm.py",
+    ),
+    Mutation(
+        "own-bad-hostname-configures",
+        "charms/slurmctld/src/charm.py",
+        "        if me is None:\n            return",
+        "        if me is None:\n            me = cluster.Controller(socket.gethostname(), '')",
+        "tests/unit/slurmctld/test_ha_charm.py",
+    ),
+    Mutation(
+        "ipv6-scope-any-text",
+        "libs/hpc_libs/src/hpc_libs/slurm/grammar.py",
+        "    if scope is not None and (not _SCOPE_ID_RE.fullmatch(scope) or scope in "
+        '(".", "..")):',
+        "    if False:",
+        "tests/unit/hpc_libs/test_grammar.py",
+    ),
+    Mutation(
+        "databag-json-unbounded",
+        "libs/hpc_libs/src/hpc_libs/interfaces/base.py",
+        "            return relation.load(model, source, decoder=decoder)",
+        "            return relation.load(model, source)",
+        "tests/unit/hpc_libs/test_interfaces_slurmctld_peer.py",
+    ),
+    Mutation(
+        "old-revision-kept",
+        "charms/slurmctld/src/charm.py",
+        "            event.remove_revision()",
+        "            pass",
+        "tests/unit/slurmctld/test_actions_keys.py",
+    ),
+    Mutation(
+        "lab-no-secret-remove",
+        "lab/src/slurm_lab/juju/engine.py",
+        '            self.enqueue(owner, "secret_remove", secret_id=secret.id, revision=number)',
+        "            pass",
+        "lab/tests/test_backend_units.py",
+    ),
+    Mutation(
+        "lab-removed-revision-stays",
+        "lab/src/slurm_lab/juju/engine.py",
+        "            secret.revisions = [r for r in secret.revisions if r.revision != revision]",
+        "            pass",
+        "lab/tests/test_backend_units.py",
     ),
     Mutation(
         "fenced-controller-started",

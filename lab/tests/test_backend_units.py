@@ -257,3 +257,126 @@ def test_only_the_leader_changes_an_application_secret():
 
     ctl._apply_secrets(model.units["ctl/0"], [stale], read=set(), shown=set())  # pyright: ignore[reportPrivateUsage]
     assert secret.grants == {}
+
+
+def _owned_view(secret, revision: int, content: dict[str, str]) -> dict[str, object]:
+    """An owner's hook output for an application secret at `revision`."""
+    return {
+        "id": secret.id,
+        "owner": "app",
+        "label": "slurm-auth-key",
+        "description": None,
+        "latest_content": content,
+        "latest_revision": revision,
+        "tracked_revision": revision,
+        "remote_grants": {},
+    }
+
+
+def _consumer_view(secret, tracked: int) -> dict[str, object]:
+    """A consumer's hook output after reading the secret at `tracked`."""
+    return {
+        "id": secret.id,
+        "owner": None,
+        "label": None,
+        "description": None,
+        "latest_content": {},
+        "latest_revision": tracked,
+        "tracked_revision": tracked,
+        "remote_grants": {},
+    }
+
+
+def test_secret_remove_goes_to_the_owners_leader_once_no_consumer_tracks_a_revision():
+    """Juju: a revision that is not the latest and that no consumer tracks is obsolete."""
+    from slurm_lab.juju.model import Consumer, Secret, SecretRevision
+
+    ctl, model = _model_with("ctl", 2)
+    model.units["login/0"] = Unit("login/0", "login", "m9", "9", "10.0.0.9")
+    model.apps["login"] = App(name="login", charm_dir="", charm_name="login", leader="login/0")
+    secret = Secret("secret:k", "ctl", "app", [SecretRevision(1, {"key": "a"})])
+    secret.consumers = {"login/0": Consumer(1)}
+    model.secrets[secret.id] = secret
+    model.queue.clear()
+    leader = model.units["ctl/0"]
+
+    ctl.apply(leader, _response([_owned_view(secret, 2, {"key": "b"})]))
+    assert [e["kind"] for e in model.queue] == ["secret_changed"]  # login/0 still tracks 1.
+
+    model.queue.clear()
+    ctl.apply(model.units["login/0"], _response([_consumer_view(secret, 2)], read=[secret.id]))
+    assert model.queue == [
+        {"unit": "ctl/0", "kind": "secret_remove", "secret_id": secret.id, "revision": 1}
+    ]
+
+    model.queue.clear()
+    ctl.apply(model.units["login/0"], _response([_consumer_view(secret, 2)], read=[secret.id]))
+    assert model.queue == []  # Once per revision.
+
+    ctl.apply(model.units["ctl/1"], _response([], removed=[[secret.id, 1]]))
+    assert [r.revision for r in secret.revisions] == [1, 2]  # Only the leader removes.
+    ctl.apply(leader, _response([_owned_view(secret, 2, {"key": "b"})], removed=[[secret.id, 1]]))
+    assert [r.revision for r in secret.revisions] == [2]
+
+
+def test_a_revision_no_one_ever_read_is_obsolete_as_soon_as_a_newer_one_exists():
+    from slurm_lab.juju.model import Secret, SecretRevision
+
+    ctl, model = _model_with("ctl", 1)
+    secret = Secret("secret:k", "ctl", "app", [SecretRevision(1, {"key": "a"})])
+    model.secrets[secret.id] = secret
+    model.queue.clear()
+
+    ctl.apply(model.units["ctl/0"], _response([_owned_view(secret, 2, {"key": "b"})]))
+
+    assert model.queue == [
+        {"unit": "ctl/0", "kind": "secret_remove", "secret_id": secret.id, "revision": 1}
+    ]
+
+
+def test_the_runner_reports_the_revisions_a_charm_removes(monkeypatch: pytest.MonkeyPatch):
+    """secret-remove --revision reaches the model: the runner records what ops removed."""
+    import ops
+    from ops import testing
+    from scenario import mocking
+    from slurm_lab.juju import runner
+
+    class Owner(ops.CharmBase):
+        def __init__(self, framework: ops.Framework) -> None:
+            super().__init__(framework)
+            framework.observe(self.on.secret_remove, self._on_secret_remove)
+
+        def _on_secret_remove(self, event: ops.SecretRemoveEvent) -> None:
+            event.remove_revision()
+
+    backend = mocking._MockModelBackend  # pyright: ignore[reportPrivateUsage]
+    monkeypatch.setattr(backend, "secret_remove", backend.secret_remove)  # Restored after.
+    removed: list[list[object]] = []
+    runner._record_revision_removals(removed)  # pyright: ignore[reportPrivateUsage]
+    secret = testing.Secret({"key": "b"}, owner="app", id="secret:abc")
+    object.__setattr__(secret, "_tracked_revision", 2)  # As the runner builds an owned one.
+    object.__setattr__(secret, "_latest_revision", 2)
+    ctx = testing.Context(Owner, meta={"name": "ctl"})
+
+    ctx.run(ctx.on.secret_remove(secret, revision=1), testing.State(leader=True, secrets=[secret]))
+
+    assert removed == [[secret.id, 1]]
+
+
+def _response(secrets, *, read=(), removed=()) -> dict[str, object]:
+    """A successful hook's response, changing nothing but the secrets."""
+    return {
+        "state": {
+            "unit_status": {"name": "active", "message": ""},
+            "app_status": {"name": "unknown", "message": ""},
+            "workload_version": "",
+            "ports": [],
+            "stored_states": [],
+            "deferred": [],
+            "relations": [],
+            "secrets": list(secrets),
+        },
+        "secrets_read": list(read),
+        "secrets_shown": [s["id"] for s in secrets],
+        "secret_revisions_removed": [list(r) for r in removed],
+    }

@@ -222,6 +222,14 @@ def test_rotate_auth_key_keeps_a_running_job_and_refuses_the_old_key(cluster: ju
     say("the leader's steps:\n" + "\n".join(steps))
     assert len(steps) == 3, steps  # started, new key signing, new key alone
 
+    # Juju runs secret-remove once no unit tracks an old revision: the former keys go.
+    def removed() -> list[str]:
+        lines = cluster.debug_log().splitlines()
+        return [line for line in lines if "of secret slurm-auth-key: no unit tracks it" in line]
+
+    poll(lambda: len(removed()) >= 3, timeout=REACT, interval=3, what="old key revisions gone")
+    say("revisions removed:\n" + "\n".join(removed()))
+
     def completed() -> dict[str, Any] | None:
         record = job_record(cluster, job_id)
         return record if record is not None and "COMPLETED" in record["job_state"] else None

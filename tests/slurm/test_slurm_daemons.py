@@ -200,6 +200,58 @@ def test_drain_reason_reaches_slurm_exactly_and_resume_undrains(cluster: Cluster
     assert "DRAIN" not in resumed["state"]  # Slurm 24.11 keeps the last reason: not checked.
 
 
+def test_a_reason_with_dollars_and_percents_reaches_slurm_through_systemd_run(cluster: Cluster):
+    """systemd expands `$$` and `${X}` in a transient unit's command: run_transient escapes."""
+    node, reason = "compute-0", "cost $$5 at 100% ${HOME} $HOME %n"
+    try:
+        cluster.py(
+            cluster.controller,
+            """
+            import shlex
+            from hpc_libs.machine import systemd
+            update = ["scontrol", "update", f"nodename={args['node']}", "state=drain",
+                      f"reason={args['reason']}"]
+            systemd.run_transient("reason-through-systemd", ["/bin/sh", "-c", shlex.join(update)],
+                                  "drain with a reason holding $ and %")
+            result = True
+            """,
+            node=node,
+            reason=reason,
+        )
+        drained = wait_for(
+            "the drain by the transient unit",
+            lambda: cluster.node(node),
+            lambda found: found is not None and "DRAIN" in found["state"],
+        )
+        assert drained is not None
+        assert drained["reason"] == reason, f"Slurm stored the reason as {drained['reason']!r}"
+    finally:
+        update_node(cluster, node, state="resume")
+    cluster.wait_for_node_state(node, "IDLE")
+
+
+def test_an_exec_start_word_with_percent_and_dollar_reaches_the_program(cluster: Cluster):
+    """systemd reads `%x` and `$X` in a unit file: exec_escape keeps them (fe80::1%eth0)."""
+    word = "/tmp/fe80::1%eth0-$x-${HOME}-100%"
+    cluster.py(
+        cluster.controller,
+        """
+        from pathlib import Path
+        from hpc_libs.machine import systemd
+        Path("/etc/systemd/system/exec-start-check.service").write_text(
+            "[Service]\\nType=oneshot\\n"
+            f"ExecStart=/usr/bin/touch {systemd.exec_escape(args['word'])}\\n"
+        )
+        systemd.daemon_reload()
+        systemd.Service("exec-start-check").start()
+        result = True
+        """,
+        word=word,
+    )
+
+    cluster.sh(cluster.controller, "test", "-e", word)
+
+
 @pytest.mark.parametrize(
     ("user", "setpriv"),
     [("root", []), ("slurm", ["setpriv", "--reuid=slurm", "--regid=slurm", "--clear-groups"])],

@@ -17,6 +17,7 @@ conftest.py outside any package there (tests/unit/conftest.py).
 """
 
 import importlib
+import re
 import subprocess
 import sys
 from collections.abc import Mapping, Sequence
@@ -245,3 +246,16 @@ def fake_machine(monkeypatch: pytest.MonkeyPatch) -> FakeMachine:
     monkeypatch.setattr(apt, "install", fake.apt_install)
     monkeypatch.setattr(files, "set_owner", lambda path, owner, group: None)
     return fake
+
+
+def systemd_expands(word: str) -> str:
+    """One word of a transient unit's command as systemd passes it on to the program.
+
+    The service manager reads `$$` as `$` and replaces `${NAME}` (here: unset, so empty) in
+    each word of a command, transient units' included (systemd.service(5), "Command lines").
+    """
+    return re.sub(r"\$\$|\$\{[A-Za-z_][A-Za-z0-9_]*\}", _expanded, word)
+
+
+def _expanded(match: re.Match[str]) -> str:
+    return "$" if match[0] == "$$" else ""

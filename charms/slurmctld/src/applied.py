@@ -93,7 +93,8 @@ class AppliedConfig(ops.Object):
         (`served_digest`), for the daemons to hear that it changed.
 
         Raises:
-            SlurmOpsError: slurmctld did not start, restart or reconfigure (retried next time).
+            SlurmOpsError: Slurm refuses the new slurm.conf (nothing is written), or
+                slurmctld did not start, restart or reconfigure (retried next time).
 
         """
         manager = self._manager
@@ -106,6 +107,9 @@ class AppliedConfig(ops.Object):
         wanted_identity = identity(conf, auth_key, jwt_key)
         if not self._stored.identity:
             self._assume_files_on_disk_applied(auth_key, jwt_key)
+        # Slurm's own parser judges a new slurm.conf before anything is written: a refusal
+        # (SlurmRefusedError) keeps every file as it was and the unit blocks quoting Slurm.
+        manager.config.check(conf)
         manager.key.set(auth_key)
         manager.jwt_key.set(jwt_key)
         manager.cgroup_config.write(cgroup)

@@ -25,6 +25,7 @@ from hpc_libs.interfaces.controller import PortRangeEntry
 from hpc_libs.interfaces.mount_info import MountInfoProvider
 from hpc_libs.interfaces.sackd import SackdRequirer
 from hpc_libs.interfaces.slurmctld_peer import (
+    ControllerHost,
     ControllerSlot,
     DepartedNode,
     PartitionEntry,
@@ -47,6 +48,7 @@ from hpc_libs.slurm.base import SLURM_USER, SLURMCTLD_PORT
 from hpc_libs.slurm.scontrol import Scontrol
 from hpc_libs.slurm.slurmctld import SlurmctldManager
 from primary_watch import PrimaryWatch
+from pydantic import ValidationError
 
 logger = logging.getLogger(__name__)
 
@@ -106,6 +108,7 @@ class SlurmctldCharm(SlurmCharm[SlurmctldConfig]):
         framework.observe(self.on.show_current_config_action, self._on_show_current_config)
         framework.observe(self.on.rotate_jwt_key_action, self._on_rotate_jwt_key_action)
         framework.observe(self.on.rotate_auth_key_action, self._on_rotate_auth_key_action)
+        framework.observe(self.on.secret_remove, self._on_secret_remove)
         self.reconcile_on(
             self.on.slurmctld_wake,
             self.on[PEER].relation_changed,
@@ -240,6 +243,22 @@ class SlurmctldCharm(SlurmCharm[SlurmctldConfig]):
             {"new-key-id": new_kid, "next": "each daemon loads it; `juju status` shows progress"}
         )
 
+    def _on_secret_remove(self, event: ops.SecretRemoveEvent) -> None:
+        """Remove a revision of the keys' secrets that no unit tracks any more.
+
+        Each rotation leaves the former keys in older revisions; Juju says, with this event on
+        the leader, once no consumer tracks one of them. The charm reads only the latest.
+        """
+        if not self.unit.is_leader():
+            return  # Only the leader manages the application's secrets.
+        try:
+            event.remove_revision()
+        except ops.ModelError as e:
+            logger.warning("cannot remove revision %d of a key secret: %s", event.revision, e)
+            return
+        what = event.secret.label or event.secret.id
+        logger.info("removed revision %d of secret %s: no unit tracks it", event.revision, what)
+
     # The skeleton's hooks: one reconcile path, statuses from facts.
 
     def reconcile(self, config: SlurmctldConfig) -> None:
@@ -254,6 +273,8 @@ class SlurmctldCharm(SlurmCharm[SlurmctldConfig]):
         self.open_ports(PortRange.single(SLURMCTLD_PORT))  # Any unit may run it once it leads.
         self.slurmctld.bound_stop_time()
         me = self._share_address()
+        if me is None:
+            return  # Its host name breaks Slurm's grammar: the status says so.
         if not self._may_configure(config):
             return
         if not self.unit.is_leader():
@@ -337,7 +358,14 @@ class SlurmctldCharm(SlurmCharm[SlurmctldConfig]):
             yield status
 
     def _bad_data(self) -> Iterator[ops.StatusBase]:
-        """Block on data from slurmd or slurmdbd applications the controller cannot use."""
+        """Block on data from peers, slurmd or slurmdbd applications the controller cannot use.
+
+        Also on this unit's own host name or address, if Slurm cannot use it as a controller.
+        """
+        if (own := self._own_host_problem()) is not None:
+            yield ops.BlockedStatus(own)
+        for problem in self.peer.host_problems():
+            yield ops.BlockedStatus(problem)
         for relation in self.model.relations[SLURMD]:
             if problem := self.slurmd.compute_data_problem(relation):
                 yield ops.BlockedStatus(problem)
@@ -424,14 +452,8 @@ class SlurmctldCharm(SlurmCharm[SlurmctldConfig]):
         return self._checkpoint[0]
 
     def _peers_with_address(self) -> int:
-        peer = self.model.get_relation(PEER)
-        if peer is None:
-            return 0
-        return sum(
-            1
-            for unit in peer.units
-            if peer.data[unit].get("hostname") and peer.data[unit].get("address")
-        )
+        """Count the peer units that shared a valid host name and address."""
+        return len(self.peer.hosts())
 
     def _sees_every_controller(self) -> bool:
         return ha.all_peers_seen(self.app.planned_units(), self._peers_with_address())
@@ -527,13 +549,34 @@ class SlurmctldCharm(SlurmCharm[SlurmctldConfig]):
 
     # Controllers and the auth key.
 
-    def _share_address(self) -> cluster.Controller:
-        """Share this unit's hostname and address with the other controllers."""
-        me = cluster.Controller(socket.gethostname(), self._bind_address())
-        peer = self.model.get_relation(PEER)
-        if peer is not None:
-            peer.data[self.unit].update({"hostname": me.hostname, "address": me.address})
-        return me
+    def _share_address(self) -> cluster.Controller | None:
+        """Share this unit's hostname and address with the other controllers.
+
+        None, sharing nothing, when Slurm's grammar refuses them (`_own_host_problem`).
+        """
+        try:
+            host = self._own_host()
+        except ValidationError as e:
+            logger.error("this unit cannot be a controller: %s", e.errors()[0]["msg"])
+            return None
+        self.peer.share_host(host)
+        return cluster.Controller(str(host.hostname), str(host.address))
+
+    def _own_host(self) -> ControllerHost:
+        """Return this unit's host name and address, checked as peers' (ValidationError)."""
+        return ControllerHost(hostname=socket.gethostname(), address=self._bind_address())
+
+    def _own_host_problem(self) -> str | None:
+        """Why this unit's host name or address cannot be a `SlurmctldHost`, if it cannot."""
+        try:
+            self._own_host()
+        except ValidationError as e:
+            first = e.errors()[0]
+            why = str(first["msg"]).removeprefix("Value error, ")
+            return f"this unit's {first['loc'][0]} cannot be a SlurmctldHost: {why}"
+        except RuntimeError:
+            return None  # No bind address yet: reconcile waits for it.
+        return None
 
     def _controllers(
         self, me: cluster.Controller, memory: SlurmctldPeerData
@@ -544,11 +587,8 @@ class SlurmctldCharm(SlurmCharm[SlurmctldConfig]):
         relation exists this unit is the only controller.
         """
         present = {self.unit.name: me}
-        peer = self.model.get_relation(PEER)
-        for unit in peer.units if peer is not None else ():
-            data = peer.data[unit] if peer is not None else {}
-            if data.get("hostname") and data.get("address"):
-                present[unit.name] = cluster.Controller(data["hostname"], data["address"])
+        for unit, host in self.peer.hosts().items():  # Only data Slurm's grammar accepts.
+            present[unit] = cluster.Controller(str(host.hostname), str(host.address))
         recorded = [c.unit for c in memory.controllers or [] if c.unit]
         order = cluster.order_controllers(recorded, list(present))
         return order, [present[name] for name in order]

@@ -5,7 +5,9 @@ lines and lines starting with `#` are ignored. Each line is checked on its own, 
 bad one is refused naming its key:
 
 * the key must be one slurmutils' model of the file knows (any case, as Slurm reads it),
-  given once, and not one the charm sets itself (`SLURM_CONF_OWNED`, `CGROUP_CONF_OWNED`);
+  given once, not one the charm sets itself (`SLURM_CONF_OWNED`, `CGROUP_CONF_OWNED`), and
+  one Slurm's grammar admits (`hpc_libs.slurm.grammar.admitted`: an allow-list of the keys
+  whose values have a rule; the grammar module says which and why);
 * the value must obey Slurm's grammar for the key (`hpc_libs.slurm.grammar`: one token, no
   whitespace, quote, `#` or backslash, plus the key's own rule);
 * slurmutils must read it and write it back exactly as given, so what slurm.conf holds is
@@ -153,6 +155,15 @@ def slurm_conf_parameters(text: str) -> dict[str, Any]:
 
     """
     fields = _parse(SlurmConfig, text, SLURM_CONF_OWNED)
+    first = int(fields.get("firstjobid", 1))
+    last = int(fields.get("maxjobid", grammar.DEFAULT_MAX_JOB_ID))
+    if first > last:
+        key = "FirstJobId" if "firstjobid" in fields else "MaxJobId"
+        raise ConfigError(
+            f"FirstJobId {first} is above MaxJobId {last} (Slurm's default MaxJobId is "
+            f"{grammar.DEFAULT_MAX_JOB_ID}): slurmctld would not start",
+            key=key,
+        )
     if (ports := _srun_ports(fields)) is not None:
         first, last = ports
         if first <= SLURM_PORTS[1] and last >= SLURM_PORTS[0]:
@@ -230,10 +241,7 @@ def _parse(model: Conf, text: str, owned: Mapping[str, str]) -> dict[str, Any]:
             name = line.split()[0].partition("=")[0]
             raise ConfigError(f"{name}: line {number} is not one key=value", key=name)
         lower = key.lower()
-        if lower in owned:
-            raise ConfigError(f"{key} {owned[lower]}", key=key)
-        if lower not in known:
-            raise ConfigError(f"unknown key {key}", key=key)
+        _check_key(model, key, owned, known)
         if lower in fields:
             raise ConfigError(f"{key} is given twice", key=key)
         if any(char.isspace() for char in value):
@@ -245,6 +253,26 @@ def _parse(model: Conf, text: str, owned: Mapping[str, str]) -> dict[str, Any]:
             if isinstance(fields[lower], dict) and item in fields[lower]:
                 raise ConfigError(f"{key} item {item} {reason}", key=key)
     return fields
+
+
+def _check_key(model: Conf, key: str, owned: Mapping[str, str], known: frozenset[str]) -> None:
+    """Refuse a key the charm owns, one slurmutils does not know, or one without a rule.
+
+    Raises:
+        ConfigError: Naming the key and why.
+
+    """
+    lower = key.lower()
+    if lower in owned:
+        raise ConfigError(f"{key} {owned[lower]}", key=key)
+    if lower not in known:
+        raise ConfigError(f"unknown key {key}", key=key)
+    if not grammar.admitted(model, key):
+        raise ConfigError(
+            f"{key} is not admitted: no rule here checks its values (see the option's "
+            "description)",
+            key=key,
+        )
 
 
 def _field(model: Conf, key: str, value: str) -> Any:

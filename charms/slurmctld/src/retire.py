@@ -35,8 +35,8 @@ def merge_partitions(
     """
     present = set(integrated)
     served: dict[str, PartitionEntry] = {}
-    for name, entry in known.items():
-        if name in live:
+    for name, remembered in known.items():
+        if name in live or (entry := _forced(name, remembered)) is None:
             continue
         if name in present and not entry.retiring:
             served[name] = entry  # Its application sent bad data: the last valid value stays.
@@ -49,6 +49,25 @@ def merge_partitions(
         watch("partition", name, cluster.partition_jobs_query(name))
     served.update(live)
     return dict(sorted(served.items()))
+
+
+def _forced(name: str, remembered: PartitionEntry) -> PartitionEntry | None:
+    """Return the remembered partition, its names forced from its application's name again.
+
+    The peer databag is data like any other: `PartitionName`, `Nodes` and the node set are
+    forced as for a live partition (`cluster.partition_record`), so a remembered entry can
+    never name another partition or every node. None (logged) if it cannot be served.
+    """
+    try:
+        forced = cluster.partition_record(
+            name, remembered.partition, remembered.nodeset, remembered.relation_id
+        )
+    except ValueError as e:
+        logger.warning("dropping the remembered partition %s: %s", name, e)
+        return None
+    return forced.model_copy(
+        update={"retiring": remembered.retiring, "drained": remembered.drained}
+    )
 
 
 def _drain_partition(scontrol: Scontrol, name: str) -> bool:

@@ -6,8 +6,8 @@
   (saved in its state directory): nothing the charms do later sets them back, except a
   departing unit draining its own node.
 * `show-current-config`: the files slurmctld serves configless, as they are on disk. No key
-  file and no slurmdbd.conf is ever read; values of parameters that can hold a password are
-  replaced (`REDACTED`).
+  file and no slurmdbd.conf is ever read; a line naming a parameter that can hold a password
+  is replaced as a whole (`Key=REDACTED`, see `redact`).
 * `rotate-jwt-key`: a new revision of the JWT key secret; slurmctld restarts with it (its
   identity changed) and slurmdbd, which reads the secret, restarts on its `secret-changed`.
 """
@@ -36,7 +36,8 @@ SERVED_FILES = {
 REDACTED = "REDACTED"
 _SECRET_PARAMETER = re.compile(r"(pass(word)?|secret|token|credential)$", re.IGNORECASE)
 """Parameters whose value may be a password (AccountingStoragePass, ProfileInfluxDBPass, ...)."""
-_PARAMETER = re.compile(r"(?P<key>[A-Za-z][A-Za-z0-9_]*)=(?P<value>\S+)")
+_KEY = re.compile(r"(?P<key>[A-Za-z][A-Za-z0-9_]*)[ \t]*=")
+"""A key as Slurm's parser finds one: a name, optional blanks, then `=` (`Key = value`)."""
 
 
 @dataclass(frozen=True)
@@ -82,14 +83,23 @@ def node_state_request(nodes: object, state: object, reason: object) -> NodeStat
 
 
 def redact(text: str) -> str:
-    """Replace the values of parameters that may hold a password; keep everything else."""
+    """Replace every line that names a parameter which may hold a password, as a whole.
 
-    def _replace(match: re.Match[str]) -> str:
-        if _SECRET_PARAMETER.search(match["key"]):
-            return f"{match['key']}={REDACTED}"
-        return match[0]
-
-    return _PARAMETER.sub(_replace, text)
+    Slurm reads `Key=value`, `Key = value` and quoted values with blanks (`Key="a b"`), and
+    several keys on one line: so the whole line goes, not just a token of it, and a commented
+    line too. What remains is `<key>=REDACTED` for the first such key.
+    """
+    shown: list[str] = []
+    for line in text.splitlines(keepends=True):
+        secret = next(
+            (m["key"] for m in _KEY.finditer(line) if _SECRET_PARAMETER.search(m["key"])), None
+        )
+        if secret is None:
+            shown.append(line)
+        else:
+            ending = "\n" if line.endswith("\n") else ""
+            shown.append(f"{secret}={REDACTED}{ending}")
+    return "".join(shown)
 
 
 def served_config(etc_dir: Path) -> dict[str, str]:

@@ -4,6 +4,7 @@ from pathlib import Path
 
 import pytest
 from hpc_libs.machine import files, host
+from hpc_libs.slurm import check
 from hpc_libs_fakes import FakeRun
 
 
@@ -31,3 +32,20 @@ def owners(monkeypatch: pytest.MonkeyPatch) -> dict[str, tuple[str, str | None]]
 
     monkeypatch.setattr(files, "set_owner", record)
     return recorded
+
+
+@pytest.fixture(autouse=True)
+def slurm_judged(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, str]]:
+    """Slurm accepts every rendered file; record `(file name, text)` each time it is asked.
+
+    The real `check.check_with_slurm` runs `scontrol`/`slurmdbd`, absent here: its own tests
+    (test_slurm_check.py) put it back and fake the command instead.
+    """
+    judged: list[tuple[str, str]] = []
+
+    def accept(text: str, file: str = "slurm.conf", *, directory: Path, owner: str) -> None:
+        del directory, owner
+        judged.append((file, text))
+
+    monkeypatch.setattr(check, "check_with_slurm", accept)
+    return judged

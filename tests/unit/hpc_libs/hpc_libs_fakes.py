@@ -13,6 +13,8 @@ class FakeRun:
     """Records argv lists and answers with scripted results (by argv prefix)."""
 
     calls: list[list[str]] = field(default_factory=list[list[str]])
+    envs: list[dict[str, str]] = field(default_factory=list[dict[str, str]])
+    """The variables each call added to the environment (`env`), in call order."""
     answers: list[
         tuple[tuple[str, ...], Callable[[list[str]], subprocess.CompletedProcess[str]]]
     ] = field(default_factory=list)
@@ -23,6 +25,13 @@ class FakeRun:
         def answer(argv: list[str]) -> subprocess.CompletedProcess[str]:
             return subprocess.CompletedProcess(argv, returncode, stdout, stderr)
 
+        self.answers.insert(0, (prefix, answer))
+
+    def on_call(
+        self, *prefix: str, answer: Callable[[list[str]], subprocess.CompletedProcess[str]]
+    ) -> None:
+        """Answer commands starting with `prefix` by calling `answer` (it sees the machine
+        as the command would: files it names, `envs[-1]`)."""
         self.answers.insert(0, (prefix, answer))
 
     def missing(self, *prefix: str) -> None:
@@ -46,6 +55,7 @@ class FakeRun:
         if timeout is None or timeout <= 0:
             pytest.fail(f"{command} was run without a timeout")
         self.calls.append(command)
+        self.envs.append(dict(env or {}))
         for prefix, answer in self.answers:
             if tuple(command[: len(prefix)]) == prefix:
                 result = answer(command)

@@ -83,10 +83,46 @@ def test_a_key_without_a_rule_still_gets_the_token_rule() -> None:
 
 
 @pytest.mark.parametrize(
-    "entry", ["ctl", "ctl:6817", "10.0.0.1:1", "[fe80::1]:6817", "fe80::1", "a.b-c:65535"]
+    "entry",
+    [
+        "ctl",
+        "ctl:6817",
+        "10.0.0.1:1",
+        "[fe80::1]:6817",
+        "fe80::1",
+        "a.b-c:65535",
+        "fe80::1%eth0",
+        "[fe80::1%enp0s31f6]:6817",
+        "fe80::1%2",
+        "fe80::1%br-0.100_x",
+    ],
 )
 def test_controller_entries_accepted(entry: str) -> None:
     grammar.controller_entry(entry)
+
+
+@pytest.mark.parametrize(
+    "address",
+    [
+        "fe80::1%$x",
+        "fe80::1%a,b",
+        "fe80::1%a%b",
+        "fe80::1%",
+        "fe80::1%.",
+        "fe80::1%..",
+        "fe80::1%a/b",
+        "fe80::1%a:b",
+        "fe80::1%eth0\n",
+        "fe80::1%abcdefghijklmnop",  # 16 characters: Linux's IFNAMSIZ holds 15 and a NUL.
+        "fe80::1%é",
+    ],
+)
+def test_an_ipv6_scope_id_must_be_an_interface_name(address: str) -> None:
+    for rule in (grammar.host, grammar.controller_entry):
+        with pytest.raises(ValueError):
+            rule(address)
+    with pytest.raises(ValueError):
+        grammar.controller_entry(f"[{address}]:6817")
 
 
 @pytest.mark.parametrize(
@@ -156,6 +192,8 @@ def test_hostile_nodeset_data_is_refused() -> None:
         [{"address": "10.0.0.1", "port": 0}],
         [{"address": "10.0.0.1", "port": 70000}],
         [{"hostname": "ctl -f", "address": "10.0.0.1"}],
+        [{"address": "fe80::1%a,b"}],
+        [{"address": "fe80::1%$x"}],
     ],
 )
 def test_hostile_controller_entries_are_not_ready(controllers: list[object]) -> None:

@@ -4,7 +4,9 @@ import json
 
 import ops
 import pytest
+from hpc_libs.interfaces.base import MAX_FIELD_CHARS
 from hpc_libs.interfaces.slurmctld_peer import (
+    ControllerHost,
     DepartedNode,
     PartitionEntry,
     SlurmctldPeer,
@@ -110,3 +112,99 @@ def test_only_the_leader_writes(leader):
         assert json.loads(written["departed_nodes"]) == [{"name": "c-1"}]
     else:
         assert written == {}
+
+
+@pytest.mark.parametrize(
+    "field",
+    [
+        "[" * 100_000 + "]" * 100_000,  # Deeper than Python's recursion limit.
+        "[" * 33 + "]" * 33,
+        '{"a":' * 40 + "1" + "}" * 40,
+        json.dumps(["x" * MAX_FIELD_CHARS]),
+    ],
+)
+def test_too_deep_or_too_long_json_reads_as_nothing_remembered(field, caplog):
+    assert read({"partitions": field, "controllers": json.dumps([{"unit": "c/0"}])}) == (
+        SlurmctldPeerData()
+    )
+    assert "ignoring invalid SlurmctldPeerData data" in caplog.text
+
+
+def test_nesting_as_deep_as_allowed_is_read():
+    deep = {"partitionname": "compute", "nodes": ["compute"]}
+    assert read({"partitions": json.dumps([{**PARTITION, "partition": deep}])}).partitions
+
+
+# Each unit's host, in its own unit databag, as plain strings.
+
+
+class HostCharm(ops.CharmBase):
+    def __init__(self, framework: ops.Framework) -> None:
+        super().__init__(framework)
+        self.peer = SlurmctldPeer(self)
+        self.hosts: dict[str, ControllerHost] = {}
+        self.problems: list[str] = []
+        framework.observe(self.on.update_status, self._on_update_status)
+
+    def _on_update_status(self, _: ops.EventBase) -> None:
+        self.hosts = self.peer.hosts()
+        self.problems = self.peer.host_problems()
+
+
+def hosts_of(peers: dict[int, dict[str, str]]) -> tuple[dict[str, ControllerHost], list[str]]:
+    ctx = testing.Context(HostCharm, meta=META)
+    peer = testing.PeerRelation("slurmctld-peer", peers_data=peers)
+    with ctx(ctx.on.update_status(), testing.State(relations=[peer])) as manager:
+        manager.run()
+        return manager.charm.hosts, manager.charm.problems
+
+
+def test_valid_host_vectors_are_read_as_plain_strings():
+    hosts, problems = hosts_of(
+        {
+            1: {"hostname": "ctl1", "address": "10.0.0.1"},
+            2: {"hostname": "ctl2.example", "address": "fe80::2%eth0"},
+            3: {"hostname": "ctl3"},  # Not complete yet: not a controller, not a problem.
+        }
+    )
+
+    assert hosts == {
+        "ctl/1": ControllerHost(hostname="ctl1", address="10.0.0.1"),
+        "ctl/2": ControllerHost(hostname="ctl2.example", address="fe80::2%eth0"),
+    }
+    assert problems == []
+
+
+@pytest.mark.parametrize(
+    ("data", "problem"),
+    [
+        (
+            {"hostname": "ctl_1", "address": "10.0.0.1"},
+            "ctl/1 sent an invalid hostname: 'ctl_1' is not a host name",
+        ),
+        (
+            {"hostname": "ctl1\nSlurmUser=root", "address": "10.0.0.1"},
+            "ctl/1 sent an invalid hostname: '\\n' is whitespace, a control or a non-ASCII "
+            "character",
+        ),
+        (
+            {"hostname": "ctl1", "address": "10.0.0.1 -f"},
+            "ctl/1 sent an invalid address: ' ' is whitespace, a control or a non-ASCII character",
+        ),
+        (
+            {"hostname": "ctl1", "address": "fe80::1%a,b"},
+            "ctl/1 sent an invalid address: 'fe80::1%a,b' is not an IPv6 address with an "
+            "interface name after '%'",
+        ),
+        (
+            {"hostname": "ctl1", "address": "x" * (MAX_FIELD_CHARS + 1)},
+            f"ctl/1 sent unreadable data: a field of {MAX_FIELD_CHARS + 1} characters "
+            f"(more than {MAX_FIELD_CHARS})",
+        ),
+    ],
+)
+def test_an_invalid_host_vector_is_left_out_and_named(data, problem):
+    hosts, problems = hosts_of({1: data, 2: {"hostname": "ctl2", "address": "10.0.0.2"}})
+
+    assert list(hosts) == ["ctl/2"]
+    assert problems == [problem]

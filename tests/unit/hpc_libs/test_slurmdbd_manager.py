@@ -82,7 +82,9 @@ def test_parameters_are_checked_again_when_written(manager: SlurmdbdManager):
         ("Parameters=PreserveCaseUser", {"Parameters": "preservecaseuser"}),
         ("HashPlugin=hash/K12", {"HashPlugin": "hash/k12"}),
         ("MaxQueryTimeRange=1-00:00:00", {"MaxQueryTimeRange": "1-00:00:00"}),
-        ("PurgeEventAfter=1Month", {"PurgeEventAfter": "1month"}),
+        ("PurgeEventAfter=1Month", {"PurgeEventAfter": "1months"}),
+        ("PurgeJobAfter=12", {"PurgeJobAfter": "12months"}),
+        ("PurgeStepAfter=012HOUR", {"PurgeStepAfter": "12hours"}),
         ("ArchiveDir=/var/spool/slurm-archive", {"ArchiveDir": "/var/spool/slurm-archive"}),
         ("LogTimeFormat=RFC3339,format_stderr", {"LogTimeFormat": "rfc3339,format_stderr"}),
     ],
@@ -94,6 +96,81 @@ def test_accepted_settings_are_spelled_for_slurmutils(
 
     assert parsed == expected
     manager.write_config(DbdHosts("dbd-0"), STORAGE, parsed)  # slurmutils takes them
+
+
+# Every accepted value gets through the real writer (issue 20, High 3: `PurgeJobAfter=12`, as
+# slurmdbd.conf(5) shows it, passed the option check and then failed in every hook).
+
+EXAMPLES = {
+    "AllowNoDefAcct": ("yes", "no", "1", "False"),
+    "AllResourcesAbsolute": ("yes",),
+    "ArchiveDir": ("/var/spool/slurm-archive",),
+    "ArchiveEvents": ("yes", "0"),
+    "ArchiveJobs": ("yes",),
+    "ArchiveResvs": ("no",),
+    "ArchiveScript": ("/usr/local/sbin/archive.sh",),
+    "ArchiveSteps": ("yes",),
+    "ArchiveSuspend": ("yes",),
+    "ArchiveTXN": ("yes",),
+    "ArchiveUsage": ("yes",),
+    "CommitDelay": ("1", "60"),
+    "DebugFlags": ("DB_Job", "DB_QOS,DB_Step,Network"),
+    "DebugLevel": ("info", "debug5"),
+    "DebugLevelSyslog": ("quiet",),
+    "DefaultQOS": ("normal", "5", "high-prio"),
+    "DisableCoordDBD": ("yes",),
+    "HashPlugin": ("hash/k12", "hash/sha3"),
+    "LogTimeFormat": ("iso8601", "rfc5424_ms,format_stderr", "thread_id"),
+    "MaxQueryTimeRange": ("60", "1-00:00:00", "UNLIMITED"),
+    "MessageTimeout": ("10",),
+    "Parameters": ("PreserveCaseUser",),
+    "PrivateData": ("accounts", "jobs,usage,users"),
+    **{
+        f"Purge{what}After": ("12", "1month", "24hours", "30days", "65535")
+        for what in ("Event", "Job", "Resv", "Step", "Suspend", "TXN", "Usage")
+    },
+    "TCPTimeout": ("2",),
+    "TrackSlurmctldDown": ("yes",),
+    "TrackWCKey": ("no",),
+}
+
+
+def test_every_rule_has_accepted_examples():
+    assert set(EXAMPLES) == set(PARAMETER_RULES)
+
+
+@pytest.mark.parametrize("key", sorted(EXAMPLES))
+def test_every_accepted_example_is_written_by_the_real_writer(manager: SlurmdbdManager, key):
+    for value in EXAMPLES[key]:
+        parsed = parse_parameters(f"{key}={value}")
+
+        assert manager.write_config(DbdHosts("dbd-0"), STORAGE, parsed) in (True, False)
+
+        written = [line for line in lines(manager) if line.startswith(f"{key.lower()}=")]
+        assert len(written) == 1, (value, lines(manager))
+
+
+def test_a_purge_age_without_unit_is_months_as_slurm_reads_it(manager: SlurmdbdManager):
+    manager.write_config(DbdHosts("dbd-0"), STORAGE, parse_parameters("PurgeJobAfter=12"))
+
+    assert "purgejobafter=12months" in lines(manager)
+
+
+@pytest.mark.parametrize(
+    ("text", "words"),
+    [
+        ("PurgeJobAfter=0", "not between 1 and 65535"),
+        ("PurgeJobAfter=65536", "not between 1 and 65535"),
+        ("PurgeJobAfter=12x", "optional hours, days or months"),
+        ("PurgeJobAfter=12minutes", "optional hours, days or months"),
+    ],
+)
+def test_purge_ages_slurm_refuses_or_garbles_are_refused(text: str, words: str):
+    with pytest.raises(ConfigError) as raised:
+        parse_parameters(text)
+
+    assert raised.value.key == "PurgeJobAfter"
+    assert words in raised.value.message
 
 
 def test_no_key_is_both_accepted_and_owned():

@@ -318,3 +318,39 @@ def test_backup_controllers_are_waited_for_with_network_state():
     ctx.run(ctx.on.update_status(), testing.State(leader=True, relations=[peer, login]))
 
     assert Controller.waiting == ["login/0", "ctl/2", "ctl/3"]
+
+
+# Old revisions: Juju runs secret-remove on the leader once no unit tracks one any more.
+
+
+def rotated(secret: testing.Secret, revisions: int) -> testing.Secret:
+    """`secret` after `revisions` revisions (each rotation step adds one)."""
+    object.__setattr__(secret, "_tracked_revision", revisions)
+    object.__setattr__(secret, "_latest_revision", revisions)
+    return secret
+
+
+@pytest.mark.parametrize("label", ["slurm-auth-key", "slurm-jwt-key"])
+def test_the_leader_removes_a_revision_no_unit_tracks_any_more(ctx, machine, label):
+    state = running()
+    secret = rotated(next(s for s in state.secrets if s.label == label), 4)
+
+    ctx.run(ctx.on.secret_remove(secret, revision=2), state)
+
+    assert ctx.removed_secret_revisions == [2]
+    assert machine.service_calls == []  # Nothing else to do.
+
+
+def test_a_unit_besides_the_leader_removes_no_revision(ctx, machine):
+    state = running()
+    state = testing.State(
+        leader=False,
+        relations=state.relations,
+        secrets=[rotated(s, 3) for s in state.secrets],
+        stored_states=state.stored_states,
+    )
+    secret = next(s for s in state.secrets if s.label == "slurm-auth-key")
+
+    ctx.run(ctx.on.secret_remove(secret, revision=1), state)
+
+    assert ctx.removed_secret_revisions == []

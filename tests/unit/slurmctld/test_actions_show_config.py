@@ -60,11 +60,59 @@ def test_no_key_and_no_password_appears(ctx, configured, tmp_path):
     for secret in ("hunter2", "s3cret", "other", "dbpassword"):
         assert secret not in shown
     assert "ProfileInfluxDBPass=REDACTED" in results["acct-gather-conf"]
-    assert "AccountingStoragePass=REDACTED JobCompPass=REDACTED" in results["slurm-conf"]
+    assert "AccountingStoragePass=REDACTED" in results["slurm-conf"].splitlines()
     assert "ProfileInfluxDBUser=slurm" in results["acct-gather-conf"]
     for key_file in ("slurm.key", "jwt_hs256.key"):
         key = base64.b64encode((etc / key_file).read_bytes()).decode()
         assert key[:24] not in shown
+
+
+SECRET_LINES = [
+    "AccountingStoragePass = spaced-secret",
+    'JobCompPass="quoted secret tail"',
+    "accountingstoragepass=lowercase-secret",
+    "NodeName=x JobCompPass=second-key-secret",
+    "#JobCompPass=commented-secret",
+    "ProfileInfluxDBPass\t=\ttabbed-secret",
+    "JobCompParams=token=x AuthToken='single quoted secret'",
+]
+
+
+def test_every_secret_bearing_key_form_is_redacted_as_a_whole_line(ctx, configured, tmp_path):
+    etc = tmp_path / "etc/slurm"
+    (etc / "acct_gather.conf").write_text("\n".join(SECRET_LINES) + "\n")
+
+    ctx.run(ctx.on.action("show-current-config"), configured)
+
+    assert ctx.action_results is not None
+    shown = ctx.action_results["acct-gather-conf"]
+    for word in ("secret", "spaced", "quoted", "tail", "lowercase", "second", "tabbed"):
+        assert word not in shown
+    assert shown.splitlines() == [
+        "AccountingStoragePass=REDACTED",
+        "JobCompPass=REDACTED",
+        "accountingstoragepass=REDACTED",
+        "JobCompPass=REDACTED",
+        "JobCompPass=REDACTED",
+        "ProfileInfluxDBPass=REDACTED",
+        "token=REDACTED",
+    ]
+
+
+def test_slurmdbd_conf_is_never_served(ctx, configured, tmp_path):
+    etc = tmp_path / "etc/slurm"
+    (etc / "slurmdbd.conf").write_text("StorageHost=db-marker\nStoragePass=dbpassword\n")
+    (etc / "gres.conf").write_text("AutoDetect=nvidia\n")
+    (etc / "acct_gather.conf").write_text("ProfileInfluxDBHost=db:8086\n")
+
+    ctx.run(ctx.on.action("show-current-config"), configured)
+
+    results = ctx.action_results
+    assert results is not None
+    assert set(results) == {"slurm-conf", "cgroup-conf", "gres-conf", "acct-gather-conf"}
+    shown = "\n".join(results.values())
+    assert "db-marker" not in shown
+    assert "dbpassword" not in shown
 
 
 def test_before_any_configuration_the_action_fails(ctx, machine):

@@ -2,6 +2,7 @@
 
 import base64
 import json
+import socket
 from pathlib import Path
 
 import pytest
@@ -599,3 +600,69 @@ def test_a_controller_slurm_cannot_ping_shows_no_roles(ctx, machine, shared_fs):
     out = ctx.run(ctx.on.update_status(), backup())
 
     assert out.unit_status == testing.ActiveStatus()
+
+
+# Peer host data is checked with Slurm's grammar before it becomes a SlurmctldHost.
+
+
+@pytest.mark.parametrize(
+    ("hostname", "address", "field"),
+    [
+        ("ctl2\nSlurmctldHost=evil(10.6.6.6)", "10.0.0.2", "hostname"),
+        ("ctl_2", "10.0.0.2", "hostname"),
+        ("ctl2 PartitionName=x", "10.0.0.2", "hostname"),
+        ("ctl2", "10.0.0.2) SlurmUser=root #", "address"),
+        ("ctl2", "10.0.0.2,10.6.6.6", "address"),
+        ("ctl2", "fe80::2%a,b", "address"),
+    ],
+)
+def test_a_peer_with_invalid_host_data_blocks_naming_it_and_is_never_rendered(  # noqa: PLR0917
+    ctx, machine, tmp_path, shared_fs, hostname, address, field
+):
+    relation = compute_relation()
+    peers = testing.PeerRelation(
+        PEER,
+        local_app_data=databag(controllers=[{"unit": "slurmctld/0"}, {"unit": "slurmctld/1"}]),
+        peers_data={
+            1: {"hostname": "ctl1", "address": "10.0.0.1"},
+            2: {"hostname": hostname, "address": address},
+        },
+    )
+
+    out = ctx.run(ctx.on.config_changed(), network_leader(relation, peers, planned_units=2))
+
+    assert isinstance(out.unit_status, testing.BlockedStatus)
+    assert out.unit_status.message.startswith(f"slurmctld/2 sent an invalid {field}: ")
+    assert hosts(tmp_path) == ["slurmctldhost=ctl0(192.0.2.0)", "slurmctldhost=ctl1(10.0.0.1)"]
+    conf = slurm_conf(tmp_path)
+    assert "evil" not in conf and "10.6.6.6" not in conf and "root" not in conf
+    published = out.get_relation(relation.id).local_app_data
+    assert conf_servers(published) == ["192.0.2.0:6817", "10.0.0.1:6817"]
+
+
+def test_a_peer_with_invalid_host_data_is_not_counted_as_seen(ctx, machine, tmp_path, shared_fs):
+    peers = peer((1, "ctl1", "10.0.0.1"), (2, "ctl_2", "10.0.0.2"), order=[0, 1])
+
+    out = ctx.run(ctx.on.config_changed(), network_leader(peers, planned_units=3))
+
+    assert out.unit_status == testing.BlockedStatus(
+        "slurmctld/2 sent an invalid hostname: 'ctl_2' is not a host name"
+    )
+    assert not (tmp_path / "etc/slurm/slurm.conf").exists()  # It waits for every controller.
+
+
+def test_a_unit_whose_hostname_slurm_cannot_use_is_blocked_not_active(
+    ctx, machine, tmp_path, monkeypatch
+):
+    monkeypatch.setattr(socket, "gethostname", lambda: "ctl_0")
+    relation = compute_relation()
+
+    out = ctx.run(ctx.on.config_changed(), running(relation))
+
+    assert out.unit_status == testing.BlockedStatus(
+        "this unit's hostname cannot be a SlurmctldHost: 'ctl_0' is not a host name"
+    )
+    assert not (tmp_path / "etc/slurm/slurm.conf").exists()
+    assert "hostname" not in out.get_relation(relation.id).local_app_data
+    peer_data = next(r for r in out.relations if isinstance(r, testing.PeerRelation))
+    assert "hostname" not in peer_data.local_unit_data

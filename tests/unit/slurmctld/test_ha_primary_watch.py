@@ -138,7 +138,6 @@ def test_a_failed_daemon_reload_is_an_error_the_next_event_retries(watch, machin
     [
         ("slurmctld/1; rm -rf /", CHARM_DIR, EVENT),
         (UNIT, "/var/lib/juju/$HOME/charm", EVENT),
-        (UNIT, "/var/lib/juju/100%/charm", EVENT),
         (UNIT, '/var/lib/juju/"x"/charm', EVENT),
         (UNIT, "/var/lib/juju/a\nExecStartPost=/bin/sh", EVENT),
         (UNIT, CHARM_DIR, "Wake"),
@@ -151,6 +150,14 @@ def test_nothing_systemd_would_interpret_reaches_the_unit_file(
         watch.install(unit, charm_dir, event)
 
     assert not (tmp_path / "etc/systemd/system/slurmctld-charm-primary.service").exists()
+
+
+def test_exec_line_escapes_what_systemd_would_expand(watch, tmp_path):
+    watch.install(UNIT, "/var/lib/juju/100%/charm", EVENT)
+
+    service = (tmp_path / "etc/systemd/system/slurmctld-charm-primary.service").read_text()
+    assert "/var/lib/juju/100%%/charm/dispatch" in service  # systemd reads %% as %.
+    assert wake.exec_line(["a%b", "c $d"]) == 'a%%b "c $$d"'
 
 
 def test_exec_line_quotes_a_word_with_spaces_and_refuses_specials(pw):

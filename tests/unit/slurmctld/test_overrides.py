@@ -10,6 +10,7 @@ from types import ModuleType
 import pytest
 from hpc_libs.errors import ConfigError
 from hpc_libs.interfaces.slurmctld_peer import PartitionEntry
+from hpc_libs.slurm import grammar
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from ops import testing
@@ -158,7 +159,11 @@ def test_cgroup_plugin_is_refused():
         ("SrunPortRange=63000-60001", "SrunPortRange", "ends before"),
         ("srunportrange=6000-7000", "SrunPortRange", "holds Slurm's own ports 6817-6820"),
         ("SrunPortRange=6820-6830", "SrunPortRange", "holds Slurm's own ports"),
-        ("PriorityDecayHalfLife=1e3", "PriorityDecayHalfLife", "would be written as"),
+        (
+            "SchedulerParameters=bf_interval=45,bf_interval=60",
+            "SchedulerParameters",
+            "would be written as",
+        ),
         ("DebugFlags=NoSuchFlag", "DebugFlags", "is not one of"),
         ("Include /etc/slurm/other.conf", "Include", "line 1 is not one key=value"),
         ("NodeName=n1 CPUs=2", "NodeName", "the charm's"),
@@ -179,6 +184,97 @@ def test_cgroup_values_are_checked_per_key():
     assert refusal("SlurmctldDebug=info", overrides.cgroup_parameters).message == (
         "unknown key SlurmctldDebug"
     )
+
+
+# Values Slurm refuses (issue 20, Medium 7: each was accepted, then slurmctld failed to start).
+
+
+@pytest.mark.parametrize(
+    ("text", "key", "words"),
+    [
+        ("PriorityDecayHalfLife=14days", "PriorityDecayHalfLife", "is not UNLIMITED"),
+        ("PriorityMaxAge=abc", "PriorityMaxAge", "is not UNLIMITED"),
+        ("PreemptExemptTime=yes", "PreemptExemptTime", "is not UNLIMITED"),
+        ("PriorityCalcPeriod=0", "PriorityCalcPeriod", "is not between 1"),
+        ("AcctGatherNodeFreq=65536", "AcctGatherNodeFreq", "is not between 0 and 65533"),
+        ("FairShareDampeningFactor=70000", "FairShareDampeningFactor", "is not between 1"),
+        ("GroupUpdateTime=65536", "GroupUpdateTime", "is not between"),
+        ("JobCompPort=4294967296", "JobCompPort", "is not a port"),
+        ("SuspendTime=4294967296", "SuspendTime", "is not between"),
+        ("BcastExclude=abc", "BcastExclude", "absolute path"),
+        ("PluginDir=lib/slurm", "PluginDir", "absolute path"),
+        ("MaxStepCount=0", "MaxStepCount", "is not between 1"),
+        ("MaxJobId=0", "MaxJobId", "is not between 1"),
+        ("MaxJobId=67108864", "MaxJobId", "is not between 1 and 67108863"),
+        ("FirstJobId=0", "FirstJobId", "is not between 1"),
+        ("FirstJobId=100\nMaxJobId=50", "FirstJobId", "FirstJobId 100 is above MaxJobId 50"),
+        ("FirstJobId=67043329", "FirstJobId", "Slurm's default MaxJobId is 67043328"),
+    ],
+)
+def test_values_slurm_refuses_are_refused_naming_the_key(text: str, key: str, words: str):
+    error = refusal(text)
+
+    assert error.key == key
+    assert words in error.message
+
+
+def test_first_job_id_up_to_max_job_id_is_accepted():
+    assert overrides.slurm_conf_parameters("FirstJobId=50\nMaxJobId=50") == {
+        "firstjobid": 50,
+        "maxjobid": 50,
+    }
+
+
+@pytest.mark.parametrize(
+    "key",
+    [
+        "BurstBufferType",
+        "NodeFeaturesPlugins",
+        "MetricsType",
+        "InteractiveStepOptions",
+        "SlurmdSpoolDir",
+        "SlurmctldPidFile",
+        "CpuFreqDef",
+        "SwitchParameters",
+    ],
+)
+def test_keys_without_a_rule_are_not_admitted(key: str):
+    error = refusal(f"{key}=x")
+
+    assert error.key == key
+    assert error.message.startswith(f"{key} is not admitted")
+
+
+def test_every_key_slurmutils_knows_is_admitted_owned_or_named_as_refused():
+    """The allow-list is the grammar's: no key passes with the token rule alone."""
+    for key in overrides._known_keys(SlurmConfig):
+        try:
+            overrides.slurm_conf_parameters(f"{key}=x")
+        except ConfigError:
+            continue
+        assert grammar.admitted(SlurmConfig, key), key
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "JobCompLoc=http://user:secret@es.example.org:9200/slurm",
+        "JobCompLoc=https://token@es.example.org",
+        "JobCompParams=url=http://u:p@h",
+    ],
+)
+def test_credentials_in_a_url_are_refused_naming_the_key(text: str):
+    error = refusal(text)
+
+    assert error.key == text.partition("=")[0]
+    assert "user or password" in error.message
+    assert "secret" not in error.message
+
+
+def test_a_url_without_credentials_is_accepted():
+    fields = overrides.slurm_conf_parameters("JobCompLoc=http://es.example.org:9200/slurm")
+
+    assert fields == {"jobcomploc": "http://es.example.org:9200/slurm"}
 
 
 # No input can add a line, a key or a node/partition definition.

@@ -63,6 +63,42 @@ def test_a_bad_value_blocks_naming_the_key_and_keeps_the_last_valid_file(
     assert machine.ran(*RECONFIGURE) == []
 
 
+SLURM_REFUSES = (
+    "scontrol: error: You have to either have PriorityDecayHalfLife != 0 or "
+    "PriorityUsageResetPeriod set to something or the priority plugin will result in rolling "
+    "over.\nscontrol: fatal: Unable to process configuration file\n"
+)
+
+
+def test_a_file_slurm_refuses_is_not_written_and_blocks_quoting_slurm_until_fixed(
+    ctx, machine, tmp_path, settled
+):
+    state = settled(running(config={"slurm-conf-parameters": "MaxJobCount=20000"}))
+    applied = slurm_conf(tmp_path)
+    keys = {p.name: p.read_bytes() for p in (tmp_path / "etc/slurm").iterdir()}
+    machine.fail("scontrol", "--version", stderr=SLURM_REFUSES)
+    cross = "MaxJobCount=30000\nPriorityDecayHalfLife=0"  # each value alone is valid
+
+    out = ctx.run(ctx.on.config_changed(), later(state, config={"slurm-conf-parameters": cross}))
+
+    assert out.unit_status == testing.BlockedStatus(
+        "Slurm refuses the new slurm.conf (the old one is kept): You have to either have "
+        "PriorityDecayHalfLife != 0 or PriorityUsageResetPeriod set to something or the "
+        "priority plugin will result in rolling over."
+    )
+    assert slurm_conf(tmp_path) == applied
+    assert {p.name: p.read_bytes() for p in (tmp_path / "etc/slurm").iterdir()} == keys
+    assert machine.ran(*RECONFIGURE) == []
+    assert machine.calls("restart") == []
+    # Slurm accepts the fixed file at the next event, which applies it.
+    machine.heal()
+    fixed = "MaxJobCount=30000\nPriorityDecayHalfLife=7-0"
+    out = ctx.run(ctx.on.config_changed(), later(out, config={"slurm-conf-parameters": fixed}))
+    assert "prioritydecayhalflife=7-0" in slurm_conf(tmp_path).splitlines()
+    assert machine.ran(*RECONFIGURE) == [RECONFIGURE]
+    assert out.unit_status == testing.ActiveStatus()
+
+
 def test_fixing_the_option_applies_it_with_one_reconfigure(ctx, machine, tmp_path, settled):
     state = settled(running())
     state = settled(later(state, config={"slurm-conf-parameters": "AuthType=auth/none"}))

@@ -164,6 +164,11 @@ def test_slurmdbd_withdrawing_its_daemons_turns_accounting_off(ctx, machine, tmp
         {"address": "db host"},
         {"hostname": "dbd0", "port": 70000},
         {"hostname": "dbd0", "port": "6819 --foo"},
+        {"hostname": "dbd0", "port": True},
+        {"hostname": "dbd0", "port": "6_819"},
+        {"hostname": "dbd0", "port": "6819"},
+        {"hostname": "dbd0", "port": 6819.0},
+        {"hostname": "dbd0", "port": 0},
     ],
 )
 def test_bad_slurmdbd_data_blocks_naming_it_and_never_reaches_slurm_conf(
@@ -176,6 +181,25 @@ def test_bad_slurmdbd_data_blocks_naming_it_and_never_reaches_slurm_conf(
     assert accounting_lines(tmp_path) == []
     assert out.unit_status.name == "blocked"
     assert out.unit_status.message.startswith("slurmdbd sent an invalid dbds")
+
+
+@pytest.mark.parametrize("nested", ["[" * 100_000 + "]" * 100_000, "[" * 40 + "]" * 40])
+def test_deeply_nested_json_from_slurmdbd_is_invalid_data_not_a_hook_error(
+    ctx, machine, tmp_path, nested
+):
+    relation = testing.Relation(
+        "slurmdbd",
+        remote_app_name="slurmdbd",
+        remote_units_data={0: {}},
+        remote_app_data={"dbds": nested},
+    )
+
+    out = ctx.run(ctx.on.relation_changed(relation, remote_unit=0), running(relation))
+
+    assert accounting_lines(tmp_path) == []
+    assert out.unit_status == testing.BlockedStatus(
+        "slurmdbd sent unreadable data: a field nested deeper than 32 levels"
+    )
 
 
 def test_bad_slurmdbd_data_after_good_turns_accounting_off(ctx, machine, tmp_path, settled):

@@ -4,7 +4,7 @@ import base64
 import json
 
 import pytest
-from charm_testing import already_installed
+from charm_testing import already_installed, systemd_expands
 from hpc_libs.charm import wake
 from ops import testing
 from scenario.state import _Event  # The event a dispatch path names.
@@ -56,7 +56,7 @@ def test_retiring_partition_starts_a_watcher_that_dispatches_slurmctld_wake(ctx,
         "--description=Wake slurmctld/0: partition compute idle",
     ]
     assert run[4:7] == ["--", "/bin/sh", "-c"]
-    script = run[7]
+    script = systemd_expands(run[7])
     query = f"squeue --noheader --format=%i --partition=compute --states={BUSY}"
     assert f"out=$(timeout 30 {query})" in script
     assert (
@@ -286,6 +286,33 @@ def test_a_new_leader_serves_the_retiring_partition_it_finds_in_the_peer_databag
         "--unit=slurmctld-wake-partition-old.service",
     ]
     assert out.unit_status == testing.ActiveStatus("draining partitions: old")
+
+
+@pytest.mark.parametrize("retiring", [True, False])
+def test_a_remembered_partition_gets_its_names_forced_again(ctx, machine, tmp_path, retiring):
+    kept = {
+        "name": "old",
+        "partition": {"partitionname": "other", "nodes": ["ALL"], "maxtime": 60},
+        "nodeset": {"nodeset": "other", "feature": "gpu", "nodes": ["x-[0-9]"]},
+        "relation_id": 3,
+        "retiring": retiring,
+        "drained": True,
+    }
+    peer = testing.PeerRelation(PEER, local_app_data=databag(partitions=[kept]))
+    relation = testing.Relation("slurmd", remote_app_name="old", id=3) if not retiring else None
+    machine.responses[("squeue",)] = "7\n"
+
+    out = ctx.run(ctx.on.leader_elected(), running(peer, *([relation] if relation else [])))
+
+    conf = slurm_conf(tmp_path).splitlines()
+    partition = [line for line in conf if line.startswith("partitionname=")]
+    assert len(partition) == 1
+    assert partition[0].startswith("partitionname=old nodes=old ")
+    assert "maxtime=60" in partition[0]
+    assert [line for line in conf if line.startswith("nodeset=")] == ["nodeset=old feature=old"]
+    remembered = memory(out)["partitions"][0]
+    assert remembered["partition"]["partitionname"] == "old"
+    assert remembered["nodeset"] == {"nodeset": "old", "feature": "old"}
 
 
 def test_only_the_leader_writes_the_peer_databag(ctx, machine):

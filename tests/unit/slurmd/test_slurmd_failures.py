@@ -88,6 +88,33 @@ def test_hardware_detection_failure_keeps_the_registered_node(ctx, machine, tmp_
     assert "cannot read /proc/cpuinfo" in out.unit_status.message
 
 
+@pytest.mark.parametrize(
+    ("output", "why"),
+    [
+        ("NodeName=n CPUs=² RealMemory=900\n", "invalid CPUs: '²' is whitespace"),
+        (f"NodeName=n CPUs=2 RealMemory={'9' * 5000}\n", "invalid RealMemory: a value of 5000"),
+        ("NodeName=n CPUs=70000 RealMemory=900\n", "invalid CPUs: 70000 is not between"),
+        ("NodeName=n CPUs=2 ThreadsPerCore=-1\n", "invalid ThreadsPerCore: '-1' is not"),
+    ],
+)
+def test_garbled_detection_output_is_a_detection_error_and_keeps_the_node(  # noqa: PLR0917
+    ctx, machine, tmp_path, enlisted, output, why
+):
+    before = options(tmp_path)
+    machine.responses[("slurmd", "-C")] = output
+
+    out = ctx.run(ctx.on.start(), enlisted)
+
+    assert options(tmp_path) == before
+    assert machine.ran("systemd-run") == []
+    assert stored(out)["registered"] == stored(enlisted)["registered"]
+    assert stored(out)["hardware"] == stored(enlisted)["hardware"]
+    assert out.unit_status.name == "blocked"
+    assert out.unit_status.message.startswith(
+        f"hardware detection failed, node config kept: `slurmd -C` printed {why}"
+    )
+
+
 def test_hardware_detection_failure_before_enlisting_does_not_start_slurmd(ctx, machine):
     machine.fail("slurmd", "-C", stderr="slurmd: fatal: cannot read /proc/cpuinfo")
     secret = auth_secret()

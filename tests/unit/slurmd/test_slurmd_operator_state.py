@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from charm_testing import systemd_expands
 from hpc_libs.interfaces.slurmd import REREGISTER_REASON, RETIRE_REASON
 from ops import testing
 from test_charm_slurmd import NODE, SHOW_NODE, again, stored
@@ -29,6 +30,7 @@ HOSTILE_REASONS = [
     "$(touch pwned) `touch pwned` ${HOME}",
     "two\nlines; touch pwned",
     "--json reason=x nodename=ALL state=resume",
+    "cost $$5, 100% \"quoted\" 'single' $HOME ${HOME} $",
 ]
 
 # scontrol as the script sees it: listjobs finds no job; `update` fails until the node has
@@ -59,8 +61,9 @@ def node_config(ctx, state: testing.State, parameters: str = "RealMemory=900"):
 
 
 def transient_script(machine) -> list[str]:
+    """The transient unit's command, as the program systemd starts receives it."""
     (transient,) = machine.ran("systemd-run")
-    return transient[transient.index("/bin/sh") :]
+    return [systemd_expands(word) for word in transient[transient.index("/bin/sh") :]]
 
 
 @pytest.fixture

@@ -161,3 +161,51 @@ def test_the_option_documents_exactly_the_keys_the_code_accepts_and_refuses():
         assert key not in refused.split(), key
     for key in OWNED_KEYS:
         assert any(word.strip(",.") == key for word in refused.split()), key
+
+
+@pytest.mark.parametrize(
+    ("text", "line"),
+    [
+        ("PurgeJobAfter=12", "purgejobafter=12months"),  # as slurmdbd.conf(5) shows it
+        ("PurgeUsageAfter=24", "purgeusageafter=24months"),
+        ("DefaultQOS=5", "defaultqos=5"),
+    ],
+)
+def test_documented_values_slurmutils_reads_otherwise_are_written_not_a_hook_error(
+    ctx: testing.Context[ops.CharmBase],
+    machine: FakeMachine,
+    dbd_root: Path,
+    text: str,
+    line: str,
+):
+    state, database, _ = ready_state()
+    out = ctx.run(ctx.on.relation_changed(database), state)
+
+    out = ctx.run(ctx.on.config_changed(), configured(out, text))
+
+    assert line in conf_path(dbd_root).read_text().splitlines()
+    assert isinstance(out.unit_status, ops.ActiveStatus)
+
+
+def test_a_file_slurmdbd_refuses_is_not_written_and_blocks_quoting_it(
+    ctx: testing.Context[ops.CharmBase], machine: FakeMachine, dbd_root: Path
+):
+    state, database, _ = ready_state()
+    out = ctx.run(ctx.on.relation_changed(database), configured(state, "DebugLevel=verbose"))
+    before = conf_path(dbd_root).read_text()
+    machine.fail(
+        "slurmdbd",
+        "-V",
+        stderr="slurmdbd: fatal: Failed to stat the archive directory /srv/archive: "
+        "No such file or directory\n",
+    )
+
+    out = ctx.run(ctx.on.config_changed(), configured(out, "ArchiveDir=/srv/archive"))
+
+    assert out.unit_status == ops.BlockedStatus(
+        "Slurm refuses the new slurmdbd.conf (the old one is kept): Failed to stat the archive "
+        "directory /srv/archive: No such file or directory"
+    )
+    assert conf_path(dbd_root).read_text() == before
+    assert machine.calls("restart") == ["slurmdbd"]
+    assert "slurmdbd" in machine.active

@@ -101,6 +101,10 @@ def test_without_slurmctld_it_blocks_and_runs_nothing(ctx, machine: FakeMachine,
         ("listen-address", "0.0.0.0 -vv"),
         ("listen-address", "host\nExecStart=/bin/sh"),
         ("listen-address", "a,b"),
+        ("listen-address", "fe80::1%$x"),
+        ("listen-address", "fe80::1%a,b"),
+        ("listen-address", "fe80::1%a b"),
+        ("listen-address", "fe80::1%interface-too-long"),
     ],
 )
 def test_a_bad_option_blocks_naming_it_and_changes_nothing(
@@ -114,6 +118,21 @@ def test_a_bad_option_blocks_naming_it_and_changes_nothing(
     assert f"'{option}'" in out.unit_status.message
     assert serving.service_calls == []
     assert not (root / DROP_IN).exists()
+
+
+def test_an_ipv6_scope_id_reaches_slurmrestd_unchanged_through_systemd(
+    ctx, serving: FakeMachine, root: Path
+):
+    state, _, _ = ready_state(**{"listen-address": "fe80::1%eth0"})
+
+    ctx.run(ctx.on.config_changed(), state)
+
+    (exec_start,) = [
+        line
+        for line in (root / DROP_IN).read_text().splitlines()
+        if line.startswith("ExecStart=/")
+    ]
+    assert exec_start.endswith(" [fe80::1%%eth0]:6820")  # systemd reads %% as %.
 
 
 def test_ready_data_starts_sackd_then_slurmrestd_through_the_drop_in(

@@ -7,6 +7,12 @@ one hook at a time per unit, in that unit's queue order, different units in para
 drives the controller, in completion order. A hook that changes a databag or a secret enqueues
 the follow-up hooks (relation-changed, secret-changed) on the units Juju would notify.
 
+Secret revisions follow Juju's rule: a revision is obsolete once it is not the latest and no
+consumer unit tracks it (after the owner adds a revision, or after a consumer moves on with
+`secret-get --refresh`). Juju then runs `secret-remove` once per obsolete revision on the
+owner: the owner unit, or the leader of the owning application. The revision stays until the
+charm removes it (`secret-remove --revision`); the owner's own units always read the latest.
+
 An event is a small JSON document: {"unit": "app/0", "kind": "install"} or, for relations,
 {"unit", "kind": "relation_changed", "relation_id", "remote_unit": "other/1"}, custom events
 dispatched from a machine with `juju-exec` ({"kind": "custom", "name": "my-event"}), and a few
@@ -761,6 +767,9 @@ class Controller:
             read=set(response.get("secrets_read") or []),
             shown=set(response.get("secrets_shown") or []),
         )
+        self._remove_revisions(unit, response.get("secret_revisions_removed") or [])
+        for secret in self.model.secrets.values():
+            self._queue_obsolete(secret)
 
     @staticmethod
     def _set_status(
@@ -820,6 +829,32 @@ class Controller:
             removed = secret.id in shown and secret.id not in present
             if owned and removed and self._manages(unit, secret):  # the charm removed it
                 del self.model.secrets[secret.id]
+
+    def _remove_revisions(self, unit: Unit, removed: list[list[Any]]) -> None:
+        """Drop the revisions the charm removed (`secret-remove --revision`), if it may."""
+        for secret_id, revision in removed:
+            secret = self.model.secrets.get(secret_id)
+            if secret is None or not self._manages(unit, secret):
+                continue
+            if revision == secret.latest.revision:
+                continue  # A secret keeps its latest revision (removing it removes the secret).
+            secret.revisions = [r for r in secret.revisions if r.revision != revision]
+
+    def _queue_obsolete(self, secret: Secret) -> None:
+        """Queue secret-remove on the owner for each revision no consumer tracks any more."""
+        owner = secret.owner
+        if secret.owner_kind == "app":
+            app = self.model.apps.get(secret.owner)
+            owner = app.leader if app is not None else None
+        if owner is None or owner not in self.model.units:
+            return
+        tracked = {consumer.tracked for consumer in secret.consumers.values()}
+        for revision in secret.revisions[:-1]:
+            number = revision.revision
+            if number in tracked or number in secret.removal_notified:
+                continue
+            secret.removal_notified.append(number)
+            self.enqueue(owner, "secret_remove", secret_id=secret.id, revision=number)
 
     def _manages(self, unit: Unit, secret: Secret) -> bool:
         """Whether the unit may change the secret: its owner unit, or the owning app's leader.
@@ -908,6 +943,8 @@ class Controller:
             secret.consumers.pop(name, None)
             if secret.owner == name:
                 del self.model.secrets[secret.id]
+            else:
+                self._queue_obsolete(secret)  # The unit tracked a revision no one else does.
         app = self.model.apps.get(name.split("/", maxsplit=1)[0])
         if app is not None and app.leader == name:
             app.leader = app.units[0] if app.units else None

@@ -101,6 +101,8 @@ class Secret:
     description: str | None = None
     grants: dict[str, list[str]] = field(default_factory=dict)  # relation id -> grantees
     consumers: dict[str, Consumer] = field(default_factory=dict)  # unit -> tracking
+    # revisions secret-remove was queued for (Juju runs it once per obsolete revision)
+    removal_notified: list[int] = field(default_factory=list)
 
     @property
     def latest(self) -> SecretRevision:

@@ -327,6 +327,20 @@ def _record_secret_reads(reads: set[str]) -> None:
     mocking._MockModelBackend.secret_get = patched  # pyright: ignore[reportPrivateUsage]
 
 
+def _record_revision_removals(removed: list[list[Any]]) -> None:
+    """Remember each revision the charm removes ([secret id, revision]), for the model."""
+    from scenario import mocking  # noqa: PLC0415
+
+    original = mocking._MockModelBackend.secret_remove  # pyright: ignore[reportPrivateUsage]
+
+    def patched(self: Any, id: str, *, revision: int | None = None) -> None:
+        original(self, id, revision=revision)
+        if revision is not None:
+            removed.append([self._get_secret(id).id, revision])
+
+    mocking._MockModelBackend.secret_remove = patched  # pyright: ignore[reportPrivateUsage]
+
+
 def charm_class(module_name: str = "charm") -> type[ops.CharmBase]:
     """Find the charm class defined in src/charm.py (the most derived if several)."""
     module = importlib.import_module(module_name)
@@ -392,6 +406,8 @@ def run(request: dict[str, Any]) -> dict[str, Any]:
         _publish_status_changes(request["live_status_file"])
     reads: set[str] = set()
     _record_secret_reads(reads)
+    removed: list[list[Any]] = []
+    _record_revision_removals(removed)
     response: dict[str, Any] = {"ok": True, "error": None, "action_failed": None, "state": None}
     ctx: testing.Context[ops.CharmBase] | None = None
     ports_store: Path | None = None
@@ -445,6 +461,7 @@ def run(request: dict[str, Any]) -> dict[str, Any]:
     response["action_results"] = ctx.action_results
     response["action_logs"] = list(ctx.action_logs)
     response["secrets_read"] = sorted(reads)
+    response["secret_revisions_removed"] = removed
     return response
 
 

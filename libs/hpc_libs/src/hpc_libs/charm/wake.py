@@ -45,7 +45,7 @@ WATCH_BOUND = 6 * 3600
 _EVENT_RE = re.compile(r"[a-z][a-z0-9-]{0,63}")
 _UNIT_RE = re.compile(r"[a-z][a-z0-9-]*/[0-9]+")
 _PREFIX_RE = re.compile(r"[a-z][a-z0-9-]*")
-_PLAIN_WORD = re.compile(r"[A-Za-z0-9/_.,:=@+-]+( [A-Za-z0-9/_.,:=@+-]+)*")
+_PLAIN_WORD = re.compile(r"[A-Za-z0-9/_.,:=@+%$-]+( [A-Za-z0-9/_.,:=@+%$-]+)*")
 
 
 def watcher_name(prefix: str, subject: str) -> str:
@@ -122,18 +122,20 @@ def wake_when_silent(
 def exec_line(argv: Sequence[str]) -> str:
     """Render `argv` as a systemd `ExecStart=` value, a word with spaces in double quotes.
 
-    Used by the charms that write a service unit running the dispatch command.
+    Used by the charms that write a service unit running the dispatch command. `%` and `$`
+    are escaped (`systemd.exec_escape`), so systemd passes each word on as it is.
 
     Raises:
         ValueError: A word is empty or holds a character other than letters, digits, single
-            spaces and `/_.,:=@+-`.
+            spaces and `/_.,:=@+-%$`.
 
     """
     words: list[str] = []
     for word in argv:
         if not _PLAIN_WORD.fullmatch(word):
             raise ValueError(f"{word!r} cannot be written into a unit file as it is")
-        words.append(f'"{word}"' if " " in word else word)
+        escaped = systemd.exec_escape(word)
+        words.append(f'"{escaped}"' if " " in escaped else escaped)
     return " ".join(words)
 
 

@@ -4,16 +4,21 @@ Databags are read and written as pydantic models with `ops.Relation.load/save` (
 field JSON-encoded under its own key). Models have only optional fields so an empty
 databag parses. Data that does not parse is logged and read as "not ready" (None): a hook
 never crashes on a peer's bad data. Libraries never set status; charms decide from facts.
+
+Each field's JSON is bounded before it is decoded (`bounded_json`): a field longer than
+`MAX_FIELD_CHARS` or nested deeper than `MAX_DEPTH` is invalid data like any other, so no
+related application can make a reader raise RecursionError or spend a hook decoding it.
 """
 
 import base64
 import binascii
+import json
 import logging
 from collections.abc import Callable
-from typing import TypeVar
+from typing import Any, TypeVar, cast
 
 import ops
-from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from hpc_libs.errors import IntegrationError
 from hpc_libs.slurm import grammar
@@ -28,6 +33,50 @@ class DatabagModel(BaseModel):
 
 
 D = TypeVar("D", bound=DatabagModel)
+
+MAX_FIELD_CHARS = 1 << 20
+"""Longest databag field read (1 MiB): every contract's data is far smaller."""
+MAX_DEPTH = 32
+"""Deepest nesting of lists and objects read in a field: every contract nests 5 or less."""
+
+
+def bounded_json(text: str) -> Any:
+    """Decode one databag field's JSON; ValueError if it is too long or nested too deeply."""
+    if len(text) > MAX_FIELD_CHARS:
+        raise ValueError(f"a field of {len(text)} characters (more than {MAX_FIELD_CHARS})")
+    try:
+        value = json.loads(text)
+    except RecursionError:
+        raise ValueError(f"a field nested deeper than {MAX_DEPTH} levels") from None
+    if _depth(value) > MAX_DEPTH:
+        raise ValueError(f"a field nested deeper than {MAX_DEPTH} levels")
+    return value
+
+
+def bounded_text(text: str) -> str:
+    """Return a plain-text (not JSON) databag field; ValueError if it is too long."""
+    if len(text) > MAX_FIELD_CHARS:
+        raise ValueError(f"a field of {len(text)} characters (more than {MAX_FIELD_CHARS})")
+    return text
+
+
+def _depth(value: Any) -> int:
+    """How deeply lists and objects nest in a decoded JSON value (no recursion)."""
+    deepest, pending = 0, [(value, 1)]
+    while pending:
+        item, level = pending.pop()
+        children: list[Any]
+        if isinstance(item, dict):
+            children = list(cast(dict[str, Any], item).values())
+        elif isinstance(item, list):
+            children = cast(list[Any], item)
+        else:
+            continue
+        deepest = max(deepest, level)
+        if deepest > MAX_DEPTH:
+            return deepest
+        pending.extend((child, level + 1) for child in children)
+    return deepest
 
 
 class HostEntry(DatabagModel):
@@ -54,14 +103,8 @@ class HostEntry(DatabagModel):
 class ServiceEntry(HostEntry):
     """A daemon's host and the TCP port it listens on (None: the daemon's default port)."""
 
-    port: int | None = None
-
-    @field_validator("port")
-    @classmethod
-    def _valid_port(cls, value: int | None) -> int | None:
-        if value is not None:
-            grammar.port(str(value))
-        return value
+    port: int | None = Field(default=None, ge=1, le=grammar.MAX_PORT, strict=True)
+    """A JSON integer only: `true`, `6819.0`, `"6819"` or `"6_819"` are refused."""
 
 
 def get_or_create_app_secret(
@@ -130,17 +173,21 @@ class Interface(ops.Object):
         return bool(self.relations)
 
     def load(
-        self, model: type[D], relation: ops.Relation, source: ops.Application | ops.Unit | None
+        self,
+        model: type[D],
+        relation: ops.Relation,
+        source: ops.Application | ops.Unit | None,
+        decoder: Callable[[str], Any] = bounded_json,
     ) -> D | None:
         """Parse `source`'s databag in `relation` as `model`; None if it cannot be read.
 
         An empty databag gives a model with every field None. Invalid data is logged with
-        what `problem` says.
+        what `problem` says. `decoder` reads each field (JSON, bounded, unless told).
         """
         if source is None:
             return None
         try:
-            return relation.load(model, source)
+            return relation.load(model, source, decoder=decoder)
         except (ValueError, ops.RelationDataError) as e:
             logger.warning(
                 "ignoring invalid %s data in relation %s:%d: %s",
@@ -152,7 +199,11 @@ class Interface(ops.Object):
             return None
 
     def problem(
-        self, model: type[D], relation: ops.Relation, source: ops.Application | ops.Unit | None
+        self,
+        model: type[D],
+        relation: ops.Relation,
+        source: ops.Application | ops.Unit | None,
+        decoder: Callable[[str], Any] = bounded_json,
     ) -> str | None:
         """Say what is wrong with `source`'s data, naming `source` and the key; None if valid.
 
@@ -161,7 +212,7 @@ class Interface(ops.Object):
         if source is None:
             return None
         try:
-            relation.load(model, source)
+            relation.load(model, source, decoder=decoder)
         except (ValueError, ops.RelationDataError) as e:
             return describe_invalid(source, e)
         return None

@@ -12,6 +12,16 @@ the leader only, never in one unit's StoredState:
 
 Every field is optional and JSON-encoded under its own key (`ops.Relation.save`). An entry
 that does not parse (or breaks Slurm's grammar) is logged and skipped; the rest is read.
+
+Each unit shares in its own UNIT databag where its controller runs (`ControllerHost`):
+
+* `hostname`: its host name, slurmctld's `SlurmctldHost` name;
+* `address`: the address the other controllers and the daemons reach it at.
+
+These two are plain strings, not JSON (the contract's first form, kept so that units of
+different revisions read each other during an upgrade). They become `SlurmctldHost=` lines
+and `--conf-server` entries, so they are checked with the same grammar as the controller
+entries published to the daemons (`HostEntry`); a unit whose data breaks it is never used.
 """
 
 import logging
@@ -21,7 +31,7 @@ import ops
 from pydantic import BaseModel, ValidationError, field_validator
 from slurmutils import ModelError, NodeSet, Partition
 
-from hpc_libs.interfaces.base import DatabagModel, Interface
+from hpc_libs.interfaces.base import DatabagModel, HostEntry, Interface, bounded_text
 from hpc_libs.slurm import grammar
 
 logger = logging.getLogger(__name__)
@@ -124,6 +134,14 @@ class SlurmctldPeerData(DatabagModel):
         return _valid_items(ControllerSlot, value, "controllers")
 
 
+class ControllerHost(HostEntry):
+    """Where one controller unit runs (its own unit databag, plain strings)."""
+
+    def is_complete(self) -> bool:
+        """Whether both the host name and the address are there."""
+        return bool(self.hostname and self.address)
+
+
 class SlurmctldPeer(Interface):
     """The controller units' shared memory, on the peer endpoint."""
 
@@ -143,3 +161,34 @@ class SlurmctldPeer(Interface):
             logger.warning("no peer relation yet: cannot remember the controller's state")
             return False
         return self.save(data, relation, self.model.app)
+
+    def share_host(self, host: ControllerHost) -> None:
+        """Put this unit's host name and address in its peer unit databag (plain strings)."""
+        relation = self.relation
+        if relation is not None and host.hostname and host.address:
+            relation.data[self.model.unit].update(
+                {"hostname": host.hostname, "address": host.address}
+            )
+
+    def hosts(self) -> dict[str, ControllerHost]:
+        """Return each peer unit's complete, valid host data (invalid data is logged, left out)."""
+        relation = self.relation
+        if relation is None:
+            return {}
+        found: dict[str, ControllerHost] = {}
+        for unit in relation.units:
+            host = self.load(ControllerHost, relation, unit, decoder=bounded_text)
+            if host is not None and host.is_complete():
+                found[unit.name] = host
+        return found
+
+    def host_problems(self) -> list[str]:
+        """Say, per peer unit whose host data breaks Slurm's grammar, what is wrong (by unit)."""
+        relation = self.relation
+        if relation is None:
+            return []
+        problems: list[str] = []
+        for unit in sorted(relation.units, key=lambda u: u.name):
+            if problem := self.problem(ControllerHost, relation, unit, decoder=bounded_text):
+                problems.append(problem)
+        return problems

@@ -135,11 +135,30 @@ def write_override(service: str, name: str, content: str, *, root: Path = Path("
     return files.write_if_changed(override_path(service, name, root=root), content, mode=0o644)
 
 
+def exec_escape(word: str) -> str:
+    """Escape one word of a unit file's `ExecStart=` line: `%` -> `%%`, `$` -> `$$`.
+
+    systemd reads `%x` in a unit file as a specifier and `$X`/`${X}` as a variable, so
+    `fe80::1%eth0` or a `$` in an argument would reach the program rewritten.
+    """
+    return word.replace("%", "%%").replace("$", "$$")
+
+
+def transient_escape(word: str) -> str:
+    """Escape one argument of `systemd-run`: `$` -> `$$`.
+
+    The service manager expands `${X}` and reads `$$` as `$` in a transient unit's command
+    too (it does not expand `%` specifiers there), so a `$` would reach the program changed.
+    """
+    return word.replace("$", "$$")
+
+
 def run_transient(unit_name: str, argv: Sequence[str], description: str) -> None:
     """Run `argv` in the background as transient unit `unit_name`, collected when it ends.
 
     Use it for work that outlives a Juju hook (for example waiting for jobs to end).
     `systemd-run` without `--wait` returns once the unit is started, so it is quick.
+    Each argument reaches the program unchanged (`transient_escape`).
     """
     try:
         host.run(
@@ -149,7 +168,7 @@ def run_transient(unit_name: str, argv: Sequence[str], description: str) -> None
                 "--collect",
                 f"--description={description}",
                 "--",
-                *argv,
+                *(transient_escape(word) for word in argv),
             ],
             timeout=QUICK_TIMEOUT,
         )

@@ -19,7 +19,7 @@ from slurmutils import BaseEditor, Model, ModelError
 from hpc_libs.errors import ConfigError, PackageError, SlurmOpsError
 from hpc_libs.machine import apt, files
 from hpc_libs.machine.systemd import Service
-from hpc_libs.slurm import grammar, schema_cache, version
+from hpc_libs.slurm import check, grammar, schema_cache, version
 from hpc_libs.slurm.text import literals_as_yes_no, yes_no_as_literals
 
 logger = logging.getLogger(__name__)
@@ -178,6 +178,10 @@ class ConfigFile(Generic[M]):
 
     With `yes_no_booleans` (slurm.conf-format files) boolean parameters such as a
     partition's `Default` are read from and written as `YES`/`NO` (see `hpc_libs.slurm.text`).
+
+    With `slurm_check` (the file's name: `slurm.conf`, `slurmdbd.conf`) Slurm's own parser
+    reads every new rendering before it replaces the file (`hpc_libs.slurm.check`): a
+    rendering Slurm refuses is never written, and `write` raises quoting Slurm.
     """
 
     def __init__(
@@ -190,13 +194,16 @@ class ConfigFile(Generic[M]):
         owner: str = SLURM_USER,
         group: str | None = SLURM_GROUP,
         yes_no_booleans: bool = False,
+        slurm_check: str | None = None,
     ) -> None:
         self.path = path
         self.mode = mode
         self.owner = owner
         self.group = group
         self.yes_no_booleans = yes_no_booleans
+        self.slurm_check = slurm_check
         self.changed = False
+        self._accepted: str | None = None
         self._editor = editor
         self._model = model
 
@@ -225,8 +232,36 @@ class ConfigFile(Generic[M]):
         text = self._editor.dumps(config) + "\n"
         return literals_as_yes_no(text) if self.yes_no_booleans else text
 
+    def check(self, config: M) -> None:
+        """Let Slurm judge `config`'s rendering, if it differs from the file (see the class).
+
+        Call it before changing anything that goes with the file; `write` then does not ask
+        Slurm again about the same text.
+
+        Raises:
+            SlurmRefusedError: Slurm refuses the rendering (it quotes Slurm).
+            SlurmOpsError: Slurm could not be asked (the next event tries again).
+
+        """
+        text = self.render(config)
+        if self.slurm_check is None or text == self._accepted:
+            return
+        if files.read_bytes(self.path) == text.encode():
+            return
+        check.check_with_slurm(
+            text, self.slurm_check, directory=self.path.parent, owner=self.owner
+        )
+        self._accepted = text
+
     def write(self, config: M) -> bool:
-        """Write `config` if its rendering differs from the file; return whether it did."""
+        """Write `config` if its rendering differs from the file; return whether it did.
+
+        Raises:
+            SlurmRefusedError: Slurm refuses the rendering: the file is left as it was.
+            SlurmOpsError: Slurm could not be asked, or the file could not be written.
+
+        """
+        self.check(config)
         text = self.render(config)
         self.changed = files.write_if_changed(
             self.path, text, mode=self.mode, owner=self.owner, group=self.group

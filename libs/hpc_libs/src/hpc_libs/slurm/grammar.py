@@ -10,9 +10,12 @@ checked here first. Two layers:
   `time_str2secs`, the partition and node option tables of read_config.c): integer ranges,
   time formats, enumerations, name lists, GRES and host names.
 
-A key without a rule of its own still gets the token rule. Keys are matched in any case, as
-Slurm does. Validators raise `ValueError` with the reason; `check_value` and `check_fields`
-raise `GrammarError`, which names the key as slurm.conf(5) spells it.
+A key without a rule of its own still gets the token rule (`check_value`), but an operator's
+slurm.conf or cgroup.conf key must have one (`admitted`: the tables below are allow-lists).
+No value may hold a URL with credentials (`user:password@`): Slurm's files are served to every
+node and slurm.conf is readable by every user. Keys are matched in any case, as Slurm does.
+Validators raise `ValueError` with the reason; `check_value` and `check_fields` raise
+`GrammarError`, which names the key as slurm.conf(5) spells it.
 """
 
 import ipaddress
@@ -52,6 +55,18 @@ _PORT_RANGE_RE = re.compile(r"(\d+)-(\d+)")
 _DECIMAL_RE = re.compile(r"\d+(\.\d+)?")
 _PLUGIN_RE = re.compile(r"[a-z_]+/[A-Za-z0-9_]+")
 _WORD_RE = re.compile(r"[A-Za-z0-9_./+-]+")
+_URL_CREDENTIALS_RE = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://[^/?#]*@")
+_LICENSE_RE = re.compile(rf"{_NAME}(:[0-9]+)?")
+_EXIT_CODES_RE = re.compile(r"\d+(-\d+)?")
+_SUSPEND_NODES_RE = re.compile(r"[A-Za-z0-9_.,\[\]-]+(:\d+)?")
+MAX_JOB_ID = 0x03FFFFFF
+"""Slurm's largest job id (slurm.h MAX_JOB_ID): a larger MaxJobId is reset to it."""
+DEFAULT_MAX_JOB_ID = 0x03FF0000
+"""MaxJobId when slurm.conf sets none (slurm.h DEFAULT_MAX_JOB_ID)."""
+LOG_TIME_FORMATS = (
+    *("iso8601", "iso8601_ms", "rfc5424", "rfc5424_ms"),
+    *("rfc3339", "clock", "short", "thread_id"),
+)
 
 
 class GrammarError(ValueError):
@@ -110,13 +125,16 @@ def free_text(value: str) -> None:
             raise ValueError(f"{char!r} is not allowed")
 
 
-def uint(bits: int, *, minimum: int = 0, unlimited: bool = False) -> Validator:
+def uint(
+    bits: int, *, minimum: int = 0, maximum: int | None = None, unlimited: bool = False
+) -> Validator:
     """Accept a decimal unsigned integer of `bits` bits, below Slurm's NO_VAL and INFINITE.
 
     No sign, no float, no hex or `k` suffix (Slurm's parser takes them; the charms do not).
-    With `unlimited`, `UNLIMITED` and `INFINITE` (any case) are accepted too.
+    `maximum` lowers the bound (MaxJobId). With `unlimited`, `UNLIMITED` and `INFINITE` (any
+    case) are accepted too.
     """
-    maximum = 2**bits - 3
+    highest = 2**bits - 3 if maximum is None else maximum
 
     def check(value: str) -> None:
         token(value)
@@ -125,8 +143,8 @@ def uint(bits: int, *, minimum: int = 0, unlimited: bool = False) -> Validator:
         if not value.isdecimal() or not value.isascii():
             words = " or UNLIMITED" if unlimited else ""
             raise ValueError(f"{value!r} is not a whole number{words}")
-        if not minimum <= int(value) <= maximum:
-            raise ValueError(f"{value} is not between {minimum} and {maximum}")
+        if not minimum <= int(value) <= highest:
+            raise ValueError(f"{value} is not between {minimum} and {highest}")
 
     return check
 
@@ -195,6 +213,50 @@ def pattern(regex: re.Pattern[str], what: str) -> Validator:
     return check
 
 
+def minutes(minimum: int = 0) -> Validator:
+    """Accept a whole number of minutes from `minimum` that Slurm's time parser can hold."""
+
+    def check(value: str) -> None:
+        token(value)
+        if not value.isdecimal() or not value.isascii():
+            raise ValueError(f"{value!r} is not a whole number of minutes")
+        if not minimum <= int(value) <= _MAX_TIME_SECONDS // 60:
+            raise ValueError(f"{value} is not between {minimum} and {_MAX_TIME_SECONDS // 60}")
+
+    return check
+
+
+def no_credentials(value: str) -> None:
+    """Refuse a URL holding a user or password (`http://user:pw@host`).
+
+    Slurm's files are served to every node and slurm.conf is readable by every user.
+    """
+    if _URL_CREDENTIALS_RE.search(value):
+        raise ValueError(
+            "a URL with a user or password (user:password@) would be readable by every user"
+        )
+
+
+def log_time_format(value: str) -> None:
+    """Check a LogTimeFormat: a time format, optionally followed by `,format_stderr`."""
+    token(value)
+    name, sep, suffix = value.lower().partition(",")
+    if name not in LOG_TIME_FORMATS or (sep and suffix != "format_stderr"):
+        formats = ", ".join(LOG_TIME_FORMATS)
+        raise ValueError(f"{value!r} is not one of {formats}[,format_stderr]")
+
+
+def path_list(separator: str) -> Validator:
+    """Accept absolute paths joined by `separator` (PluginDir's `:`, BcastExclude's `,`)."""
+
+    def check(value: str) -> None:
+        token(value)
+        for part in value.split(separator):
+            absolute_path(part)
+
+    return check
+
+
 def yes_no(value: str) -> None:
     """Check a boolean as Slurm reads it (s_p_handle_boolean): YES/NO, TRUE/FALSE, UP/DOWN, 1/0."""
     one_of("YES", "NO", "TRUE", "FALSE", "UP", "DOWN", "1", "0")(value)
@@ -223,10 +285,11 @@ def hostname(value: str) -> None:
 def host(value: str) -> None:
     """Check a host name, an IPv4 address or an IPv6 address (without brackets)."""
     token(value)
-    try:
-        ipaddress.ip_address(value)
-    except ValueError:
-        hostname(value)
+    if _ip(value) is not None:
+        return
+    if "%" in value:
+        raise ValueError(f"{value!r} is not an IPv6 address with an interface name after '%'")
+    hostname(value)
 
 
 def port(value: str) -> None:
@@ -258,11 +321,23 @@ def controller_entry(value: str) -> None:
         port(number)
 
 
+# A Linux interface name, as an IPv6 scope ID (`fe80::1%eth0`): at most IFNAMSIZ - 1 = 15
+# characters, not `.` or `..`. Linux refuses only `/`, `:` and whitespace besides; this rule
+# keeps to the letters, digits, `_`, `.` and `-` that interface names use, so no `,` (a
+# list separator), `%` or `$` (systemd specifiers) can ride in a scope ID.
+_SCOPE_ID_RE = re.compile(r"[A-Za-z0-9_.-]{1,15}")
+
+
 def _ip(value: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
+    """Return the address `value` holds; None if none, or if its IPv6 scope is no interface."""
     try:
-        return ipaddress.ip_address(value)
+        address = ipaddress.ip_address(value)
     except ValueError:
         return None
+    scope = address.scope_id if isinstance(address, ipaddress.IPv6Address) else None
+    if scope is not None and (not _SCOPE_ID_RE.fullmatch(scope) or scope in (".", "..")):
+        return None
+    return address
 
 
 NAME = pattern(_NAME_RE, "a name of letters, digits, '_', '.' or '-'")
@@ -434,8 +509,29 @@ NODE: Mapping[str, Validator] = {
 NODESET: Mapping[str, Validator] = {"NodeSet": NAME, "Feature": NAME, "Nodes": HOSTLIST}
 
 # slurm.conf parameters an operator may set (slurmctld's `slurm-conf-parameters`), as
-# slurm.conf(5) spells them, with their rules. A parameter slurmutils knows but this table
-# does not still gets the token rule, and slurmutils' own type check.
+# slurm.conf(5) spells them, with their rules. This is an allow-list (`admitted`): a key is here
+# when its values have a rule as strict as Slurm's own parser (read_config.c: the s_p types,
+# time_str2mins/secs, the cross checks of _validate_and_set_defaults), so a value this admits
+# is one slurmctld accepts at its next restart. The charm then lets Slurm itself judge the
+# whole rendered file before it replaces the live one (`hpc_libs.slurm.check`).
+#
+# Admitted: scheduling, priority, preemption and limits (integers in Slurm's ranges, times in
+# its formats, enumerations); option lists (`name[=value]` items, checked by Slurm); the
+# programs and files the daemons run or write (absolute paths: Prolog, Epilog,
+# HealthCheckProgram, PluginDir... run as root on every compute node, so whoever may set
+# slurmctld's config is root on the cluster); job completion logging (JobCompLoc without
+# credentials; JobCompPass is refused: slurm.conf is readable by every user); plugin choices
+# slurmutils enumerates; booleans.
+#
+# Not admitted, whatever slurmutils knows, because no rule here checks them or the charms do
+# not support what they need: BurstBufferType, NodeFeaturesPlugins, PrEpPlugins,
+# PrioritySiteFactorPlugin and MetricsType (plugins with their own configuration files the
+# charms do not write; MetricsType is not in Slurm 24.11), their parameters (PrEpParameters,
+# PrioritySiteFactorParameters, MCSParameters, FederationParameters, SwitchParameters),
+# InteractiveStepOptions (its value holds blanks: quotes, which the token rule refuses),
+# CpuFreqDef and GpuFreqDef (frequencies per vendor: no rule), and SlurmctldPidFile,
+# SlurmdPidFile and SlurmdSpoolDir (the packages' systemd units and directories own them).
+# The keys the charm sets itself are refused by the charm (slurmctld's overrides module).
 SLURM_CONF: Mapping[str, Validator] = {
     **dict.fromkeys(
         (
@@ -447,6 +543,7 @@ SLURM_CONF: Mapping[str, Validator] = {
             "LaunchParameters",
             "MpiParams",
             "PreemptParameters",
+            "PriorityParameters",
             "PriorityWeightTRES",
             "ScronParameters",
             "SchedulerParameters",
@@ -466,9 +563,11 @@ SLURM_CONF: Mapping[str, Validator] = {
             "AccountingStoreFlags",
             "CliFilterPlugins",
             "DebugFlags",
+            "CpuFreqGovernors",
             "GresTypes",
             "HealthCheckNodeState",
             "JobSubmitPlugins",
+            "PriorityFlags",
             "PrivateData",
             "PrologFlags",
             "PropagateResourceLimits",
@@ -500,10 +599,27 @@ SLURM_CONF: Mapping[str, Validator] = {
             "SuspendProgram",
             "TaskEpilog",
             "TaskProlog",
+            "TmpFS",
             "UnkillableStepProgram",
         ),
         absolute_path,
     ),
+    **dict.fromkeys(
+        (
+            "AllowSpecResourcesUsage",
+            "DisableRootJobs",
+            "GroupUpdateForce",
+            "JobFileAppend",
+            "JobRequeue",
+            "KillOnBadExit",
+            "PriorityFavorSmall",
+            "SlurmSchedLogLevel",
+            "TrackWCKey",
+            "UsePAM",
+        ),
+        yes_no,
+    ),
+    **dict.fromkeys(("PreemptExemptTime", "PriorityDecayHalfLife", "PriorityMaxAge"), time_value),
     **dict.fromkeys(
         (
             "BatchStartTimeout",
@@ -524,17 +640,17 @@ SLURM_CONF: Mapping[str, Validator] = {
             "TCPTimeout",
             "UnkillableStepTimeout",
             "WaitTime",
+            "AcctGatherNodeFreq",
+            "GroupUpdateTime",
+            "VSizeFactor",
         ),
         UINT16,
     ),
     **dict.fromkeys(
         (
-            "FirstJobId",
             "MaxArraySize",
             "MaxBatchRequeue",
             "MaxDBDMsgs",
-            "MaxJobId",
-            "MaxStepCount",
             "MinJobAge",
             "PriorityWeightAge",
             "PriorityWeightAssoc",
@@ -556,21 +672,58 @@ SLURM_CONF: Mapping[str, Validator] = {
         ),
         UINT64,
     ),
-    **dict.fromkeys(("JobCompType", "JobContainerType", "MCSPlugin", "SwitchType"), PLUGIN),
+    **dict.fromkeys(
+        (
+            "AcctGatherEnergyType",
+            "AcctGatherFilesystemType",
+            "AcctGatherInterconnectType",
+            "AcctGatherProfileType",
+            "JobCompType",
+            "JobContainerType",
+            "MCSPlugin",
+            "SwitchType",
+        ),
+        PLUGIN,
+    ),
+    **dict.fromkeys(
+        ("RequeueExit", "RequeueExitHold"),
+        list_of(pattern(_EXIT_CODES_RE, "an exit code or range")),
+    ),
     **dict.fromkeys(
         ("SlurmctldDebug", "SlurmctldSyslogDebug", "SlurmdDebug", "SlurmdSyslogDebug"), LOG_LEVEL
     ),
+    "BcastExclude": path_list(","),
     "EnforcePartLimits": one_of("ALL", "ANY", "NO", "YES"),
+    "FairShareDampeningFactor": uint(16, minimum=1),
+    "FirstJobId": uint(32, minimum=1),
+    "JobCompHost": host,
+    "JobCompLoc": token,  # a file or a URL; `check_value` refuses credentials in it
+    "JobCompPort": port,
+    "JobCompUser": NAME,
+    "Licenses": list_of(pattern(_LICENSE_RE, "name[:count]")),
+    "LogTimeFormat": log_time_format,
+    "MailDomain": hostname,
+    "MaxJobId": uint(32, minimum=1, maximum=MAX_JOB_ID),
     "MaxJobCount": uint(32, minimum=1),
+    "MaxStepCount": uint(32, minimum=1),
     "MaxTasksPerNode": uint(16, minimum=1),
     "MpiDefault": pattern(_NAME_RE, "an MPI plugin name"),
     "OverTimeLimit": uint(16, unlimited=True),
     "PreemptMode": list_of(one_of("OFF", "CANCEL", "GANG", "REQUEUE", "SUSPEND", "WITHIN")),
     "PreemptType": one_of("preempt/none", "preempt/partition_prio", "preempt/qos"),
+    "PluginDir": path_list(":"),
+    "PriorityCalcPeriod": minutes(minimum=1),
     "PriorityType": one_of("priority/basic", "priority/multifactor"),
+    "PriorityUsageResetPeriod": one_of(
+        "NONE", "NOW", "DAILY", "WEEKLY", "MONTHLY", "QUARTERLY", "YEARLY"
+    ),
+    "PropagatePrioProcess": one_of("0", "1", "2"),
+    "ResvOverRun": uint(16, unlimited=True),
     "ReturnToService": one_of("0", "1", "2"),
     "SchedulerType": one_of("sched/backfill", "sched/builtin"),
     "SrunPortRange": port_range,
+    "SuspendExcNodes": pattern(_SUSPEND_NODES_RE, "a host list[:count]"),
+    "SuspendTime": uint(32, unlimited=True),
     "TopologyPlugin": one_of(
         "topology/3d_torus", "topology/block", "topology/default", "topology/tree"
     ),
@@ -626,17 +779,24 @@ def spelling(model: type[Model], key: str) -> str:
     return _SPELLINGS[model].get(key.replace("_", "").lower(), key)
 
 
+def admitted(model: type[Model], key: str) -> bool:
+    """Whether an operator may set `key` (any case) in `model`'s file: it has a rule here."""
+    return spelling(model, key) in _RULES[model]
+
+
 def check_value(model: type[Model], key: str, value: str) -> None:
     """Check one `key=value` of `model` as written in slurm.conf.
 
     Raises:
-        GrammarError: The value breaks the token rule or the key's own rule.
+        GrammarError: The value breaks the token rule or the key's own rule, or holds a URL
+            with credentials.
 
     """
     name = spelling(model, key)
     rule = _RULES[model].get(name, token)
     try:
         rule(value)  # Every rule applies the token rule first.
+        no_credentials(value)
     except ValueError as e:
         raise GrammarError(name, str(e)) from e
 

@@ -55,7 +55,7 @@ class SlurmctldManager(SlurmManager):
     """slurmctld: packages, service, slurm.key, jwt_hs256.key and the controller's files.
 
     Attributes:
-        config: /etc/slurm/slurm.conf (0644, slurm).
+        config: /etc/slurm/slurm.conf (0644, slurm), judged by Slurm before each write.
         cgroup_config: /etc/slurm/cgroup.conf.
         gres_config: /etc/slurm/gres.conf.
         acct_gather_config: /etc/slurm/acct_gather.conf (0600: may hold credentials).
@@ -74,7 +74,11 @@ class SlurmctldManager(SlurmManager):
     def __init__(self, root: Path = Path("/")) -> None:
         super().__init__(root)
         self.config = ConfigFile(
-            self.etc_dir / "slurm.conf", SlurmConfigEditor(), SlurmConfig, yes_no_booleans=True
+            self.etc_dir / "slurm.conf",
+            SlurmConfigEditor(),
+            SlurmConfig,
+            yes_no_booleans=True,
+            slurm_check="slurm.conf",
         )
         self.cgroup_config = ConfigFile(
             self.etc_dir / "cgroup.conf", CGroupConfigEditor(), CGroupConfig

@@ -22,7 +22,7 @@ from slurmutils import Node
 
 from hpc_libs.errors import ConfigError, SlurmOpsError
 from hpc_libs.machine import host, systemd
-from hpc_libs.slurm import gpu
+from hpc_libs.slurm import gpu, grammar
 from hpc_libs.slurm.base import SlurmManager, conf_server_option, parse_config_line
 from hpc_libs.slurm.text import change_keys
 
@@ -51,6 +51,8 @@ HARDWARE_KEYS = (
 """The `slurmd -C` fields that describe a node's hardware."""
 DETECT_TIMEOUT = 60.0
 """Seconds `slurmd -C` may take (hwloc topology and the GPU plugins)."""
+_MAX_DIGITS = 20
+"""Longest hardware field read (uint64's 20 digits); a longer one is refused unread."""
 
 NODE_KEYS = {
     key.lower(): key
@@ -134,7 +136,10 @@ class SlurmdManager(SlurmManager):
 
         """
         output = host.run(["slurmd", "-C"], timeout=DETECT_TIMEOUT).stdout
-        hardware = parse_slurmd_c(output)
+        try:
+            hardware = parse_slurmd_c(output)
+        except ValueError as e:
+            raise SlurmOpsError(f"`slurmd -C` printed {e}") from None
         if not hardware:
             raise SlurmOpsError(f"cannot parse `slurmd -C` output: {output!r}")
         if gres := gpu.check_detected(gpu.gres_from_slurmd_c(output), self.root):
@@ -157,10 +162,25 @@ class SlurmdManager(SlurmManager):
 
 
 def parse_slurmd_c(output: str) -> dict[str, int | str]:
-    """Return the hardware fields of the first line of `slurmd -C` output, as integers."""
+    """Return the hardware fields of the first line of `slurmd -C` output, as integers.
+
+    Each field is checked with the rule the node's `--conf` line gets (`grammar.NODE`), so
+    garbled output (`CPUs=²`, a 5,000-digit value, `CPUs=70000`) is a detection error.
+
+    Raises:
+        ValueError: A hardware field breaks Slurm's grammar (the message names it).
+
+    """
     first_line = output.strip().splitlines()[0] if output.strip() else ""
     fields = dict(token.split("=", 1) for token in first_line.split() if "=" in token)
-    return {key: int(fields[key]) for key in HARDWARE_KEYS if fields.get(key, "").isdigit()}
+    hardware: dict[str, int | str] = {}
+    for key in HARDWARE_KEYS:
+        if (value := fields.get(key)) is not None:
+            if len(value) > _MAX_DIGITS:
+                raise ValueError(f"invalid {key}: a value of {len(value)} characters")
+            grammar.check_value(Node, key, value)
+            hardware[key] = int(value)
+    return hardware
 
 
 def parse_node_config(text: str) -> Node:

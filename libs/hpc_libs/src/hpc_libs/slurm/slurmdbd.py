@@ -86,12 +86,10 @@ _DEBUG_FLAGS = (
     "NetworkRaw",
     "TLS",
 )
-_TIME_FORMATS = (
-    *("iso8601", "iso8601_ms", "rfc5424", "rfc5424_ms"),
-    *("rfc3339", "clock", "short", "thread_id"),
-)
 _PATH_RE = re.compile(r"/[A-Za-z0-9_.+/-]*")
-_PURGE_RE = re.compile(r"[0-9]+(hours?|days?|months?)?", re.IGNORECASE)
+_PURGE_RE = re.compile(r"(?P<count>[0-9]+)(?P<unit>hours?|days?|months?)?", re.IGNORECASE)
+_MAX_PURGE = 0xFFFF
+"""Slurm keeps a purge age in the low 16 bits (SLURMDB_PURGE_BASE); above, it is garbled."""
 
 
 def _yes_no(value: str) -> str:
@@ -113,19 +111,30 @@ def _path(value: str) -> None:
         raise ValueError(f"{value!r} holds '..'")
 
 
-def _log_time_format(value: str) -> None:
-    """Check a time format, optionally followed by `,format_stderr` (slurmdbd.conf(5))."""
+def _purge_age(value: str) -> None:
+    """Check a Purge*After age as Slurm reads it: 1 to 65535, then hours, days or months."""
     grammar.token(value)
-    name, sep, suffix = value.lower().partition(",")
-    if name not in _TIME_FORMATS or (sep and suffix != "format_stderr"):
-        raise ValueError(f"{value!r} is not one of {', '.join(_TIME_FORMATS)}[,format_stderr]")
+    match = _PURGE_RE.fullmatch(value)
+    if match is None or not value.isascii():
+        raise ValueError(f"{value!r} is not a number with an optional hours, days or months unit")
+    if not 1 <= int(match["count"]) <= _MAX_PURGE:
+        raise ValueError(f"{match['count']} is not between 1 and {_MAX_PURGE}")
+
+
+def _purge_spelling(value: str) -> str:
+    """Spell a purge age with its unit in full: `12` is Slurm's default unit, `12months`.
+
+    slurmutils reads a bare number as an integer, which its schema refuses for these keys.
+    """
+    match = _PURGE_RE.fullmatch(value)
+    if match is None:
+        return value
+    unit = (match["unit"] or "months").lower()
+    return f"{int(match['count'])}{unit if unit.endswith('s') else unit + 's'}"
 
 
 _YES_NO: tuple[grammar.Validator, Normaliser] = (grammar.yes_no, _yes_no)
-_PURGE: tuple[grammar.Validator, Normaliser] = (
-    grammar.pattern(_PURGE_RE, "a number with an optional hours, days or months unit"),
-    _lower,
-)
+_PURGE: tuple[grammar.Validator, Normaliser] = (_purge_age, _purge_spelling)
 _SECONDS: tuple[grammar.Validator, Normaliser] = (grammar.UINT16, _same)
 
 PARAMETER_RULES: Mapping[str, tuple[grammar.Validator, Normaliser]] = {
@@ -147,7 +156,7 @@ PARAMETER_RULES: Mapping[str, tuple[grammar.Validator, Normaliser]] = {
     "DefaultQOS": (grammar.NAME, _same),
     "DisableCoordDBD": _YES_NO,
     "HashPlugin": (grammar.one_of("hash/k12", "hash/sha3"), _lower),
-    "LogTimeFormat": (_log_time_format, _lower),
+    "LogTimeFormat": (grammar.log_time_format, _lower),
     "MaxQueryTimeRange": (grammar.time_value, _same),
     "MessageTimeout": _SECONDS,
     "Parameters": (grammar.one_of("PreserveCaseUser"), _lower),
@@ -206,7 +215,32 @@ def parse_parameters(text: str) -> dict[str, str]:
         except ValueError as e:
             raise ConfigError(f"invalid {name}: {e}", key=name) from None
         settings[name] = normalise(value)
+        _field(name, settings[name])  # What the writer does with it, so it fails here.
     return settings
+
+
+def _field(name: str, value: str) -> dict[str, object]:
+    """One accepted setting as the slurmutils field the writer renders, checked by rendering.
+
+    slurmutils types each key: a value is given as text where its schema takes text (a QOS
+    named `5` stays the name `5`, as Slurm reads it), else parsed as slurmdbd.conf text.
+
+    Raises:
+        ConfigError: slurmutils refuses the value or would not render it (naming the key).
+
+    """
+    key = name.lower()
+    try:
+        try:
+            fields = SlurmdbdConfig.from_dict({key: value}).dict()
+        except (ModelError, ValueError):
+            fields = SlurmdbdConfig.from_str(f"{name}={value}").dict()
+        rendered = str(SlurmdbdConfig.from_dict(fields))
+    except (ModelError, ValueError) as e:
+        raise ConfigError(f"invalid {name}: {e}", key=name) from None
+    if list(fields) != [key] or not rendered.startswith(f"{key}="):
+        raise ConfigError(f"invalid {name}: {value!r} would be written as {rendered!r}", key=name)
+    return fields
 
 
 def _parameter_fields(parameters: Mapping[str, str]) -> dict[str, object]:
@@ -219,10 +253,7 @@ def _parameter_fields(parameters: Mapping[str, str]) -> dict[str, object]:
     text = " ".join(f"{key}={value}" for key, value in parameters.items())
     fields: dict[str, object] = {}
     for key, value in parse_parameters(text).items():
-        try:
-            fields |= SlurmdbdConfig.from_str(f"{key}={value}").dict()
-        except (ModelError, ValueError) as e:
-            raise ConfigError(f"invalid {key}: {e}", key=key) from None
+        fields |= _field(key, value)
     return fields
 
 
@@ -290,7 +321,11 @@ class SlurmdbdManager(SlurmManager):
     def __init__(self, root: Path = Path("/")) -> None:
         super().__init__(root)
         self.config = ConfigFile(
-            self.etc_dir / "slurmdbd.conf", SlurmdbdConfigEditor(), SlurmdbdConfig, mode=0o600
+            self.etc_dir / "slurmdbd.conf",
+            SlurmdbdConfigEditor(),
+            SlurmdbdConfig,
+            mode=0o600,
+            slurm_check="slurmdbd.conf",
         )
         self.jwt_key = KeyFile(self.etc_dir / "jwt_hs256.key", size=32, owner=self.user)
 

@@ -209,5 +209,5 @@ def render_drop_in(
         f"Environment=SLURM_CONF=/{CACHED_CONF}\n"
         "Environment=SLURM_JWT=daemon\n"
         "ExecStart=\n"
-        f"ExecStart={' '.join(argv)}\n"
+        f"ExecStart={' '.join(systemd.exec_escape(word) for word in argv)}\n"
     )
