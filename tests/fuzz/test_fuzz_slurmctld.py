@@ -446,7 +446,14 @@ PEER_APP_SEEDS = [
 ]
 
 
-FORCED_PARTITION_KEYS = ("partitionname", "nodes", "nodeset", "feature", "state", "default")
+FORCED_PARTITION_KEYS: tuple[str, ...] = (
+    "partitionname",
+    "nodes",
+    "nodeset",
+    "feature",
+    "state",
+    "default",
+)
 """Keys the controller writes for each remembered partition itself (named after its entry)."""
 
 
