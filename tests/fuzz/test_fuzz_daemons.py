@@ -7,6 +7,7 @@ database's answer and its peers become slurmdbd.conf, which the real Slurm judge
 """
 
 import base64
+import dataclasses
 import json
 from typing import Any
 
@@ -432,3 +433,39 @@ def test_slurmdbd_peer_databags(real_slurm: RealSlurm):
     )
     surface.run(seeds, st.tuples(app, unit), example)
     surface.finish(real_slurm)
+
+
+SECRET_SEEDS: list[dict[str, str]] = [
+    {"key": KEY},
+    {"key": "not base64!"},
+    {"key": ""},
+    {"key": "a\nb"},
+    {"key": base64.b64encode(b"k" * 10).decode()},
+    {"other": KEY},
+    {"key": "=" * 4},
+]
+
+
+@pytest.mark.parametrize("charm", DAEMONS)
+def test_auth_key_secret_content(charm: str):
+    """The auth key slurmctld grants: its content is another application's input too."""
+    prepare = sackd_fetched if charm == "slurmrestd" else None
+    benign = slurmctld()
+    surface = Surface(
+        f"{charm} <- slurmctld auth key secret",
+        harness.run(charm, changed(benign), installed(charm, benign), "baseline", prepare),
+    )
+
+    def example(content: dict[str, str]) -> None:
+        secret = testing.Secret(tracked_content=content or {"x": "y"})
+        relation = slurmctld(controller_data(auth_key_id=json.dumps(secret.id)))
+        state = installed(charm, relation)
+        state = dataclasses.replace(state, secrets=[secret, JWT, USER])
+        out = harness.run(charm, changed(relation), state, content, prepare)
+        surface.check(out, content)
+
+    strategy = st.dictionaries(
+        st.sampled_from(["key", "other"]), s.mutated([KEY, "a2V5"]), min_size=1, max_size=2
+    )
+    surface.run(SECRET_SEEDS, strategy, example)
+    surface.finish()

@@ -223,8 +223,13 @@ def test_a_key_secret_that_cannot_be_read_waits_and_starts_nothing(
 
 @pytest.mark.parametrize(
     "content, why",
-    [({"key": "not base64!"}, "does not hold base64 text"), ({"other": KEY}, "no 'key' field")],
-    ids=["not-base64", "no-key-field"],
+    [
+        ({"key": "not base64!"}, "does not hold base64 text"),
+        ({"other": KEY}, "no 'key' field"),
+        # Found by the fuzz suite: b64decode raises a plain ValueError for non-ASCII text.
+        ({"key": "²"}, "does not hold base64 text"),
+    ],
+    ids=["not-base64", "no-key-field", "not-ascii"],
 )
 def test_a_key_secret_with_bad_content_waits_and_writes_nothing(
     ctx: testing.Context[ops.CharmBase],

@@ -11,7 +11,6 @@ related application can make a reader raise RecursionError or spend a hook decod
 """
 
 import base64
-import binascii
 import json
 import logging
 from collections.abc import Callable
@@ -144,7 +143,7 @@ def read_granted_secret(model: ops.Model, secret_id: str, field: str, what: str)
         raise IntegrationError(f"the {what} secret has no {field!r} field")
     try:
         base64.b64decode(value, validate=True)
-    except binascii.Error:
+    except ValueError:  # binascii.Error, or a plain ValueError for text that is not ASCII
         raise IntegrationError(f"the {what} secret does not hold base64 text") from None
     return value
 
