@@ -122,7 +122,7 @@ def locked(path: Path) -> Iterator[None]:
 
 
 @contextlib.contextmanager
-def _overlay(lowers: Sequence[Path], scratch: Path) -> Iterator[Path]:
+def overlay(lowers: Sequence[Path], scratch: Path) -> Iterator[Path]:
     """Mount an overlay of `lowers` (topmost first) with a fresh upper dir under `scratch`."""
     upper, work, root = scratch / "upper", scratch / "work", scratch / "root"
     for path in (upper, work, root):
@@ -222,7 +222,7 @@ def ensure_builder(suite: str, charmcraft: Charmcraft) -> Path:
             return layer
         scratch = Path(tempfile.mkdtemp(prefix=".builder-", dir=charms_cache()))
         try:
-            with _overlay([base], scratch) as root:
+            with overlay([base], scratch) as root:
                 binds, read_only, env = _network_env(uv)
                 read_only[charmcraft.constraints.resolve()] = "/run/charmcraft-constraints.txt"
                 (root / CHARMCRAFT_DIR.lstrip("/")).mkdir(parents=True)
@@ -261,7 +261,7 @@ def charmcraft_pack(staged: Path, platform: str, suite: str, charmcraft: Charmcr
         f'exec {CHARMCRAFT_LAB} pack --destructive-mode --platform "$1"'
     )
     try:
-        with _overlay([layer, base], scratch) as root:
+        with overlay([layer, base], scratch) as root:
             binds, read_only, env = _network_env(uv)
             binds[staged.resolve()] = f"/build/{staged.name}"
             result = nspawn(
