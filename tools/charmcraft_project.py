@@ -406,20 +406,26 @@ def platform_bases(project: Mapping[str, Any]) -> list[str]:
 def local_charms_overlay(bundle: Path, charm_dir: Path = BUILD_DIR) -> str:
     """Return a bundle overlay pointing every application of ours at its packed charm.
 
-    Written next to the packed charms (paths in an overlay are relative to the overlay).
+    Each application gets the charm of the first platform that was packed (a destructive pack
+    on Ubuntu 26.04 writes only the 26.04 one). Written next to the packed charms (paths in an
+    overlay are relative to the overlay).
     """
     applications = load_yaml(bundle).get("applications", {})
     ours = set(charm_names())
-    overlay = {
-        app: {"charm": f"./{charm_file_name(spec['charm'])}"}
-        for app, spec in applications.items()
-        if spec.get("charm") in ours
-    }
-    missing = [
-        f"{charm_dir / spec['charm']}"
-        for spec in overlay.values()
-        if not (charm_dir / spec["charm"]).exists()
-    ]
+    overlay: dict[str, dict[str, str]] = {}
+    missing: list[str] = []
+    for app, spec in applications.items():
+        if spec.get("charm") not in ours:
+            continue
+        names = [
+            charm_file_name(spec["charm"], platform)
+            for platform in platforms(render_project(spec["charm"]))
+        ]
+        packed = [name for name in names if (charm_dir / name).exists()]
+        if packed:
+            overlay[app] = {"charm": f"./{packed[0]}"}
+        else:
+            missing.append(str(charm_dir / names[0]))
     if missing:
         raise ProjectError(f"pack these charms first: {', '.join(missing)}")
     return GENERATED_HEADER + yaml.safe_dump({"applications": overlay}, sort_keys=False)

@@ -3,7 +3,8 @@
 A packed charm carries a venv built for the Python of the machine that packed it, so the lab
 packs on the lab machines' own base (`rootfs`): trixie with Python 3.13, or forky with its
 newer Python. The build machine is that base plus a *builder layer*: python3-apt (charmcraft's
-apt backend imports it; the venv sees it through `--system-site-packages`) and charmcraft
+apt backend imports it; the venv sees it through `--system-site-packages`), python3-dev (the
+build-packages of craft-parts' Python plugins, so a pack installs nothing) and charmcraft
 itself, from PyPI at the version this repository pins, in a venv at `/opt/charmcraft`. The
 layer is an overlay upper dir kept in the cache (`<cache>/charms/builder-<key>`), built once
 per base, charmcraft version and uv version.
@@ -74,8 +75,14 @@ sys.exit(main())
 
 _SETUP = f"""set -eu
 export DEBIAN_FRONTEND=noninteractive
-apt-get -q update
-apt-get -q install -y --no-install-recommends python3-apt
+# python3-apt for charmcraft's apt backend; python3-dev (with findutils and python3-venv, which
+# the base has) is what craft-parts' Python plugins ask as build-packages: present beforehand,
+# charmcraft installs nothing during a pack. The base's own package lists come first (the
+# versions the base was built with), refreshed only if the mirror dropped them. A testing
+# suite's Release file may be past its Valid-Until on a mirror snapshot: debootstrap never
+# checks it, so neither does this.
+install="apt-get -q install -y --no-install-recommends python3-apt python3-dev"
+$install || {{ apt-get -q update -o Acquire::Check-Valid-Until=false && $install; }}
 apt-get clean
 uv venv --quiet --clear --python /usr/bin/python3 --system-site-packages {CHARMCRAFT_DIR}/venv
 uv pip install --quiet --python {CHARMCRAFT_DIR}/venv/bin/python \\
@@ -238,11 +245,22 @@ def ensure_builder(suite: str, charmcraft: Charmcraft) -> Path:
             if result.returncode != 0:
                 output = (result.stdout + result.stderr)[-4000:]
                 raise LabError(f"cannot set up the {suite} build machine:\n{output}")
-            logger.info("build machine for %s: %s", suite, result.stdout.strip())
+            version = result.stdout.strip().splitlines()[-1:]
+            logger.info("build machine for %s ready: %s", suite, version)
             (scratch / "upper").rename(layer)
         finally:
             shutil.rmtree(scratch, ignore_errors=True)
+        _prune_layers(suite, keep=layer)
     return layer
+
+
+def _prune_layers(suite: str, keep: Path) -> None:
+    """Remove the suite's older builder layers that no running pack uses."""
+    mounts = Path("/proc/mounts").read_text()
+    for old in charms_cache().glob(f"builder-{suite}-*"):
+        if old != keep and str(old) not in mounts:
+            logger.info("removing the outdated build machine layer %s", old)
+            shutil.rmtree(old, ignore_errors=True)
 
 
 def charmcraft_pack(staged: Path, platform: str, suite: str, charmcraft: Charmcraft) -> Path:
@@ -258,7 +276,7 @@ def charmcraft_pack(staged: Path, platform: str, suite: str, charmcraft: Charmcr
     scratch = Path(tempfile.mkdtemp(prefix=".pack-", dir=charms_cache()))
     script = (
         'touch /run/.containerenv; export XDG_RUNTIME_DIR="$(mktemp -d)"; '
-        f'exec {CHARMCRAFT_LAB} pack --destructive-mode --platform "$1"'
+        f'exec {CHARMCRAFT_LAB} pack --destructive-mode --platform "$1" --verbose'
     )
     try:
         with overlay([layer, base], scratch) as root:
