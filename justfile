@@ -82,10 +82,18 @@ test:
         echo "== just $1: $((SECONDS - started)) s"
     }
     for recipe in lint typecheck unit mutants; do step "$recipe"; done
-    # The newer Slurm's scenarios (a lab of their own) run beside the lab's own tests; their
-    # output follows once both are done.
+    # Every charm is packed with charmcraft for the lab's machines (and the test charms for
+    # trixie); a failed pack fails the run. The newer Slurm's charms are packed, then its
+    # scenarios run (a lab of their own), beside the lab's own tests; their output follows
+    # once both are done.
+    step lab-pack
     newer_log=$(mktemp)
-    step integration-newer > "$newer_log" 2>&1 & newer=$!
+    {
+        started=$SECONDS
+        "{{ just_executable() }}" lab-pack forky "charms/*"
+        echo "== just lab-pack forky: $((SECONDS - started)) s"
+        step integration-newer
+    } > "$newer_log" 2>&1 & newer=$!
     step lab-test
     step slurm-test
     newer_status=0
@@ -126,8 +134,8 @@ pack *names:
 # Pack the charms and the lab's test charms for the lab's machines with charmcraft, in a
 # build machine of the suite's Debian and Python (root; cached by content under
 # /var/cache/slurm-lab/charms, so an unchanged charm is packed once; see lab/README.md).
-lab-pack suite="trixie":
-    uv run slurm-lab pack --suite {{ suite }} charms/* lab/tests/charms/*
+lab-pack suite="trixie" dirs="charms/* lab/tests/charms/*":
+    uv run slurm-lab pack --suite {{ suite }} {{ dirs }}
 
 # Bring up a cluster on the local lab (needs root) and print how to reach it.
 lab bundle="bundles/lab.yaml":
