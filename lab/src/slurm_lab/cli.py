@@ -18,7 +18,6 @@ from pathlib import Path
 
 from slurm_lab import rootfs
 from slurm_lab.errors import LabError
-from slurm_lab.juju import charms
 from slurm_lab.machines import Lab, Machine
 
 Handler = Callable[[argparse.Namespace], int]
@@ -123,38 +122,12 @@ def _requirements(args: argparse.Namespace) -> int:
     return 0
 
 
-def _setup_pack(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("charm_dirs", nargs="+", type=Path, help="charm directories")
-    parser.add_argument(
-        "--suite",
-        choices=rootfs.SUITES,
-        default=None,
-        help="Debian suite of the machines the charms are for (default: $SLURM_LAB_SUITE, "
-        "else trixie)",
-    )
-    parser.add_argument("--jobs", "-j", type=int, default=2, help="charms packed at once")
-
-
-def _pack(args: argparse.Namespace) -> int:
-    def pack(charm_dir: Path) -> str:
-        started = time.monotonic()
-        packed = charms.packed_charm(charm_dir, args.suite)
-        size = packed.stat().st_size / 1e6
-        return f"{packed}\t{size:.1f} MB\t{time.monotonic() - started:.1f}s"
-
-    with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
-        for line in pool.map(pack, args.charm_dirs):
-            print(line)
-    return 0
-
-
 add_command("up", "create and boot lab machines", _setup_up, _up)
 add_command("down", "remove every lab machine and the lab network", _no_args, _down)
 add_command("status", "list lab machines and their systemd state", _no_args, _status)
 add_command("exec", "run a command in a machine: exec MACHINE -- CMD...", _setup_exec, _exec)
 add_command("shell", "an interactive shell in a machine", _setup_machine, _shell)
 add_command("host-requirements", "Debian packages the host needs", _no_args, _requirements)
-add_command("pack", "pack charms for the lab machines (cached)", _setup_pack, _pack)
 
 
 def _register_backend_commands() -> None:
