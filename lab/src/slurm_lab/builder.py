@@ -35,6 +35,7 @@ import fcntl
 import hashlib
 import logging
 import os
+import re
 import shutil
 import subprocess
 import tempfile
@@ -245,8 +246,8 @@ def ensure_builder(suite: str, charmcraft: Charmcraft) -> Path:
             if result.returncode != 0:
                 output = (result.stdout + result.stderr)[-4000:]
                 raise LabError(f"cannot set up the {suite} build machine:\n{output}")
-            version = result.stdout.strip().splitlines()[-1:]
-            logger.info("build machine for %s ready: %s", suite, version)
+            versions = re.findall(r"charmcraft \S+?(?=\x1b|\s|$)", result.stdout)
+            logger.info("build machine for %s ready: %s", suite, versions[-1:])
             (scratch / "upper").rename(layer)
         finally:
             shutil.rmtree(scratch, ignore_errors=True)
