@@ -238,7 +238,7 @@ def test_the_watchdog_wakes_the_charm_through_systemd_never_through_slurms_direc
 ):
     # /run/slurmctld-charm is the slurm group's: a write there (root's) would follow a link.
     assert primary_watch_module.RUNTIME_DIR not in fence.program_text()
-    assert fence.WAKE_SERVICE == primary_watch_module.PrimaryWatch().wake.service_name
+    assert primary_watch_module.PrimaryWatch().wake.service_name == fence.WAKE_SERVICE
     assert f"systemctl start --no-block {fence.WAKE_SERVICE}" in fence.program_text()
 
 

@@ -229,12 +229,15 @@ class SlurmctldManager(SlurmManager):
         False returned. Stop slurmctld first: its state files must not change during the copy.
 
         Raises:
-            SlurmOpsError: The copy failed (the local state is never touched).
+            SlurmOpsError: The copy failed (the local state is never touched), or the network
+                location is a symbolic link.
 
         """
         source = source or self.state_save_location
         target = self.network_state_save_location
         self._own_lib_dir()
+        if target.is_symlink():
+            raise SlurmOpsError(f"{target} is a symbolic link: refusing to follow it")
         try:
             if target.is_dir() and any(target.iterdir()):
                 logger.info("%s already holds state; not copying %s", target, source)
