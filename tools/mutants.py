@@ -206,6 +206,14 @@ MUTATIONS = [
         "tests/unit/hpc_libs/test_files_no_follow.py",
     ),
     Mutation(
+        "cluster-id-deleted-through-link",
+        "charms/slurmctld/src/applied.py",
+        "            with files.open_dir(state_dir, under=root) as state_fd:\n"
+        "                os.unlink(CLUSTER_ID_FILE, dir_fd=state_fd)",
+        "            path.unlink()",
+        "tests/unit/slurmctld/test_slurmctld_cluster_id_and_digest.py",
+    ),
+    Mutation(
         "key-copy-briefly-0644",
         "libs/hpc_libs/src/hpc_libs/machine/files.py",
         "writer = os.open(name, _CREATE_FLAGS, 0o600, dir_fd=target_fd)",

@@ -168,7 +168,7 @@ class AppliedConfig(ops.Object):
                 os.unlink(CLUSTER_ID_FILE, dir_fd=state_fd)
         except FileNotFoundError:
             return
-        except (OSError, SlurmOpsError) as e:
+        except (OSError, ValueError, SlurmOpsError) as e:
             raise SlurmOpsError(f"cannot delete {path} to turn accounting on: {e}") from e
         logger.info("deleted %s: slurmctld takes the cluster id from slurmdbd", path)
 

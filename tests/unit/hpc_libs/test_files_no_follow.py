@@ -97,6 +97,11 @@ def test_make_dir_refuses_a_file_where_a_directory_belongs(root: Path) -> None:
         files.make_dir(root / "var/lib/slurm/slurmctld", mode=0o750, owner=ME, under=root)
 
 
+def test_a_path_that_climbs_out_of_the_trusted_directory_is_refused(root: Path) -> None:
+    with pytest.raises(ValueError, match="climbs out"):
+        files.make_dir(root / "var/../../outside", mode=0o750, owner=ME, under=root)
+
+
 def test_set_owner_of_a_link_changes_the_link_not_its_target(
     tmp_path: Path, outside: Path
 ) -> None:

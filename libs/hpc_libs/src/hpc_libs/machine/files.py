@@ -87,12 +87,14 @@ def open_dir(path: Path, *, under: Path, create: bool = False) -> Generator[int]
     directories are made (0755, root's: the caller gives the last one its mode and owner).
 
     Raises:
-        ValueError: `path` is not below `under`.
+        ValueError: `path` is not below `under`, or climbs out of it with `..`.
         SlurmOpsError: A component is a symbolic link or not a directory, or an operation
             failed.
 
     """
     parts = path.relative_to(under).parts
+    if ".." in parts:
+        raise ValueError(f"{path} climbs out of {under}")
     try:
         fd = os.open(under, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)  # Trusted: followed.
     except OSError as e:
