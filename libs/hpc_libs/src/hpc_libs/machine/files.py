@@ -20,11 +20,9 @@ import grp
 import logging
 import os
 import pwd
-import shutil
 import stat
 import tempfile
 from collections.abc import Generator
-from datetime import UTC, datetime
 from pathlib import Path
 
 from hpc_libs.errors import SlurmOpsError
@@ -301,16 +299,3 @@ def read_bytes(path: Path) -> bytes | None:
         return None
     except OSError as e:
         raise SlurmOpsError(f"cannot read {path}: {e}") from e
-
-
-def backup(path: Path) -> Path | None:
-    """Copy `path` to `<path>_<UTC timestamp>` keeping its mode; None if `path` is missing."""
-    if not path.exists():
-        return None
-    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S%fZ")
-    target = path.with_name(f"{path.name}_{stamp}")
-    try:
-        shutil.copy2(path, target)
-    except OSError as e:
-        raise SlurmOpsError(f"cannot back up {path}: {e}") from e
-    return target
