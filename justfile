@@ -89,10 +89,18 @@ test:
         echo "== just $1: $((SECONDS - started)) s"
     }
     for recipe in lint typecheck unit mutants; do step "$recipe"; done
-    # The newer Slurm's scenarios (a lab of their own) run beside the lab's own tests; their
-    # output follows once both are done.
+    # Every charm is packed with charmcraft for the lab's machines (and the test charms for
+    # trixie); a failed pack fails the run. The newer Slurm's charms are packed, then its
+    # scenarios run (a lab of their own), beside the lab's own tests; their output follows
+    # once both are done.
+    step lab-pack
     newer_log=$(mktemp)
-    step integration-newer > "$newer_log" 2>&1 & newer=$!
+    {
+        started=$SECONDS
+        "{{ just_executable() }}" lab-pack forky "charms/*"
+        echo "== just lab-pack forky: $((SECONDS - started)) s"
+        step integration-newer
+    } > "$newer_log" 2>&1 & newer=$!
     step lab-test
     step fuzz
     step slurm-test
@@ -117,16 +125,25 @@ charmcraft-constraints:
         --custom-compile-command "just charmcraft-constraints" -q \
         -o tools/charmcraft-constraints.txt
 
-# Each charm is first staged as a self-contained uv project in build/<charm> (see
-# tools/charmcraft_project.py). On an Ubuntu 24.04 machine without LXD:
+# Each charm is staged as a self-contained uv project in build/<charm> (see
+# tools/charmcraft_project.py) and charmcraft runs from inside it, once per platform
+# (--platform), writing build/<name>_<platform>.charm; nothing is written outside build/.
+# Managed mode (default) needs LXD and packs every platform. Destructive mode, on Ubuntu
+# 24.04 or 26.04 without LXD, packs the platform of the host's own release only:
 # CHARMCRAFT_PACK_ARGS=--destructive-mode just pack
-# Pack charms (default: all) into build/ + build/local-charms.yaml. Needs charmcraft and LXD.
+# $CHARMCRAFT names charmcraft (default: the snap's `charmcraft`), for example the pinned one
+# from PyPI: CHARMCRAFT="uv tool run --from charmcraft==4.5.0 --constraints
+# tools/charmcraft-constraints.txt charmcraft"
+# Pack charms (default: all) into build/ + build/local-charms.yaml.
 pack *names:
-    for charm in {{ if names == "" { charms } else { names } }}; do \
-        {{ project_tool }} stage "$charm"; \
-        charmcraft pack --project-dir "build/$charm" --output build {{ pack_args }}; \
-    done
+    {{ project_tool }} pack {{ names }} {{ pack_args }}
     {{ project_tool }} overlay bundles/slurm-cluster.yaml -o build/local-charms.yaml
+
+# Pack the charms and the lab's test charms for the lab's machines with charmcraft, in a
+# build machine of the suite's Debian and Python (root; cached by content under
+# /var/cache/slurm-lab/charms, so an unchanged charm is packed once; see lab/README.md).
+lab-pack suite="trixie" dirs="charms/* lab/tests/charms/*":
+    uv run slurm-lab pack --suite {{ suite }} {{ dirs }}
 
 # Bring up a cluster on the local lab (needs root) and print how to reach it.
 lab bundle="bundles/lab.yaml":

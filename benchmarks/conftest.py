@@ -14,8 +14,8 @@ def no_machine(monkeypatch: pytest.MonkeyPatch) -> None:
     def run(argv: list[str], **_: object) -> None:
         raise SlurmOpsError(f"benchmarks run no commands: {argv}")
 
-    def set_owner(path: Path, owner: str, group: str | None) -> None:
-        del path, owner, group
+    def set_owner(path: Path, owner: str, group: str | None, fd: int | None = None) -> None:
+        del path, owner, group, fd
 
     monkeypatch.setattr(host, "run", run)
     monkeypatch.setattr(files, "set_owner", set_owner)

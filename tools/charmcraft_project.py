@@ -20,7 +20,9 @@ Sub-commands:
 ``render CHARM [-o PATH]``
     Write the full project file (default ``build/<charm>/charmcraft.yaml``).
 ``stage CHARM [--build-dir DIR]``
-    Make ``DIR/<charm>/`` a self-contained uv project that charmcraft's uv plugin can pack: the
+    CHARM is a charm of ``charms/`` by name, or any charm directory by path (the lab's test
+    charms: their own ``charmcraft.yaml``, no common file). Make ``DIR/<charm>/`` a
+    self-contained uv project that charmcraft's uv plugin can pack: the
     charm's ``src/``, the full ``charmcraft.yaml``, a copy of every workspace library the charm
     depends on under ``libs/``, a generated ``pyproject.toml`` that points at those copies by
     path (a packed charm cannot see the workspace), and a ``uv.lock`` locked from it. The
@@ -36,6 +38,15 @@ Sub-commands:
     comes from PyPI through ``uv tool run`` at the version pinned here, with every dependency
     pinned by ``tools/charmcraft-constraints.txt``. Neither check needs LXD, snapd or a
     non-root user.
+``pack [CHARM ...] [--destructive-mode] [-- CHARMCRAFT ARGS]``
+    Stage each charm (default: all) and run ``charmcraft pack --platform P`` from inside
+    ``build/<charm>/`` once per platform, writing ``build/<name>_<platform>.charm``. Run from
+    the repository root, charmcraft would take the whole repository as the part's
+    ``source: .``; without ``--platform`` it refuses a project with two platforms matching the
+    host ("Multiple builds match the current platform"). In destructive mode only the platforms
+    of the host's own base are built (charmcraft refuses the others), and the parts/prime/stage
+    trees it leaves stay in ``build/<charm>/``. ``$CHARMCRAFT`` names the charmcraft command
+    (default ``charmcraft``, the snap).
 ``overlay BUNDLE [-o PATH]``
     Write a bundle overlay (default ``build/local-charms.yaml``) that points every
     application of ours in BUNDLE at its packed charm in the overlay's directory, for
@@ -122,12 +133,26 @@ def deep_merge(
     return merged
 
 
-def render_project(charm: str) -> dict[str, Any]:
-    """Merge the charm's own file onto the common file: ``charm``'s full project."""
-    own_file = CHARMS_DIR / charm / "charmcraft.yaml"
-    if not own_file.exists():
-        raise ProjectError(f"no charm named {charm!r} (no {own_file})")
-    return deep_merge(load_yaml(COMMON_FILE), load_yaml(own_file))
+def charm_dir(charm: str | Path) -> Path:
+    """Return the directory of ``charm``: a name under ``charms/``, or a charm directory."""
+    path = Path(charm)
+    directory = path.resolve() if len(path.parts) > 1 or path.is_absolute() else CHARMS_DIR / charm
+    if not (directory / "charmcraft.yaml").exists():
+        raise ProjectError(f"no charm named {charm!r} (no {directory / 'charmcraft.yaml'})")
+    return directory
+
+
+def render_project(charm: str | Path) -> dict[str, Any]:
+    """``charm``'s full project: its own file merged onto the common file.
+
+    Only the charms of ``charms/`` share the common file; a charm elsewhere (the lab's test
+    charms) is a whole project on its own.
+    """
+    directory = charm_dir(charm)
+    own = load_yaml(directory / "charmcraft.yaml")
+    if directory.parent.resolve() != CHARMS_DIR.resolve():
+        return own
+    return deep_merge(load_yaml(COMMON_FILE), own)
 
 
 def shared_keys_redeclared(charm: str) -> list[str]:
@@ -160,9 +185,9 @@ def dump_project(project: Mapping[str, Any]) -> str:
     return GENERATED_HEADER + body
 
 
-def write_project(charm: str, output: Path | None = None) -> Path:
+def write_project(charm: str | Path, output: Path | None = None) -> Path:
     """Render ``charm`` to ``output`` (default ``build/<charm>/charmcraft.yaml``)."""
-    output = output or BUILD_DIR / charm / "charmcraft.yaml"
+    output = output or BUILD_DIR / charm_dir(charm).name / "charmcraft.yaml"
     output.parent.mkdir(parents=True, exist_ok=True)
     output.write_text(dump_project(render_project(charm)))
     return output
@@ -248,10 +273,10 @@ def staged_pyproject(charm_pyproject: Path, library_paths: Mapping[str, str]) ->
     return "\n".join(parts)
 
 
-def stage(charm: str, build_dir: Path = BUILD_DIR) -> Path:
+def stage(charm: str | Path, build_dir: Path = BUILD_DIR) -> Path:
     """Make ``build_dir/<charm>`` a self-contained uv project ready for ``charmcraft pack``."""
-    source = CHARMS_DIR / charm
-    target = build_dir / charm
+    source = charm_dir(charm)
+    target = build_dir / source.name
     if target.exists():
         shutil.rmtree(target)
     shutil.copytree(source, target, ignore=STAGE_IGNORE)
@@ -268,29 +293,98 @@ def stage(charm: str, build_dir: Path = BUILD_DIR) -> Path:
     library_paths = {}
     for name in wanted:
         if name not in libraries:
-            raise ProjectError(f"{charm}: {name} is not a library under libs/")
+            raise ProjectError(f"{source}: {name} is not a library under libs/")
         relative = Path("libs") / libraries[name].name
         shutil.copytree(libraries[name], target / relative, ignore=STAGE_IGNORE)
         library_paths[name] = relative.as_posix()
     (target / "pyproject.toml").write_text(
         staged_pyproject(source / "pyproject.toml", library_paths)
     )
-    write_project(charm, target / "charmcraft.yaml")
+    write_project(source, target / "charmcraft.yaml")
     locked = _run([_uv(), "lock", "--directory", str(target)])
     if locked.returncode != 0:
         raise ProjectError(f"cannot lock {target}:\n{locked.stderr}")
     return target
 
 
-def charm_file_name(charm: str) -> str:
-    """Name the file ``charmcraft pack`` writes for ``charm``'s first platform.
+def platforms(project: Mapping[str, Any]) -> list[str]:
+    """Return the platform names in the project's order (what ``--platform`` takes)."""
+    return [str(name) for name in project.get("platforms") or {}]
+
+
+def charm_file_name(charm: str | Path, platform: str | None = None) -> str:
+    """Name the file ``charmcraft pack`` writes for ``charm`` on ``platform``.
 
     ``<name>_<platform>.charm``, ``:`` written ``-``: ``slurmd_ubuntu@24.04-amd64.charm``.
-    The pack writes one file per platform; the first (Ubuntu 24.04) is what the overlay uses.
+    Without ``platform``, the first (Ubuntu 24.04): the one the overlay uses.
     """
     project = render_project(charm)
-    platform = next(iter(project["platforms"])).replace(":", "-")
-    return f"{project['name']}_{platform}.charm"
+    platform = platform or platforms(project)[0]
+    return f"{project['name']}_{platform.replace(':', '-')}.charm"
+
+
+def host_base(os_release: Path = Path("/etc/os-release")) -> str:
+    """Return the host's base as charmcraft names bases: ``<ID>@<VERSION_ID>``."""
+    fields: dict[str, str] = {}
+    for line in os_release.read_text().splitlines():
+        key, sep, value = line.partition("=")
+        if sep:
+            fields[key.strip()] = value.strip().strip("\"'")
+    return f"{fields.get('ID', 'linux')}@{fields.get('VERSION_ID', '')}"
+
+
+def platform_base(project: Mapping[str, Any], platform: str) -> str:
+    """Return the base a platform builds on: its ``<base>:<arch>`` name, else ``base``."""
+    spec = (project.get("platforms") or {}).get(platform)
+    build_on = spec.get("build-on") if isinstance(spec, Mapping) else None
+    base, sep, _ = str((build_on or [platform])[0]).rpartition(":")
+    return base if sep else str(project.get("base", ""))
+
+
+def platforms_to_pack(project: Mapping[str, Any], destructive: bool, host: str) -> list[str]:
+    """Every platform in a managed pack; in destructive mode only those of the host's base.
+
+    Charmcraft refuses a destructive build for a base other than the host's, so asking for
+    one could only fail.
+    """
+    names = platforms(project)
+    if not destructive:
+        return names
+    matching = [name for name in names if platform_base(project, name) == host]
+    if not matching:
+        raise ProjectError(
+            f"{project['name']}: no platform builds on this {host} host in destructive mode "
+            f"(platforms: {', '.join(names)}); pack without --destructive-mode (LXD)"
+        )
+    return matching
+
+
+def pack_argv(platform: str, output: Path, extra: Sequence[str]) -> list[str]:
+    """Return ``charmcraft pack`` for one platform (run from inside the staged charm)."""
+    charmcraft = os.environ.get("CHARMCRAFT", "charmcraft").split()
+    return [*charmcraft, "pack", "--platform", platform, "--output", str(output), *extra]
+
+
+def pack(charm: str | Path, extra: Sequence[str] = (), build_dir: Path = BUILD_DIR) -> list[Path]:
+    """Stage ``charm`` and pack it once per platform; return the ``.charm`` files written.
+
+    Charmcraft runs from inside the staged directory (its ``source: .`` is the staged charm,
+    and the trees a destructive build leaves stay under ``build_dir``).
+    """
+    staged = stage(charm, build_dir)
+    project = render_project(charm)
+    destructive = "--destructive-mode" in extra
+    written = []
+    for platform in platforms_to_pack(project, destructive, host_base()):
+        argv = pack_argv(platform, build_dir.resolve(), extra)
+        print("+", " ".join(argv), f"(in {staged})", flush=True)
+        if subprocess.run(argv, cwd=staged, check=False).returncode != 0:
+            raise ProjectError(f"charmcraft pack failed for {project['name']} on {platform}")
+        charm_file = build_dir / charm_file_name(charm, platform)
+        if not charm_file.exists():
+            raise ProjectError(f"charmcraft pack wrote no {charm_file}")
+        written.append(charm_file)
+    return written
 
 
 def platform_bases(project: Mapping[str, Any]) -> list[str]:
@@ -312,20 +406,26 @@ def platform_bases(project: Mapping[str, Any]) -> list[str]:
 def local_charms_overlay(bundle: Path, charm_dir: Path = BUILD_DIR) -> str:
     """Return a bundle overlay pointing every application of ours at its packed charm.
 
-    Written next to the packed charms (paths in an overlay are relative to the overlay).
+    Each application gets the charm of the first platform that was packed (a destructive pack
+    on Ubuntu 26.04 writes only the 26.04 one). Written next to the packed charms (paths in an
+    overlay are relative to the overlay).
     """
     applications = load_yaml(bundle).get("applications", {})
     ours = set(charm_names())
-    overlay = {
-        app: {"charm": f"./{charm_file_name(spec['charm'])}"}
-        for app, spec in applications.items()
-        if spec.get("charm") in ours
-    }
-    missing = [
-        f"{charm_dir / spec['charm']}"
-        for spec in overlay.values()
-        if not (charm_dir / spec["charm"]).exists()
-    ]
+    overlay: dict[str, dict[str, str]] = {}
+    missing: list[str] = []
+    for app, spec in applications.items():
+        if spec.get("charm") not in ours:
+            continue
+        names = [
+            charm_file_name(spec["charm"], platform)
+            for platform in platforms(render_project(spec["charm"]))
+        ]
+        packed = [name for name in names if (charm_dir / name).exists()]
+        if packed:
+            overlay[app] = {"charm": f"./{packed[0]}"}
+        else:
+            missing.append(str(charm_dir / names[0]))
     if missing:
         raise ProjectError(f"pack these charms first: {', '.join(missing)}")
     return GENERATED_HEADER + yaml.safe_dump({"applications": overlay}, sort_keys=False)
@@ -457,6 +557,13 @@ def _parser() -> argparse.ArgumentParser:
     stage_cmd = commands.add_parser("stage", help="stage a charm for `charmcraft pack`")
     stage_cmd.add_argument("charm")
     stage_cmd.add_argument("--build-dir", type=Path, default=BUILD_DIR)
+    pack_cmd = commands.add_parser(
+        "pack",
+        help="stage and `charmcraft pack` each platform",
+        description="Options it does not know (--destructive-mode, --verbose, ...) go to "
+        "charmcraft pack.",
+    )
+    pack_cmd.add_argument("charms", nargs="*")
     check = commands.add_parser("validate", help="check charms with charmcraft's schema")
     check.add_argument("charms", nargs="*")
     overlay = commands.add_parser("overlay", help="bundle overlay for the packed charms")
@@ -465,14 +572,25 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _pack_all(charms: Sequence[str], charmcraft_args: Sequence[str]) -> None:
+    for charm in charms:
+        for charm_file in pack(charm, charmcraft_args):
+            print(charm_file)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point; see the module docstring."""
-    args = _parser().parse_args(argv)
+    parser = _parser()
+    args, charmcraft_args = parser.parse_known_args(argv)
+    if charmcraft_args and args.command != "pack":
+        parser.error(f"unrecognized arguments: {' '.join(charmcraft_args)}")
     try:
         if args.command == "render":
             print(write_project(args.charm, args.output))
         elif args.command == "stage":
             print(stage(args.charm, args.build_dir))
+        elif args.command == "pack":
+            _pack_all(args.charms or charm_names(), charmcraft_args)
         elif args.command == "overlay":
             args.output.write_text(local_charms_overlay(args.bundle, args.output.parent))
             print(args.output)

@@ -167,6 +167,90 @@ MUTATIONS = [
         "        if clash := None:",
         "tests/unit/hpc_libs/test_charm_ports.py tests/unit/sackd/test_sackd_ports.py",
     ),
+    # Root never follows a link a less trusted user can plant (issue 20, High 1, Medium 8).
+    Mutation(
+        "no-follow-dropped",
+        "libs/hpc_libs/src/hpc_libs/machine/files.py",
+        "_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC",
+        "_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC",
+        "tests/unit/hpc_libs/test_files_no_follow.py",
+    ),
+    Mutation(
+        "set-owner-follows-link",
+        "libs/hpc_libs/src/hpc_libs/machine/files.py",
+        "os.chown(path, user.pw_uid, gid, follow_symlinks=False)",
+        "os.chown(path, user.pw_uid, gid, follow_symlinks=True)",
+        "tests/unit/hpc_libs/test_files_no_follow.py",
+    ),
+    Mutation(
+        "copy-follows-link",
+        "libs/hpc_libs/src/hpc_libs/machine/files.py",
+        "info = os.stat(name, dir_fd=source_fd, follow_symlinks=False)",
+        "info = os.stat(name, dir_fd=source_fd, follow_symlinks=True)",
+        "tests/unit/hpc_libs/test_files_no_follow.py",
+    ),
+    Mutation(
+        "state-dir-made-by-path",
+        "libs/hpc_libs/src/hpc_libs/slurm/slurmctld.py",
+        "        files.make_dir(\n            target, mode=0o750,",
+        "        target.mkdir(parents=True, exist_ok=True)\n        target.chmod(0o750)\n"
+        "        files.make_dir(\n            target, mode=0o750,",
+        "tests/unit/hpc_libs/test_files_no_follow.py "
+        "tests/unit/slurmctld/test_slurmctld_waits_and_failures.py",
+    ),
+    Mutation(
+        "lib-dir-left-to-slurm",
+        "libs/hpc_libs/src/hpc_libs/slurm/slurmctld.py",
+        "        target = path or self.state_save_location\n        self._own_lib_dir()\n",
+        "        target = path or self.state_save_location\n",
+        "tests/unit/hpc_libs/test_files_no_follow.py",
+    ),
+    Mutation(
+        "cluster-id-deleted-through-link",
+        "charms/slurmctld/src/applied.py",
+        "            with files.open_dir(state_dir, under=root) as state_fd:\n"
+        "                os.unlink(CLUSTER_ID_FILE, dir_fd=state_fd)",
+        "            path.unlink()",
+        "tests/unit/slurmctld/test_slurmctld_cluster_id_and_digest.py",
+    ),
+    Mutation(
+        "key-copy-briefly-0644",
+        "libs/hpc_libs/src/hpc_libs/machine/files.py",
+        "writer = os.open(name, _CREATE_FLAGS, 0o600, dir_fd=target_fd)",
+        "writer = os.open(name, _CREATE_FLAGS, 0o644, dir_fd=target_fd)",
+        "tests/unit/hpc_libs/test_files_no_follow.py",
+    ),
+    Mutation(
+        "staging-dir-open",
+        "libs/hpc_libs/src/hpc_libs/machine/files.py",
+        "os.mkdir(target.name, 0o700, dir_fd=parent_fd)",
+        "os.mkdir(target.name, 0o755, dir_fd=parent_fd)",
+        "tests/unit/hpc_libs/test_files_no_follow.py",
+    ),
+    Mutation(
+        "backup-keeps-keys",
+        "libs/hpc_libs/src/hpc_libs/slurm/slurmctld.py",
+        "                self._drop_keys(backup)\n",
+        "                pass\n",
+        "tests/unit/hpc_libs/test_slurm_managers.py tests/unit/slurmctld/test_ha_network_state.py",
+    ),
+    # The fence watchdog (root) wakes the charm without writing where slurm can (High 2).
+    Mutation(
+        "watchdog-writes-slurms-dir",
+        "charms/slurmctld/src/fence.py",
+        'f"wake_charm() {{ systemctl start --no-block {WAKE_SERVICE} || true; }}",',
+        "'wake_charm() { date -u +%s > /run/slurmctld-charm/primary-changed 2>/dev/null "
+        "|| true; }',",
+        "tests/unit/slurmctld/test_ha_fence.py",
+    ),
+    Mutation(
+        "watchdog-wakes-nobody",
+        "charms/slurmctld/src/fence.py",
+        'f"wake_charm() {{ systemctl start --no-block {WAKE_SERVICE} || true; }}",',
+        '"wake_charm() { :; }",',
+        "tests/unit/slurmctld/test_ha_fence.py::"
+        "test_the_watchdog_kills_slurmctld_without_the_state_and_starts_it_once_back",
+    ),
 ]
 
 

@@ -244,7 +244,7 @@ def fake_machine(monkeypatch: pytest.MonkeyPatch) -> FakeMachine:
     fake = FakeMachine()
     monkeypatch.setattr(host, "run", fake.run)
     monkeypatch.setattr(apt, "install", fake.apt_install)
-    monkeypatch.setattr(files, "set_owner", lambda path, owner, group: None)
+    monkeypatch.setattr(files, "set_owner", lambda path, owner, group, fd=None: None)
     return fake
 
 

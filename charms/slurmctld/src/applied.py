@@ -17,6 +17,7 @@ that file right before each start, restart or reconfigure (a failed attempt writ
 import hashlib
 import json
 import logging
+import os
 
 import ops
 from cluster import LOG_DIR, render_gres_conf
@@ -156,13 +157,18 @@ class AppliedConfig(ops.Object):
         """
         if self._stored.accounting or not has_accounting(conf) or not conf.state_save_location:
             return
-        state_dir = self._manager.root / conf.state_save_location.lstrip("/")
+        root = self._manager.root
+        state_dir = root / conf.state_save_location.lstrip("/")
         path = state_dir / CLUSTER_ID_FILE
+        if not state_dir.is_dir():
+            return
         try:
-            path.unlink()
+            # slurm owns the state directory: delete through it, never through a link there.
+            with files.open_dir(state_dir, under=root) as state_fd:
+                os.unlink(CLUSTER_ID_FILE, dir_fd=state_fd)
         except FileNotFoundError:
             return
-        except OSError as e:
+        except (OSError, ValueError, SlurmOpsError) as e:
             raise SlurmOpsError(f"cannot delete {path} to turn accounting on: {e}") from e
         logger.info("deleted %s: slurmctld takes the cluster id from slurmdbd", path)
 

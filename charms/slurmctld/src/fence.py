@@ -17,7 +17,10 @@ slurmctld with SIGKILL, as it could not save its state anyway, and records the f
 `FENCE_FLAG`. The charm then starts no slurmctld and says why. As soon as a probe succeeds
 again the watchdog starts slurmctld itself. As the primary it takes control back through
 Slurm's own hand-over: the backup saves its state and the primary reads it. As a backup it
-stands by. Either change reaches the charm through the primary watch's signal file.
+stands by. Either change wakes the charm: the watchdog starts the primary watch's dispatch
+service (`systemctl start --no-block`, `primary_watch.WAKE_NAME`). It never writes the primary
+watch's signal file: that directory is the slurm group's, and a shell redirection there would
+follow any link slurm planted (root never writes where slurm can).
 
 A probe that hangs (a hard NFS mount) is never waited for: the next probe starts only once it
 returned, and meanwhile the last success ages. Probing and killing use this machine's own
@@ -28,7 +31,7 @@ import logging
 from pathlib import Path
 
 from hpc_libs.machine import files, systemd
-from primary_watch import SIGNAL_FILE
+from primary_watch import WAKE_NAME
 
 logger = logging.getLogger(__name__)
 
@@ -40,6 +43,8 @@ RUNTIME_DIR = "/run/slurmctld-fence"
 FENCE_FLAG = f"{RUNTIME_DIR}/fenced"
 """Exists while this controller is fenced; holds the time and the reason."""
 MIN_GRACE = 2
+WAKE_SERVICE = f"{WAKE_NAME}.service"
+"""The oneshot that dispatches the charm's wake event (the primary watch's `PathWake`)."""
 
 
 def grace_seconds(slurmctld_timeout: int) -> int:
@@ -62,10 +67,9 @@ def program_text() -> str:
             "checkpoint=$1 state=$2 grace=$3 user=$4",
             f"run={RUNTIME_DIR}",
             'ok=$run/probe-ok flag=$run/fenced probe="$state/fence-probe-$(hostname)"',
-            f"signal={SIGNAL_FILE}",
             'touch "$ok"',
             "probe_pid=",
-            'wake_charm() { date -u +%s > "$signal" 2>/dev/null || true; }',
+            f"wake_charm() {{ systemctl start --no-block {WAKE_SERVICE} || true; }}",
             "while :; do",
             '    if [ -z "$probe_pid" ] || ! kill -0 "$probe_pid" 2>/dev/null; then',
             '        ( mountpoint -q "$checkpoint" &&',

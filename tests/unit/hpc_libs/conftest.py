@@ -24,7 +24,7 @@ def owners(monkeypatch: pytest.MonkeyPatch) -> dict[str, tuple[str, str | None]]
     """
     recorded: dict[str, tuple[str, str | None]] = {}
 
-    def record(path: Path, owner: str, group: str | None) -> None:
+    def record(path: Path, owner: str, group: str | None, fd: int | None = None) -> None:
         name = path.name
         if name.startswith("."):
             name = name[1:].rsplit(".", 1)[0]

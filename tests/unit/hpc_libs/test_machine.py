@@ -118,24 +118,6 @@ def test_write_if_changed_reports_changes_only(
     assert target.read_text() == "a=2\n"
 
 
-def test_backup_copies_to_a_timestamped_name(tmp_path: Path) -> None:
-    target = tmp_path / "slurm.conf"
-    target.write_text("ClusterName=a\n")
-    target.chmod(0o640)
-
-    copy = files.backup(target)
-
-    assert copy is not None
-    assert copy.name.startswith("slurm.conf_")
-    assert copy.read_text() == "ClusterName=a\n"
-    assert mode_of(copy) == 0o640
-    assert target.exists()
-
-
-def test_backup_of_missing_file_is_none(tmp_path: Path) -> None:
-    assert files.backup(tmp_path / "absent") is None
-
-
 # systemd
 
 

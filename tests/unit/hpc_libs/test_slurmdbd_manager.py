@@ -19,7 +19,7 @@ STORAGE = StorageSettings("10.0.0.5", 3306, "slurm_acct_db", "relation-7", "Zq3x
 
 @pytest.fixture
 def manager(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> SlurmdbdManager:
-    monkeypatch.setattr(files, "set_owner", lambda path, owner, group: None)
+    monkeypatch.setattr(files, "set_owner", lambda path, owner, group, fd=None: None)
     return SlurmdbdManager(tmp_path)
 
 

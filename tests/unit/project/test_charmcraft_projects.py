@@ -227,3 +227,96 @@ def test_staged_charm_is_a_self_contained_uv_project(tool: ModuleType, tmp_path:
     lock = (staged / "uv.lock").read_text()
     assert 'source = { directory = "libs/hpc_libs" }' in lock
     assert "workspace = true" not in (staged / "pyproject.toml").read_text()
+
+
+LABTEST = REPO / "lab" / "tests" / "charms" / "labtest"
+
+
+def test_a_charm_outside_charms_is_its_own_whole_project(tool: ModuleType):
+    project = tool.render_project(LABTEST)
+
+    assert project == yaml.safe_load((LABTEST / "charmcraft.yaml").read_text())
+    assert "assumes" not in project  # nothing from charmcraft-common.yaml
+
+
+def test_a_test_charm_stages_by_path(tool: ModuleType, tmp_path: Path):
+    staged = tool.stage(str(LABTEST), tmp_path)
+
+    assert staged == tmp_path / "labtest"
+    assert yaml.safe_load((staged / "charmcraft.yaml").read_text())["name"] == "labtest"
+    assert "constraint-dependencies" in (staged / "pyproject.toml").read_text()
+    assert (staged / "uv.lock").exists()
+
+
+def test_each_platform_has_its_own_charm_file_name(tool: ModuleType):
+    assert tool.charm_file_name("slurmd", "ubuntu@26.04:amd64") == (
+        "slurmd_ubuntu@26.04-amd64.charm"
+    )
+    assert tool.charm_file_name(LABTEST) == "labtest_amd64.charm"
+
+
+def test_host_base_reads_os_release(tool: ModuleType, tmp_path: Path):
+    os_release = tmp_path / "os-release"
+    os_release.write_text('NAME="Ubuntu"\nID=ubuntu\nVERSION_ID="24.04"\n')
+
+    assert tool.host_base(os_release) == "ubuntu@24.04"
+
+
+def test_destructive_mode_packs_only_the_hosts_base(tool: ModuleType):
+    project = tool.render_project("slurmd")
+
+    assert tool.platforms_to_pack(project, False, "debian@12") == [
+        "ubuntu@24.04:amd64",
+        "ubuntu@26.04:amd64",
+    ]
+    assert tool.platforms_to_pack(project, True, "ubuntu@26.04") == ["ubuntu@26.04:amd64"]
+    with pytest.raises(tool.ProjectError, match="debian@12"):
+        tool.platforms_to_pack(project, True, "debian@12")
+    labtest = tool.render_project(LABTEST)  # base + platform `amd64`
+    assert tool.platforms_to_pack(labtest, True, "ubuntu@24.04") == ["amd64"]
+
+
+FAKE_CHARMCRAFT = """#!/bin/sh
+# Records where and how it ran, then writes the file charmcraft would.
+echo "$PWD $*" >> "$CALLS"
+while [ $# -gt 0 ]; do
+    case "$1" in --platform) platform=$(echo "$2" | tr : -);; --output) output=$2;; esac
+    shift
+done
+name=$(sed -n 's/^name: //p' charmcraft.yaml)
+touch "$output/${name}_${platform}.charm"
+"""
+
+
+def test_pack_runs_charmcraft_from_inside_the_staged_charm_once_per_platform(
+    tool: ModuleType, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    fake = tmp_path / "charmcraft"
+    fake.write_text(FAKE_CHARMCRAFT)
+    fake.chmod(0o755)
+    calls = tmp_path / "calls"
+    monkeypatch.setenv("CHARMCRAFT", str(fake))
+    monkeypatch.setenv("CALLS", str(calls))
+    build = tmp_path / "build"
+
+    written = tool.pack("sackd", ["--verbose"], build)
+
+    assert [path.name for path in written] == [
+        "sackd_ubuntu@24.04-amd64.charm",
+        "sackd_ubuntu@26.04-amd64.charm",
+    ]
+    ran = calls.read_text().splitlines()
+    assert ran == [
+        f"{build}/sackd pack --platform {platform} --output {build} --verbose"
+        for platform in ("ubuntu@24.04:amd64", "ubuntu@26.04:amd64")
+    ]
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["build", "calls", "charmcraft"]
+
+
+def test_pack_fails_when_charmcraft_fails(
+    tool: ModuleType, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    monkeypatch.setenv("CHARMCRAFT", "false")
+
+    with pytest.raises(tool.ProjectError, match="charmcraft pack failed for sackd"):
+        tool.pack("sackd", [], tmp_path)

@@ -158,7 +158,6 @@ def watchdog(fence: ModuleType, tmp_path: Path) -> Iterator[Callable[[], Path]]:
         path.chmod(0o755)
     program = work / "fence"
     text = fence.program_text().replace(fence.RUNTIME_DIR, str(run_dir))
-    text = text.replace(fence.SIGNAL_FILE, str(work / "signal"))
     program.write_text(text)
     program.chmod(0o755)
     (work / "writable").touch()
@@ -199,7 +198,7 @@ def stand_in_runs(work: Path) -> bool:
     return state != "Z"
 
 
-def test_the_watchdog_kills_slurmctld_without_the_state_and_starts_it_once_back(watchdog):
+def test_the_watchdog_kills_slurmctld_without_the_state_and_starts_it_once_back(watchdog, fence):
     work = watchdog()
     flag = work / "run/fenced"
     assert wait_for((work / "state" / f"fence-probe-{os.uname().nodename}").exists, 5)
@@ -214,15 +213,33 @@ def test_the_watchdog_kills_slurmctld_without_the_state_and_starts_it_once_back(
     assert 1.5 <= fenced_after <= 4.5  # The 2 s grace, probed every second.
     assert wait_for(lambda: not stand_in_runs(work), 2)
     assert "cannot write" in flag.read_text()
-    assert (work / "signal").exists()  # The charm is woken to show the fence.
-    assert "start" not in (work / "systemctl.log").read_text()
+    assert wait_for(lambda: wakes(fence, work) == 1, 2)  # The charm is woken to show the fence.
+    assert "start --no-block slurmctld.service" not in systemctl_log(work)
 
-    (work / "signal").unlink()
     (work / "writable").touch()  # Back.
     assert wait_for(lambda: not flag.exists(), 4)
-    assert wait_for((work / "signal").exists, 2)
-    log = (work / "systemctl.log").read_text().splitlines()
-    assert log.count("start --no-block slurmctld.service") == 1
+    assert wait_for(lambda: wakes(fence, work) == 2, 2)  # And woken again once unfenced.
+    assert systemctl_log(work).count("start --no-block slurmctld.service") == 1
+    assert not any(work.glob("**/primary-changed"))
+
+
+def systemctl_log(work: Path) -> list[str]:
+    log = work / "systemctl.log"
+    return log.read_text().splitlines() if log.exists() else []
+
+
+def wakes(fence: ModuleType, work: Path) -> int:
+    """How often the watchdog started the charm's wake service."""
+    return systemctl_log(work).count(f"start --no-block {fence.WAKE_SERVICE}")
+
+
+def test_the_watchdog_wakes_the_charm_through_systemd_never_through_slurms_directory(
+    fence, primary_watch_module
+):
+    # /run/slurmctld-charm is the slurm group's: a write there (root's) would follow a link.
+    assert primary_watch_module.RUNTIME_DIR not in fence.program_text()
+    assert primary_watch_module.PrimaryWatch().wake.service_name == fence.WAKE_SERVICE
+    assert f"systemctl start --no-block {fence.WAKE_SERVICE}" in fence.program_text()
 
 
 def test_a_short_loss_under_the_grace_fences_nothing(watchdog):

@@ -166,7 +166,8 @@ def test_a_running_controller_is_stopped_before_its_state_is_copied(ha, manager,
     assert manager.etc_is_shared()
     assert manager.key.get() == KEY  # Read through the link, from the share.
     backups = list(manager.root.glob("etc/slurm_*"))
-    assert len(backups) == 1 and (backups[0] / "slurm.key").exists()
+    assert len(backups) == 1 and (backups[0] / "slurm.conf").exists()
+    assert not (backups[0] / "slurm.key").exists()  # No key copy outlives the move.
 
 
 def test_moving_twice_moves_nothing(ha, manager, machine):
@@ -336,7 +337,7 @@ def test_etc_slurm_that_cannot_be_renamed_is_replaced_in_place_after_its_backup(
     assert manager.etc_is_shared()
     assert manager.key.get() == KEY
     [backup] = list(manager.root.glob("etc/slurm_*"))
-    assert (backup / "slurm.key").exists()
+    assert (backup / "slurm.conf").exists() and not (backup / "slurm.key").exists()
     assert not list(manager.root.glob("etc/.slurm.*"))  # No temporary link or moved dir left.
 
 

@@ -115,6 +115,22 @@ def test_a_stopped_controller_starting_with_accounting_forgets_the_invented_id(
     assert not path.exists()
 
 
+def test_the_id_is_never_deleted_through_a_link_planted_as_the_state_directory(
+    ctx, tmp_path, settled
+):
+    state = settled(running(slurmdbd_relation()))
+    outside = cluster_id_file(tmp_path / "outside")  # A file root must not delete.
+    local = local_state(tmp_path)
+    local.rename(tmp_path / "var/lib/slurm/slurmctld.mine")
+    local.symlink_to(outside.parent)
+
+    out = accounting_comes(ctx, state)
+
+    assert outside.read_text() == INVENTED_ID
+    assert out.unit_status.name == "blocked"
+    assert "slurmctld is a symbolic link or not a directory" in out.unit_status.message
+
+
 def test_once_accounting_is_applied_the_cluster_id_is_kept(
     ctx, machine, tmp_path, settled, seen_at_reconfigure
 ):

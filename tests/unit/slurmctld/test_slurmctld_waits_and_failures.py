@@ -445,3 +445,19 @@ def test_watcher_name_from_an_application_name_is_checked(ctx, machine):
 
 def _address(ip: str) -> testing.BindAddress:
     return testing.BindAddress([testing.Address(ip)])
+
+
+def test_a_state_directory_planted_as_a_link_blocks_and_touches_nothing(ctx, machine, tmp_path):
+    # The slurm user's `ln -s /etc /var/lib/slurm/slurmctld`, then its slurmctld stopped.
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    outside.chmod(0o711)
+    (tmp_path / "var/lib/slurm").mkdir(parents=True)
+    (tmp_path / "var/lib/slurm/slurmctld").symlink_to(outside)
+
+    state = ctx.run(ctx.on.update_status(), running())
+
+    assert state.unit_status.name == "blocked"
+    assert "slurmctld is a symbolic link or not a directory" in state.unit_status.message
+    assert (outside.stat().st_mode & 0o7777) == 0o711 and not any(outside.iterdir())
+    assert "slurmctld" not in machine.calls("start")

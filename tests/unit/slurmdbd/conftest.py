@@ -46,7 +46,7 @@ def owners(monkeypatch: pytest.MonkeyPatch, machine: object) -> dict[str, str]:
     """The owner each file was given, by file name (after the fake machine's own patch)."""
     given: dict[str, str] = {}
 
-    def record(path: Path, owner: str, group: str | None) -> None:
+    def record(path: Path, owner: str, group: str | None, fd: int | None = None) -> None:
         # write_atomic gives its temporary file `.<name>.<random>` to the owner
         name = path.name[1:].rsplit(".", 1)[0] if path.name.startswith(".") else path.name
         given[name] = owner

@@ -1,4 +1,7 @@
-"""Charm metadata and staging: a charm dir becomes /lab/charms/<app>/{src,charmcraft.yaml,deps}.
+"""Charm metadata, staging and packing.
+
+Staging: a charm dir becomes /lab/charms/<app>/{src,charmcraft.yaml,deps} for the runner.
+Packing (`packed_charm`, `unpack_charm`): the .charm charmcraft packs, for a unit's charm dir.
 
 The dependency dir holds exactly what the charm declares (its locked workspace export, or its
 pyproject's [project.dependencies] outside the workspace) plus ops[testing] for the runner, built
@@ -12,15 +15,20 @@ import hashlib
 import logging
 import re
 import shutil
+import stat
 import subprocess
+import sys
 import tempfile
+import time
 import tomllib
+import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import yaml
 
+from slurm_lab import builder, rootfs
 from slurm_lab.errors import LabError
 
 logger = logging.getLogger(__name__)
@@ -251,3 +259,122 @@ def install_runner(charms_dir: Path) -> Path:
         if not dest.exists() or dest.read_bytes() != source.read_bytes():
             shutil.copyfile(source, dest)
     return charms_dir / RUNNER_DIR / "runner.py"
+
+
+# --- packed charms -----------------------------------------------------------------------------
+
+PROJECT_TOOL = Path("tools") / "charmcraft_project.py"
+CONSTRAINTS = Path("tools") / "charmcraft-constraints.txt"
+#: Bump when what goes into a packed charm's cache key changes meaning.
+PACK_KEY_VERSION = 1
+
+
+def _repository(charm_dir: Path) -> Path:
+    """Return the checkout whose tools/charmcraft_project.py stages and pins charmcraft."""
+    for parent in charm_dir.resolve().parents:
+        if (parent / PROJECT_TOOL).is_file() and (parent / CONSTRAINTS).is_file():
+            return parent
+    raise LabError(f"{charm_dir} is not inside a checkout with {PROJECT_TOOL}: cannot pack it")
+
+
+def pinned_charmcraft(repository: Path) -> builder.Charmcraft:
+    """Return the charmcraft pinned by the repository's tools (version and constraints)."""
+    text = (repository / PROJECT_TOOL).read_text()
+    match = re.search(r'^CHARMCRAFT_VERSION = "([^"]+)"$', text, re.MULTILINE)
+    if match is None:
+        raise LabError(f"no CHARMCRAFT_VERSION in {repository / PROJECT_TOOL}")
+    return builder.Charmcraft(match.group(1), repository / CONSTRAINTS)
+
+
+def _stage_for_pack(charm_dir: Path, repository: Path, build_dir: Path) -> Path:
+    """Stage the charm as `just pack` does (tools/charmcraft_project.py stage)."""
+    staged = subprocess.run(
+        [
+            *(sys.executable, str(repository / PROJECT_TOOL), "stage"),
+            *(str(charm_dir.resolve()), "--build-dir", str(build_dir)),
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if staged.returncode != 0:
+        raise LabError(f"cannot stage {charm_dir}: {staged.stderr.strip()}")
+    return Path(staged.stdout.strip())
+
+
+def _first_platform(staged: Path) -> str:
+    data = yaml.safe_load((staged / "charmcraft.yaml").read_text()) or {}
+    names = list(data.get("platforms") or {})
+    if not names:
+        raise LabError(f"{staged}/charmcraft.yaml has no platforms")
+    return str(names[0])
+
+
+def _pack_key(staged: Path, platform: str, suite: str, charmcraft: builder.Charmcraft) -> str:
+    """Hash every input of a pack: the staged charm, platform, base, charmcraft and uv."""
+    digest = hashlib.sha256()
+    builder_key = builder.builder_key(suite, charmcraft, builder.host_uv())
+    for part in (str(PACK_KEY_VERSION), platform, suite, builder_key):
+        digest.update(part.encode() + b"\0")
+    _tree_digest(staged, digest)
+    return digest.hexdigest()[:16]
+
+
+def packed_charm(charm_dir: Path, suite: str | None = None) -> Path:
+    """Return the .charm of `charm_dir` packed by charmcraft for the lab machines of `suite`.
+
+    The charm is staged as `just pack` stages it, then packed for its first platform in the
+    suite's build machine (`slurm_lab.builder`: the machines' Debian and Python). Packed
+    charms are cached under `<lab cache>/charms`, keyed by a hash of the staged charm and of
+    everything that builds it, so an unchanged charm is packed once; a lock keeps parallel
+    labs from packing the same charm twice. A failed pack raises LabError with charmcraft's
+    output.
+    """
+    suite = rootfs.check_suite(suite or rootfs.default_suite())
+    repository = _repository(charm_dir)
+    charmcraft = pinned_charmcraft(repository)
+    cache = builder.charms_cache()
+    cache.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix=".stage-", dir=cache) as tmp:
+        staged = _stage_for_pack(charm_dir, repository, Path(tmp))
+        platform = _first_platform(staged)
+        name = load_spec(staged).name
+        target = cache / f"{name}_{suite}_{_pack_key(staged, platform, suite, charmcraft)}.charm"
+        if target.is_file():
+            return target
+        with builder.locked(cache / f".{target.name}.lock"):
+            if target.is_file():
+                return target
+            started = time.monotonic()
+            packed = builder.charmcraft_pack(staged, platform, suite, charmcraft)
+            packed.rename(target)
+            logger.info("packed %s for %s in %.1fs", name, suite, time.monotonic() - started)
+    return target
+
+
+def unpack_charm(charm_file: Path, dest: Path) -> None:
+    """Unpack a .charm into `dest` as Juju unpacks a unit's charm: modes and symlinks kept.
+
+    `dest` is a host path (for a unit: `Lab.host_path(machine,
+    "/var/lib/juju/agents/unit-<app>-<n>/charm")`). Files already there are replaced, others
+    left (the unit state database lives there too). An entry leading out of `dest` is refused.
+    """
+    dest = dest.resolve()
+    dest.mkdir(parents=True, exist_ok=True)
+    with zipfile.ZipFile(charm_file) as archive:
+        for entry in archive.infolist():
+            target = (dest / entry.filename).resolve()
+            if not target.is_relative_to(dest):
+                raise LabError(f"{charm_file}: {entry.filename} leads out of the charm dir")
+            mode = entry.external_attr >> 16
+            if entry.is_dir():
+                target.mkdir(parents=True, exist_ok=True)
+                continue
+            target.parent.mkdir(parents=True, exist_ok=True)
+            if target.is_symlink() or target.exists():
+                target.unlink()
+            if stat.S_ISLNK(mode):
+                target.symlink_to(archive.read(entry).decode())
+                continue
+            target.write_bytes(archive.read(entry))
+            target.chmod(stat.S_IMODE(mode) or 0o644)

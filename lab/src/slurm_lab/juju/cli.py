@@ -14,13 +14,16 @@ import re
 import sys
 import time
 from collections.abc import Callable, Iterable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import jubilant
 import yaml
 
+from slurm_lab import rootfs
 from slurm_lab.errors import LabError
+from slurm_lab.juju import charms
 from slurm_lab.juju.shell import command_string
 
 if TYPE_CHECKING:
@@ -599,6 +602,31 @@ def _run_verb(args: argparse.Namespace) -> int:
     return 1
 
 
+def _setup_pack(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("charm_dirs", nargs="+", type=Path, help="charm directories")
+    parser.add_argument(
+        "--suite",
+        choices=rootfs.SUITES,
+        default=None,
+        help="Debian suite of the machines the charms are for (default: $SLURM_LAB_SUITE, "
+        "else trixie)",
+    )
+    parser.add_argument("--jobs", "-j", type=int, default=2, help="charms packed at once")
+
+
+def _pack(args: argparse.Namespace) -> int:
+    def pack(charm_dir: Path) -> str:
+        started = time.monotonic()
+        packed = charms.packed_charm(charm_dir, args.suite)
+        size = packed.stat().st_size / 1e6
+        return f"{packed}\t{size:.1f} MB\t{time.monotonic() - started:.1f}s"
+
+    with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
+        for line in pool.map(pack, args.charm_dirs):
+            print(line)
+    return 0
+
+
 def register(add_command: AddCommand) -> None:
     """Add `slurm-lab juju VERB` and `slurm-lab fault FAULT TARGET` to `slurm-lab`."""
     add_command(
@@ -613,3 +641,4 @@ def register(add_command: AddCommand) -> None:
         _setup_fault,
         _fault,
     )
+    add_command("pack", "pack charms for the lab machines (cached)", _setup_pack, _pack)

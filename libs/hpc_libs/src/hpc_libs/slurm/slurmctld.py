@@ -33,7 +33,9 @@ from hpc_libs.slurm.base import ConfigFile, KeyFile, SlurmManager
 
 logger = logging.getLogger(__name__)
 
-CHECKPOINT_DIR = "var/lib/slurm/checkpoint"
+LIB_DIR = "var/lib/slurm"
+"""State directory and checkpoint: root's here (Debian's package makes it slurm's)."""
+CHECKPOINT_DIR = f"{LIB_DIR}/checkpoint"
 """Where the shared filesystem is mounted (relative to the manager's root)."""
 SHARED_ETC_NAME = "etc-slurm"
 """The directory under the checkpoint that `/etc/slurm` links to."""
@@ -110,15 +112,44 @@ class SlurmctldManager(SlurmManager):
         )
 
     def create_state_save_location(self, path: Path | None = None) -> Path:
-        """Create the state directory (default `state_save_location`) owned by slurm, 0750."""
+        """Create the state directory (default `state_save_location`) owned by slurm, 0750.
+
+        slurm writes in it, so it may have replaced it (or, where `/var/lib/slurm` is still
+        slurm's, any directory on the way) by a symbolic link: nothing is followed
+        (`files.make_dir`), a link is refused. `/var/lib/slurm` is made root's (0755) first,
+        so slurm can no longer swap the state directory for a link at all.
+
+        Raises:
+            SlurmOpsError: A component of the path is a symbolic link or not a directory, or
+                a file operation failed; nothing outside the state directory is changed.
+
+        """
         target = path or self.state_save_location
-        try:
-            target.mkdir(mode=0o750, parents=True, exist_ok=True)
-            target.chmod(0o750)
-        except OSError as e:
-            raise SlurmOpsError(f"cannot create {target}: {e}") from e
-        files.set_owner(target, self.user, self.group)
+        self._own_lib_dir()
+        files.make_dir(
+            target, mode=0o750, owner=self.user, group=self.group, under=self._trusted(target)
+        )
         return target
+
+    def _own_lib_dir(self) -> None:
+        """Make `/var/lib/slurm` root's, 0755, so slurm cannot replace what is in it."""
+        files.make_dir(self.root / LIB_DIR, mode=0o755, owner="root", under=self.root)
+
+    def _trusted(self, path: Path) -> Path:
+        """Where a no-follow walk to `path` starts: the checkpoint for a path on the share.
+
+        The checkpoint is a mount point in the root-owned `/var/lib/slurm` (`_own_lib_dir`),
+        so no one but root can replace it; everything below it is walked without following
+        a link. Any other path is walked from the manager's root. A missing checkpoint (not
+        mounted: unit tests) is made, root's.
+        """
+        if not path.is_relative_to(self.checkpoint_dir):
+            return self.root
+        try:
+            self.checkpoint_dir.mkdir(mode=0o755, exist_ok=True)
+        except OSError as e:
+            raise SlurmOpsError(f"cannot create {self.checkpoint_dir}: {e}") from e
+        return self.checkpoint_dir
 
     def bound_stop_time(self) -> bool:
         """Install the drop-in bounding a stop to `STOP_TIMEOUT` s; return whether it changed.
@@ -164,6 +195,7 @@ class SlurmctldManager(SlurmManager):
         """
         if self.etc_is_shared():
             return None
+        self._own_lib_dir()
         backup: Path | None = None
         try:
             if self.etc_dir.is_symlink():
@@ -173,11 +205,18 @@ class SlurmctldManager(SlurmManager):
             elif self.etc_dir.is_dir():
                 backup = self._backup_etc()
                 if not self.shared_etc_dir.exists():
-                    _publish_copy(self.etc_dir, self.shared_etc_dir)
+                    self._publish_copy(self.etc_dir, self.shared_etc_dir)
             elif self.etc_dir.exists():
                 raise SlurmOpsError(f"{self.etc_dir} is not a directory")
-            self.shared_etc_dir.mkdir(mode=0o755, parents=True, exist_ok=True)
+            files.make_dir(
+                self.shared_etc_dir,
+                mode=0o755,
+                owner="root",
+                under=self._trusted(self.shared_etc_dir),
+            )
             self._link_etc()
+            if backup is not None:
+                self._drop_keys(backup)
         except OSError as e:
             raise SlurmOpsError(f"cannot move {self.etc_dir} to {self.shared_etc_dir}: {e}") from e
         return backup
@@ -190,11 +229,15 @@ class SlurmctldManager(SlurmManager):
         False returned. Stop slurmctld first: its state files must not change during the copy.
 
         Raises:
-            SlurmOpsError: The copy failed (the local state is never touched).
+            SlurmOpsError: The copy failed (the local state is never touched), or the network
+                location is a symbolic link.
 
         """
         source = source or self.state_save_location
         target = self.network_state_save_location
+        self._own_lib_dir()
+        if target.is_symlink():
+            raise SlurmOpsError(f"{target} is a symbolic link: refusing to follow it")
         try:
             if target.is_dir() and any(target.iterdir()):
                 logger.info("%s already holds state; not copying %s", target, source)
@@ -202,7 +245,7 @@ class SlurmctldManager(SlurmManager):
             if not source.is_dir() or not any(source.iterdir()):
                 self.create_state_save_location(target)
                 return False
-            _publish_copy(source, target)
+            self._publish_copy(source, target)
         except OSError as e:
             raise SlurmOpsError(f"cannot copy {source} to {target}: {e}") from e
         return True
@@ -210,9 +253,47 @@ class SlurmctldManager(SlurmManager):
     def _backup_etc(self) -> Path:
         stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S%fZ")
         backup = self.etc_dir.with_name(f"{self.etc_dir.name}_{stamp}")
-        _copy_tree(self.etc_dir, backup)
+        files.copy_tree(self.etc_dir, backup, source_under=self.root, target_under=self.root)
         logger.info("backed up %s to %s", self.etc_dir, backup)
         return backup
+
+    def _drop_keys(self, backup: Path) -> None:
+        """Delete the key copies from `backup` once the share holds the keys.
+
+        The keys live on as Juju secrets and on the share; a backup left with them would keep
+        every superseded key on disk.
+        """
+        names = [self.key.path.name, self.jwt_key.path.name]
+        if self.key.key_set_path is not None:
+            names.append(self.key.key_set_path.name)
+        for name in names:
+            (backup / name).unlink(missing_ok=True)
+
+    def _publish_copy(self, source: Path, target: Path) -> None:
+        """Copy `source` next to `target` (`files.copy_tree`), then rename it into place at once.
+
+        The staging copy is 0700 until complete. If `target` appeared meanwhile with content (a
+        peer was faster), the copy is dropped.
+        """
+        staging = target.with_name(f".{target.name}.tmp-{uuid.uuid4().hex}")
+        try:
+            files.copy_tree(
+                source,
+                staging,
+                source_under=self._trusted(source),
+                target_under=self._trusted(staging),
+            )
+        except SlurmOpsError:
+            shutil.rmtree(staging, ignore_errors=True)
+            raise
+        try:
+            staging.rename(target)
+        except OSError:
+            if not (target.is_dir() and any(target.iterdir())):
+                shutil.rmtree(staging, ignore_errors=True)
+                raise
+            logger.info("%s appeared meanwhile; keeping it", target)
+            shutil.rmtree(staging, ignore_errors=True)
 
     def _link_etc(self) -> None:
         """Swap /etc/slurm for the symlink; a real directory is moved aside, then removed.
@@ -244,29 +325,3 @@ class SlurmctldManager(SlurmManager):
         if aside is not None:
             shutil.rmtree(aside)
         logger.info("%s now links to %s", self.etc_dir, self.shared_etc_dir)
-
-
-def _copy_tree(source: Path, target: Path) -> None:
-    """Copy a directory tree with modes, times and owners (symlinks copied as symlinks)."""
-    shutil.copytree(source, target, symlinks=True)
-    for path in [source, *source.rglob("*")]:
-        copy = target / path.relative_to(source)
-        stat = path.lstat()
-        os.lchown(copy, stat.st_uid, stat.st_gid)
-
-
-def _publish_copy(source: Path, target: Path) -> None:
-    """Copy `source` next to `target`, then rename it into place in one step.
-
-    If `target` appeared meanwhile with content (a peer was faster), the copy is dropped.
-    """
-    staging = target.with_name(f".{target.name}.tmp-{uuid.uuid4().hex}")
-    _copy_tree(source, staging)
-    try:
-        staging.rename(target)
-    except OSError:
-        if not (target.is_dir() and any(target.iterdir())):
-            shutil.rmtree(staging, ignore_errors=True)
-            raise
-        logger.info("%s appeared meanwhile; keeping it", target)
-        shutil.rmtree(staging, ignore_errors=True)
