@@ -33,8 +33,7 @@ unit *args:
 
 # Property-based fuzz suite (hypothesis) over every option, action and databag of the five
 # charms; the real Slurm of the lab's cached base judges the rendered files (root; builds the
-# base if missing). HYPOTHESIS_PROFILE=deep for a long local hunt; FUZZ_STRICT=1 also fails on
-# the known findings other branches are fixing (tests/fuzz/known.py).
+# base if missing). HYPOTHESIS_PROFILE=deep for a long local hunt.
 fuzz *args:
     FUZZ_REQUIRE_SLURM=1 uv run pytest tests/fuzz -p no:cacheprovider {{ args }}
 

@@ -9,10 +9,7 @@
 3. the rendered slurm.conf, slurmdbd.conf, gres.conf and cgroup.conf go to the batch that the
    real Slurm judges once the examples ran (`Surface.finish`).
 
-A failure that matches a finding of issue 20 another branch is fixing (`known.KNOWN`) is
-recorded, not raised, and the exploration goes on; the test then ends as xfail naming them,
-and passes by itself once the fixes are merged. Any other failure fails the test.
-`FUZZ_STRICT=1` raises the known ones too.
+Any failure fails the test, naming the surface.
 """
 
 import os
@@ -26,15 +23,11 @@ import pytest
 from harness import Outcome, short
 from hypothesis import given
 from hypothesis import strategies as st
-from known import Finding, match
 from real_slurm import Batch, RealSlurm
 
 SURFACE_COUNTS: Counter[str] = Counter()
 """Examples each surface ran (seeds included), by surface name."""
 SEED_COUNTS: dict[str, int] = {}
-KNOWN_SEEN: dict[str, set[str]] = {}
-"""The known findings each surface hit (by finding id)."""
-STRICT = os.environ.get("FUZZ_STRICT") == "1"
 DEEP = os.environ.get("HYPOTHESIS_PROFILE") == "deep"
 """The deep profile also runs every value of a surface's grammar corpus one by one."""
 
@@ -46,7 +39,6 @@ class Surface:
     name: str
     baseline: Outcome | None = None
     batch: Batch = field(default_factory=Batch)
-    known: dict[str, tuple[Finding, str]] = field(default_factory=dict)
 
     def check(
         self,
@@ -72,14 +64,14 @@ class Surface:
             self.batch.add(rendered, example)
 
     def guarded(self, example: Callable[[Any], None]) -> Callable[[Any], None]:
-        """`example`, counting runs and recording (not raising) failures of known findings."""
+        """`example`, counting runs; a failure names the surface."""
 
         def run(value: Any) -> None:
             SURFACE_COUNTS[self.name] += 1
             try:
                 example(value)
             except (AssertionError, pytest.fail.Exception) as e:
-                self._known_or_raise(str(e), value)
+                raise AssertionError(f"{self.name}: {e}") from e
 
         return run
 
@@ -102,28 +94,13 @@ class Surface:
         given(strategy)(guarded)()
 
     def finish(self, real_slurm: RealSlurm | None = None) -> None:
-        """Have real Slurm judge the batch; end as xfail if only known findings were hit."""
-        if real_slurm is not None:
-            unknown = []
-            for example, words in real_slurm.judge(self.batch):
-                try:
-                    self._known_or_raise(
-                        f"slurm refused: {words}\n  input: {short(example, 400)}", example
-                    )
-                except (AssertionError, pytest.fail.Exception) as e:
-                    unknown.append(str(e))
-            assert not unknown, f"{self.name}: Slurm refused accepted input:\n" + "\n".join(
-                unknown[:10]
-            )
-        if self.known:
-            KNOWN_SEEN[self.name] = set(self.known)
-            pytest.xfail(
-                "known findings, fixed on other branches: "
-                + "; ".join(f"{f.id} ({f.owner}) e.g. {ex}" for f, ex in self.known.values())
-            )
-
-    def _known_or_raise(self, message: str, example: object) -> None:
-        finding = match(self.name, message)
-        if finding is None or STRICT:
-            raise AssertionError(f"{self.name}: {message}")
-        self.known.setdefault(finding.id, (finding, short(example, 80)))
+        """Have real Slurm judge the batch: every rendered file it refuses fails the test."""
+        if real_slurm is None:
+            return
+        refused = [
+            f"slurm refused: {words}\n  input: {short(example, 400)}"
+            for example, words in real_slurm.judge(self.batch)
+        ]
+        assert not refused, f"{self.name}: Slurm refused accepted input:\n" + "\n".join(
+            refused[:10]
+        )
