@@ -14,6 +14,7 @@ import ops
 import overrides
 import retire
 import rotation
+import takeover
 import toolkit
 from applied import AppliedConfig
 from config import SlurmctldConfig
@@ -99,6 +100,7 @@ class SlurmctldCharm(SlurmCharm[SlurmctldConfig]):
             PEER,
             wake=[self.on[LOGIN_NODE].relation_changed, self.on[SLURMRESTD].relation_changed],
         )
+        self.takeover = takeover.TakeoverRepair(self, self.scontrol, slurm_user=SLURM_USER)
         self._checkpoint: tuple[ops.StatusBase | None] | None = None
         framework.observe(self.on[SLURMD].relation_departed, self._on_slurmd_unit_departed)
         framework.observe(self.on[SLURMDBD].relation_changed, self._on_slurmdbd_changed)
@@ -277,6 +279,9 @@ class SlurmctldCharm(SlurmCharm[SlurmctldConfig]):
             return  # Its host name breaks Slurm's grammar: the status says so.
         if not self._may_configure(config):
             return
+        if config.use_network_state:
+            hostname, timeout = socket.gethostname(), config.slurmctld_timeout
+            self.takeover.check(self.slurmctld, hostname, timeout, self._watch)
         if not self.unit.is_leader():
             self._stand_by(config)
             return
@@ -345,6 +350,7 @@ class SlurmctldCharm(SlurmCharm[SlurmctldConfig]):
             key = self.slurmctld.key.get() or ""
             if (rotating := self.auth_rotation.status(key, config.use_network_state)) is not None:
                 yield rotating
+        yield from self.takeover.statuses()
         if (states := self._controller_states()) is not None:
             yield ops.ActiveStatus(states)
 

@@ -117,6 +117,17 @@ def shared_config_ready(manager: SlurmctldManager, hostname: str) -> bool:
     """
     if not manager.shared_files_ready():
         return False
+    conf = shared_slurm_conf(manager)
+    if conf is None:
+        return False
+    return (
+        conf.state_save_location == NETWORK_STATE_SAVE_LOCATION
+        and hostname in controller_hosts(conf)
+    )
+
+
+def shared_slurm_conf(manager: SlurmctldManager) -> SlurmConfig | None:
+    """Return the leader's slurm.conf on the share; None while it is missing or unreadable."""
     shared = ConfigFile(
         manager.shared_etc_dir / "slurm.conf",
         SlurmConfigEditor(),
@@ -124,12 +135,15 @@ def shared_config_ready(manager: SlurmctldManager, hostname: str) -> bool:
         yes_no_booleans=True,
     )
     try:
-        conf = shared.load()
+        return shared.load()
     except SlurmOpsError as e:
         logger.info("the shared slurm.conf is not readable yet: %s", e)
-        return False
-    listed = [entry.split("(", 1)[0] for entry in conf.slurmctld_host or []]
-    return conf.state_save_location == NETWORK_STATE_SAVE_LOCATION and hostname in listed
+        return None
+
+
+def controller_hosts(conf: SlurmConfig) -> list[str]:
+    """Return the hostnames of slurm.conf's `SlurmctldHost` lines, primary first."""
+    return [entry.split("(", 1)[0] for entry in conf.slurmctld_host or []]
 
 
 def link_shared_config(manager: SlurmctldManager) -> Path | None:

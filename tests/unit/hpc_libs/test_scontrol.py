@@ -1,6 +1,7 @@
 """Scenarios for the typed scontrol wrapper, with Slurm 24.11 (v0.0.42) shaped output."""
 
 import json
+from pathlib import Path
 
 import pytest
 from hpc_libs.errors import ScontrolError
@@ -246,3 +247,31 @@ def test_failed_query_is_a_scontrol_error_with_stderr(fake_run: FakeRun) -> None
 
     assert "Unable to contact" in caught.value.stderr
     assert caught.value.command == ["scontrol", "ping", "--json"]
+
+
+VECTORS_24_11 = Path(__file__).parent / "vectors" / "slurm-24.11"
+
+
+def test_jobs_and_nodes_after_a_takeover_parse_slurms_times(fake_run: FakeRun) -> None:
+    """Slurm 24.11's vectors of a job held after a refused launch and the node it drained."""
+    job_vector = (VECTORS_24_11 / "job-launch-failed-requeued-held.json").read_text()
+    node_vector = (VECTORS_24_11 / "node-drained-duplicate-jobid.json").read_text()
+    fake_run.on("scontrol", "show", "jobs", "--json", stdout=job_vector)
+    fake_run.on("scontrol", "show", "nodes", "--json", stdout=node_vector)
+
+    [job] = Scontrol().show_jobs()
+    [node] = Scontrol().show_nodes()
+
+    assert (job.job_id, job.job_state, job.restart_cnt) == (1, ["PENDING"], 1)
+    assert job.state_description == "launch failed requeued held"
+    assert job.submit_time == 1795619074
+    assert job.requeueable
+    assert (node.reason, node.reason_set_by_user) == ("Duplicate jobid", "slurm")
+    assert node.reason_changed_at == 1795619074
+    assert node.has_state("drain")
+
+
+def test_release_names_the_jobs(fake_run: FakeRun) -> None:
+    Scontrol().release([3, 4])
+
+    assert fake_run.calls[-1] == ["scontrol", "release", "3,4"]

@@ -23,6 +23,7 @@ _MODULES = load_charm(
         "applied",
         "retire",
         "credentials",
+        "takeover",
         "charm",
     ),
 )
@@ -56,6 +57,11 @@ def applied_module() -> ModuleType:
 @pytest.fixture
 def credentials_module() -> ModuleType:
     return _MODULES["credentials"]
+
+
+@pytest.fixture
+def takeover_module() -> ModuleType:
+    return _MODULES["takeover"]
 
 
 @pytest.fixture

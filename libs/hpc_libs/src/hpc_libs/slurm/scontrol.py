@@ -10,7 +10,7 @@ carrying scontrol's stderr. A query for an unknown node, partition or job reads 
 import json
 import logging
 from collections.abc import Sequence
-from typing import Annotated, Any, TypeVar
+from typing import Annotated, Any, TypeVar, cast
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
 
@@ -35,9 +35,22 @@ def _as_list(value: Any) -> Any:
     return value
 
 
+def _as_timestamp(value: Any) -> Any:
+    """Accept data_parser's `{"set": true, "number": <epoch>}` where older ones gave a number.
+
+    An unset time (`"set": false`) reads as None.
+    """
+    if isinstance(value, dict):
+        number = cast(dict[str, Any], value)
+        return number.get("number") if number.get("set", True) else None
+    return value
+
+
 R = TypeVar("R", bound=BaseModel)
 
 StrList = Annotated[list[str], BeforeValidator(_as_list)]
+Timestamp = Annotated[int | None, BeforeValidator(_as_timestamp)]
+"""A UNIX time; None when Slurm has not set it."""
 
 
 class _Parsed(BaseModel):
@@ -71,6 +84,7 @@ class Node(_Parsed):
     reason: str = ""
     reason_set_by_user: str = ""
     """Who set `reason`: the user who ran scontrol, or SlurmUser when slurmctld set it."""
+    reason_changed_at: Timestamp = None
     features: StrList = Field(default_factory=list[str])
     active_features: StrList = Field(default_factory=list[str])
     partitions: StrList = Field(default_factory=list[str])
@@ -112,6 +126,14 @@ class Job(_Parsed):
     job_state: StrList = Field(default_factory=list[str])
     requeue: bool = False
     batch_flag: bool = False
+    state_reason: str = ""
+    state_description: str = ""
+    """Slurm's own words for `state_reason` (`launch failed requeued held`), empty if none."""
+    restart_cnt: int = 0
+    submit_time: Timestamp = None
+    """When the job was submitted, or last requeued (a requeue submits it again)."""
+    end_time: Timestamp = None
+    nodes: str = ""
 
     @property
     def requeueable(self) -> bool:
@@ -175,6 +197,10 @@ class Scontrol:
         """Return job `job_id`, or None if Slurm does not know it (any more)."""
         jobs = self._query_or_none(["show", "job", str(job_id)], _JobsResponse)
         return next((j for j in jobs.jobs if j.job_id == job_id), None) if jobs else None
+
+    def show_jobs(self) -> list[Job]:
+        """Return every job the controller knows (ended ones for `MinJobAge`)."""
+        return self._query(["show", "jobs"], _JobsResponse).jobs
 
     def update_node(
         self,
@@ -255,6 +281,10 @@ class Scontrol:
     def requeue(self, job_ids: Sequence[int]) -> None:
         """`scontrol requeue <ids>`: stop the jobs and put them back in the queue."""
         self._run(["requeue", ",".join(str(job_id) for job_id in job_ids)])
+
+    def release(self, job_ids: Sequence[int]) -> None:
+        """`scontrol release <ids>`: let held jobs be scheduled again."""
+        self._run(["release", ",".join(str(job_id) for job_id in job_ids)])
 
     def cancel(self, job_ids: Sequence[int]) -> None:
         """`scancel <ids>`: end the jobs."""
