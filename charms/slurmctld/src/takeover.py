@@ -63,8 +63,9 @@ HELD_FOR_LAUNCH = "launch failed requeued held"
 LAUNCH_DRAIN_REASONS = ("Duplicate jobid", "batch job complete failure")
 REVOKED = re.compile(
     r"^\[(?P<time>\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?)\] "
-    r"Killing non-startable batch JobId=(?P<job>\d+): Job credential revoked$"
+    r"Killing non-startable batch JobId=(?P<job>\d+)[^:]*: Job credential revoked$"
 )
+"""slurmctld's line for a launch its node refused (24.11; 26.05 prints the step id after it)."""
 
 Watch = Callable[[str, str, list[str]], None]
 """`watch(kind, name, query)`: wake the charm once `query` prints nothing."""
