@@ -251,6 +251,20 @@ MUTATIONS = [
         "tests/unit/slurmctld/test_ha_fence.py::"
         "test_the_watchdog_kills_slurmctld_without_the_state_and_starts_it_once_back",
     ),
+    Mutation(
+        "takeover-repairs-an-operators-drain",
+        "charms/slurmctld/src/takeover.py",
+        "        and node.reason_set_by_user == slurm_user\n",
+        "",
+        "tests/unit/slurmctld/test_takeover.py",
+    ),
+    Mutation(
+        "takeover-repairs-without-seeing-a-takeover",
+        "charms/slurmctld/src/takeover.py",
+        "if stored.in_charge not in (-1, my_index):",
+        "if stored.in_charge != my_index:",
+        "tests/unit/slurmctld/test_takeover.py",
+    ),
 ]
 
 
