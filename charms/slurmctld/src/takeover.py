@@ -54,6 +54,8 @@ WINDOW = 180
 relaunches the job within seconds of taking control (3 s on the lab)."""
 RECHECK = 10
 """Seconds between two looks while the window is open (a watcher wakes the charm)."""
+SHOWN = 4
+"""Repairs named in the status; the others are counted (each is in the unit's log)."""
 HEARTBEAT = "heartbeat"
 HEARTBEAT_SIZE = 16
 """Two 64-bit big-endian numbers: the time of the beat and the index of the controller."""
@@ -251,8 +253,12 @@ class TakeoverRepair(ops.Object):
     def statuses(self) -> Iterator[ops.StatusBase]:
         """Say what was repaired after the takeover, until a clean update-status."""
         repairs: Sequence[str] = list(self._stored.repairs)
-        if repairs:
-            yield ops.ActiveStatus(f"repaired after takeover: {'; '.join(repairs)}")
+        if not repairs:
+            return
+        shown = "; ".join(repairs[:SHOWN])
+        if len(repairs) > SHOWN:
+            shown += f"; {len(repairs) - SHOWN} more (see the unit's log)"
+        yield ops.ActiveStatus(f"repaired after takeover: {shown}")
 
     def _repair(self, since: float, log: Path) -> None:
         """Resume nodes, then release and requeue jobs, that the takeover left behind."""

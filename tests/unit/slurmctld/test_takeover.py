@@ -278,3 +278,15 @@ def test_a_heartbeat_link_or_fifo_is_not_read(takeover_module, tmp_path):
 def test_a_short_heartbeat_is_not_read(takeover_module, tmp_path):
     (tmp_path / "heartbeat").write_bytes(b"\0" * 8)
     assert takeover_module.read_heartbeat(tmp_path) is None
+
+
+def test_many_repairs_are_counted_in_the_status(ctx, machine, tmp_path, share, clock):
+    jobs = [held_job(job_id=n) for n in range(1, 7)]
+    slurm_shows(machine, [drained_node()], jobs)
+
+    out = took_over(ctx, clock, tmp_path)
+
+    assert len(machine.ran("scontrol", "release")) == 6
+    assert out.unit_status.message.endswith(
+        "released job 3 (held after a refused launch); 3 more (see the unit's log)"
+    )
