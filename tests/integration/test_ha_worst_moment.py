@@ -56,7 +56,7 @@ DELAYS = (0.5, 1.0, 2.0, 3.0, 5.0, 7.0)
 KILL_ASKED_AT = 0.5
 """The lab's kill (mask, then SIGKILL) lands 0.1 to 0.9 s after it is asked for: about 1 s. On
 the lab a kill 0.6 to 1.6 s after the start made slurmctld drain the node and hold the job
-(5 of 5), one from 1.8 s on let the node kill and restart it cleanly (4 of 4)."""
+(6 of 6), one from 1.8 s on let the node kill and restart it cleanly (4 of 4)."""
 REQUEUE_DELAY = 121
 """slurmctld starts a requeued job no sooner than the credential lifetime (120 s) plus 1 s
 after the requeue (job_mgr.c: the new launch credential must be newer than the revocation)."""
