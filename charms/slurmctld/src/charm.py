@@ -8,6 +8,7 @@ from collections.abc import Iterable, Iterator
 
 import cluster
 import credentials
+import exporter_service
 import fence
 import ha
 import ops
@@ -91,6 +92,7 @@ class SlurmctldCharm(SlurmCharm[SlurmctldConfig]):
         self.mount = MountInfoProvider(self, MOUNT)
         self.primary_watch = PrimaryWatch(self.slurmctld.root)
         self.fence = fence.Fence(self.slurmctld.root)
+        self.exporter = exporter_service.ExporterService(self.slurmctld.root)
         self.auth_rotation = rotation.AuthKeyRotation(
             self,
             [self.slurmd, self.login_nodes, self.accounting, self.rest_api],
@@ -253,6 +255,7 @@ class SlurmctldCharm(SlurmCharm[SlurmctldConfig]):
             return  # Install only installs: keys and config wait for the shared filesystem.
         self.open_ports(PortRange.single(SLURMCTLD_PORT))  # Any unit may run it once it leads.
         self.slurmctld.bound_stop_time()
+        self._run_exporter(config)
         me = self._share_address()
         if not self._may_configure(config):
             return
@@ -324,6 +327,7 @@ class SlurmctldCharm(SlurmCharm[SlurmctldConfig]):
             key = self.slurmctld.key.get() or ""
             if (rotating := self.auth_rotation.status(key, config.use_network_state)) is not None:
                 yield rotating
+        yield from self._exporter_status()
         if (states := self._controller_states()) is not None:
             yield ops.ActiveStatus(states)
 
@@ -460,6 +464,18 @@ class SlurmctldCharm(SlurmCharm[SlurmctldConfig]):
             logger.info("cannot ask the controllers for their state: %s", e.stderr or e.message)
             return None
         return ha.controller_states(pings, socket.gethostname()) or None
+
+    def _run_exporter(self, config: SlurmctldConfig) -> None:
+        """Keep the Slurm exporter running on this unit, whatever its role (`exporter_service`)."""
+        try:
+            self.exporter.install(config.metrics_interval, config.metrics_per_user)
+        except (ValueError, SlurmOpsError) as e:
+            logger.warning("cannot run the Slurm exporter (the next event retries): %s", e)
+
+    def _exporter_status(self) -> Iterator[ops.StatusBase]:
+        if not self.exporter.service.is_active():
+            reason = systemd.journal_reason(exporter_service.SERVICE_UNIT) or "see its journal"
+            yield ops.BlockedStatus(f"the Slurm exporter is not running: {reason}")
 
     # Waking up within seconds of what the controller waits for.
 
