@@ -275,3 +275,29 @@ def test_a_job_in_several_partitions_counts_in_each() -> None:
 def test_slurm_26_05_ping_reads_without_pinged() -> None:
     pings = metrics.parse_pings((VECTORS / "slurm-26.05" / "ping.json").read_text())
     assert pings == [metrics.Ping(host="juju-b7c1c6-0", up=True)]
+
+
+def test_each_nodes_state_and_the_usable_nodes_of_a_partition() -> None:
+    """The node-down alert needs the node; the no-usable-node alert needs a drained idle node
+    to count as unusable though its base state is idle."""
+    samples = _scrape(_collector(FakeSlurm()))
+    assert _series(samples, "slurm_node_state_info") == {
+        (("node", "ghost-1"), ("state", "idle")): 1,
+        (("node", "ghost-2"), ("state", "down")): 1,
+        (("node", "obs-0"), ("state", "allocated")): 1,
+    }
+    assert _series(samples, "slurm_node_flag_info") == {
+        (("flag", "drain"), ("node", "ghost-1")): 1
+    }
+    assert _series(samples, "slurm_partition_nodes_usable") == {
+        (("partition", "debug"),): 1,
+        (("partition", "gpu"),): 0,
+    }
+
+
+def test_held_jobs_do_not_age_the_queue() -> None:
+    held = "debug|PENDING|100|root|(null)|1|JobHeldUser\ndebug|PENDING|1795618800|root|(null)|1|Priority\n"
+    samples = _scrape(_collector(FakeSlurm(squeue=held)))
+    assert _series(samples, "slurm_partition_oldest_pending_job_age_seconds") == {
+        (("partition", "debug"),): RECORDED_AT - 1795618800
+    }

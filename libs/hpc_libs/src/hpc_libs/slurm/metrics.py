@@ -244,6 +244,17 @@ def _parsed(lines: Iterable[str], parse: Callable[[str], T], snapshot: Snapshot)
             snapshot.skipped += 1
 
 
+USABLE_STATES = frozenset({"idle", "mixed", "allocated", "completing"})
+UNUSABLE_FLAGS = frozenset({"drain", "not_responding", "fail", "maintenance", "reboot_issued"})
+NOT_WAITING_REASONS = frozenset({"JobHeldUser", "JobHeldAdmin", "BeginTime", "Dependency"})
+"""Pending reasons that are a request, not a wait: left out of the oldest pending job's age."""
+
+
+def is_usable(state: str, flags: Iterable[str]) -> bool:
+    """Whether a node in `state` with `flags` can take a job now (a powered-down node can)."""
+    return state in USABLE_STATES and not UNUSABLE_FLAGS.intersection(flags)
+
+
 def node_families(output: str, snapshot: Snapshot) -> list[Family]:
     """Nodes by partition and state, flags, reasons, and partition CPUs and GPUs."""
     nodes = Family(
@@ -276,8 +287,24 @@ def node_families(output: str, snapshot: Snapshot) -> list[Family]:
         "gauge",
         ("partition", "state"),
     )
+    node_state = Family(
+        "slurm_node_state_info", "A node's base state (1).", "gauge", ("node", "state")
+    )
+    node_flags = Family(
+        "slurm_node_flag_info", "A node's state flag (1).", "gauge", ("node", "flag")
+    )
+    usable = Family(
+        "slurm_partition_nodes_usable",
+        "Nodes of the partition that can run a job: not down, drained or unresponsive.",
+        "gauge",
+        ("partition",),
+    )
     for line in _parsed(output.splitlines(), parse_sinfo_line, snapshot):
         nodes.add(line.partition, line.state)
+        usable.add(line.partition, value=1 if is_usable(line.state, line.flags) else 0)
+        node_state.set(line.node, line.state, value=1)
+        for flag in line.flags:
+            node_flags.set(line.node, flag, value=1)
         for flag in line.flags:
             flagged.add(line.partition, flag)
         if line.reason:
@@ -289,7 +316,7 @@ def node_families(output: str, snapshot: Snapshot) -> list[Family]:
         gpus.add(line.partition, "total", value=line.gpus_total)
         gpus.add(line.partition, "allocated", value=line.gpus_allocated)
         gpus.add(line.partition, "idle", value=max(0, line.gpus_total - line.gpus_allocated))
-    return [nodes, flagged, reasons, since, cpus, gpus]
+    return [nodes, flagged, usable, node_state, node_flags, reasons, since, cpus, gpus]
 
 
 def job_families(output: str, now: float, per_user: bool, snapshot: Snapshot) -> list[Family]:
@@ -309,7 +336,7 @@ def job_families(output: str, now: float, per_user: bool, snapshot: Snapshot) ->
     )
     oldest = Family(
         "slurm_partition_oldest_pending_job_age_seconds",
-        "Age of the partition's oldest pending job.",
+        "Age of the partition's oldest pending job (not held, nor waiting by request).",
         "gauge",
         ("partition",),
     )
@@ -325,7 +352,7 @@ def job_families(output: str, now: float, per_user: bool, snapshot: Snapshot) ->
             jobs.add(partition, job.state)
             if job.state == "pending":
                 pending.add(partition, job.reason or "none")
-                if job.submitted is not None:
+                if job.submitted is not None and job.reason not in NOT_WAITING_REASONS:
                     age = max(0.0, now - job.submitted)
                     oldest.set(partition, value=max(age, oldest.samples.get((partition,), 0.0)))
         if per_user:
