@@ -296,7 +296,10 @@ def test_each_nodes_state_and_the_usable_nodes_of_a_partition() -> None:
 
 
 def test_held_jobs_do_not_age_the_queue() -> None:
-    held = "debug|PENDING|100|root|(null)|1|JobHeldUser\ndebug|PENDING|1795618800|root|(null)|1|Priority\n"
+    held = (
+        "debug|PENDING|100|root|(null)|1|JobHeldUser\n"
+        "debug|PENDING|1795618800|root|(null)|1|Priority\n"
+    )
     samples = _scrape(_collector(FakeSlurm(squeue=held)))
     assert _series(samples, "slurm_partition_oldest_pending_job_age_seconds") == {
         (("partition", "debug"),): RECORDED_AT - 1795618800

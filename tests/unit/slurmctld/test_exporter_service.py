@@ -30,7 +30,9 @@ def test_the_leader_runs_the_exporter_from_the_charms_python(ctx, exporter: Fake
     assert "Restart=always" in text.splitlines()
     pythonpath = next(line for line in text.splitlines() if line.startswith("Environment="))
     for module in (hpc_libs, prometheus_client):  # The charm's own copies.
-        assert any(Path(module.__file__).is_relative_to(p) for p in pythonpath[23:].split(":"))
+        assert any(
+            Path(str(module.__file__)).is_relative_to(p) for p in pythonpath[23:].split(":")
+        )
     assert exporter.calls("start") == ["slurmctld-charm-exporter.service"]
 
 
