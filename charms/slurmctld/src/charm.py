@@ -23,6 +23,7 @@ from hpc_libs.charm.base import SlurmCharm
 from hpc_libs.charm.ports import PortRange
 from hpc_libs.errors import SlurmOpsError
 from hpc_libs.interfaces.controller import PortRangeEntry
+from hpc_libs.interfaces.cos_agent import SLURM_LOG_FILES, CosAgentProvider, scrape_job
 from hpc_libs.interfaces.mount_info import MountInfoProvider
 from hpc_libs.interfaces.sackd import SackdRequirer
 from hpc_libs.interfaces.slurmctld_peer import (
@@ -82,6 +83,11 @@ class SlurmctldCharm(SlurmCharm[SlurmctldConfig]):
     def __init__(self, framework: ops.Framework) -> None:
         self.slurmctld = SlurmctldManager()
         super().__init__(framework, config_type=SlurmctldConfig, manager=self.slurmctld)
+        self.cos_agent = CosAgentProvider(
+            self,
+            scrape_jobs=[scrape_job("slurm_exporter", exporter_service.PORT)],
+            log_files=[SLURM_LOG_FILES],
+        )
         self.scontrol = Scontrol()
         self.applied = AppliedConfig(self, self.slurmctld, self.scontrol)
         self.peer = SlurmctldPeer(self, PEER)

@@ -50,6 +50,8 @@ logger = logging.getLogger(__name__)
 COS_AGENT_ENDPOINT = "cos-agent"
 DATA_KEY = "config"
 """The one key of the principal unit's databag."""
+SLURM_LOG_FILES = "/var/log/slurm/*.log"
+"""Where the Slurm daemons the charms configure write their logs, offered to the collector."""
 UID_LENGTH = 40
 """Grafana's longest dashboard UID; the collector checks a UID has exactly this many hex digits."""
 
