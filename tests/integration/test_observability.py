@@ -68,9 +68,10 @@ def cluster(juju: jubilant.Juju, charm_path: Callable[[str], Path]) -> jubilant.
 
 def test_the_collector_loaded_the_scrape_job_and_the_alert_rules(cluster: jubilant.Juju):
     targets = poll(
-        lambda: [
-            t for t in prometheus(cluster, "targets")["activeTargets"] if t["health"] == "up"
-        ],
+        lambda: (
+            [t for t in prometheus(cluster, "targets")["activeTargets"] if t["health"] == "up"]
+            or None
+        ),
         timeout=120,
         what="the exporter's target up",
     )
