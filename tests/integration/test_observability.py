@@ -9,12 +9,14 @@ slurmctld's machine (scrape job and alert rules), so the wire contract is proven
 real consumer, not only against vectors.
 
 - jobs queued in `debug` show in `slurm_partition_jobs{state="pending"}`;
+- the dashboards' core panels return data from that Prometheus;
 - a compute node's slurmd killed fires SlurmNodeDown with the node and Slurm's reason.
 """
 
 from __future__ import annotations
 
 import json
+import re
 import shlex
 from collections.abc import Callable
 from pathlib import Path
@@ -94,6 +96,36 @@ def test_queued_jobs_show_as_pending(cluster: jubilant.Juju):
 
     assert pending
     assert value(cluster, 'slurm_controller_primary{host!=""}') == 1
+
+
+CORE_PANELS = {
+    "slurm-cluster.json": ["Nodes by state (per partition, summed)", "Jobs by state"],
+    "slurm-partitions.json": ["Pending jobs", "CPUs by state", "Usable nodes"],
+    "slurm-nodes.json": ["Nodes by state"],
+    "slurm-scheduler.json": ["Main scheduling cycle", "Queues"],
+    "slurm-controllers.json": ["In control (1) per controller", "Exporter pass duration"],
+}
+"""Panels that have data on any running cluster (not those of failures, GPUs or RPC rates)."""
+DASHBOARDS = Path(__file__).parents[2] / "charms/slurmctld/src/grafana_dashboards"
+GRAFANA_VALUES = {"__rate_interval": "1m", "__range": "10m"}
+
+
+def test_core_dashboard_panels_return_data(cluster: jubilant.Juju):
+    """Every core panel's queries, with Grafana's variables at "All", answer from Prometheus."""
+    empty = []
+    for name, titles in CORE_PANELS.items():
+        dashboard = json.loads((DASHBOARDS / name).read_text())
+        panels = {p["title"]: p for p in dashboard["panels"]}
+        for title in titles:
+            for target in panels[title]["targets"]:
+                expr = re.sub(
+                    r"\$\{?(\w+)\}?",
+                    lambda m: GRAFANA_VALUES.get(m.group(1), ".*"),
+                    target["expr"],
+                )
+                if not prometheus(cluster, "query", expr)["result"]:
+                    empty.append(f"{name} / {title}: {expr}")
+    assert not empty
 
 
 def test_a_killed_slurmd_fires_node_down_with_the_node_and_reason(cluster: jubilant.Juju):
