@@ -22,6 +22,16 @@ lint:
     uv run ruff format --check .
     uv run codespell
 
+# Alert rules: promtool checks every rule file and runs the test cases in tests/alerts, and
+# checks every PromQL expression of the Grafana dashboards (tools/dashboards.py writes them
+# as a rule file). promtool comes from Debian (tools/bootstrap.sh).
+alerts:
+    promtool check rules charms/*/src/prometheus_alert_rules/*.rules
+    promtool test rules tests/alerts/*.yaml
+    mkdir -p build
+    uv run python tools/dashboards.py rules -o build/dashboard-expressions.rules
+    promtool check rules build/dashboard-expressions.rules
+
 # Type-check with pyright (strict for libs/hpc_libs, standard elsewhere; see pyproject.toml).
 typecheck:
     uv run pyright
@@ -87,7 +97,7 @@ test:
         "{{ just_executable() }}" "$1"
         echo "== just $1: $((SECONDS - started)) s"
     }
-    for recipe in lint typecheck unit mutants; do step "$recipe"; done
+    for recipe in lint alerts typecheck unit mutants; do step "$recipe"; done
     # Every charm is packed with charmcraft for the lab's machines (and the test charms for
     # trixie); a failed pack fails the run. The newer Slurm's charms are packed, then its
     # scenarios run (a lab of their own), beside the lab's own tests; their output follows

@@ -46,7 +46,22 @@ lab_host_packages() {
     apt-get install -y --no-install-recommends $packages
 }
 
+install_promtool() {
+    # `just alerts` runs promtool, which Debian ships in the `prometheus` package. Installing
+    # that package would start a Prometheus server, so only promtool is taken from it.
+    if command -v promtool >/dev/null; then
+        return
+    fi
+    local dir
+    dir=$(mktemp -d)
+    (cd "$dir" && apt-get download prometheus && dpkg-deb -x prometheus_*.deb root)
+    install -m 0755 "$dir/root/usr/bin/promtool" /usr/local/bin/promtool
+    rm -rf "$dir"
+    promtool --version | head -1
+}
+
 step "apt: base packages" apt_base
+step "promtool from Debian's prometheus package" install_promtool
 step "uv and just from PyPI" tools
 export PATH="/usr/local/bin:$PATH"
 uv --version

@@ -265,6 +265,20 @@ MUTATIONS = [
         "if stored.in_charge != my_index:",
         "tests/unit/slurmctld/test_takeover.py",
     ),
+    Mutation(
+        "exporter-drain-as-a-state",
+        "libs/hpc_libs/src/hpc_libs/slurm/metrics.py",
+        "        nodes.add(line.partition, line.state)\n",
+        "        nodes.add(line.partition, line.flags[0] if line.flags else line.state)\n",
+        "tests/unit/hpc_libs/test_exporter.py",
+    ),
+    Mutation(
+        "exporter-every-controller-exports-the-cluster",
+        "libs/hpc_libs/src/hpc_libs/slurm/exporter.py",
+        "cluster_wide = metrics.in_control(pings) == self.hostname",
+        "cluster_wide = bool(pings)",
+        "tests/unit/hpc_libs/test_exporter.py",
+    ),
 ]
 
 

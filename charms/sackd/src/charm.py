@@ -10,6 +10,7 @@ from hpc_libs.charm.base import SlurmCharm
 from hpc_libs.charm.ports import PortRange
 from hpc_libs.errors import IntegrationError, SlurmOpsError
 from hpc_libs.interfaces.controller import ControllerData
+from hpc_libs.interfaces.cos_agent import SLURM_LOG_FILES, CosAgentProvider
 from hpc_libs.interfaces.sackd import SackdProvider
 from hpc_libs.machine.systemd import journal_reason
 from hpc_libs.slurm.base import SLURMD_PORT
@@ -34,6 +35,7 @@ class SackdCharm(SlurmCharm[SackdConfig]):
     def __init__(self, framework: ops.Framework) -> None:
         self.sackd = SackdManager()
         super().__init__(framework, config_type=SackdConfig, manager=self.sackd)
+        self.cos_agent = CosAgentProvider(self, log_files=[SLURM_LOG_FILES])
         self._stored.set_default(applied="", left_relation=-1)
         self.slurmctld = SackdProvider(self, SLURMCTLD)
         self.reconcile_on(self.slurmctld.on.slurmctld_ready)

@@ -8,6 +8,7 @@ from collections.abc import Iterable, Iterator
 
 import cluster
 import credentials
+import exporter_service
 import fence
 import ha
 import ops
@@ -23,6 +24,7 @@ from hpc_libs.charm.base import SlurmCharm
 from hpc_libs.charm.ports import PortRange
 from hpc_libs.errors import SlurmOpsError
 from hpc_libs.interfaces.controller import PortRangeEntry
+from hpc_libs.interfaces.cos_agent import SLURM_LOG_FILES, CosAgentProvider, scrape_job
 from hpc_libs.interfaces.mount_info import MountInfoProvider
 from hpc_libs.interfaces.sackd import SackdRequirer
 from hpc_libs.interfaces.slurmctld_peer import (
@@ -84,6 +86,11 @@ class SlurmctldCharm(SlurmCharm[SlurmctldConfig]):
     def __init__(self, framework: ops.Framework) -> None:
         self.slurmctld = SlurmctldManager()
         super().__init__(framework, config_type=SlurmctldConfig, manager=self.slurmctld)
+        self.cos_agent = CosAgentProvider(
+            self,
+            scrape_jobs=[scrape_job("slurm_exporter", exporter_service.PORT)],
+            log_files=[SLURM_LOG_FILES],
+        )
         self.scontrol = Scontrol()
         self.applied = AppliedConfig(self, self.slurmctld, self.scontrol)
         self.peer = SlurmctldPeer(self, PEER)
@@ -94,6 +101,7 @@ class SlurmctldCharm(SlurmCharm[SlurmctldConfig]):
         self.mount = MountInfoProvider(self, MOUNT)
         self.primary_watch = PrimaryWatch(self.slurmctld.root)
         self.fence = fence.Fence(self.slurmctld.root)
+        self.exporter = exporter_service.ExporterService(self.slurmctld.root)
         self.auth_rotation = rotation.AuthKeyRotation(
             self,
             [self.slurmd, self.login_nodes, self.accounting, self.rest_api],
@@ -274,6 +282,7 @@ class SlurmctldCharm(SlurmCharm[SlurmctldConfig]):
             return  # Install only installs: keys and config wait for the shared filesystem.
         self.open_ports(PortRange.single(SLURMCTLD_PORT))  # Any unit may run it once it leads.
         self.slurmctld.bound_stop_time()
+        self._run_exporter(config)
         me = self._share_address()
         if me is None:
             return  # Its host name breaks Slurm's grammar: the status says so.
@@ -351,6 +360,7 @@ class SlurmctldCharm(SlurmCharm[SlurmctldConfig]):
             if (rotating := self.auth_rotation.status(key, config.use_network_state)) is not None:
                 yield rotating
         yield from self.takeover.statuses()
+        yield from self._exporter_status()
         if (states := self._controller_states()) is not None:
             yield ops.ActiveStatus(states)
 
@@ -488,6 +498,18 @@ class SlurmctldCharm(SlurmCharm[SlurmctldConfig]):
             logger.info("cannot ask the controllers for their state: %s", e.stderr or e.message)
             return None
         return ha.controller_states(pings, socket.gethostname()) or None
+
+    def _run_exporter(self, config: SlurmctldConfig) -> None:
+        """Keep the Slurm exporter running on this unit, whatever its role (`exporter_service`)."""
+        try:
+            self.exporter.install(config.metrics_interval, config.metrics_per_user)
+        except (ValueError, SlurmOpsError) as e:
+            logger.warning("cannot run the Slurm exporter (the next event retries): %s", e)
+
+    def _exporter_status(self) -> Iterator[ops.StatusBase]:
+        if not self.exporter.service.is_active():
+            reason = systemd.journal_reason(exporter_service.SERVICE_UNIT) or "see its journal"
+            yield ops.BlockedStatus(f"the Slurm exporter is not running: {reason}")
 
     # Waking up within seconds of what the controller waits for.
 

@@ -16,6 +16,7 @@ from hpc_libs.charm.base import SlurmCharm
 from hpc_libs.charm.config import load_valid_config
 from hpc_libs.charm.ports import PortRange
 from hpc_libs.errors import ConfigError, IntegrationError, SlurmOpsError
+from hpc_libs.interfaces.cos_agent import SLURM_LOG_FILES, CosAgentProvider
 from hpc_libs.interfaces.slurmd import REREGISTER_REASON, SlurmdProvider, node_name
 from hpc_libs.machine import systemd
 from hpc_libs.slurm.base import SLURMD_PORT
@@ -35,6 +36,7 @@ class SlurmdCharm(SlurmCharm[SlurmdConfig]):
     def __init__(self, framework: ops.Framework) -> None:
         self.slurmd = SlurmdManager()
         super().__init__(framework, config_type=SlurmdConfig, manager=self.slurmd)
+        self.cos_agent = CosAgentProvider(self, log_files=[SLURM_LOG_FILES])
         # `registered`: the node configuration slurmctld holds for this node (JSON, "" when
         # it never enlisted). `parameters`: the operator's parsed node-config (JSON).
         # `applied`: fingerprint of the key, controllers and name slurmd last (re)started

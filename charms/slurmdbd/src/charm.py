@@ -12,6 +12,7 @@ from hpc_libs.charm.base import SlurmCharm
 from hpc_libs.charm.ports import PortRange
 from hpc_libs.errors import ConfigError, IntegrationError, SlurmOpsError
 from hpc_libs.interfaces.controller import ControllerData
+from hpc_libs.interfaces.cos_agent import SLURM_LOG_FILES, CosAgentProvider
 from hpc_libs.interfaces.mysql_client import MysqlConnection, MysqlRequirer
 from hpc_libs.interfaces.slurmdbd import DbdEntry, JwtKeyData, SlurmdbdData, SlurmdbdProvider
 from hpc_libs.interfaces.slurmdbd_peer import DbdHost, SlurmdbdPeer, join_order
@@ -52,6 +53,7 @@ class SlurmdbdCharm(SlurmCharm[SlurmdbdConfig]):
     def __init__(self, framework: ops.Framework) -> None:
         self.slurmdbd = SlurmdbdManager()
         super().__init__(framework, config_type=SlurmdbdConfig, manager=self.slurmdbd)
+        self.cos_agent = CosAgentProvider(self, log_files=[SLURM_LOG_FILES])
         self._stored.set_default(applied="")
         self.database = MysqlRequirer(self, DATABASE, DATABASE_NAME)
         self.slurmctld = SlurmdbdProvider(self, SLURMCTLD)

@@ -11,6 +11,7 @@ from hpc_libs.charm.base import SlurmCharm
 from hpc_libs.charm.ports import PortRange
 from hpc_libs.errors import IntegrationError, ScontrolError, SlurmOpsError
 from hpc_libs.interfaces.controller import ControllerData
+from hpc_libs.interfaces.cos_agent import SLURM_LOG_FILES, CosAgentProvider
 from hpc_libs.interfaces.slurmrestd import RestApiProvider, SlurmrestdProvider, rest_url
 from hpc_libs.machine.systemd import journal_reason
 from hpc_libs.slurm.base import SLURMD_PORT
@@ -60,6 +61,7 @@ class SlurmrestdCharm(SlurmCharm[SlurmrestdConfig]):
         self.slurmrestd = SlurmrestdManager()
         self.conf_watch = conf_watch(self.slurmrestd.cached_conf_path, self.slurmrestd.root)
         super().__init__(framework, config_type=SlurmrestdConfig, manager=self.slurmrestd)
+        self.cos_agent = CosAgentProvider(self, log_files=[SLURM_LOG_FILES])
         self._stored.set_default(applied="", applied_sackd="", left_relation=-1)
         self.slurmctld = SlurmrestdProvider(self, SLURMCTLD)
         self.rest_api = RestApiProvider(self, REST_API)

@@ -51,6 +51,7 @@ PACKAGES = (
     "slurmdbd",
     "slurm-wlm-jwt-plugin",
     "mariadb-server",
+    "prometheus",
 )
 #: Installed but left stopped: the charms start them (munge comes with Slurm; auth/slurm is used).
 DISABLED_UNITS = (
@@ -61,6 +62,7 @@ DISABLED_UNITS = (
     "slurmdbd.service",
     "mariadb.service",
     "munge.service",
+    "prometheus.service",
 )
 #: Units that cannot work in a container without a network or real devices.
 MASKED_UNITS = (

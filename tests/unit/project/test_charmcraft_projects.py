@@ -174,10 +174,11 @@ def test_charm_endpoints_match_what_slurmctld_integrates_with(tool: ModuleType):
         for charm in ("sackd", "slurmdbd", "slurmrestd")
     }
 
+    cos = {"cos-agent": "cos_agent"}  # Every charm sends its telemetry to COS.
     assert provided == {
-        "sackd": {"slurmctld": "sackd"},
-        "slurmdbd": {"slurmctld": "slurmdbd"},
-        "slurmrestd": {"slurmctld": "slurmrestd", "rest-api": "slurm_rest_api"},
+        "sackd": {"slurmctld": "sackd", **cos},
+        "slurmdbd": {"slurmctld": "slurmdbd", **cos},
+        "slurmrestd": {"slurmctld": "slurmrestd", "rest-api": "slurm_rest_api", **cos},
     }
     assert tool.render_project("slurmdbd")["requires"] == {
         "database": {"interface": "mysql_client", "limit": 1}

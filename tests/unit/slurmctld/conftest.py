@@ -19,6 +19,7 @@ _MODULES = load_charm(
         "ha",
         "primary_watch",
         "fence",
+        "exporter_service",
         "cluster",
         "applied",
         "retire",
@@ -27,6 +28,8 @@ _MODULES = load_charm(
         "charm",
     ),
 )
+
+_REAL_EXPORTER_INSTALL = _MODULES["exporter_service"].ExporterService.install
 
 
 @pytest.fixture
@@ -47,6 +50,11 @@ def primary_watch_module() -> ModuleType:
 @pytest.fixture
 def fence_module() -> ModuleType:
     return _MODULES["fence"]
+
+
+@pytest.fixture
+def exporter_service_module() -> ModuleType:
+    return _MODULES["exporter_service"]
 
 
 @pytest.fixture
@@ -75,6 +83,25 @@ def machine(machine: FakeMachine, monkeypatch: pytest.MonkeyPatch, tmp_path: Pat
     charm = _MODULES["charm"]
     monkeypatch.setattr(charm, "SlurmctldManager", partial(SlurmctldManager, root=tmp_path))
     monkeypatch.setattr(charm.socket, "gethostname", lambda: "ctl0")
+    # The exporter's service is its own concern (test_exporter_service.py, `exporter` fixture):
+    # the other scenarios count slurmctld's service calls without it.
+    # It runs already there, so they see no call for it.
+    exporter_service = _MODULES["exporter_service"]
+    monkeypatch.setattr(exporter_service.ExporterService, "install", _no_exporter)
+    machine.active.add(exporter_service.SERVICE_UNIT)
+    return machine
+
+
+def _no_exporter(*_: object) -> bool:
+    return False
+
+
+@pytest.fixture
+def exporter(machine: FakeMachine, monkeypatch: pytest.MonkeyPatch) -> FakeMachine:
+    """The fake machine, with the charm installing the exporter's service as it does."""
+    module = _MODULES["exporter_service"]
+    monkeypatch.setattr(module.ExporterService, "install", _REAL_EXPORTER_INSTALL)
+    machine.active.discard(module.SERVICE_UNIT)
     return machine
 
 

@@ -31,6 +31,7 @@ from slurm_lab import gpu
 from slurm_lab.errors import LabError
 from slurm_lab.juju import charms, lifecycle
 from slurm_lab.juju import model as store
+from slurm_lab.juju.cos import CosCollector
 from slurm_lab.juju.engine import JUJU_EXEC_PATH, JUJU_EXEC_SCRIPT, Controller, LabLike
 from slurm_lab.juju.model import App, Endpoint, ModelState, Relation, Unit
 from slurm_lab.juju.mysql import MysqlStandIn
@@ -78,6 +79,8 @@ class LabJuju(jubilant.Juju):
         from slurm_lab.juju.fsclient import FilesystemClient  # noqa: PLC0415
 
         self.ctl.builtin[FilesystemClient.KIND] = FilesystemClient(self.ctl).handle
+        # Stand-in for the COS collector subordinate (slurm_lab.juju.cos).
+        self.ctl.builtin[CosCollector.KIND] = CosCollector(self.ctl).handle
         # Stand-in for the mysql charm (slurm_lab.juju.mysql).
         self.ctl.builtin[MysqlStandIn.KIND] = MysqlStandIn(self.ctl).handle
         atexit.register(self._finish_background_hooks)
@@ -232,8 +235,10 @@ class LabJuju(jubilant.Juju):
 
         model = self.ctl.model
         charm_dir = _find_charm(str(charm), base_dir or Path.cwd())
-        if charm_dir is None and Path(str(charm)).name == FilesystemClient.KIND:
-            new = FilesystemClient.new_app(app or FilesystemClient.KIND, config)
+        # The subordinate stand-ins: filesystem-client and the COS collector.
+        standin = {c.KIND: c for c in (FilesystemClient, CosCollector)}.get(Path(str(charm)).name)
+        if charm_dir is None and standin is not None:
+            new = standin.new_app(app or standin.KIND, config)
             if new.name in model.apps:
                 raise cli_error("deploy", str(charm), message=f'"{new.name}" already exists')
             model.apps[new.name] = new
@@ -313,6 +318,7 @@ class LabJuju(jubilant.Juju):
 
         for rel in self.ctl.model.relations_of(unit.app):
             FilesystemClient(self.ctl).add_subordinate_units(rel, principals=[unit])
+            CosCollector(self.ctl).add_subordinate_units(rel, principals=[unit])
 
     def add_unit(
         self,
@@ -394,6 +400,8 @@ class LabJuju(jubilant.Juju):
             return FilesystemClient.ENDPOINTS
         if app.kind == MysqlStandIn.KIND:
             return MysqlStandIn.ENDPOINTS
+        if app.kind == CosCollector.KIND:
+            return CosCollector.ENDPOINTS
         return self.ctl.spec(app).endpoints()
 
     def _match_endpoints(self, first: str, second: str) -> list[Endpoint]:
@@ -753,6 +761,7 @@ class LabJuju(jubilant.Juju):
 
         rel = lifecycle.new_relation(self.ctl, endpoints)
         FilesystemClient(self.ctl).add_subordinate_units(rel)
+        CosCollector(self.ctl).add_subordinate_units(rel)
         lifecycle.integrated(self.ctl, rel)
 
 

@@ -1,0 +1,104 @@
+"""The Slurm exporter's service on this controller unit (`hpc_libs.slurm.exporter`).
+
+Every slurmctld unit runs it, whatever its role: each exports its own role and only the one
+in control exports the cluster (see the exporter's module doc), so HA never duplicates a
+series. The program is the charm's own copy of hpc_libs, run with the charm's Python and
+the charm's dependency directories (prometheus-client comes from PyPI into the charm's venv),
+so an upgraded charm restarts the exporter with its new code. It listens on loopback only:
+the COS collector subordinate on the same machine scrapes it (`cos_agent`).
+"""
+
+import logging
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from hpc_libs.charm import wake
+from hpc_libs.machine import files, systemd
+
+logger = logging.getLogger(__name__)
+
+SERVICE_UNIT = "slurmctld-charm-exporter.service"
+UNIT_DIR = "/etc/systemd/system"
+PORT = 9341
+ADDRESS = "127.0.0.1"
+METRICS_PATH = "/metrics"
+
+
+def python_path(entries: Sequence[str] = tuple(sys.path)) -> list[str]:
+    """Return the charm's own import directories (its source and dependencies), not Python's."""
+    return [
+        entry
+        for entry in dict.fromkeys(entries)
+        if entry.startswith("/") and not entry.startswith(sys.base_prefix) and Path(entry).is_dir()
+    ]
+
+
+def service_unit_text(
+    interval: int, per_user: bool, python: str = sys.executable, path: Sequence[str] = ()
+) -> str:
+    """Return the exporter's systemd unit: always running, restarted if it stops.
+
+    Raises:
+        ValueError: The interpreter or an import directory cannot be written into the unit.
+
+    """
+    argv = [python, "-m", "hpc_libs.slurm.exporter", "--address", ADDRESS, "--port", str(PORT)]
+    argv += ["--interval", str(interval), *(["--per-user"] if per_user else [])]
+    directories = list(path) or python_path()
+    wake.exec_line(directories)  # Checks each directory is a plain word.
+    return "\n".join(
+        [
+            "# Written by the slurmctld charm.",
+            "[Unit]",
+            "Description=Prometheus exporter of Slurm (the slurmctld charm's)",
+            "After=network-online.target",
+            "",
+            "[Service]",
+            f"Environment=PYTHONPATH={':'.join(directories)}",
+            f"ExecStart={wake.exec_line(argv)}",
+            "Restart=always",
+            "RestartSec=5",
+            "NoNewPrivileges=yes",
+            "ProtectSystem=strict",
+            "ProtectHome=yes",
+            "PrivateTmp=yes",
+            "",
+            "[Install]",
+            "WantedBy=multi-user.target",
+            "",
+        ]
+    )
+
+
+class ExporterService:
+    """Install and keep running the exporter's service; paths below `root` for tests."""
+
+    def __init__(self, root: Path = Path("/")) -> None:
+        self.root = root
+        self.service = systemd.Service(SERVICE_UNIT)
+
+    def install(self, interval: int, per_user: bool) -> bool:
+        """Write the service, (re)start it when it changed or stopped; return if it changed.
+
+        Raises:
+            ValueError: The charm's Python or import path cannot be written into the unit.
+            SlurmOpsError: A file or `systemctl` failed.
+
+        """
+        unit = service_unit_text(interval, per_user)
+        path = self.root / UNIT_DIR.lstrip("/") / SERVICE_UNIT
+        existed = path.exists()
+        if files.write_if_changed(path, unit, mode=0o644):
+            systemd.daemon_reload()
+            self.service.enable()
+            if existed:
+                self.service.restart()  # New options or a new charm: the new program.
+            else:
+                self.service.start()
+            logger.info("Slurm exporter on %s:%d, collecting every %d s", ADDRESS, PORT, interval)
+            return True
+        if not self.service.is_active():
+            self.service.enable()
+            self.service.start()
+        return False

@@ -1,0 +1,173 @@
+"""A stand-in for the `opentelemetry-collector` subordinate (COS), implemented by the backend.
+
+The real collector requires `cos-agent` (interface `cos_agent`, container scope) and reads one
+key of its principal unit's databag, `config`: a JSON object whose `metrics_scrape_jobs`,
+`metrics_alert_rules`, `log_alert_rules`, `dashboards` and `log_slots` are required. It
+scrapes the jobs on its machine and forwards metrics, rules and dashboards to COS.
+
+The stand-in reads the same databag independently of the charms' library (plain `json`, the
+required keys checked as the collector's model does) and feeds a real Prometheus, Debian's
+`prometheus` package of the lab's base, on the principal's machine:
+
+* `/etc/prometheus/prometheus.yml` gets every scrape job, named `<principal unit>_<job>` and
+  labelled with the Juju topology (`juju_model`, `juju_application`, `juju_unit`), as the
+  collector labels what it forwards;
+* the alert rule groups go to `/etc/prometheus/cos-agent/<principal app>.rules`;
+* `promtool check config` judges the result before Prometheus restarts with it; a config it
+  refuses blocks the unit with promtool's reason and leaves the running one alone.
+
+Prometheus listens on the machine's port 9090 (the lab network only). Differences from the
+real collector: no remote write (each unit's Prometheus is its own COS), no Loki or Grafana
+(log files and dashboards are checked to decode, not shipped), no tracing.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import lzma
+import re
+from typing import Any
+
+from slurm_lab.juju.fsclient import FilesystemClient
+from slurm_lab.juju.model import JsonDict, Relation, StatusValue, Unit
+
+PROMETHEUS_PORT = 9090
+CONFIG = "/etc/prometheus/prometheus.yml"
+RULES_DIR = "/etc/prometheus/cos-agent"
+REQUIRED = (
+    "metrics_alert_rules",
+    "log_alert_rules",
+    "dashboards",
+    "metrics_scrape_jobs",
+    "log_slots",
+)
+_JOB_NAME_RE = re.compile(r"[^A-Za-z0-9_]")
+
+APPLY_SCRIPT = """\
+set -e
+config=$1 rules=$2 rules_file=$3
+mkdir -p /etc/prometheus/cos-agent
+printf '%s\\n' "$rules" > "$rules_file.new"
+printf '%s\\n' "$config" > /etc/prometheus/prometheus.yml.new
+promtool check rules "$rules_file.new" >/dev/null
+promtool check config --syntax-only /etc/prometheus/prometheus.yml.new >/dev/null
+mv "$rules_file.new" "$rules_file"
+mv /etc/prometheus/prometheus.yml.new /etc/prometheus/prometheus.yml
+systemctl enable --quiet prometheus
+systemctl restart prometheus
+"""
+"""Write the config ($1) and rules ($2 into $3), let promtool judge them, restart Prometheus."""
+
+
+class CosCollector(FilesystemClient):
+    """Hooks of the COS collector stand-in (a unit beside each principal unit)."""
+
+    KIND = "opentelemetry-collector"
+    ENDPOINTS: dict[str, tuple[str, dict[str, Any]]] = {  # noqa: RUF012
+        "cos-agent": ("requirer", {"interface": "cos_agent", "scope": "container"}),
+        "juju-info": ("requirer", {"interface": "juju-info", "scope": "container"}),
+    }
+
+    def handle(self, unit: Unit, event: JsonDict) -> None:
+        """Run one 'hook' of the stand-in."""
+        rel = self.ctl.model.relations.get(str(event.get("relation_id")))
+        if rel is None or rel.endpoint_of(unit.app).endpoint != "cos-agent":
+            return
+        if event["kind"] in ("relation_joined", "relation_changed"):
+            self._apply(unit, rel)
+        elif event["kind"] == "relation_broken":
+            self.ctl.machine(unit).exec(["systemctl", "stop", "prometheus"])
+            unit.workload = StatusValue("waiting", "waiting for cos-agent data")
+
+    def _apply(self, unit: Unit, rel: Relation) -> None:
+        principal = unit.principal or ""
+        data = read_config(rel.unit_data.get(principal, {}))
+        if isinstance(data, str):
+            if data:
+                self.ctl.log(unit, "ERROR", data)
+                unit.workload = StatusValue("blocked", data)
+            return
+        app = principal.split("/")[0]
+        topology = {
+            "juju_model": self.ctl.model.name,
+            "juju_application": app,
+            "juju_unit": principal,
+        }
+        config = prometheus_config(data["metrics_scrape_jobs"], topology, principal)
+        rules = json.dumps(data["metrics_alert_rules"])
+        argv = ["sh", "-c", APPLY_SCRIPT, "sh", config, rules, f"{RULES_DIR}/{app}.rules"]
+        result = self.ctl.machine(unit).exec(argv)
+        if result.returncode != 0:
+            reason = (result.stderr or result.stdout).strip().splitlines()
+            message = f"prometheus refused the data: {reason[-1] if reason else 'see the log'}"
+            self.ctl.log(unit, "ERROR", message)
+            unit.workload = StatusValue("blocked", message)
+            return
+        groups = len(data["metrics_alert_rules"].get("groups", []))
+        jobs, dashboards = len(data["metrics_scrape_jobs"]), len(data["dashboards"])
+        self.ctl.log(unit, "INFO", f"prometheus: {jobs} jobs, {groups} rule groups")
+        unit.workload = StatusValue(
+            "active",
+            f"prometheus :{PROMETHEUS_PORT}: {jobs} jobs, {groups} rule groups, "
+            f"{dashboards} dashboards",
+        )
+
+
+def read_config(databag: dict[str, str]) -> dict[str, Any] | str:
+    """Read the principal unit's `config` as the collector does; a string says what is wrong.
+
+    An empty string: nothing published yet.
+    """
+    raw = databag.get("config")
+    if raw is None:
+        return ""
+    try:
+        data = json.loads(raw)
+    except ValueError as e:
+        return f"cos-agent config is not JSON: {e}"
+    if not isinstance(data, dict):
+        return "cos-agent config is not a JSON object"
+    if missing := [key for key in REQUIRED if key not in data]:
+        return f"cos-agent config lacks {', '.join(missing)}"
+    if not isinstance(data["metrics_scrape_jobs"], list) or not isinstance(
+        data["metrics_alert_rules"], dict
+    ):
+        return "cos-agent config: metrics_scrape_jobs or metrics_alert_rules has the wrong type"
+    return _dashboards_problem(data["dashboards"]) or data
+
+
+def _dashboards_problem(dashboards: Any) -> str:
+    """Say why a `dashboards` entry would not decode as the collector decodes it; "" if none."""
+    if not isinstance(dashboards, list):
+        return "cos-agent config: dashboards is not a list"
+    for dashboard in dashboards:
+        try:
+            json.loads(lzma.decompress(base64.b64decode(str(dashboard), validate=True)))
+        except (binascii.Error, lzma.LZMAError, ValueError, TypeError) as e:
+            return f"cos-agent config: a dashboard is not LZMA and base64 JSON: {e}"
+    return ""
+
+
+def prometheus_config(jobs: list[Any], topology: dict[str, str], principal: str) -> str:
+    """Return prometheus.yml (JSON is YAML) scraping `jobs`, labelled with `topology`."""
+    scrape_configs: list[dict[str, Any]] = []
+    for index, job in enumerate(jobs):
+        if not isinstance(job, dict):
+            continue
+        name = _JOB_NAME_RE.sub("_", f"{principal}_{job.get('job_name', index)}")
+        static = [
+            {**target, "labels": {**target.get("labels", {}), **topology}}
+            for target in job.get("static_configs", [])
+            if isinstance(target, dict)
+        ]
+        scrape_configs.append({**job, "job_name": name, "static_configs": static})
+    return json.dumps(
+        {
+            "global": {"scrape_interval": "10s", "evaluation_interval": "10s"},
+            "rule_files": [f"{RULES_DIR}/*.rules"],
+            "scrape_configs": scrape_configs,
+        },
+        indent=1,
+    )

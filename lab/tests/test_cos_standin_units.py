@@ -1,0 +1,69 @@
+"""The COS collector stand-in's reading of cos_agent data and the Prometheus config it writes.
+
+Its reading is written apart from the charms' library (hpc_libs.interfaces.cos_agent), so the
+principal's side is checked against an independent reader here, and end to end on the lab by
+tests/integration/test_observability.py.
+"""
+
+import base64
+import json
+import lzma
+
+import yaml
+from slurm_lab.juju.cos import prometheus_config, read_config
+
+
+def _config(**fields: object) -> dict[str, str]:
+    data = {
+        "metrics_alert_rules": {"groups": []},
+        "log_alert_rules": {"groups": []},
+        "dashboards": [base64.b64encode(lzma.compress(b'{"title": "x"}')).decode()],
+        "metrics_scrape_jobs": [
+            {
+                "job_name": "slurm_exporter",
+                "metrics_path": "/metrics",
+                "static_configs": [{"targets": ["localhost:9341"]}],
+            }
+        ],
+        "log_slots": [],
+        **fields,
+    }
+    return {"config": json.dumps(data)}
+
+
+def test_a_complete_config_reads() -> None:
+    data = read_config(_config())
+    assert isinstance(data, dict)
+    assert data["metrics_scrape_jobs"][0]["job_name"] == "slurm_exporter"
+
+
+def test_nothing_published_yet_is_no_error() -> None:
+    assert read_config({}) == ""
+
+
+def test_a_missing_required_field_is_refused_naming_it() -> None:
+    bag = json.loads(_config()["config"])
+    del bag["log_slots"]
+    assert read_config({"config": json.dumps(bag)}) == "cos-agent config lacks log_slots"
+
+
+def test_a_dashboard_that_does_not_decode_is_refused() -> None:
+    problem = read_config(_config(dashboards=["not base64!"]))
+    assert isinstance(problem, str) and "LZMA and base64" in problem
+
+
+def test_scrape_jobs_are_named_per_unit_and_carry_the_topology() -> None:
+    data = read_config(_config())
+    assert isinstance(data, dict)
+    topology = {"juju_model": "lab", "juju_application": "slurmctld", "juju_unit": "slurmctld/0"}
+    config = yaml.safe_load(
+        prometheus_config(data["metrics_scrape_jobs"], topology, "slurmctld/0")
+    )
+    assert config["rule_files"] == ["/etc/prometheus/cos-agent/*.rules"]
+    assert config["scrape_configs"] == [
+        {
+            "job_name": "slurmctld_0_slurm_exporter",
+            "metrics_path": "/metrics",
+            "static_configs": [{"targets": ["localhost:9341"], "labels": topology}],
+        }
+    ]

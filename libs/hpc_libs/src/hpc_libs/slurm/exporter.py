@@ -1,0 +1,225 @@
+"""The Slurm exporter: a program serving Prometheus metrics of the cluster and this controller.
+
+Run as `python -m hpc_libs.slurm.exporter --port 9341 --interval 30`; the slurmctld charm
+installs it as a systemd service on every controller unit. A background loop collects every
+`--interval` seconds (`hpc_libs.slurm.metrics` parses the commands' output) and each scrape
+is answered from the last snapshot, so scrapes cost nothing to Slurm and the same at any
+cluster size.
+
+HA never duplicates a series: every unit exports its own role (`slurm_controller_primary`,
+`slurm_fenced`, the exporter's own metrics, all labelled with its host or nothing
+cluster-wide), and only the unit whose controller is in control runs the cluster-wide
+commands and exports their series. After a failover the new primary's exporter takes over
+within one interval.
+"""
+
+import argparse
+import logging
+import socket
+import threading
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from pathlib import Path
+
+from prometheus_client import start_http_server
+from prometheus_client.core import (
+    CollectorRegistry,
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    Metric,
+)
+from prometheus_client.registry import Collector
+
+from hpc_libs.errors import SlurmOpsError
+from hpc_libs.machine import host
+from hpc_libs.slurm import metrics
+from hpc_libs.slurm.metrics import Family, Snapshot
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_PORT = 9341
+DEFAULT_INTERVAL = 30
+COMMAND_TIMEOUT = 120
+"""Seconds one Slurm command may take before the pass reports its source failed."""
+PING_TIMEOUT = 30
+FENCE_FLAG = "/run/slurmctld-fence/fenced"
+"""The fence watchdog's flag (the slurmctld charm's `fence.FENCE_FLAG`): exists while fenced."""
+
+Run = Callable[[Sequence[str], Mapping[str, str], float], str]
+"""Run a command with extra environment and a timeout; return its stdout or raise SlurmOpsError."""
+
+
+def run_command(argv: Sequence[str], env: Mapping[str, str], timeout: float) -> str:
+    """Run a Slurm command on this machine (the `Run` used outside tests)."""
+    return host.run(argv, env=env, timeout=timeout).stdout
+
+
+PING = ["scontrol", "ping", "--json"]
+SDIAG = ["sdiag", "--json"]
+SINFO = ["sinfo", "--noheader", "--Node", f"--Format={metrics.SINFO_FORMAT}"]
+SQUEUE = ["squeue", "--noheader", "--all", "--array", f"--format={metrics.SQUEUE_FORMAT}"]
+
+
+class SlurmCollector(Collector):
+    """Collect in passes (`collect_once`); serve the last pass to every scrape (`collect`)."""
+
+    def __init__(
+        self,
+        hostname: str,
+        *,
+        per_user: bool = False,
+        fence_flag: Path = Path(FENCE_FLAG),
+        run: Run = run_command,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.hostname = metrics.name_label(hostname)
+        self.per_user = per_user
+        self.fence_flag = fence_flag
+        self.run = run
+        self.clock = clock
+        self._lock = threading.Lock()
+        self._families: list[Family] = []
+        self._last_success: float | None = None
+        self._errors: dict[str, int] = {}
+
+    def collect_once(self) -> bool:
+        """Run one pass and replace the snapshot; return whether every command answered."""
+        snapshot = Snapshot()
+        durations = Family(
+            "slurm_exporter_collect_duration_seconds",
+            "How long the exporter's last pass took per source.",
+            "gauge",
+            ("source",),
+        )
+        failed: list[str] = []
+        pings_text = self._timed("ping", PING, PING_TIMEOUT, durations, failed)
+        try:
+            pings = metrics.parse_pings(pings_text) if pings_text is not None else []
+        except ValueError as e:
+            logger.warning("cannot parse scontrol ping: %s", e)
+            failed.append("ping")
+            pings = []
+        cluster_wide = metrics.in_control(pings) == self.hostname
+        families = metrics.controller_families(pings, self.hostname, cluster_wide)
+        if cluster_wide:
+            families += self._cluster_families(snapshot, durations, failed)
+        fenced = Family(
+            "slurm_fenced",
+            "Whether the fence watchdog stopped this controller.",
+            "gauge",
+            ("host",),
+        )
+        fenced.set(self.hostname, value=1 if self.fence_flag.exists() else 0)
+        skipped = Family(
+            "slurm_exporter_skipped_lines", "Lines of Slurm output the last pass could not use."
+        )
+        skipped.set(value=snapshot.skipped)
+        now = self.clock()
+        with self._lock:
+            for source in failed:
+                self._errors[source] = self._errors.get(source, 0) + 1
+            if not failed:
+                self._last_success = now
+            self._families = [*families, fenced, durations, skipped]
+        return not failed
+
+    def _cluster_families(
+        self, snapshot: Snapshot, durations: Family, failed: list[str]
+    ) -> list[Family]:
+        """Read what only the controller in control exports: sdiag, nodes and jobs."""
+        families: list[Family] = []
+        if (text := self._timed("sdiag", SDIAG, COMMAND_TIMEOUT, durations, failed)) is not None:
+            try:
+                families += metrics.sdiag_families(text, self.per_user, snapshot)
+            except (ValueError, KeyError) as e:
+                logger.warning("cannot parse sdiag: %s", e)
+                failed.append("sdiag")
+        if (text := self._timed("sinfo", SINFO, COMMAND_TIMEOUT, durations, failed)) is not None:
+            families += metrics.node_families(text, snapshot)
+        if (text := self._timed("squeue", SQUEUE, COMMAND_TIMEOUT, durations, failed)) is not None:
+            families += metrics.job_families(text, self.clock(), self.per_user, snapshot)
+        return families
+
+    def _timed(
+        self,
+        source: str,
+        argv: Sequence[str],
+        timeout: float,
+        durations: Family,
+        failed: list[str],
+    ) -> str | None:
+        started = time.monotonic()
+        try:
+            return self.run(argv, metrics.TIME_FORMAT_ENV, timeout)
+        except SlurmOpsError as e:
+            logger.warning("%s failed: %s", " ".join(argv), (e.stderr or e.message).strip())
+            failed.append(source)
+            return None
+        finally:
+            durations.set(source, value=time.monotonic() - started)
+
+    def collect(self) -> Iterator[Metric]:
+        """Serve the last snapshot (prometheus-client calls this on each scrape)."""
+        with self._lock:
+            families = list(self._families)
+            last_success, errors = self._last_success, dict(self._errors)
+        for family in families:
+            yield _metric(family)
+        if last_success is not None:
+            yield GaugeMetricFamily(
+                "slurm_exporter_last_success_timestamp_seconds",
+                "When a pass last read every source (Unix time).",
+                value=last_success,
+            )
+        failures = CounterMetricFamily(
+            "slurm_exporter_collect_errors", "Passes in which a source failed.", labels=["source"]
+        )
+        for source, count in sorted(errors.items()):
+            failures.add_metric([source], count)
+        yield failures
+
+
+def _metric(family: Family) -> Metric:
+    if family.kind == "counter":
+        metric: GaugeMetricFamily | CounterMetricFamily = CounterMetricFamily(
+            family.name, family.documentation, labels=list(family.label_names)
+        )
+    else:
+        metric = GaugeMetricFamily(
+            family.name, family.documentation, labels=list(family.label_names)
+        )
+    for labels, value in sorted(family.samples.items()):
+        metric.add_metric(list(labels), value)
+    return metric
+
+
+def serve(collector: SlurmCollector, address: str, port: int, interval: float) -> None:
+    """Serve `collector` on `address:port` and collect every `interval` s, forever."""
+    registry = CollectorRegistry()
+    registry.register(collector)
+    start_http_server(port, addr=address, registry=registry)
+    logger.info("serving Slurm metrics on %s:%d, collecting every %s s", address, port, interval)
+    while True:
+        started = time.monotonic()
+        collector.collect_once()
+        time.sleep(max(0.0, interval - (time.monotonic() - started)))
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    """Parse the command line and serve (the service's `ExecStart`)."""
+    parser = argparse.ArgumentParser(description="Serve Prometheus metrics of Slurm.")
+    parser.add_argument("--address", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=DEFAULT_PORT)
+    parser.add_argument("--interval", type=float, default=DEFAULT_INTERVAL)
+    parser.add_argument("--per-user", action="store_true")
+    parser.add_argument("--fence-flag", type=Path, default=Path(FENCE_FLAG))
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(message)s")
+    collector = SlurmCollector(
+        socket.gethostname(), per_user=args.per_user, fence_flag=args.fence_flag
+    )
+    serve(collector, args.address, args.port, args.interval)
+
+
+if __name__ == "__main__":  # pragma: nocover
+    main()

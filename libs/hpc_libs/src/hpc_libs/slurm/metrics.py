@@ -1,0 +1,567 @@
+"""Slurm's state as Prometheus samples, parsed from the cheapest commands that answer.
+
+The exporter (`hpc_libs.slurm.exporter`) runs these commands in the background and serves
+each scrape from the last `Snapshot`, so a scrape costs the same at any cluster size:
+
+* `scontrol ping --json`: each controller's answer (one ping RPC per controller);
+* `sdiag --json`: the scheduler, backfill, RPC and slurmdbd-agent statistics (one RPC);
+* `sinfo --Node` with a format string (`SINFO_FORMAT`): one line per node and partition
+  with its complete state (`idle+drain`), CPUs, GRES and reason;
+* `squeue` with a format string (`SQUEUE_FORMAT`), not `--json`: at scale the JSON took
+  minutes where the plain format takes seconds.
+
+Values are in base units: seconds (Slurm's microseconds divided), Unix timestamps in
+seconds. A node's base state is `slurm_nodes{state}`; drain, not-responding and the other
+flags are `slurm_nodes_flagged{flag}`, never states, so drained nodes are counted once.
+
+Every label value comes from Slurm's output and is checked before it is emitted: names
+(nodes, partitions, users, accounts) against Slurm's name grammar, states and flags against
+`[a-z_]+`, free text (reasons) is stripped of control characters and bounded. A line that
+fails is skipped and counted, never guessed. prometheus-client escapes what is left.
+"""
+
+import re
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from typing import Annotated, Any, TypeVar, cast
+
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
+
+from hpc_libs.slurm import grammar
+
+SEPARATOR = "|"
+SINFO_FIELDS = (
+    "NodeList",
+    "Partition",
+    "StateComplete",
+    "CPUsState",
+    "Gres",
+    "GresUsed",
+    "Timestamp",
+    "Reason",
+)
+SINFO_FORMAT = ",".join(f"{name}:{SEPARATOR}" for name in SINFO_FIELDS[:-1]) + ",Reason:0"
+"""`sinfo --Format`: `|` after each field; the reason (free text) last, unbounded."""
+SQUEUE_FORMAT = SEPARATOR.join(["%P", "%T", "%V", "%u", "%a", "%C", "%r"])
+"""`squeue --format`: partition(s), state, submit time, user, account, CPUs, reason (last)."""
+TIME_FORMAT_ENV = {"SLURM_TIME_FORMAT": "%s"}
+"""Makes sinfo's reason time and squeue's submit time Unix seconds, whatever the locale."""
+
+MAX_REASON = 200
+"""Characters of a node or pending reason kept in a label (Slurm's own are shorter)."""
+_STATE_RE = re.compile(r"[a-z_]+")
+_RPC_TYPE_RE = re.compile(r"[A-Z0-9_]+")
+_CONTROL_RE = re.compile(r"[\x00-\x1f\x7f]")
+# sinfo's one-character state suffixes, when a state is printed short (`down*`, `idle~`).
+_SUFFIX_FLAGS = {
+    "*": "not_responding",
+    "~": "powered_down",
+    "#": "powering_up",
+    "%": "powering_down",
+    "!": "power_down",
+    "@": "reboot_requested",
+    "^": "reboot_issued",
+    "-": "planned",
+    "$": "maintenance",
+}
+_GPU_RE = re.compile(r"(?:^|,)gpu(?::[A-Za-z0-9_.-]+)?:(\d+)")
+_NO_VALUE = {"", "(null)", "n/a", "none", "unknown"}
+
+T = TypeVar("T")
+
+
+@dataclass
+class Family:
+    """One metric: its name, help, type (`gauge`/`counter`) and samples by label values."""
+
+    name: str
+    documentation: str
+    kind: str = "gauge"
+    label_names: tuple[str, ...] = ()
+    samples: dict[tuple[str, ...], float] = field(default_factory=dict[tuple[str, ...], float])
+
+    def set(self, *labels: str, value: float) -> None:
+        """Set the sample of `labels`."""
+        self.samples[labels] = float(value)
+
+    def add(self, *labels: str, value: float = 1) -> None:
+        """Add `value` to the sample of `labels` (counting nodes, jobs, CPUs)."""
+        self.samples[labels] = self.samples.get(labels, 0.0) + value
+
+
+@dataclass
+class Snapshot:
+    """What one collection pass read: the families, and the lines it had to skip."""
+
+    families: list[Family] = field(default_factory=list[Family])
+    skipped: int = 0
+
+
+def name_label(value: str) -> str:
+    """Return `value` if it is a Slurm name (letters, digits, `_`, `.`, `-`).
+
+    Raises:
+        ValueError: It is not: it never becomes a label value.
+
+    """
+    grammar.NAME(value)
+    return value
+
+
+def state_label(value: str) -> str:
+    """Return a state, flag or word in lower case, checked against `[a-z_]+`.
+
+    Raises:
+        ValueError: It is not such a word.
+
+    """
+    word = value.strip().lower().replace("-", "_")
+    if not _STATE_RE.fullmatch(word):
+        raise ValueError(f"{value!r} is not a state word")
+    return word
+
+
+def text_label(value: str) -> str:
+    """Return free text (a reason) as one bounded line without control characters."""
+    return _CONTROL_RE.sub(" ", value).strip()[:MAX_REASON]
+
+
+def _number(value: str) -> int | None:
+    value = value.strip()
+    return int(value) if value.isdigit() else None
+
+
+def split_state(complete: str) -> tuple[str, list[str]]:
+    """Split sinfo's complete state (`idle+drain`, `down*`) into the base state and its flags.
+
+    Raises:
+        ValueError: A part is not a state word.
+
+    """
+    words = complete.strip().lower().split("+")
+    base, flags = words[0], [state_label(w) for w in words[1:] if w]
+    while base and base[-1] in _SUFFIX_FLAGS:
+        flags.append(_SUFFIX_FLAGS[base[-1]])
+        base = base[:-1]
+    return state_label(base), sorted(set(flags))
+
+
+def gpu_count(gres: str) -> int:
+    """Sum the GPUs of a GRES string (`gpu:2,gpu:a100:4(S:0-1)`, or `gpu:a100:1(IDX:0)`)."""
+    return sum(int(m.group(1)) for m in _GPU_RE.finditer(gres))
+
+
+@dataclass(frozen=True)
+class NodeLine:
+    """One `sinfo --Node` line: a node in one partition."""
+
+    node: str
+    partition: str
+    state: str
+    flags: list[str]
+    cpus: dict[str, int]
+    gpus_total: int
+    gpus_allocated: int
+    reason_since: int | None
+    reason: str
+
+
+def parse_sinfo_line(line: str) -> NodeLine:
+    """Parse one line of `sinfo --noheader --Node --Format=<SINFO_FORMAT>`.
+
+    Raises:
+        ValueError: The line does not have the fields, or a value breaks its grammar.
+
+    """
+    parts = line.split(SEPARATOR, len(SINFO_FIELDS) - 1)
+    if len(parts) != len(SINFO_FIELDS):
+        raise ValueError(f"{len(parts)} fields, not {len(SINFO_FIELDS)}")
+    node, partition, complete, cpus, gres, gres_used, since, reason = (p.strip() for p in parts)
+    state, flags = split_state(complete)
+    counts = [_number(c) for c in cpus.split("/")]
+    if len(counts) != 4 or any(c is None for c in counts):
+        raise ValueError(f"CPUs {cpus!r} are not allocated/idle/other/total")
+    allocated, idle, other, total = (c or 0 for c in counts)
+    reason = text_label(reason)
+    return NodeLine(
+        node=name_label(node),
+        partition=name_label(partition.rstrip("*")),
+        state=state,
+        flags=flags,
+        cpus={"allocated": allocated, "idle": idle, "other": other, "total": total},
+        gpus_total=gpu_count(gres),
+        gpus_allocated=gpu_count(gres_used),
+        reason_since=_number(since),
+        reason="" if reason.lower() in _NO_VALUE else reason,
+    )
+
+
+@dataclass(frozen=True)
+class JobLine:
+    """One `squeue` line: a job (an array task each), in one or more partitions."""
+
+    partitions: list[str]
+    state: str
+    submitted: int | None
+    user: str
+    account: str
+    cpus: int
+    reason: str
+
+
+def parse_squeue_line(line: str) -> JobLine:
+    """Parse one line of `squeue --noheader --all --array --format=<SQUEUE_FORMAT>`.
+
+    A pending job submitted to several partitions lists them all (`debug,gpu`).
+
+    Raises:
+        ValueError: The line does not have the fields, or a value breaks its grammar.
+
+    """
+    parts = line.split(SEPARATOR, 6)
+    if len(parts) != 7:
+        raise ValueError(f"{len(parts)} fields, not 7")
+    partitions, state, submitted, user, account, cpus, reason = (p.strip() for p in parts)
+    account = "" if account.lower() in _NO_VALUE else name_label(account)
+    return JobLine(
+        partitions=[name_label(p) for p in partitions.split(",") if p],
+        state=state_label(state),
+        submitted=_number(submitted),
+        user=name_label(user),
+        account=account,
+        cpus=_number(cpus) or 0,
+        reason=text_label(reason),
+    )
+
+
+def _parsed(lines: Iterable[str], parse: Callable[[str], T], snapshot: Snapshot) -> Iterator[T]:
+    for line in lines:
+        if not line.strip():
+            continue
+        try:
+            yield parse(line)
+        except ValueError:
+            snapshot.skipped += 1
+
+
+USABLE_STATES = frozenset({"idle", "mixed", "allocated", "completing"})
+UNUSABLE_FLAGS = frozenset({"drain", "not_responding", "fail", "maintenance", "reboot_issued"})
+NOT_WAITING_REASONS = frozenset({"JobHeldUser", "JobHeldAdmin", "BeginTime", "Dependency"})
+"""Pending reasons that are a request, not a wait: left out of the oldest pending job's age."""
+
+
+def is_usable(state: str, flags: Iterable[str]) -> bool:
+    """Whether a node in `state` with `flags` can take a job now (a powered-down node can)."""
+    return state in USABLE_STATES and not UNUSABLE_FLAGS.intersection(flags)
+
+
+def node_families(output: str, snapshot: Snapshot) -> list[Family]:
+    """Nodes by partition and state, flags, reasons, and partition CPUs and GPUs."""
+    nodes = Family(
+        "slurm_nodes", "Nodes by partition and base state.", "gauge", ("partition", "state")
+    )
+    flagged = Family(
+        "slurm_nodes_flagged",
+        "Nodes by partition carrying a state flag (drain, not_responding, ...).",
+        "gauge",
+        ("partition", "flag"),
+    )
+    reasons = Family(
+        "slurm_node_reason_info", "A node's reason for its state (1).", "gauge", ("node", "reason")
+    )
+    since = Family(
+        "slurm_node_reason_since_timestamp_seconds",
+        "When the node's reason was set (Unix time).",
+        "gauge",
+        ("node",),
+    )
+    cpus = Family(
+        "slurm_partition_cpus",
+        "CPUs of a partition's nodes by state.",
+        "gauge",
+        ("partition", "state"),
+    )
+    gpus = Family(
+        "slurm_partition_gpus",
+        "GPUs of a partition's nodes by state.",
+        "gauge",
+        ("partition", "state"),
+    )
+    node_state = Family(
+        "slurm_node_state_info", "A node's base state (1).", "gauge", ("node", "state")
+    )
+    node_flags = Family(
+        "slurm_node_flag_info", "A node's state flag (1).", "gauge", ("node", "flag")
+    )
+    usable = Family(
+        "slurm_partition_nodes_usable",
+        "Nodes of the partition that can run a job: not down, drained or unresponsive.",
+        "gauge",
+        ("partition",),
+    )
+    for line in _parsed(output.splitlines(), parse_sinfo_line, snapshot):
+        nodes.add(line.partition, line.state)
+        usable.add(line.partition, value=1 if is_usable(line.state, line.flags) else 0)
+        node_state.set(line.node, line.state, value=1)
+        for flag in line.flags:
+            node_flags.set(line.node, flag, value=1)
+        for flag in line.flags:
+            flagged.add(line.partition, flag)
+        if line.reason:
+            reasons.set(line.node, line.reason, value=1)
+            if line.reason_since is not None:
+                since.set(line.node, value=line.reason_since)
+        for state, count in line.cpus.items():
+            cpus.add(line.partition, state, value=count)
+        gpus.add(line.partition, "total", value=line.gpus_total)
+        gpus.add(line.partition, "allocated", value=line.gpus_allocated)
+        gpus.add(line.partition, "idle", value=max(0, line.gpus_total - line.gpus_allocated))
+    return [nodes, flagged, usable, node_state, node_flags, reasons, since, cpus, gpus]
+
+
+def job_families(output: str, now: float, per_user: bool, snapshot: Snapshot) -> list[Family]:
+    """Jobs by partition and state, pending reasons, the oldest pending job's age.
+
+    With `per_user`, jobs and CPUs by user and by account too (one series per user: off by
+    default, for cardinality).
+    """
+    jobs = Family(
+        "slurm_partition_jobs", "Jobs by partition and state.", "gauge", ("partition", "state")
+    )
+    pending = Family(
+        "slurm_partition_jobs_pending_reason",
+        "Pending jobs by partition and Slurm's pending reason.",
+        "gauge",
+        ("partition", "reason"),
+    )
+    oldest = Family(
+        "slurm_partition_oldest_pending_job_age_seconds",
+        "Age of the partition's oldest pending job (not held, nor waiting by request).",
+        "gauge",
+        ("partition",),
+    )
+    by_user = Family("slurm_user_jobs", "Jobs by user and state.", "gauge", ("user", "state"))
+    by_account = Family(
+        "slurm_account_jobs", "Jobs by account and state.", "gauge", ("account", "state")
+    )
+    user_cpus = Family(
+        "slurm_user_cpus", "CPUs of jobs by user and state.", "gauge", ("user", "state")
+    )
+    for job in _parsed(output.splitlines(), parse_squeue_line, snapshot):
+        for partition in job.partitions:
+            jobs.add(partition, job.state)
+            if job.state == "pending":
+                pending.add(partition, job.reason or "none")
+                if job.submitted is not None and job.reason not in NOT_WAITING_REASONS:
+                    age = max(0.0, now - job.submitted)
+                    oldest.set(partition, value=max(age, oldest.samples.get((partition,), 0.0)))
+        if per_user:
+            by_user.add(job.user, job.state)
+            user_cpus.add(job.user, job.state, value=job.cpus)
+            if job.account:
+                by_account.add(job.account, job.state)
+    families = [jobs, pending, oldest]
+    return [*families, by_user, by_account, user_cpus] if per_user else families
+
+
+def _unwrap(value: Any) -> Any:
+    """Read Slurm's `{"set": true, "number": n}` wrapper as `n` (unset: None)."""
+    if isinstance(value, dict):
+        wrapped = cast(dict[str, Any], value)
+        return wrapped.get("number") if wrapped.get("set", True) else None
+    return value
+
+
+Number = Annotated[float | None, BeforeValidator(_unwrap)]
+
+
+class _Parsed(BaseModel):
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+
+class _Rpc(_Parsed):
+    message_type: str = ""
+    user: str = ""
+    count: Number = 0
+    total_time: Number = 0
+
+
+class _Statistics(_Parsed):
+    schedule_cycle_last: Number = None
+    schedule_cycle_mean: Number = None
+    schedule_cycle_max: Number = None
+    schedule_queue_length: Number = None
+    dbd_agent_queue_size: Number = None
+    agent_queue_size: Number = None
+    server_thread_count: Number = None
+    bf_cycle_last: Number = None
+    bf_cycle_mean: Number = None
+    bf_when_last_cycle: Number = None
+    bf_queue_len: Number = None
+    jobs_submitted: Number = None
+    jobs_started: Number = None
+    jobs_completed: Number = None
+    jobs_failed: Number = None
+    bf_backfilled_jobs: Number = None
+    rpcs_by_message_type: list[_Rpc] = Field(default_factory=list[_Rpc])
+    rpcs_by_user: list[_Rpc] = Field(default_factory=list[_Rpc])
+
+
+class _Sdiag(_Parsed):
+    statistics: _Statistics
+
+
+_SDIAG_GAUGES = (
+    # name, sdiag key, scale to base units (microseconds to seconds), help
+    ("slurm_scheduler_cycle_last_seconds", "schedule_cycle_last", 1e-6, "Last main cycle."),
+    ("slurm_scheduler_cycle_mean_seconds", "schedule_cycle_mean", 1e-6, "Mean main cycle."),
+    ("slurm_scheduler_cycle_max_seconds", "schedule_cycle_max", 1e-6, "Longest main cycle."),
+    ("slurm_scheduler_queue_length", "schedule_queue_length", 1, "Jobs in the main queue."),
+    (
+        "slurm_scheduler_dbd_agent_queue_size",
+        "dbd_agent_queue_size",
+        1,
+        "Unsent slurmdbd messages.",
+    ),
+    ("slurm_scheduler_agent_queue_size", "agent_queue_size", 1, "Outgoing RPCs queued."),
+    ("slurm_scheduler_server_threads", "server_thread_count", 1, "RPC server threads."),
+    ("slurm_backfill_cycle_last_seconds", "bf_cycle_last", 1e-6, "Last backfill cycle."),
+    ("slurm_backfill_cycle_mean_seconds", "bf_cycle_mean", 1e-6, "Mean backfill cycle."),
+    (
+        "slurm_backfill_last_cycle_timestamp_seconds",
+        "bf_when_last_cycle",
+        1,
+        "Last backfill cycle's time.",
+    ),
+    ("slurm_backfill_queue_length", "bf_queue_len", 1, "Jobs the last backfill cycle considered."),
+)
+_SINCE_START = "since slurmctld's start or `sdiag --reset`"
+_SDIAG_COUNTERS = (
+    ("slurm_scheduler_jobs_submitted", "jobs_submitted", f"Jobs submitted {_SINCE_START}."),
+    ("slurm_scheduler_jobs_started", "jobs_started", f"Jobs started {_SINCE_START}."),
+    ("slurm_scheduler_jobs_completed", "jobs_completed", f"Jobs completed {_SINCE_START}."),
+    ("slurm_scheduler_jobs_failed", "jobs_failed", f"Jobs failed {_SINCE_START}."),
+    (
+        "slurm_backfill_backfilled_jobs",
+        "bf_backfilled_jobs",
+        f"Jobs backfill started {_SINCE_START}.",
+    ),
+)
+
+
+def sdiag_families(output: str, per_user: bool, snapshot: Snapshot) -> list[Family]:
+    """Return scheduler, backfill, RPC and slurmdbd-agent statistics of `sdiag --json`.
+
+    Raises:
+        ValueError: The output is not sdiag's JSON.
+
+    """
+    try:
+        stats = _Sdiag.model_validate_json(output).statistics
+    except ValidationError as e:
+        raise ValueError(f"not sdiag's JSON: {e}") from e
+    families: list[Family] = []
+    for name, key, scale, documentation in _SDIAG_GAUGES:
+        if (value := getattr(stats, key)) is not None:
+            families.append(Family(name, documentation, samples={(): value * scale}))
+    for name, key, documentation in _SDIAG_COUNTERS:
+        if (value := getattr(stats, key)) is not None:
+            families.append(Family(name, documentation, "counter", samples={(): value}))
+    rpcs = Family("slurm_rpc_requests", "RPCs served, by message type.", "counter", ("type",))
+    rpc_time = Family(
+        "slurm_rpc_requests_duration_seconds",
+        "Time spent serving RPCs, by message type.",
+        "counter",
+        ("type",),
+    )
+    for rpc in stats.rpcs_by_message_type:
+        if not _RPC_TYPE_RE.fullmatch(kind := rpc.message_type):
+            snapshot.skipped += 1
+            continue
+        rpcs.set(kind, value=rpc.count or 0)
+        rpc_time.set(kind, value=(rpc.total_time or 0) * 1e-6)
+    families += [rpcs, rpc_time]
+    if per_user:
+        families.append(_user_rpcs(stats.rpcs_by_user, snapshot))
+    return families
+
+
+def _user_rpcs(entries: list[_Rpc], snapshot: Snapshot) -> Family:
+    by_user = Family("slurm_user_rpc_requests", "RPCs served, by user.", "counter", ("user",))
+    for rpc in entries:
+        try:
+            by_user.set(name_label(rpc.user), value=rpc.count or 0)
+        except ValueError:
+            snapshot.skipped += 1
+    return by_user
+
+
+@dataclass(frozen=True)
+class Ping:
+    """One controller in `scontrol ping --json`, in `SlurmctldHost` order."""
+
+    host: str
+    up: bool
+
+
+class _PingEntry(_Parsed):
+    hostname: str = ""
+    responding: bool = False
+    pinged: str = "UP"  # 26.05 dropped it: `responding` alone says it.
+
+
+class _Pings(_Parsed):
+    pings: list[_PingEntry] = Field(default_factory=list[_PingEntry])
+
+
+def parse_pings(output: str) -> list[Ping]:
+    """Parse `scontrol ping --json` (24.11 and 26.05).
+
+    Raises:
+        ValueError: The output is not ping's JSON, or a host name breaks Slurm's grammar.
+
+    """
+    try:
+        entries = _Pings.model_validate_json(output).pings
+    except ValidationError as e:
+        raise ValueError(f"not scontrol ping's JSON: {e}") from e
+    return [
+        Ping(host=name_label(p.hostname), up=p.responding and p.pinged.upper() == "UP")
+        for p in entries
+    ]
+
+
+def in_control(pings: list[Ping]) -> str | None:
+    """Return the controller in control: the first that answers, in `SlurmctldHost` order.
+
+    Slurm's clients try the controllers in that order and a backup in standby refuses them,
+    and a primary that returns takes control back from a backup: so the first controller
+    that answers is the one serving. None when none answers.
+    """
+    return next((p.host for p in pings if p.up), None)
+
+
+def controller_families(pings: list[Ping], hostname: str, cluster_wide: bool) -> list[Family]:
+    """Return this unit's role, and with `cluster_wide` every controller's answer.
+
+    `slurm_controller_primary{host}` is this unit's own; `slurm_controller_up{host}` only the
+    controller in control says, so two controllers never export the same series.
+    """
+    primary = Family(
+        "slurm_controller_primary",
+        "Whether this controller is the one in control.",
+        "gauge",
+        ("host",),
+    )
+    primary.set(hostname, value=1 if in_control(pings) == hostname else 0)
+    if not cluster_wide:
+        return [primary]
+    up = Family(
+        "slurm_controller_up",
+        "Whether the controller answers `scontrol ping`.",
+        "gauge",
+        ("host",),
+    )
+    for ping in pings:
+        up.set(ping.host, value=1 if ping.up else 0)
+    return [primary, up]

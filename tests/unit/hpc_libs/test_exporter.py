@@ -1,0 +1,306 @@
+"""The Slurm exporter, from command output recorded on a Slurm 24.11 lab machine.
+
+The vectors in vectors/slurm-24.11 were recorded on one lab machine (`obs-0`, slurmctld and
+slurmd) with two partitions (`debug`: obs-0, ghost-[1-2]; `gpu`: ghost-[1-2]), ghost-1
+drained ("bad dimm on slot 3"), ghost-2 down ("maintenance"), one running and three pending
+jobs in `debug` and one pending in `gpu`, with the exporter's exact command lines
+(`exporter.SINFO`, `exporter.SQUEUE`, `SLURM_TIME_FORMAT=%s`) at Unix time 1795618875.
+"""
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+import pytest
+from hpc_libs.errors import SlurmOpsError
+from hpc_libs.slurm import exporter, metrics
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.parser import text_string_to_metric_families
+
+VECTORS = Path(__file__).parent / "vectors"
+RECORDED_AT = 1795618875.0
+HOST = "obs-0"
+BACKUP_PING = """{"pings": [
+  {"hostname": "obs-0", "pinged": "UP", "responding": true, "mode": "primary", "primary": true},
+  {"hostname": "obs-1", "pinged": "UP", "responding": true, "mode": "backup", "primary": false}
+]}"""
+
+
+def _recorded(name: str) -> str:
+    return (VECTORS / "slurm-24.11" / name).read_text()
+
+
+class FakeSlurm:
+    """Answer the exporter's commands with recorded output; record what it ran."""
+
+    def __init__(self, **overrides: str | Exception) -> None:
+        self.outputs: dict[str, str | Exception] = {
+            "scontrol": _recorded("ping.json").replace("pingctl", HOST),
+            "sdiag": _recorded("sdiag.json"),
+            "sinfo": _recorded("sinfo-nodes.out"),
+            "squeue": _recorded("squeue-jobs.out"),
+            **overrides,
+        }
+        self.ran: list[list[str]] = []
+
+    def __call__(self, argv: Sequence[str], env: Mapping[str, str], timeout: float) -> str:
+        assert env == {"SLURM_TIME_FORMAT": "%s"}
+        self.ran.append(list(argv))
+        answer = self.outputs[argv[0]]
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
+
+
+def _scrape(
+    collector: exporter.SlurmCollector,
+) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    """Scrape `collector` as Prometheus would and parse the text back into samples."""
+    registry = CollectorRegistry()
+    registry.register(collector)
+    text = generate_latest(registry).decode()
+    samples: dict[tuple[str, tuple[tuple[str, str], ...]], float] = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            key = (sample.name, tuple(sorted(sample.labels.items())))
+            assert key not in samples, f"duplicate series {key}"
+            samples[key] = sample.value
+    return samples
+
+
+def _collector(
+    slurm: FakeSlurm, hostname: str = HOST, **kwargs: object
+) -> exporter.SlurmCollector:
+    collector = exporter.SlurmCollector(
+        hostname,
+        run=slurm,
+        clock=lambda: RECORDED_AT,
+        fence_flag=Path("/nonexistent/fenced"),
+        **kwargs,  # pyright: ignore[reportArgumentType]
+    )
+    collector.collect_once()
+    return collector
+
+
+def _series(
+    samples: Mapping[tuple[str, tuple[tuple[str, str], ...]], float], name: str
+) -> dict[tuple[tuple[str, str], ...], float]:
+    return {labels: value for (n, labels), value in samples.items() if n == name}
+
+
+def test_nodes_count_base_states_and_drain_as_a_flag() -> None:
+    samples = _scrape(_collector(FakeSlurm()))
+    nodes = _series(samples, "slurm_nodes")
+    assert nodes == {
+        (("partition", "debug"), ("state", "allocated")): 1,
+        (("partition", "debug"), ("state", "idle")): 1,
+        (("partition", "debug"), ("state", "down")): 1,
+        (("partition", "gpu"), ("state", "idle")): 1,
+        (("partition", "gpu"), ("state", "down")): 1,
+    }
+    assert _series(samples, "slurm_nodes_flagged") == {
+        (("flag", "drain"), ("partition", "debug")): 1,
+        (("flag", "drain"), ("partition", "gpu")): 1,
+    }
+
+
+def test_node_reasons_and_their_time() -> None:
+    samples = _scrape(_collector(FakeSlurm()))
+    assert _series(samples, "slurm_node_reason_info") == {
+        (("node", "ghost-1"), ("reason", "bad dimm on slot 3")): 1,
+        (("node", "ghost-2"), ("reason", "maintenance")): 1,
+    }
+    assert _series(samples, "slurm_node_reason_since_timestamp_seconds") == {
+        (("node", "ghost-1"),): 1795618809,
+        (("node", "ghost-2"),): 1795618819,
+    }
+
+
+def test_partition_jobs_pending_reasons_and_oldest_age() -> None:
+    samples = _scrape(_collector(FakeSlurm()))
+    assert _series(samples, "slurm_partition_jobs") == {
+        (("partition", "debug"), ("state", "pending")): 3,
+        (("partition", "debug"), ("state", "running")): 1,
+        (("partition", "gpu"), ("state", "pending")): 1,
+    }
+    reasons = _series(samples, "slurm_partition_jobs_pending_reason")
+    assert reasons[(("partition", "debug"), ("reason", "Resources"))] == 1
+    assert reasons[(("partition", "debug"), ("reason", "JobHeldUser"))] == 1
+    assert sum(reasons.values()) == 4
+    assert _series(samples, "slurm_partition_oldest_pending_job_age_seconds") == {
+        (("partition", "debug"),): RECORDED_AT - 1795618821,
+        (("partition", "gpu"),): RECORDED_AT - 1795618821,
+    }
+
+
+def test_partition_cpus_and_gpus() -> None:
+    samples = _scrape(_collector(FakeSlurm()))
+    cpus = _series(samples, "slurm_partition_cpus")
+    assert cpus[(("partition", "debug"), ("state", "allocated"))] == 2
+    assert cpus[(("partition", "debug"), ("state", "other"))] == 8
+    assert cpus[(("partition", "debug"), ("state", "total"))] == 10
+    assert cpus[(("partition", "gpu"), ("state", "total"))] == 8
+    assert (
+        _series(samples, "slurm_partition_gpus")[(("partition", "gpu"), ("state", "total"))] == 0
+    )
+
+
+def test_scheduler_statistics_in_seconds() -> None:
+    samples = _scrape(_collector(FakeSlurm()))
+    assert samples[("slurm_scheduler_cycle_last_seconds", ())] == pytest.approx(1840e-6)
+    assert samples[("slurm_scheduler_cycle_mean_seconds", ())] == pytest.approx(956e-6)
+    assert samples[("slurm_scheduler_dbd_agent_queue_size", ())] == 0
+    assert ("slurm_backfill_last_cycle_timestamp_seconds", ()) in samples
+    rpcs = _series(samples, "slurm_rpc_requests_total")
+    assert rpcs[(("type", "MESSAGE_NODE_REGISTRATION_STATUS"),)] == 3
+    assert samples[("slurm_exporter_last_success_timestamp_seconds", ())] == RECORDED_AT
+
+
+def test_the_controller_in_control_exports_the_cluster_and_a_backup_only_itself() -> None:
+    """HA: two exporters, one cluster; together they never export the same series twice."""
+    primary = _scrape(_collector(FakeSlurm(scontrol=BACKUP_PING), "obs-0"))
+    backup_slurm = FakeSlurm(scontrol=BACKUP_PING)
+    backup = _scrape(_collector(backup_slurm, "obs-1"))
+
+    assert [argv[0] for argv in backup_slurm.ran] == ["scontrol"]  # No cluster-wide command.
+    assert _series(primary, "slurm_controller_primary") == {(("host", "obs-0"),): 1}
+    assert _series(backup, "slurm_controller_primary") == {(("host", "obs-1"),): 0}
+    assert _series(primary, "slurm_controller_up") == {
+        (("host", "obs-0"),): 1,
+        (("host", "obs-1"),): 1,
+    }
+    assert not _series(backup, "slurm_controller_up")
+    assert not _series(backup, "slurm_nodes")
+    own = {"slurm_exporter_last_success_timestamp_seconds", "slurm_exporter_skipped_lines"}
+    own |= {n for n, _ in backup if n.startswith("slurm_exporter_collect_")}
+    shared = {key for key in primary.keys() & backup.keys() if key[0] not in own}
+    assert not shared, f"series both controllers export: {shared}"
+
+
+def test_a_backup_that_took_over_exports_the_cluster() -> None:
+    """The primary is down: the backup, now in control, exports the cluster and its role."""
+    ping = BACKUP_PING.replace(
+        '"UP", "responding": true, "mode": "primary"',
+        '"DOWN", "responding": false, "mode": "primary"',
+    )
+    samples = _scrape(_collector(FakeSlurm(scontrol=ping), "obs-1"))
+    assert _series(samples, "slurm_controller_primary") == {(("host", "obs-1"),): 1}
+    assert _series(samples, "slurm_controller_up")[(("host", "obs-0"),)] == 0
+    assert _series(samples, "slurm_nodes")
+
+
+def test_fenced_comes_from_the_watchdog_flag(tmp_path: Path) -> None:
+    flag = tmp_path / "fenced"
+    flag.write_text("2026-11-25T15:00:00Z cannot write /var/lib/slurm/checkpoint for 6 s\n")
+    collector = exporter.SlurmCollector(
+        HOST, run=FakeSlurm(), clock=lambda: RECORDED_AT, fence_flag=flag
+    )
+    collector.collect_once()
+    assert _series(_scrape(collector), "slurm_fenced") == {(("host", HOST),): 1}
+    flag.unlink()
+    collector.collect_once()
+    assert _series(_scrape(collector), "slurm_fenced") == {(("host", HOST),): 0}
+
+
+def test_a_failing_source_is_counted_and_the_last_success_kept() -> None:
+    slurm = FakeSlurm()
+    collector = _collector(slurm)
+    slurm.outputs["squeue"] = SlurmOpsError("squeue timed out", command=["squeue"])
+    collector.clock = lambda: RECORDED_AT + 30
+    assert collector.collect_once() is False
+    samples = _scrape(collector)
+    assert samples[("slurm_exporter_last_success_timestamp_seconds", ())] == RECORDED_AT
+    assert _series(samples, "slurm_exporter_collect_errors_total") == {(("source", "squeue"),): 1}
+    assert not _series(samples, "slurm_partition_jobs")
+    assert _series(samples, "slurm_nodes")
+
+
+def test_hostile_slurm_output_cannot_add_a_series() -> None:
+    """A reason is free text set by any operator: it stays one label value, escaped."""
+    hostile = (
+        'evil|debug|idle+drain|0/4/0/4|(null)|(null)|1795618809|x"} 1\n'
+        'slurm_controller_primary{host="evil"} 1\n'
+        "bad name|debug|idle|0/4/0/4|(null)|(null)|Unknown|none\n"
+        'fine|debug|idle+drain|0/4/0/4|(null)|(null)|1|quote " back\\slash\n'
+    )
+    collector = _collector(FakeSlurm(sinfo=hostile))
+    samples = _scrape(collector)
+    assert _series(samples, "slurm_node_reason_info") == {
+        (("node", "evil"), ("reason", 'x"} 1')): 1,
+        (("node", "fine"), ("reason", 'quote " back\\slash')): 1,
+    }
+    assert _series(samples, "slurm_controller_primary") == {(("host", HOST),): 1}
+    assert samples[("slurm_exporter_skipped_lines", ())] == 2
+
+
+def test_per_user_series_only_when_asked() -> None:
+    assert not _series(_scrape(_collector(FakeSlurm())), "slurm_user_jobs")
+    samples = _scrape(_collector(FakeSlurm(), per_user=True))
+    assert _series(samples, "slurm_user_jobs") == {
+        (("state", "pending"), ("user", "nobody")): 2,
+        (("state", "running"), ("user", "nobody")): 1,
+        (("state", "pending"), ("user", "root")): 2,
+    }
+    assert _series(samples, "slurm_user_rpc_requests_total")[(("user", "nobody"),)] == 3
+
+
+@pytest.mark.parametrize(
+    ("complete", "state", "flags"),
+    [
+        ("idle+drain", "idle", ["drain"]),
+        ("mixed+drain+reboot_requested", "mixed", ["drain", "reboot_requested"]),
+        ("down*", "down", ["not_responding"]),
+        ("idle~", "idle", ["powered_down"]),
+        ("allocated", "allocated", []),
+    ],
+)
+def test_a_complete_state_splits_into_base_state_and_flags(
+    complete: str, state: str, flags: list[str]
+) -> None:
+    assert metrics.split_state(complete) == (state, flags)
+
+
+def test_gpus_from_gres_strings() -> None:
+    line = metrics.parse_sinfo_line(
+        "gpu-0|gpu|mixed|4/4/0/8|gpu:a100:4(S:0-1),shard:8|gpu:a100:1(IDX:0),shard:0|Unknown|none"
+    )
+    assert (line.gpus_total, line.gpus_allocated) == (4, 1)
+
+
+def test_a_job_in_several_partitions_counts_in_each() -> None:
+    job = metrics.parse_squeue_line("debug,gpu|PENDING|100|alice|physics|4|Priority")
+    assert job.partitions == ["debug", "gpu"]
+    assert (job.state, job.account, job.cpus) == ("pending", "physics", 4)
+
+
+def test_slurm_26_05_ping_reads_without_pinged() -> None:
+    pings = metrics.parse_pings((VECTORS / "slurm-26.05" / "ping.json").read_text())
+    assert pings == [metrics.Ping(host="juju-b7c1c6-0", up=True)]
+
+
+def test_each_nodes_state_and_the_usable_nodes_of_a_partition() -> None:
+    """The node-down alert needs the node; the no-usable-node alert needs a drained idle node
+    to count as unusable though its base state is idle."""
+    samples = _scrape(_collector(FakeSlurm()))
+    assert _series(samples, "slurm_node_state_info") == {
+        (("node", "ghost-1"), ("state", "idle")): 1,
+        (("node", "ghost-2"), ("state", "down")): 1,
+        (("node", "obs-0"), ("state", "allocated")): 1,
+    }
+    assert _series(samples, "slurm_node_flag_info") == {
+        (("flag", "drain"), ("node", "ghost-1")): 1
+    }
+    assert _series(samples, "slurm_partition_nodes_usable") == {
+        (("partition", "debug"),): 1,
+        (("partition", "gpu"),): 0,
+    }
+
+
+def test_held_jobs_do_not_age_the_queue() -> None:
+    held = (
+        "debug|PENDING|100|root|(null)|1|JobHeldUser\n"
+        "debug|PENDING|1795618800|root|(null)|1|Priority\n"
+    )
+    samples = _scrape(_collector(FakeSlurm(squeue=held)))
+    assert _series(samples, "slurm_partition_oldest_pending_job_age_seconds") == {
+        (("partition", "debug"),): RECORDED_AT - 1795618800
+    }
