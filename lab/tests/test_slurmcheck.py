@@ -10,7 +10,7 @@ import os
 import shutil
 
 import pytest
-from slurm_lab import slurmcheck
+from slurm_lab import rootfs, slurmcheck
 from slurm_lab.errors import LabError
 
 pytestmark = [
@@ -93,12 +93,50 @@ def test_slurmdbd_refuses_its_bad_values(suite: str, extra: str, says: str):
 
 
 def test_a_value_slurm_corrects_is_accepted_as_slurmctld_accepts_it():
-    result = slurmcheck.run_check(SLURM_CONF + "TreeWidth=0\n")
+    verdict = slurmcheck.check(SLURM_CONF + "TreeWidth=0\n")
 
-    assert result.returncode == 0
-    assert "TreeWidth=0 is invalid" in result.stderr
+    assert verdict.accepted
+    assert "TreeWidth=0 is invalid" in verdict.said
 
 
 def test_only_files_with_a_check():
     with pytest.raises(LabError, match=r"no Slurm check for gres\.conf"):
-        slurmcheck.run_check("", "gres.conf")
+        slurmcheck.check("", "gres.conf")
+
+
+# A batch: each case judged on its own files, in one namespace (the fuzz suite's way).
+BATCH_SLURM_CONF = "ClusterName=c\nSlurmctldHost=ctl0\nAuthType=auth/slurm\nGresTypes=gpu\n"
+BATCH_SLURMDBD_CONF = (
+    "AuthType=auth/slurm\nDbdHost=localhost\nStorageType=accounting_storage/mysql\n"
+    "SlurmUser=slurm\n"
+)
+
+
+def test_each_case_is_judged_on_its_own_files():
+    base = rootfs.ensure_base()
+    before = sorted(os.listdir(base / "etc/slurm"))
+    cases = [
+        {"slurm.conf": BATCH_SLURM_CONF, "cgroup.conf": "CgroupPlugin=autodetect\n"},
+        {"slurm.conf": BATCH_SLURM_CONF + "PriorityDecayHalfLife=14days\n"},
+        {"slurm.conf": BATCH_SLURM_CONF + "FirstJobId=100000\nMaxJobId=1000\n"},
+        {"slurm.conf": BATCH_SLURM_CONF, "gres.conf": "AutoDetect=nvidia\n"},
+        {"slurm.conf": BATCH_SLURM_CONF, "gres.conf": "Bogus=1\n"},
+        {"slurm.conf": BATCH_SLURM_CONF, "cgroup.conf": "Foo=bar\n"},
+        {"slurmdbd.conf": BATCH_SLURMDBD_CONF + "PurgeJobAfter=12months\n"},
+        {"slurmdbd.conf": BATCH_SLURMDBD_CONF + "PurgeJobAfter=12x\n"},
+    ]
+
+    verdicts = slurmcheck.judge(cases, base)
+
+    assert [v.accepted for v in verdicts] == [True, False, False, True, False, False, True, False]
+    assert "PriorityDecayHalfLife" in verdicts[1].messages
+    assert "FirstJobId > MaxJobId" in verdicts[2].messages
+    assert verdicts[4].messages.startswith("gres.conf:") and "Bogus" in verdicts[4].messages
+    assert verdicts[5].messages.startswith("cgroup.conf:") and "Foo" in verdicts[5].messages
+    assert "PurgeJobAfter" in verdicts[7].messages
+    assert sorted(os.listdir(base / "etc/slurm")) == before
+
+
+def test_a_file_slurm_is_not_asked_about_is_refused():
+    with pytest.raises(LabError, match="cannot judge"):
+        slurmcheck.judge([{"topology.conf": ""}], rootfs.ensure_base())

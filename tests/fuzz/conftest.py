@@ -4,7 +4,7 @@ Profiles (`HYPOTHESIS_PROFILE`): `default` is CI's (bounded: the suite runs in a
 on 2 cores), `deep` runs many more examples per surface for local hunts. Examples are not
 stored between runs (no database): every run starts from the seed corpus and fresh draws.
 
-The real-Slurm check (`slurm_lab.slurmcheck_batch`) needs root and the lab's cached base; without
+The real-Slurm check (`slurm_lab.slurmcheck`) needs root and the lab's cached base; without
 them its half of each test is skipped (with the reason), unless `FUZZ_REQUIRE_SLURM=1`, which
 makes a missing check a failure (CI sets it through `just fuzz`).
 """

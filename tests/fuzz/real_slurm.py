@@ -2,7 +2,7 @@
 
 A test adds each example's files (`add`) with the input that produced them, and calls
 `judge` once its examples ran: one chroot into the lab's cached base per batch
-(`slurm_lab.slurmcheck_batch`), so hundreds of files cost about a second. Identical cases are
+(`slurm_lab.slurmcheck`), so hundreds of files cost about a second. Identical cases are
 judged once.
 """
 
@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
-from slurm_lab import rootfs, slurmcheck_batch
+from slurm_lab import rootfs, slurmcheck
 
 
 @dataclass
@@ -28,7 +28,7 @@ class RealSlurm:
     @classmethod
     def from_environment(cls) -> "RealSlurm":
         required = os.environ.get("FUZZ_REQUIRE_SLURM") == "1"
-        missing = slurmcheck_batch.available()
+        missing = slurmcheck.available()
         base = None
         if missing is None:
             base = rootfs.cache_dir() / f"base-{rootfs.recipe_hash(rootfs.DEFAULT_SUITE)}"
@@ -48,7 +48,7 @@ class RealSlurm:
             if self._required:
                 pytest.fail(f"the real-Slurm check cannot run: {self.missing}")
             pytest.skip(f"real-Slurm check skipped: {self.missing}")
-        verdicts = slurmcheck_batch.check([dict(c) for c in batch.cases], self.base)
+        verdicts = slurmcheck.judge([dict(c) for c in batch.cases], self.base)
         self.checked += len(batch.cases)
         return [
             (batch.inputs[case], verdict.messages)
