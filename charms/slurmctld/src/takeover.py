@@ -20,12 +20,18 @@ unit last saw another controller in charge (`since`):
 - a requeueable batch job ended because its launch was refused for a revoked credential (that
   line in slurmctld's log) is requeued.
 
+A backup whose hooks never ran while another controller was in charge (on a busy machine its
+last hook may come before the primary's first heartbeat) knows of the takeover from slurmctld
+itself: a backup that takes control runs `SlurmctldPrimaryOnProg`, whose signal file
+(`primary_watch.SIGNAL_FILE`) then dates the takeover, and `since` is that time.
+
 Each job and node is repaired at most once per takeover. A node an operator drained (another
 user, or another reason) stays drained, and a job held by an operator or its user (another
 reason: Slurm clears `launch failed requeued held` on such a hold) stays held, even within the
-window. Without a takeover this unit saw (a unit that was never a backup, or started as the
-controller in charge), nothing is repaired. Each repair is logged with the job and node, and
-kept for the status until the first update-status after the window that repairs nothing.
+window. Without a takeover (the first controller, in charge from its start; a backup in charge
+that slurmctld never signalled taking control), nothing is repaired. Each repair is logged with
+the job and node, and kept for the status until the first update-status after the window that
+repairs nothing.
 """
 
 import logging
@@ -224,8 +230,10 @@ class TakeoverRepair(ops.Object):
         if beat.index != my_index:
             stored.in_charge, stored.others_seen_at = beat.index, now
             return
-        if stored.in_charge not in (-1, my_index):
-            took_control = _mtime(manager.root / SIGNAL_FILE.lstrip("/"))
+        took_control = _mtime(manager.root / SIGNAL_FILE.lstrip("/"))
+        saw_another = stored.in_charge not in (-1, my_index)
+        unseen = stored.in_charge == -1 and my_index > 0 and took_control > 0
+        if saw_another or unseen:
             stored.since = max(stored.others_seen_at, min(took_control, now))
             stored.window_until = now + WINDOW
             stored.done = []

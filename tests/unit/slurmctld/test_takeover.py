@@ -191,6 +191,41 @@ def test_without_a_takeover_this_unit_saw_nothing_is_repaired(
     assert repairs(machine) == []
 
 
+def test_a_backup_that_never_saw_the_primary_knows_its_takeover_from_slurmctld(
+    ctx, machine, tmp_path, share, clock
+):
+    """Its last hook came before the first heartbeat; slurmctld signalled the takeover."""
+    slurm_shows(machine, [drained_node()], [held_job()])
+    state = ctx.run(ctx.on.update_status(), backup())  # No heartbeat: nobody in charge.
+    signal = tmp_path / "run/slurmctld-charm/primary-changed"
+    signal.parent.mkdir(parents=True, exist_ok=True)
+    signal.write_text("1795619070\n")
+    os.utime(signal, (RELAUNCH - 4, RELAUNCH - 4))
+    clock.now = NOTICED
+    beat(tmp_path, 1, NOTICED)
+
+    out = ctx.run(_Event("slurmctld_wake"), state)
+
+    assert repairs(machine) == [RELEASE, RESUME]
+    assert "released job 1" in out.unit_status.message
+
+
+def test_a_signal_before_the_casualties_time_bounds_them(ctx, machine, tmp_path, share, clock):
+    """A drain older than the takeover slurmctld signalled stays, as with a seen takeover."""
+    slurm_shows(machine, [drained_node()], [held_job()])
+    state = ctx.run(ctx.on.update_status(), backup())
+    signal = tmp_path / "run/slurmctld-charm/primary-changed"
+    signal.parent.mkdir(parents=True, exist_ok=True)
+    signal.write_text("0\n")
+    os.utime(signal, (RELAUNCH + 1, RELAUNCH + 1))
+    clock.now = NOTICED
+    beat(tmp_path, 1, NOTICED)
+
+    ctx.run(_Event("slurmctld_wake"), state)
+
+    assert repairs(machine) == []
+
+
 def test_the_primary_in_charge_all_along_repairs_nothing(ctx, machine, tmp_path, share, clock):
     slurm_shows(machine, [drained_node()], [held_job()])
     beat(tmp_path, 0, SEEN)
