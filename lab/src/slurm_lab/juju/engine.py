@@ -543,6 +543,7 @@ class Controller:
             unit.app,
             self.unit_view(unit, event),
             self.hook_vars(unit, event),
+            name=hook_name(event, self.model).removeprefix("action "),
             command=command,
         )
 
@@ -551,11 +552,7 @@ class Controller:
 
         Runs in worker threads: reads nothing from the model, writes only the unit's logs.
         """
-        name = (
-            run.hook_vars.get("JUJU_HOOK_NAME")
-            or run.hook_vars.get("JUJU_ACTION_NAME")
-            or "juju-exec"
-        )
+        name = run.name
         try:
             host_path = self.lab.host_path(machine.name, run.context_path)
             response = runner.execute(run, machine, host_path, self.charms_mount, HOOK_TIMEOUT)
@@ -617,7 +614,7 @@ class Controller:
                 event,
                 {
                     "code": 1,
-                    "message": f'ERROR unit "{raw.get("unit")}" not found on this machine',
+                    "message": f'ERROR unit "{raw.get("unit")}" is not on this machine',
                 },
             )
         elif self.model.apps[unit.app].kind != "charm":

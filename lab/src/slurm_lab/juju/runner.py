@@ -194,8 +194,11 @@ class HookRun:
         app: str,
         view: JsonDict,
         hook_vars: dict[str, str | None],
+        *,
+        name: str,
         command: str | None = None,
     ) -> None:
+        self.name = name
         self.unit = unit
         self.app = app
         self.view = view
