@@ -15,7 +15,7 @@ import pytest
 from slurm_lab.juju import LabJuju, charms, lifecycle
 from slurm_lab.juju.backend import _coerce_config
 from slurm_lab.juju.engine import Controller
-from slurm_lab.juju.model import App, Endpoint, ModelState, StatusValue, Unit, load, save
+from slurm_lab.juju.model import App, Endpoint, ModelState, Relation, StatusValue, Unit, load, save
 from slurm_lab.juju.status import build_status
 
 REPO = Path(__file__).resolve().parents[2]
@@ -40,18 +40,18 @@ def test_charm_file_is_merged_over_the_common_file(tmp_path: Path):
     assert spec.meta["assumes"] == ["juju"]  # lists are replaced, not concatenated
 
 
-def test_a_charm_outside_the_workspace_gets_its_declared_dependencies_and_ops_testing():
+def test_a_charm_outside_the_workspace_gets_its_declared_dependencies_only():
     reqs, local = charms.requirements(LABTEST)
 
-    assert reqs == ["ops>=3.3", "ops[testing]"]
+    assert reqs == ["ops>=3.3"]  # no ops[testing]: hooks run through dispatch, not Scenario
     assert local == []
 
 
 def test_a_workspace_charm_gets_its_locked_export_with_local_libraries_from_source():
     reqs, local = charms.requirements(REPO / "charms" / "slurmd")
 
-    ops_pin = next(r for r in reqs if r.startswith("ops=="))
-    assert reqs[-1] == f"ops[testing]=={ops_pin.removeprefix('ops==')}"
+    assert any(r.startswith("ops==") for r in reqs)
+    assert not any(r.startswith("ops[testing]") for r in reqs)
     assert REPO / "libs" / "hpc_libs" in local
     assert not any(r.startswith("-e") for r in reqs)
 
@@ -201,59 +201,21 @@ def test_a_units_events_wait_for_its_running_hook_but_not_other_units():
     assert "a/0" in model.units  # its machine waits for its hooks
 
 
-def test_opened_ports_survive_the_next_hook():
-    """A charm that opened a port must be able to run its next hook (runner's state input)."""
-    from ops import testing
-    from slurm_lab.juju import runner
-
-    raw = ["6819/tcp", "53/udp", "icmp", "60001-63000/tcp"]
-    ports = [runner._port(p) for p in raw]  # pyright: ignore[reportPrivateUsage]
-
-    # ops.testing holds no range: the charm sees it through the hook tools only.
-    assert ports == [testing.TCPPort(6819), testing.UDPPort(53), testing.ICMPPort(), None]
-
-
-def test_a_hook_keeps_the_tools_changes_and_what_ops_own_api_changed(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-):
-    from slurm_lab.juju import runner
-
-    monkeypatch.setenv("PATH", os.environ["PATH"])  # The runner changes both for its hook.
-    monkeypatch.setenv("LAB_UNIT_PORTS", "")
-
-    store = runner._install_port_tools(str(tmp_path), ["6818/tcp", "8080/tcp"])  # pyright: ignore[reportPrivateUsage]
-    store.write_text('["6818/tcp", "8080/tcp", "60001-63000/tcp"]')  # open-port ran
-    after = runner._opened_after(store, ["6818/tcp", "8080/tcp"], ["6818/tcp", "9090/tcp"])  # pyright: ignore[reportPrivateUsage]
-
-    assert after == ["6818/tcp", "60001-63000/tcp", "9090/tcp"]
-    assert sorted(p.name for p in (tmp_path / "hook-tools").iterdir()) == [
-        "close-port",
-        "open-port",
-        "opened-ports",
-    ]
-
-
 def test_only_the_leader_changes_an_application_secret():
-    """A non-leader's hook output carries the grants it saw: it must not undo the leader's."""
+    """A non-leader's secret calls (refused by its tools) must never change the secret."""
     from slurm_lab.juju.model import Secret, SecretRevision
 
     ctl, model = _model_with("ctl", 2)
     secret = Secret("secret:k", "ctl", "app", [SecretRevision(1, {"key": "x"})])
     secret.grants = {"2": ["login"]}
     model.secrets[secret.id] = secret
-    stale = {
-        "id": secret.id,
-        "owner": "app",
-        "label": "slurm-auth-key",
-        "description": None,
-        "latest_content": {"key": "x"},
-        "latest_revision": 1,
-        "tracked_revision": 1,
-        "remote_grants": {},
-    }
+    model.relations["2"] = Relation(
+        2, [Endpoint("ctl", "a", "i", "provider"), Endpoint("login", "b", "i", "requirer")]
+    )
+    revoke = [{"op": "revoke", "id": secret.id, "relation": "2", "unit": None, "app": None}]
 
-    ctl._apply_secrets(model.units["ctl/1"], [stale], read=set(), shown=set())  # pyright: ignore[reportPrivateUsage]
+    ctl._apply_secret_ops(model.units["ctl/1"], revoke)  # pyright: ignore[reportPrivateUsage]
     assert secret.grants == {"2": ["login"]}
 
-    ctl._apply_secrets(model.units["ctl/0"], [stale], read=set(), shown=set())  # pyright: ignore[reportPrivateUsage]
+    ctl._apply_secret_ops(model.units["ctl/0"], revoke)  # pyright: ignore[reportPrivateUsage]
     assert secret.grants == {}
