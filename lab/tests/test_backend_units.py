@@ -6,7 +6,6 @@ The lab-machine tests (test_backend.py) prove the whole; these pin the rules qui
 from __future__ import annotations
 
 import inspect
-import os
 import time
 from pathlib import Path
 

@@ -43,7 +43,8 @@ def _check(schema: dict[str, Any], value: Any, path: str) -> None:  # noqa: C901
         allowed = kinds if isinstance(kinds, list) else [kinds]
         if not any(_type_ok(k, value) for k in allowed):
             raise ParamsError(
-                f"{path}: Invalid type. Expected: {', '.join(allowed)}, given: {type(value).__name__}"
+                f"{path}: Invalid type. Expected: {', '.join(allowed)}, "
+                f"given: {type(value).__name__}"
             )
     if "enum" in schema and value not in schema["enum"]:
         raise ParamsError(f"{path}: {path} must be one of the following: {schema['enum']}")

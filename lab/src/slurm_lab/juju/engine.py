@@ -649,7 +649,7 @@ class Controller:
     # --- the unit's view: what its hook tools answer from --------------------------------------
 
     def hook_vars(self, unit: Unit, event: JsonDict) -> dict[str, str | None]:
-        """The hook-specific variables Juju sets (dispatch path, relation, secret, action)."""
+        """Return the variables Juju sets for this hook (dispatch path, relation, secret...)."""
         kind: str = event["kind"]
         if kind == "custom":
             return {}  # juju-exec: the command sets JUJU_DISPATCH_PATH itself if it dispatches
@@ -894,57 +894,63 @@ class Controller:
         """Apply the secret tools' calls in order; one new revision per secret per hook."""
         pending: dict[str, dict[str, str]] = {}
         for op in ops:
-            kind = op["op"]
-            if kind == "add":
-                owned_by_app = op["owner"] == "application"
-                self.model.secrets[op["id"]] = Secret(
-                    id=op["id"],
-                    owner=unit.app if owned_by_app else unit.name,
-                    owner_kind="app" if owned_by_app else "unit",
-                    revisions=[SecretRevision(1, dict(op["content"]))],
-                    label=op.get("label"),
-                    description=op.get("description"),
-                )
+            if op["op"] == "add":
+                self._add_secret(unit, op)
                 continue
             secret = self.model.secrets.get(op["id"])
             if secret is None:
                 continue
-            if kind == "track":
-                known = secret.consumers.get(unit.name)
-                secret.consumers[unit.name] = Consumer(
-                    op["revision"], known.label if known else None
-                )
-                continue
-            if kind == "consumer_label":
-                known = secret.consumers.get(unit.name)
-                tracked = known.tracked if known else secret.latest.revision
-                secret.consumers[unit.name] = Consumer(tracked, op["label"])
-                continue
-            if not self._manages(unit, secret):
-                continue
-            if kind == "set":
-                for name in ("label", "description"):
-                    if op.get(name) is not None:
-                        setattr(secret, name, op[name])
-                if op.get("content") is not None:
-                    pending[secret.id] = dict(op["content"])
-            elif kind in ("grant", "revoke"):
-                self._apply_grant(secret, op)
-            elif kind == "remove":
-                if op.get("revision") is None:
-                    del self.model.secrets[secret.id]
-                    pending.pop(secret.id, None)
-                else:
-                    secret.revisions = [
-                        r
-                        for r in secret.revisions
-                        if r.revision != op["revision"] or r is secret.latest
-                    ]
+            if op["op"] in ("track", "consumer_label"):
+                self._apply_consumer_op(unit, secret, op)
+            elif self._manages(unit, secret):
+                self._apply_owner_op(secret, op, pending)
         for secret_id, content in pending.items():
             secret = self.model.secrets.get(secret_id)
             if secret is not None and content != secret.latest.content:
                 self._new_revision(secret, content)
         self._notify_obsolete_revisions()
+
+    def _add_secret(self, unit: Unit, op: JsonDict) -> None:
+        owned_by_app = op["owner"] == "application"
+        self.model.secrets[op["id"]] = Secret(
+            id=op["id"],
+            owner=unit.app if owned_by_app else unit.name,
+            owner_kind="app" if owned_by_app else "unit",
+            revisions=[SecretRevision(1, dict(op["content"]))],
+            label=op.get("label"),
+            description=op.get("description"),
+        )
+
+    @staticmethod
+    def _apply_consumer_op(unit: Unit, secret: Secret, op: JsonDict) -> None:
+        """Record a consumer's tracked revision (first read, --refresh) or its label."""
+        known = secret.consumers.get(unit.name)
+        if op["op"] == "track":
+            secret.consumers[unit.name] = Consumer(op["revision"], known.label if known else None)
+        else:
+            tracked = known.tracked if known else secret.latest.revision
+            secret.consumers[unit.name] = Consumer(tracked, op["label"])
+
+    def _apply_owner_op(
+        self, secret: Secret, op: JsonDict, pending: dict[str, dict[str, str]]
+    ) -> None:
+        """secret-set, -grant, -revoke or -remove by the unit that manages the secret."""
+        kind = op["op"]
+        if kind == "set":
+            for name in ("label", "description"):
+                if op.get(name) is not None:
+                    setattr(secret, name, op[name])
+            if op.get("content") is not None:
+                pending[secret.id] = dict(op["content"])
+        elif kind in ("grant", "revoke"):
+            self._apply_grant(secret, op)
+        elif kind == "remove" and op.get("revision") is None:
+            del self.model.secrets[secret.id]
+            pending.pop(secret.id, None)
+        elif kind == "remove":
+            secret.revisions = [
+                r for r in secret.revisions if r.revision != op["revision"] or r is secret.latest
+            ]
 
     def _apply_grant(self, secret: Secret, op: JsonDict) -> None:
         rel_id = op.get("relation")

@@ -33,7 +33,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.realpath(__file__)))
-import hooktools  # noqa: E402  # pyright: ignore[reportMissingImports]
+import hooktools  # pyright: ignore[reportMissingImports]
 
 CONTEXT_ENV = "LAB_HOOK_CONTEXT"
 SETTABLE_STATUSES = ("maintenance", "blocked", "waiting", "active")
@@ -166,7 +166,7 @@ def _yaml(value: Any, indent: int = 0) -> str:
     return pad + _yaml_scalar(value) + "\n"
 
 
-def render(value: Any, fmt: str | None) -> str:
+def render(value: Any, fmt: str | None) -> str:  # noqa: PLR0911
     """Format a result as Juju does for `--format` json, yaml or smart (the default)."""
     fmt = fmt or "smart"
     if fmt == "json":
@@ -310,7 +310,8 @@ def relation_get(ctx: Ctx, args: Args) -> str:
     else:
         if member not in rel["unit_data"]:
             raise ToolError(
-                f'cannot read settings for unit "{member}" in relation "{rel["key"]}": unit "{member}": settings not found'
+                f'cannot read settings for unit "{member}" in relation "{rel["key"]}": '
+                f'unit "{member}": settings not found'
             )
         bag = rel["unit_data"][member]
     if key == "-":
@@ -590,7 +591,8 @@ def action_set(ctx: Ctx, args: Args) -> str:
         for part in parts:
             if not ACTION_KEY.fullmatch(part):
                 raise ToolError(
-                    f'key "{part}" must start and end with lowercase alphanumeric, and contain only lowercase alphanumeric and hyphens',
+                    f'key "{part}" must start and end with lowercase alphanumeric, '
+                    "and contain only lowercase alphanumeric and hyphens",
                     2,
                 )
         if parts[0] in ("stdout", "stdout-encoding", "stderr", "stderr-encoding"):
@@ -669,7 +671,7 @@ def _may_manage(ctx: Ctx, secret: Ctx) -> None:
         raise ToolError("permission denied")
 
 
-def _content_from_args(args: Args, words: list[str]) -> dict[str, str]:
+def _content_from_args(args: Args, words: list[str]) -> dict[str, str]:  # noqa: C901
     """Read `key=value`, `key#base64=value`, `key#file=path` and `--file` (JSON or YAML map)."""
     content: dict[str, str] = {}
     source = args.get("file")
@@ -800,7 +802,7 @@ def _content_at(secret: Ctx, revision: int) -> dict[str, str]:
     return secret["revisions"][str(revision)]
 
 
-def secret_get(ctx: Ctx, argv: list[str]) -> str:
+def secret_get(ctx: Ctx, argv: list[str]) -> str:  # noqa: C901
     args = parse_args(argv, {**FORMAT, "label": "str", "refresh": "bool", "peek": "bool"})
     _no_extra(args, 2, "secret-get [options] <ID> [key[#base64]]")
     if args.get("refresh") and args.get("peek"):

@@ -40,9 +40,11 @@ TOOLS_SHIPPED = "_tools"
 CONTEXT_DIR = "lab-context"
 REVISION_FILE = ".lab-revision"
 MACHINE_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
-DISPATCH = """#!/bin/sh
-JUJU_DISPATCH_PATH="${JUJU_DISPATCH_PATH:-$0}" PYTHONPATH=lib:venv /usr/bin/env python3 ./src/charm.py
-"""
+DISPATCH = (
+    "#!/bin/sh\n"
+    'JUJU_DISPATCH_PATH="${JUJU_DISPATCH_PATH:-$0}" PYTHONPATH=lib:venv'
+    " /usr/bin/env python3 ./src/charm.py\n"
+)
 """charmcraft's dispatch script for a charm with src/charm.py and its dependencies in venv/."""
 
 
@@ -66,7 +68,7 @@ class MachineLike(Protocol):
 
 
 def unit_dir(unit: str) -> str:
-    """The unit agent's directory: /var/lib/juju/agents/unit-<app>-<n>."""
+    """Return the unit agent's directory: /var/lib/juju/agents/unit-<app>-<n>."""
     app, number = unit.split("/")
     return f"{UNIT_AGENT_DIR}/unit-{app}-{number}"
 
@@ -86,7 +88,7 @@ def tools_dir(unit: str) -> str:
 
 
 def _split_yaml(spec: charms.CharmSpec) -> dict[str, JsonDict]:
-    """metadata.yaml, config.yaml and actions.yaml as charmcraft writes them from charmcraft.yaml."""
+    """Split charmcraft.yaml into metadata.yaml, config.yaml and actions.yaml, as charmcraft."""
     files: dict[str, JsonDict] = {"metadata.yaml": spec.meta}
     if spec.config:
         files["config.yaml"] = spec.config
@@ -163,7 +165,7 @@ fi
 def hook_env(
     unit: str, model: JsonDict, hook: JsonDict, context_id: str, context_path: str
 ) -> dict[str, str]:
-    """The environment Juju 3.6 gives a hook (or action, or juju-exec command)."""
+    """Return the environment Juju 3.6 gives a hook (or action, or juju-exec command)."""
     env = {
         "PATH": f"{tools_dir(unit)}:{MACHINE_PATH}",
         "JUJU_UNIT_NAME": unit,
@@ -218,7 +220,7 @@ class HookRun:
             json.dump(self.view, handle)
 
     def argv(self, charms_mount: str) -> list[str]:
-        """The command line the machine runs: unpack if needed, then dispatch (or the command)."""
+        """Return what the machine runs: unpack if needed, then dispatch (or the command)."""
         body = self.command if self.command is not None else "exec ./dispatch"
         script = (
             prelude(self.unit, self.app, charms_mount) + f'cd "$JUJU_CHARM_DIR"\nset +e\n{body}\n'
@@ -226,7 +228,7 @@ class HookRun:
         return ["/bin/sh", "-c", script]
 
     def env(self) -> dict[str, str]:
-        """The hook's environment."""
+        """Return the hook's environment."""
         model = {
             **self.view["model"],
             "machine_id": self.view["machine_id"],
