@@ -8,9 +8,8 @@ drives the controller, in completion order. A hook that changes a databag or a s
 the follow-up hooks (relation-changed, secret-changed) on the units Juju would notify.
 
 An event is a small JSON document: {"unit": "app/0", "kind": "install"} or, for relations,
-{"unit", "kind": "relation_changed", "relation_id", "remote_unit": "other/1"}, custom events
-dispatched from a machine with `juju-exec` ({"kind": "custom", "name": "my-event"}), and a few
-internal kinds starting with "_" for bookkeeping once hooks have run (dropping a relation,
+{"unit", "kind": "relation_changed", "relation_id", "remote_unit": "other/1"}, commands run
+from a machine with `juju-exec` ({"kind": "custom", "command", "name"}), and a few internal kinds starting with "_" for bookkeeping once hooks have run (dropping a relation,
 destroying a unit's machine).
 
 How the lab still differs from Juju 3 (everything else is meant to match it):
@@ -26,9 +25,10 @@ How the lab still differs from Juju 3 (everything else is meant to match it):
   executing meanwhile and runs other units' hooks; if the owning process dies, the hook counts
   as failed and is retried.
 - Concurrency: at most `MAX_PARALLEL_HOOKS` hooks at once in one process (Juju has no limit).
-  Each hook sees the model as it was when the hook started; ops.testing sends its databag,
-  secret and status changes back when it ends (Juju applies relation-set at hook end too, but
-  status-set immediately: the lab shows in-hook statuses by reading a file the runner writes).
+  Each hook runs the charm's dispatch with hook tools answering from the model as it was when
+  the hook started (`runner`, `jujuc`); its relation data, secrets, ports and unit state are
+  committed when it exits 0, as on Juju. Status is set at once, as Juju's status-set does (the
+  lab shows a running hook's status by reading its context file).
 - update-status fires every `update_status_interval` seconds (300, as Juju's default) of
   `wait()` polling, counted per `LabJuju` object, not per unit from the unit's start.
 - Hook retries: a failed hook is retried after 5 s, doubling up to 5 minutes, as Juju does; the
@@ -38,11 +38,10 @@ How the lab still differs from Juju 3 (everything else is meant to match it):
   minute) and then gets leader-elected. The lowest-numbered remaining unit wins.
 - Machine lifetime: a removed unit's machine is destroyed right after the unit's `remove` hook,
   as Juju does; whatever still runs there (a transient systemd unit) is killed with it.
-- `juju-exec` on a machine accepts only the dispatch form
-  (`juju-exec -u <unit> "JUJU_DISPATCH_PATH=hooks/<event> <charm dir>/dispatch"`) for units on
-  that machine; the host answers within about a second while it is driven, else the command
-  times out (`EXEC_TIMEOUT`). A failing dispatch returns non-zero without putting the unit in
-  error and without applying the charm's changes.
+- `juju-exec -u <unit> <command>` on a machine runs the command in the unit's hook context,
+  queued with its hooks, for units on that machine; the host answers within about a second
+  while it is driven, else the command times out (`EXEC_TIMEOUT`). Its changes commit if it
+  exits 0; a failing command returns its exit status without putting the unit in error.
 - Actions run at once in the calling process, after the unit's own background hook (if any).
 """
 
