@@ -9,8 +9,9 @@ the follow-up hooks (relation-changed, secret-changed) on the units Juju would n
 
 An event is a small JSON document: {"unit": "app/0", "kind": "install"} or, for relations,
 {"unit", "kind": "relation_changed", "relation_id", "remote_unit": "other/1"}, commands run
-from a machine with `juju-exec` ({"kind": "custom", "command", "name"}), and a few internal kinds starting with "_" for bookkeeping once hooks have run (dropping a relation,
-destroying a unit's machine).
+from a machine with `juju-exec` ({"kind": "custom", "command", "name"}), and a few internal kinds
+starting with "_" for bookkeeping once hooks have run (dropping a relation, destroying a unit's
+machine).
 
 How the lab still differs from Juju 3 (everything else is meant to match it):
 
