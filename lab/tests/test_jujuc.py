@@ -152,3 +152,9 @@ def test_a_stale_context_is_refused(context: Path, monkeypatch: pytest.MonkeyPat
     monkeypatch.setenv("JUJU_CONTEXT_ID", "ctx-0")
 
     assert tool("is-leader")[2] == 'ERROR bad request: unknown context "ctx-0"\n'
+
+
+def test_the_port_tools_are_the_port_rules_of_hooktools():
+    from slurm_lab.juju import hooktools
+
+    assert set(jujuc.PORT_TOOLS) == set(hooktools.TOOLS)

@@ -99,12 +99,12 @@ def test_a_failed_hook_drops_what_it_wrote(juju: LabJuju):
 def test_action_parameters_outside_the_schema_never_reach_the_charm(
     juju: LabJuju, params: dict[str, object]
 ):
-    before = juju.unit_log("pair/0").count('ran "take"')
+    before = juju.unit_log("pair/0").count('ran "action take"')
 
     with pytest.raises(jubilant.CLIError, match="validation failed"):
         juju.run("pair/0", "take", params)
 
-    assert juju.unit_log("pair/0").count('ran "take"') == before
+    assert juju.unit_log("pair/0").count('ran "action take"') == before
     assert juju.run("pair/0", "take", {"count": 2}).results == {"took": "2"}
 
 

@@ -543,7 +543,7 @@ class Controller:
             unit.app,
             self.unit_view(unit, event),
             self.hook_vars(unit, event),
-            name=hook_name(event, self.model).removeprefix("action "),
+            name=hook_name(event, self.model),
             command=command,
         )
 

@@ -32,10 +32,9 @@ import sys
 from collections.abc import Callable, Iterator
 from typing import Any
 
-sys.path.insert(0, os.path.dirname(os.path.realpath(__file__)))
-import hooktools  # pyright: ignore[reportMissingImports]
-
 CONTEXT_ENV = "LAB_HOOK_CONTEXT"
+PORT_TOOLS = ("open-port", "close-port", "opened-ports")
+"""Answered by `hooktools.run_tool` (imported only for them: every tool call starts Python)."""
 SETTABLE_STATUSES = ("maintenance", "blocked", "waiting", "active")
 LOG_LEVELS = ("TRACE", "DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 SECRET_KEY = re.compile(r"^([a-z](?:-?[a-z0-9]){2,})$")
@@ -625,6 +624,9 @@ def port_tool(name: str) -> Callable[[Ctx, list[str]], str]:
     """Wrap the port rules of `hooktools` (shared with the unit tests' fake machine)."""
 
     def run(ctx: Ctx, argv: list[str]) -> str:
+        sys.path.insert(0, os.path.dirname(os.path.realpath(__file__)))
+        import hooktools  # noqa: PLC0415  # pyright: ignore[reportMissingImports]
+
         code, out, err, after = hooktools.run_tool(name, argv, list(ctx["ports"]))
         if code != 0:
             raise ToolError(err.strip().removeprefix("ERROR ").strip())
@@ -1009,7 +1011,7 @@ RAW: dict[str, Callable[[Ctx, list[str]], str]] = {
     "secret-grant": secret_grant,
     "secret-revoke": secret_revoke,
     "secret-remove": secret_remove,
-    **{name: port_tool(name) for name in hooktools.TOOLS},
+    **{name: port_tool(name) for name in PORT_TOOLS},
 }
 TOOLS = sorted({*SIMPLE, *WITH_INPUT, *RAW})
 """Every hook-tool name this program answers to (the links the engine makes)."""
