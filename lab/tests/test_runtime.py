@@ -126,3 +126,17 @@ def test_a_charm_that_never_calls_ops_main_does_nothing(juju: LabJuju):
     status = juju.status().apps["nomain"].units["nomain/0"]
     assert status.workload_status.current != "active"
     assert "Emitting Juju event" not in juju.unit_log("nomain/0")
+
+
+def test_juju_reboot_reboots_the_machine_after_the_hook_and_start_runs_again(juju: LabJuju):
+    juju.config("owner", {"mode": "reboot"})
+
+    def started_twice(_: jubilant.Status) -> bool:
+        starts = juju.exec("cat /var/lib/misuse/starts", unit="owner/0").stdout
+        return starts.count("start") == 2
+
+    juju.wait(started_twice, delay=1, timeout=120)
+
+    assert juju.exec("test -e /run/misuse-up || echo gone", unit="owner/0").stdout == "gone\n"
+    status = juju.wait(lambda s: jubilant.all_active(s, "owner"), delay=0.5, timeout=60)
+    assert status.apps["owner"].units["owner/0"].workload_status.message == "reboot"

@@ -9,6 +9,8 @@
   stuck: Juju drops a failed hook's changes.
 * trust-tracked: the consumer reads the shared secret without refreshing and expects the
   content the owner announced: Juju gives the revision the consumer tracks.
+* reboot: not a misuse: asks Juju (once) to reboot the machine after the hook; every `start`
+  is counted in /var/lib/misuse/starts.
 """
 
 from __future__ import annotations
@@ -16,10 +18,15 @@ from __future__ import annotations
 import logging
 import subprocess
 import time
+from pathlib import Path
 
 import ops
 
 logger = logging.getLogger(__name__)
+
+STARTS = Path("/var/lib/misuse/starts")
+REBOOT_ASKED = Path("/var/lib/misuse/reboot-asked")
+UP_SINCE_BOOT = Path("/run/misuse-up")
 
 
 class MisuseCharm(ops.CharmBase):
@@ -34,6 +41,7 @@ class MisuseCharm(ops.CharmBase):
         framework.observe(self.on.use_relation_changed, self._use)
         framework.observe(self.on.take_action, self._take)
         framework.observe(self.on.peer_data_action, self._peer_data)
+        framework.observe(self.on.start, self._count_start)
         framework.observe(self.on.collect_unit_status, self._status)
 
     @property
@@ -41,6 +49,10 @@ class MisuseCharm(ops.CharmBase):
         return str(self.config["mode"])
 
     def _on_config(self, _: ops.ConfigChangedEvent) -> None:
+        if self._mode == "reboot" and not REBOOT_ASKED.exists():
+            REBOOT_ASKED.write_text("yes")
+            UP_SINCE_BOOT.write_text("yes")
+            self.unit.reboot()
         pair = self.model.get_relation("pair")
         if pair is None:
             return
@@ -52,6 +64,11 @@ class MisuseCharm(ops.CharmBase):
         elif self._mode == "write-then-fail" and pair.data[self.unit].get("stuck") != "yes":
             pair.data[self.unit]["stuck"] = "yes"
             raise RuntimeError("failing after writing stuck=yes; the retry expects it")
+
+    def _count_start(self, _: ops.StartEvent) -> None:
+        STARTS.parent.mkdir(parents=True, exist_ok=True)
+        with STARTS.open("a") as handle:
+            handle.write("start\n")
 
     def _wait_for_ack(self, pair: ops.Relation) -> None:
         ping = pair.data[self.unit]["ping"]
