@@ -769,6 +769,9 @@ class Controller:
         seen = [] if broken else list(rel.seen.get(unit.name, []))
         readable = {name: dict(bag) for name, bag in rel.unit_data.items()}
         readable.setdefault(unit.name, {})
+        for name in seen:  # a unit in scope has settings (Juju writes its addresses on entry)
+            if name not in readable and (remote := self.model.units.get(name)) is not None:
+                readable[name] = self.address_bag(remote)
         apps = {unit.app: dict(rel.app_data.get(unit.app, {}))}
         if not rel.is_peer:
             apps[other] = dict(rel.app_data.get(other, {}))
