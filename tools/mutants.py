@@ -135,7 +135,7 @@ MUTATIONS = [
         "lab-removed-revision-stays",
         "lab/src/slurm_lab/juju/engine.py",
         "            secret.revisions = [r for r in secret.revisions if r.revision != revision]",
-        "            pass",
+        "            return",
         "lab/tests/test_backend_units.py",
     ),
     Mutation(

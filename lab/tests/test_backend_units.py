@@ -6,7 +6,6 @@ The lab-machine tests (test_backend.py) prove the whole; these pin the rules qui
 from __future__ import annotations
 
 import inspect
-import os
 import time
 from pathlib import Path
 
@@ -15,7 +14,7 @@ import pytest
 from slurm_lab.juju import LabJuju, charms, lifecycle
 from slurm_lab.juju.backend import _coerce_config
 from slurm_lab.juju.engine import Controller
-from slurm_lab.juju.model import App, Endpoint, ModelState, StatusValue, Unit, load, save
+from slurm_lab.juju.model import App, Endpoint, ModelState, Relation, StatusValue, Unit, load, save
 from slurm_lab.juju.status import build_status
 
 REPO = Path(__file__).resolve().parents[2]
@@ -40,18 +39,18 @@ def test_charm_file_is_merged_over_the_common_file(tmp_path: Path):
     assert spec.meta["assumes"] == ["juju"]  # lists are replaced, not concatenated
 
 
-def test_a_charm_outside_the_workspace_gets_its_declared_dependencies_and_ops_testing():
+def test_a_charm_outside_the_workspace_gets_its_declared_dependencies_only():
     reqs, local = charms.requirements(LABTEST)
 
-    assert reqs == ["ops>=3.3", "ops[testing]"]
+    assert reqs == ["ops>=3.3"]  # no ops[testing]: hooks run through dispatch, not Scenario
     assert local == []
 
 
 def test_a_workspace_charm_gets_its_locked_export_with_local_libraries_from_source():
     reqs, local = charms.requirements(REPO / "charms" / "slurmd")
 
-    ops_pin = next(r for r in reqs if r.startswith("ops=="))
-    assert reqs[-1] == f"ops[testing]=={ops_pin.removeprefix('ops==')}"
+    assert any(r.startswith("ops==") for r in reqs)
+    assert not any(r.startswith("ops[testing]") for r in reqs)
     assert REPO / "libs" / "hpc_libs" in local
     assert not any(r.startswith("-e") for r in reqs)
 
@@ -201,90 +200,29 @@ def test_a_units_events_wait_for_its_running_hook_but_not_other_units():
     assert "a/0" in model.units  # its machine waits for its hooks
 
 
-def test_opened_ports_survive_the_next_hook():
-    """A charm that opened a port must be able to run its next hook (runner's state input)."""
-    from ops import testing
-    from slurm_lab.juju import runner
-
-    raw = ["6819/tcp", "53/udp", "icmp", "60001-63000/tcp"]
-    ports = [runner._port(p) for p in raw]  # pyright: ignore[reportPrivateUsage]
-
-    # ops.testing holds no range: the charm sees it through the hook tools only.
-    assert ports == [testing.TCPPort(6819), testing.UDPPort(53), testing.ICMPPort(), None]
-
-
-def test_a_hook_keeps_the_tools_changes_and_what_ops_own_api_changed(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-):
-    from slurm_lab.juju import runner
-
-    monkeypatch.setenv("PATH", os.environ["PATH"])  # The runner changes both for its hook.
-    monkeypatch.setenv("LAB_UNIT_PORTS", "")
-
-    store = runner._install_port_tools(str(tmp_path), ["6818/tcp", "8080/tcp"])  # pyright: ignore[reportPrivateUsage]
-    store.write_text('["6818/tcp", "8080/tcp", "60001-63000/tcp"]')  # open-port ran
-    after = runner._opened_after(store, ["6818/tcp", "8080/tcp"], ["6818/tcp", "9090/tcp"])  # pyright: ignore[reportPrivateUsage]
-
-    assert after == ["6818/tcp", "60001-63000/tcp", "9090/tcp"]
-    assert sorted(p.name for p in (tmp_path / "hook-tools").iterdir()) == [
-        "close-port",
-        "open-port",
-        "opened-ports",
-    ]
-
-
 def test_only_the_leader_changes_an_application_secret():
-    """A non-leader's hook output carries the grants it saw: it must not undo the leader's."""
+    """A non-leader's secret calls (refused by its tools) must never change the secret."""
     from slurm_lab.juju.model import Secret, SecretRevision
 
     ctl, model = _model_with("ctl", 2)
     secret = Secret("secret:k", "ctl", "app", [SecretRevision(1, {"key": "x"})])
     secret.grants = {"2": ["login"]}
     model.secrets[secret.id] = secret
-    stale = {
-        "id": secret.id,
-        "owner": "app",
-        "label": "slurm-auth-key",
-        "description": None,
-        "latest_content": {"key": "x"},
-        "latest_revision": 1,
-        "tracked_revision": 1,
-        "remote_grants": {},
-    }
+    model.relations["2"] = Relation(
+        2, [Endpoint("ctl", "a", "i", "provider"), Endpoint("login", "b", "i", "requirer")]
+    )
+    revoke = [{"op": "revoke", "id": secret.id, "relation": "2", "unit": None, "app": None}]
 
-    ctl._apply_secrets(model.units["ctl/1"], [stale], read=set(), shown=set())  # pyright: ignore[reportPrivateUsage]
+    ctl._apply_secret_ops(model.units["ctl/1"], revoke)  # pyright: ignore[reportPrivateUsage]
     assert secret.grants == {"2": ["login"]}
 
-    ctl._apply_secrets(model.units["ctl/0"], [stale], read=set(), shown=set())  # pyright: ignore[reportPrivateUsage]
+    ctl._apply_secret_ops(model.units["ctl/0"], revoke)  # pyright: ignore[reportPrivateUsage]
     assert secret.grants == {}
 
 
-def _owned_view(secret, revision: int, content: dict[str, str]) -> dict[str, object]:
-    """An owner's hook output for an application secret at `revision`."""
-    return {
-        "id": secret.id,
-        "owner": "app",
-        "label": "slurm-auth-key",
-        "description": None,
-        "latest_content": content,
-        "latest_revision": revision,
-        "tracked_revision": revision,
-        "remote_grants": {},
-    }
-
-
-def _consumer_view(secret, tracked: int) -> dict[str, object]:
-    """A consumer's hook output after reading the secret at `tracked`."""
-    return {
-        "id": secret.id,
-        "owner": None,
-        "label": None,
-        "description": None,
-        "latest_content": {},
-        "latest_revision": tracked,
-        "tracked_revision": tracked,
-        "remote_grants": {},
-    }
+def _commit_secret_ops(ctl: Controller, unit: Unit, *ops: dict[str, object]) -> None:
+    """Commit a hook (exit 0) whose only changes are these secret-tool calls (jujuc's ops)."""
+    ctl.commit(unit, {"out": {"secret_ops": list(ops)}})
 
 
 def test_secret_remove_goes_to_the_owners_leader_once_no_consumer_tracks_a_revision():
@@ -300,22 +238,26 @@ def test_secret_remove_goes_to_the_owners_leader_once_no_consumer_tracks_a_revis
     model.queue.clear()
     leader = model.units["ctl/0"]
 
-    ctl.apply(leader, _response([_owned_view(secret, 2, {"key": "b"})]))
+    _commit_secret_ops(ctl, leader, {"op": "set", "id": secret.id, "content": {"key": "b"}})
     assert [e["kind"] for e in model.queue] == ["secret_changed"]  # login/0 still tracks 1.
 
     model.queue.clear()
-    ctl.apply(model.units["login/0"], _response([_consumer_view(secret, 2)], read=[secret.id]))
+    refresh = {"op": "track", "id": secret.id, "revision": 2}  # secret-get --refresh
+    _commit_secret_ops(ctl, model.units["login/0"], refresh)
     assert model.queue == [
         {"unit": "ctl/0", "kind": "secret_remove", "secret_id": secret.id, "revision": 1}
     ]
 
     model.queue.clear()
-    ctl.apply(model.units["login/0"], _response([_consumer_view(secret, 2)], read=[secret.id]))
+    _commit_secret_ops(ctl, model.units["login/0"], refresh)
     assert model.queue == []  # Once per revision.
 
-    ctl.apply(model.units["ctl/1"], _response([], removed=[[secret.id, 1]]))
+    remove = {"op": "remove", "id": secret.id, "revision": 1}  # secret-remove --revision 1
+    _commit_secret_ops(ctl, model.units["ctl/1"], remove)
     assert [r.revision for r in secret.revisions] == [1, 2]  # Only the leader removes.
-    ctl.apply(leader, _response([_owned_view(secret, 2, {"key": "b"})], removed=[[secret.id, 1]]))
+    _commit_secret_ops(ctl, leader, {"op": "remove", "id": secret.id, "revision": 2})
+    assert [r.revision for r in secret.revisions] == [1, 2]  # The latest stays.
+    _commit_secret_ops(ctl, leader, remove)
     assert [r.revision for r in secret.revisions] == [2]
 
 
@@ -327,56 +269,10 @@ def test_a_revision_no_one_ever_read_is_obsolete_as_soon_as_a_newer_one_exists()
     model.secrets[secret.id] = secret
     model.queue.clear()
 
-    ctl.apply(model.units["ctl/0"], _response([_owned_view(secret, 2, {"key": "b"})]))
+    _commit_secret_ops(
+        ctl, model.units["ctl/0"], {"op": "set", "id": secret.id, "content": {"key": "b"}}
+    )
 
     assert model.queue == [
         {"unit": "ctl/0", "kind": "secret_remove", "secret_id": secret.id, "revision": 1}
     ]
-
-
-def test_the_runner_reports_the_revisions_a_charm_removes(monkeypatch: pytest.MonkeyPatch):
-    """secret-remove --revision reaches the model: the runner records what ops removed."""
-    import ops
-    from ops import testing
-    from scenario import mocking
-    from slurm_lab.juju import runner
-
-    class Owner(ops.CharmBase):
-        def __init__(self, framework: ops.Framework) -> None:
-            super().__init__(framework)
-            framework.observe(self.on.secret_remove, self._on_secret_remove)
-
-        def _on_secret_remove(self, event: ops.SecretRemoveEvent) -> None:
-            event.remove_revision()
-
-    backend = mocking._MockModelBackend  # pyright: ignore[reportPrivateUsage]
-    monkeypatch.setattr(backend, "secret_remove", backend.secret_remove)  # Restored after.
-    removed: list[list[object]] = []
-    runner._record_revision_removals(removed)  # pyright: ignore[reportPrivateUsage]
-    secret = testing.Secret({"key": "b"}, owner="app", id="secret:abc")
-    object.__setattr__(secret, "_tracked_revision", 2)  # As the runner builds an owned one.
-    object.__setattr__(secret, "_latest_revision", 2)
-    ctx = testing.Context(Owner, meta={"name": "ctl"})
-
-    ctx.run(ctx.on.secret_remove(secret, revision=1), testing.State(leader=True, secrets=[secret]))
-
-    assert removed == [[secret.id, 1]]
-
-
-def _response(secrets, *, read=(), removed=()) -> dict[str, object]:
-    """A successful hook's response, changing nothing but the secrets."""
-    return {
-        "state": {
-            "unit_status": {"name": "active", "message": ""},
-            "app_status": {"name": "unknown", "message": ""},
-            "workload_version": "",
-            "ports": [],
-            "stored_states": [],
-            "deferred": [],
-            "relations": [],
-            "secrets": list(secrets),
-        },
-        "secrets_read": list(read),
-        "secrets_shown": [s["id"] for s in secrets],
-        "secret_revisions_removed": [list(r) for r in removed],
-    }

@@ -1,4 +1,4 @@
-"""A local, jubilant-compatible Juju backend: charms run with ops.testing inside lab machines."""
+"""A local, jubilant-compatible Juju backend: charms run through dispatch inside lab machines."""
 
 from slurm_lab.juju.backend import LabJuju
 

@@ -29,7 +29,7 @@ from jubilant import ConfigValue, ConstraintValue, Status, Task, TaskError, Wait
 
 from slurm_lab import gpu
 from slurm_lab.errors import LabError
-from slurm_lab.juju import charms, lifecycle
+from slurm_lab.juju import actionparams, charms, lifecycle, runner
 from slurm_lab.juju import model as store
 from slurm_lab.juju.cos import CosCollector
 from slurm_lab.juju.engine import JUJU_EXEC_PATH, JUJU_EXEC_SCRIPT, Controller, LabLike
@@ -257,11 +257,11 @@ class LabJuju(jubilant.Juju):
         if name in model.apps:
             raise cli_error("deploy", str(charm), message=f'application "{name}" already exists')
         self._set_lab_gpus(name, constraints)
-        charms.install_runner(self.lab.charms_dir)
+        runner.install_tools(self.lab.charms_dir)
         # The machines' Python (its suite's: 3.13 on trixie); a fake lab may not say.
         python_version = getattr(self.lab, "python_version", None)
         python = python_version() if python_version else charms.LAB_PYTHON
-        charms.stage(charm_dir, name, self.lab.charms_dir, python)
+        runner.charm_source(charm_dir, name, self.lab.charms_dir, python)
         new = App(
             name=name,
             charm_dir=str(charm_dir),
@@ -541,21 +541,23 @@ class LabJuju(jubilant.Juju):
             model.next_task += 1
             task_id = str(model.next_task)
             declared = self.ctl.spec(app).actions[action] or {}
-            defaults = {
-                name: param["default"]
-                for name, param in (declared.get("params") or {}).items()
-                if isinstance(param, dict) and "default" in param
-            }
+            try:
+                checked = actionparams.validate(declared, dict(params or {}))
+            except actionparams.ParamsError as e:
+                raise cli_error("run", unit, action, message=str(e)) from None
             event = {
                 "unit": target.name,
                 "kind": "action",
                 "name": action,
-                "params": {**defaults, **(params or {})},
+                "params": checked,
                 "id": task_id,
             }
             response = self.ctl.run_charm(target, event)
-            if response.get("state") is not None:
-                self.ctl.apply(target, response)
+            context = response.get("context")
+            if context is not None:
+                self.ctl.apply_immediate(target, context)
+                if response["ok"]:
+                    self.ctl.commit(target, context)
             task = _task(task_id, response)
         task.raise_on_failure()
         return task
@@ -808,25 +810,26 @@ def _stringify(results: Any) -> Any:
 
 
 def _task(task_id: str, response: dict[str, Any]) -> Task:
-    results = _stringify(response.get("action_results") or {})
-    logs = list(response.get("action_logs") or [])
+    action: dict[str, Any] = (response.get("context") or {}).get("action") or {}
+    results = _stringify(action.get("results") or {})
+    logs = list(action.get("logs") or [])
     if not response["ok"]:
-        error = response.get("error") or ""
         return Task(
             id=task_id,
             status="failed",
             results=results,
-            return_code=1,
-            stderr=error,
-            message="exit status 1",
+            return_code=int(response.get("code") or 1),
+            stdout=response.get("stdout") or "",
+            stderr=response.get("stderr") or response.get("error") or "",
+            message=f"exit status {int(response.get('code') or 1)}",
             log=logs,
         )
-    if response.get("action_failed") is not None:
+    if action.get("failed") is not None:
         return Task(
             id=task_id,
             status="failed",
             results=results,
-            message=response["action_failed"],
+            message=action["failed"],
             log=logs,
         )
     return Task(id=task_id, status="completed", results=results, log=logs)

@@ -4,9 +4,8 @@ Staging: a charm dir becomes /lab/charms/<app>/{src,charmcraft.yaml,deps} for th
 Packing (`packed_charm`, `unpack_charm`): the .charm charmcraft packs, for a unit's charm dir.
 
 The dependency dir holds exactly what the charm declares (its locked workspace export, or its
-pyproject's [project.dependencies] outside the workspace) plus ops[testing] for the runner, built
-for the lab machines' Python, so a dependency missing from the charm's pyproject fails in the lab
-as it would in a packed charm.
+pyproject's [project.dependencies] outside the workspace), built for the lab machines' Python,
+so a dependency missing from the charm's pyproject fails in the lab as it would in a packed charm.
 """
 
 from __future__ import annotations
@@ -35,7 +34,6 @@ logger = logging.getLogger(__name__)
 
 LAB_PYTHON = "3.13"
 LAB_PLATFORM = "x86_64-manylinux_2_28"
-RUNNER_DIR = "_runner"
 DEPS_DIR = "_deps"
 METADATA_KEYS = (
     "name",
@@ -155,7 +153,7 @@ def _is_member(root: Path, charm_dir: Path) -> bool:
 
 
 def requirements(charm_dir: Path) -> tuple[list[str], list[Path]]:
-    """Return the charm's requirement lines (plus ops[testing]) and local source trees."""
+    """Return the charm's requirement lines and local source trees."""
     charm_dir = charm_dir.resolve()
     name = _project(charm_dir).get("name", charm_dir.name)
     root = _workspace_root(charm_dir.parent)
@@ -186,8 +184,6 @@ def requirements(charm_dir: Path) -> tuple[list[str], list[Path]]:
             reqs.append(str(path))
         else:
             reqs.append(line)
-    ops_pin = next((m.group(1) for r in reqs if (m := re.match(r"ops==(\S+)", r))), None)
-    reqs.append(f"ops[testing]=={ops_pin}" if ops_pin else "ops[testing]")
     return reqs, local
 
 
@@ -248,17 +244,6 @@ def stage(charm_dir: Path, app: str, charms_dir: Path, python: str = LAB_PYTHON)
     (dest / "charmcraft.yaml").write_text(yaml.safe_dump(project_file(charm_dir)))
     (dest / "deps").symlink_to(Path("..") / DEPS_DIR / deps.name)
     return dest
-
-
-def install_runner(charms_dir: Path) -> Path:
-    """Ship the hook runner script, and the hook tools it imports, to charms_dir/_runner/."""
-    for name in ("hooktools.py", "runner.py"):
-        dest = charms_dir / RUNNER_DIR / name
-        dest.parent.mkdir(parents=True, exist_ok=True)
-        source = Path(__file__).with_name(name)
-        if not dest.exists() or dest.read_bytes() != source.read_bytes():
-            shutil.copyfile(source, dest)
-    return charms_dir / RUNNER_DIR / "runner.py"
 
 
 # --- packed charms -----------------------------------------------------------------------------

@@ -14,10 +14,10 @@ owner: the owner unit, or the leader of the owning application. The revision sta
 charm removes it (`secret-remove --revision`); the owner's own units always read the latest.
 
 An event is a small JSON document: {"unit": "app/0", "kind": "install"} or, for relations,
-{"unit", "kind": "relation_changed", "relation_id", "remote_unit": "other/1"}, custom events
-dispatched from a machine with `juju-exec` ({"kind": "custom", "name": "my-event"}), and a few
-internal kinds starting with "_" for bookkeeping once hooks have run (dropping a relation,
-destroying a unit's machine).
+{"unit", "kind": "relation_changed", "relation_id", "remote_unit": "other/1"}, commands run
+from a machine with `juju-exec` ({"kind": "custom", "command", "name"}), and a few internal kinds
+starting with "_" for bookkeeping once hooks have run (dropping a relation, destroying a unit's
+machine).
 
 How the lab still differs from Juju 3 (everything else is meant to match it):
 
@@ -32,9 +32,10 @@ How the lab still differs from Juju 3 (everything else is meant to match it):
   executing meanwhile and runs other units' hooks; if the owning process dies, the hook counts
   as failed and is retried.
 - Concurrency: at most `MAX_PARALLEL_HOOKS` hooks at once in one process (Juju has no limit).
-  Each hook sees the model as it was when the hook started; ops.testing sends its databag,
-  secret and status changes back when it ends (Juju applies relation-set at hook end too, but
-  status-set immediately: the lab shows in-hook statuses by reading a file the runner writes).
+  Each hook runs the charm's dispatch with hook tools answering from the model as it was when
+  the hook started (`runner`, `jujuc`); its relation data, secrets, ports and unit state are
+  committed when it exits 0, as on Juju. Status is set at once, as Juju's status-set does (the
+  lab shows a running hook's status by reading its context file).
 - update-status fires every `update_status_interval` seconds (300, as Juju's default) of
   `wait()` polling, counted per `LabJuju` object, not per unit from the unit's start.
 - Hook retries: a failed hook is retried after 5 s, doubling up to 5 minutes, as Juju does; the
@@ -44,11 +45,10 @@ How the lab still differs from Juju 3 (everything else is meant to match it):
   minute) and then gets leader-elected. The lowest-numbered remaining unit wins.
 - Machine lifetime: a removed unit's machine is destroyed right after the unit's `remove` hook,
   as Juju does; whatever still runs there (a transient systemd unit) is killed with it.
-- `juju-exec` on a machine accepts only the dispatch form
-  (`juju-exec -u <unit> "JUJU_DISPATCH_PATH=hooks/<event> <charm dir>/dispatch"`) for units on
-  that machine; the host answers within about a second while it is driven, else the command
-  times out (`EXEC_TIMEOUT`). A failing dispatch returns non-zero without putting the unit in
-  error and without applying the charm's changes.
+- `juju-exec -u <unit> <command>` on a machine runs the command in the unit's hook context,
+  queued with its hooks, for units on that machine; the host answers within about a second
+  while it is driven, else the command times out (`EXEC_TIMEOUT`). Its changes commit if it
+  exits 0; a failing command returns its exit status without putting the unit in error.
 - Actions run at once in the calling process, after the unit's own background hook (if any).
 """
 
@@ -68,7 +68,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from slurm_lab.errors import LabError
-from slurm_lab.juju import charms
+from slurm_lab.juju import charms, runner
 from slurm_lab.juju.model import (
     App,
     Consumer,
@@ -84,8 +84,6 @@ from slurm_lab.juju.model import (
 logger = logging.getLogger(__name__)
 
 HOOK_TIMEOUT = 900.0
-UNIT_AGENT_DIR = "/var/lib/juju/agents"
-PYCACHE_DIR = "/var/cache/lab-juju/pycache"
 MAX_PARALLEL_HOOKS = 4
 HOOK_GRACE = 15.0
 """A backend call returns once its hooks are done, except those running longer than this."""
@@ -94,49 +92,54 @@ RETRY_MAX = 300.0
 EXEC_SPOOL = "/var/lib/juju/exec-spool"
 EXEC_TIMEOUT = 300
 JUJU_EXEC_PATH = "/usr/local/bin/juju-exec"
-LIVE_STATUS_FILE = "lab-status.json"
-EVENT_NAME = re.compile(r"^[a-z][a-z0-9-]{0,63}$")
+DISPATCH_COMMAND = re.compile(r"JUJU_DISPATCH_PATH=hooks/([a-z][a-z0-9-]{0,63}) \S+/dispatch")
+"""A juju-exec command that dispatches a charm event (named in the logs by the event)."""
 
 
 JUJU_EXEC_SCRIPT = f"""#!/usr/bin/python3
-# juju-exec of the slurm lab: runs a charm event of a unit on this machine, Juju's way:
+# juju-exec of the slurm lab: runs a command in a unit's hook context on this machine, Juju's
+# way (serialised with the unit's hooks, the hook tools on PATH, cwd the charm dir):
+#   juju-exec -u <unit> <command...>
 #   juju-exec -u <unit> "JUJU_DISPATCH_PATH=hooks/<event> <charm dir>/dispatch"
 # The lab host picks the request up from {EXEC_SPOOL} and answers there.
 import json, os, re, sys, time, uuid
 
-USAGE = 'usage: juju-exec -u|--unit <unit> "JUJU_DISPATCH_PATH=hooks/<event> <charm dir>/dispatch"'
-args, unit = sys.argv[1:], None
+USAGE = "usage: juju-exec -u|--unit <unit> [--timeout <seconds>] <command...>"
+args, unit, timeout = sys.argv[1:], None, {EXEC_TIMEOUT}
 while args and args[0].startswith("-"):
     opt = args.pop(0)
+    if opt == "--":
+        break
     if opt in ("-u", "--unit") and args:
         unit = args.pop(0)
     elif opt.startswith("--unit="):
         unit = opt.split("=", 1)[1]
+    elif opt == "--timeout" and args:
+        timeout = float(args.pop(0).rstrip("s"))
+    elif opt.startswith("--timeout="):
+        timeout = float(opt.split("=", 1)[1].rstrip("s"))
     else:
         sys.exit(USAGE)
 command = " ".join(args)
-match = re.fullmatch(r"JUJU_DISPATCH_PATH=hooks/([a-z][a-z0-9-]*) (/\\S+)/dispatch", command)
-if unit is None or match is None or not re.fullmatch(r"[a-z][a-z0-9-]*/[0-9]+", unit):
-    sys.exit(USAGE + "\\n(the lab's juju-exec only dispatches charm events)")
-app, number = unit.split("/")
-expected = f"{UNIT_AGENT_DIR}/unit-{{app}}-{{number}}/charm"
-if match.group(2) != expected:
-    sys.exit(f"ERROR charm dir of {{unit}} is {{expected}}")
+if unit is None or not command or not re.fullmatch(r"[a-z][a-z0-9-]*/[0-9]+", unit):
+    sys.exit(USAGE)
 request_id = uuid.uuid4().hex
 requests = "{EXEC_SPOOL}/requests"
 answer = f"{EXEC_SPOOL}/responses/{{request_id}}.json"
 os.makedirs(requests, exist_ok=True)
 tmp = f"{{requests}}/.{{request_id}}.tmp"
 with open(tmp, "w") as handle:
-    json.dump({{"unit": unit, "event": match.group(1)}}, handle)
+    json.dump({{"unit": unit, "command": command}}, handle)
 os.replace(tmp, f"{{requests}}/{{request_id}}.json")
-deadline = time.monotonic() + {EXEC_TIMEOUT}
+deadline = time.monotonic() + timeout
 while time.monotonic() < deadline:
     if os.path.exists(answer):
         with open(answer) as handle:
             result = json.load(handle)
         os.unlink(answer)
-        if result["message"]:
+        sys.stdout.write(result.get("stdout", ""))
+        sys.stderr.write(result.get("stderr", ""))
+        if result.get("message"):
             print(result["message"], file=sys.stderr)
         sys.exit(result["code"])
     time.sleep(0.2)
@@ -331,7 +334,7 @@ class Controller:
                 continue
             unit = self.model.units.get(event["unit"])
             if unit is None or not self._applies(unit, event):
-                self._answer_exec(event, 1, "the unit is gone")
+                self._answer_exec(event, {"code": 1, "message": "ERROR the unit is gone"})
                 progressed = True
                 continue
             held = unit.in_error and event["kind"] != "custom"  # juju-exec runs in error too
@@ -420,20 +423,20 @@ class Controller:
             return
         try:
             machine = self.machine(unit)
+            run = self.hook_run(unit, event)
         except LabError as e:
-            self._finish(unit, event, {"ok": False, "error": str(e), "log": []})
+            self._finish(unit, event, {"ok": False, "error": str(e), "context": None})
             return
-        request = self.request(unit, event)
         unit.running, unit.runner_pid, unit.agent = event, os.getpid(), "executing"
         if self._pool is None:
             self._pool = ThreadPoolExecutor(MAX_PARALLEL_HOOKS, thread_name_prefix="lab-hook")
         try:
-            future = self._pool.submit(self.execute, unit, machine, request)
+            future = self._pool.submit(self.execute, unit, machine, run)
         except RuntimeError:
             # The interpreter is exiting (a CLI finishing its background hooks at exit):
             # concurrent.futures refuses new work then, so run the hook in this thread.
             future = Future()
-            future.set_result(self.execute(unit, machine, request))
+            future.set_result(self.execute(unit, machine, run))
         self._inflight[unit.name] = _InFlight(event, future)
 
     def _apply_finished(self) -> bool:
@@ -461,25 +464,67 @@ class Controller:
             self._failed(unit, event)
 
     def _finish(self, unit: Unit, event: JsonDict, response: JsonDict) -> bool:
+        """Commit a hook that exited 0; for one that failed keep only what Juju keeps.
+
+        Status and workload version were set at once (Juju's status-set is not part of the
+        hook's commit); relation data, secrets, ports and unit state are dropped.
+        """
         name = hook_name(event, self.model)
+        context: JsonDict | None = response.get("context")
+        if context is not None:
+            self.apply_immediate(unit, context)
+        reboot = (context or {}).get("out", {}).get("reboot")
+        if reboot == "now":  # the hook was killed: nothing commits, it runs again after boot
+            self.log(unit, "INFO", f'"{name}" asked for a reboot now')
+            self._reboot(unit, rerun=event)
+            return False
         if event["kind"] == "custom":
-            if not response["ok"]:
-                error = response["error"] or ""
-                self.log(unit, "ERROR", f'juju-exec dispatch of "{name}" failed:\n{error}')
-                self._answer_exec(event, 1, response["error"] or "")
-                return False
-            if response.get("state") is not None:
-                self.apply(unit, response)
-            self._answer_exec(event, 0, "")
-            return True
-        if not response["ok"]:
+            if response["ok"] and context is not None:
+                self.commit(unit, context)
+            elif not response["ok"]:
+                self.log(unit, "ERROR", f'juju-exec of "{name}" failed:\n{response["error"]}')
+            self._answer_exec(event, response)
+            if reboot:
+                self._reboot(unit)
+            return bool(response["ok"])
+        if not response["ok"] or context is None:
             self.log(unit, "ERROR", f'hook "{name}" failed:\n{response["error"]}')
             self._failed(unit, event)
             return False
         self._succeeded(unit)
-        self.apply(unit, response)
+        self.commit(unit, context)
         self._after(unit, event)
+        if reboot:
+            self._reboot(unit)
         return True
+
+    def _reboot(self, unit: Unit, rerun: JsonDict | None = None) -> None:
+        """juju-reboot: power-cycle the unit's machine; `start` runs again after boot.
+
+        With --now, the interrupted hook runs again after `start`, as Juju re-queues it.
+        """
+        host = self.model.units.get(unit.principal) if unit.principal else unit
+        machine = host.machine if host is not None else unit.machine
+        power_off = getattr(self.lab, "power_off", None)
+        power_on = getattr(self.lab, "power_on", None)
+        if power_off is None or power_on is None:
+            self.log(unit, "ERROR", "juju-reboot: this lab cannot power-cycle machines")
+            return
+        power_off(machine)
+        power_on(machine)
+        on_machine = sorted(u.name for u in self.model.units.values() if u.machine == machine)
+        for name in on_machine:
+            self.model.queue.insert(0, {"unit": name, "kind": "start"})
+        if rerun is not None:
+            position = next(
+                (
+                    i + 1
+                    for i, e in enumerate(self.model.queue)
+                    if e == {"unit": unit.name, "kind": "start"}
+                ),
+                0,
+            )
+            self.model.queue.insert(position, rerun)
 
     def _failed(self, unit: Unit, event: JsonDict) -> None:
         """Put the unit in error; the hook is retried with Juju's back-off (5 s, doubling)."""
@@ -494,95 +539,61 @@ class Controller:
 
     def run_charm(self, unit: Unit, event: JsonDict) -> JsonDict:
         """Run an event in the unit's machine now, in this thread (actions)."""
-        return self.execute(unit, self.machine(unit), self.request(unit, event))
+        return self.execute(unit, self.machine(unit), self.hook_run(unit, event))
 
-    def request(self, unit: Unit, event: JsonDict) -> JsonDict:
-        """Build the runner's request: the charm, the unit, the event and the unit's view."""
-        app = self.model.apps[unit.app]
-        spec = self.spec(app)
-        unit_dir = f"{UNIT_AGENT_DIR}/unit-{app.name}-{unit.number}"
-        return {
-            "charm": {
-                "dir": f"{self.charms_mount}/{app.name}",
-                "meta": spec.meta,
-                "config": spec.config,
-                "actions": spec.actions,
-            },
-            "app": app.name,
-            "unit_id": unit.number,
-            "machine_id": unit.machine_id,
-            "principal_unit": unit.principal,
-            "unit_dir": unit_dir,
-            "live_status_file": f"{unit_dir}/{LIVE_STATUS_FILE}",
-            "hook": hook_name(event, self.model),
-            "event": self._event_for_runner(event),
-            "state": self.unit_state(unit, event),
-        }
+    def hook_run(self, unit: Unit, event: JsonDict) -> runner.HookRun:
+        """Prepare one hook: the unit's view of the model and the hook's Juju variables."""
+        command = event.get("command") if event["kind"] == "custom" else None
+        return runner.HookRun(
+            unit.name,
+            unit.app,
+            self.unit_view(unit, event),
+            self.hook_vars(unit, event),
+            name=hook_name(event, self.model),
+            command=command,
+        )
 
-    def execute(self, unit: Unit, machine: MachineLike, request: JsonDict) -> JsonDict:
-        """Execute the runner in the unit's machine; the parsed response (ok False on crash).
+    def execute(self, unit: Unit, machine: MachineLike, run: runner.HookRun) -> JsonDict:
+        """Run dispatch (or a juju-exec command) in the unit's machine; the response.
 
         Runs in worker threads: reads nothing from the model, writes only the unit's logs.
         """
-        charm_dir = request["charm"]["dir"]
-        env = {
-            "PYTHONPATH": f"{charm_dir}/deps:{charm_dir}/src",
-            "PYTHONPYCACHEPREFIX": PYCACHE_DIR,
-        }
-        name = request["hook"]
-        started = time.monotonic()
+        name = run.name
         try:
-            result = machine.exec(
-                ["python3", f"{self.charms_mount}/{charms.RUNNER_DIR}/runner.py"],
-                input=json.dumps(request),
-                env=env,
-                timeout=HOOK_TIMEOUT,
-            )
+            host_path = self.lab.host_path(machine.name, run.context_path)
+            response = runner.execute(run, machine, host_path, self.charms_mount, HOOK_TIMEOUT)
         except LabError as e:
-            return {"ok": False, "error": str(e), "log": []}
+            return {"ok": False, "error": str(e), "context": None}
         except Exception as e:  # a worker must always answer
-            return {"ok": False, "error": f"{type(e).__name__}: {e}", "log": []}
-        elapsed = time.monotonic() - started
-        self.hook_times.append(elapsed)
-        try:
-            response: JsonDict = json.loads(result.stdout)
-        except ValueError:
-            response = {
-                "ok": False,
-                "error": result.stderr or f"runner exited {result.returncode}",
-            }
-        response["secrets_shown"] = [secret["id"] for secret in request["state"]["secrets"]]
-        # what the hook started from: only its own changes are applied (others ran meanwhile)
-        response["relations_in"] = {str(r["id"]): r for r in request["state"]["relations"]}
-        for level, message in response.get("log") or []:
+            return {"ok": False, "error": f"{type(e).__name__}: {e}", "context": None}
+        self.hook_times.append(response["elapsed"])
+        context = response.get("context") or {}
+        for level, message in context.get("out", {}).get("log", []):
             self.log(unit, level, message)
-        if result.stderr.strip():
-            self.log(unit, "DEBUG", f"{name} output:\n{result.stderr.rstrip()}")
-        self.log(unit, "INFO", f'ran "{name}" hook ({elapsed:.2f}s)')
+        output = (response.get("stdout", "") + response.get("stderr", "")).rstrip()
+        if output and not run.command:
+            self.log(unit, "DEBUG", f"{name} output:\n{output}")
+        self.log(unit, "INFO", f'ran "{name}" hook ({response["elapsed"]:.2f}s)')
         return response
 
     def _refresh_live_status(self) -> None:
         """Show the status a running hook set (status-set takes effect at once on Juju)."""
         for unit in self.model.units.values():
-            if unit.running is None:
+            if unit.running is None or unit.name not in self._inflight:
                 continue
-            app = self.model.apps[unit.app]
-            path = f"{UNIT_AGENT_DIR}/unit-{app.name}-{unit.number}/{LIVE_STATUS_FILE}"
+            folder = f"{runner.unit_dir(unit.name)}/{runner.CONTEXT_DIR}"
             try:
-                live: JsonDict = json.loads(self.lab.host_path(unit.machine, path).read_text())
+                found = list(self.lab.host_path(unit.machine, folder).glob("*.json"))
+                live: JsonDict = json.loads(found[0].read_text()) if found else {}
             except (OSError, ValueError, LabError):
                 continue
-            if isinstance(live.get("unit"), dict):
-                self._set_status(
-                    unit.workload, live["unit"], lambda s, u=unit: setattr(u, "workload", s)
-                )
-            if isinstance(live.get("app"), dict) and app.leader == unit.name:
-                self._set_status(app.status, live["app"], lambda s, a=app: setattr(a, "status", s))
+            if live:
+                self.apply_immediate(unit, live)
 
-    # --- juju-exec: charm events dispatched from a machine --------------------------------------
+    # --- juju-exec: commands run in a unit's hook context from its machine ----------------------
 
     def _collect_exec_requests(self) -> None:
-        """Queue a custom event for each dispatch request a machine's juju-exec left."""
+        """Queue a juju-exec command for each request a machine's juju-exec left."""
         machines = {u.machine for u in self.model.units.values() if u.principal is None}
         for machine in sorted(machines):
             try:
@@ -601,115 +612,185 @@ class Controller:
             return  # still being written; next time
         with contextlib.suppress(OSError):
             path.unlink()
-        event = {"unit": "", "kind": "custom", "name": "", "exec": [machine, request_id]}
+        command = str(raw.get("command", ""))
+        event = {"unit": "", "kind": "custom", "command": command, "exec": [machine, request_id]}
         unit = self.model.units.get(str(raw.get("unit")))
-        name = str(raw.get("event", ""))
         if unit is None or unit.machine != machine:
-            self._answer_exec(event, 1, f'unit "{raw.get("unit")}" is not on this machine')
+            self._answer_exec(
+                event,
+                {
+                    "code": 1,
+                    "message": f'ERROR unit "{raw.get("unit")}" is not on this machine',
+                },
+            )
         elif self.model.apps[unit.app].kind != "charm":
-            self._answer_exec(event, 1, f'unit "{unit.name}" has no charm')
-        elif not EVENT_NAME.match(name):
-            self._answer_exec(event, 1, f'bad event name "{name}"')
+            self._answer_exec(
+                event, {"code": 1, "message": f'ERROR unit "{unit.name}" has no charm'}
+            )
         else:
+            match = DISPATCH_COMMAND.fullmatch(command)
+            name = match.group(1) if match else "juju-exec"
             self.model.queue.append({**event, "unit": unit.name, "name": name})
 
-    def _answer_exec(self, event: JsonDict, code: int, message: str) -> None:
-        """Write the result a waiting juju-exec reads (custom events only)."""
+    def _answer_exec(self, event: JsonDict, response: JsonDict) -> None:
+        """Write the result a waiting juju-exec reads (its command's output and exit status)."""
         if event["kind"] != "custom" or not event.get("exec"):
             return
         machine, request_id = event["exec"]
+        answer = {
+            "code": response.get("code", 0 if response.get("ok") else 1),
+            "stdout": response.get("stdout", ""),
+            "stderr": response.get("stderr", ""),
+            "message": response.get("message", ""),
+        }
+        if response.get("context") is None and response.get("error") and not answer["stderr"]:
+            answer["message"] = f"ERROR {response['error']}"
         with contextlib.suppress(OSError, LabError):
             folder = self.lab.host_path(machine, f"{EXEC_SPOOL}/responses")
             folder.mkdir(parents=True, exist_ok=True)
             tmp = folder / f".{request_id}.tmp"
-            tmp.write_text(json.dumps({"code": code, "message": message}))
+            tmp.write_text(json.dumps(answer))
             tmp.replace(folder / f"{request_id}.json")
 
-    @staticmethod
-    def _event_for_runner(event: JsonDict) -> JsonDict:
-        """Turn unit names into the unit numbers ops.testing events take."""
-        out = dict(event)
-        if event.get("remote_unit"):
-            out["remote_unit"] = int(event["remote_unit"].split("/")[1])
-        if event.get("departing_unit"):
-            out["departing_unit_id"] = int(event["departing_unit"].split("/")[1])
+    # --- the unit's view: what its hook tools answer from --------------------------------------
+
+    def hook_vars(self, unit: Unit, event: JsonDict) -> dict[str, str | None]:
+        """Return the variables Juju sets for this hook (dispatch path, relation, secret...)."""
+        kind: str = event["kind"]
+        if kind == "custom":
+            return {}  # juju-exec: the command sets JUJU_DISPATCH_PATH itself if it dispatches
+        if kind == "action":
+            return {
+                "JUJU_DISPATCH_PATH": f"actions/{event['name']}",
+                "JUJU_ACTION_NAME": event["name"],
+                "JUJU_ACTION_UUID": str(event["id"]),
+            }
+        name = hook_name(event, self.model)
+        out: dict[str, str | None] = {
+            "JUJU_DISPATCH_PATH": f"hooks/{name}",
+            "JUJU_HOOK_NAME": name,
+        }
+        if kind.startswith("relation_"):
+            rel = self.model.relations.get(str(event["relation_id"]))
+            if rel is not None:
+                endpoint = rel.endpoint_of(unit.app).endpoint
+                out["JUJU_RELATION"] = endpoint
+                out["JUJU_RELATION_ID"] = f"{endpoint}:{rel.id}"
+                out["JUJU_REMOTE_APP"] = rel.other_app(unit.app)
+            out["JUJU_REMOTE_UNIT"] = event.get("remote_unit")
+            if kind == "relation_departed":
+                out["JUJU_DEPARTING_UNIT"] = event.get("departing_unit")
+        if kind.startswith("secret_"):
+            secret = self.model.secrets.get(event["secret_id"])
+            out["JUJU_SECRET_ID"] = event["secret_id"]
+            if secret is not None:
+                consumer = secret.consumers.get(unit.name)
+                owned = secret.owner in (unit.app, unit.name)
+                out["JUJU_SECRET_LABEL"] = (
+                    secret.label if owned else (consumer.label if consumer else None)
+                )
+            if event.get("revision") is not None:
+                out["JUJU_SECRET_REVISION"] = str(event["revision"])
         return out
 
-    # --- state for one unit --------------------------------------------------------------------
-
-    def unit_state(self, unit: Unit, event: JsonDict | None = None) -> JsonDict:
-        """Return the JSON view of the model one unit's charm sees (the runner builds a State)."""
+    def unit_view(self, unit: Unit, event: JsonDict) -> JsonDict:
+        """Return the hook context's view of the model for one unit (see `jujuc`)."""
         app = self.model.apps[unit.app]
-        breaking = event["relation_id"] if event and event["kind"] == "relation_broken" else None
-        relations = [
-            self._relation_view(unit, rel, broken=rel.id == breaking)
+        spec = self.spec(app)
+        endpoints = spec.endpoints()
+        config = {
+            name: option["default"]
+            for name, option in spec.options.items()
+            if isinstance(option, dict) and option.get("default") is not None
+        }
+        config.update(app.config)
+        relations = {
+            str(rel.id): self._relation_view(unit, rel, event)
             for rel in self.model.relations_of(unit.app)
             if unit.name in rel.members
-        ]
-        networks = [
-            {"binding": name, "address": unit.address}
-            for name, (_, spec) in self.spec(app).endpoints().items()
-            if spec.get("scope") != "container"
-        ]
+        }
+        extra = list((spec.meta.get("extra-bindings") or {}).keys())
+        units_of_app = {
+            name: {"status": u.workload.name, "message": u.workload.message}
+            for name in app.units
+            if (u := self.model.units.get(name)) is not None
+        }
+        action = None
+        if event["kind"] == "action":
+            action = {
+                "name": event["name"],
+                "id": str(event["id"]),
+                "params": event.get("params") or {},
+            }
         return {
-            "config": app.config,
-            "leader": app.leader == unit.name,
-            "planned_units": len(app.units),
+            "unit": unit.name,
+            "app": unit.app,
+            "machine_id": unit.machine_id,
+            "principal": unit.principal,
             "model": {"name": self.model.name, "uuid": self.model.uuid},
+            "leader": app.leader == unit.name,
+            "config": config,
+            "endpoints": {
+                name: {"role": role, **dict(spec_)} for name, (role, spec_) in endpoints.items()
+            },
+            "bindings": [*endpoints.keys(), *extra],
+            "address": unit.address,
+            "cidr": f"{unit.address.rsplit('.', 1)[0]}.0/24",
             "relations": relations,
-            "networks": networks,
-            "secrets": [self._secret_view(unit, s) for s in self._visible_secrets(unit)],
-            "stored_states": unit.stored_states,
-            "deferred": unit.deferred,
-            "ports": unit.ports,
-            "unit_status": {"name": unit.workload.name, "message": unit.workload.message},
-            "app_status": {"name": app.status.name, "message": app.status.message},
+            "secrets": {s.id: self._secret_view(unit, s) for s in self._visible_secrets(unit)},
+            "ports": list(unit.ports),
+            "status": {
+                "unit": {"status": unit.workload.name, "message": unit.workload.message},
+                "app": {"status": app.status.name, "message": app.status.message},
+                "units_of_app": units_of_app,
+            },
             "workload_version": unit.workload_version,
+            "action": action,
+            "goal_state": self._goal_state(unit),
+            "storage": [],
+            "state": dict(unit.server_state),
+            "out": {},
         }
 
-    def _relation_view(self, unit: Unit, rel: Relation, *, broken: bool) -> JsonDict:
+    def _goal_state(self, unit: Unit) -> JsonDict:
+        since = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        app = self.model.apps[unit.app]
+        units = {name: {"status": "active", "since": since} for name in app.units}
+        relations: JsonDict = {}
+        for rel in self.model.relations_of(unit.app):
+            endpoint = rel.endpoint_of(unit.app).endpoint
+            other = rel.other_app(unit.app)
+            goals = relations.setdefault(endpoint, {})
+            if not rel.is_peer:
+                goals[other] = {"status": "joined", "since": since}
+            for name in self.model.apps[other].units if other in self.model.apps else []:
+                if name != unit.name:
+                    goals[name] = {"status": "active", "since": since}
+        return {"units": units, "relations": relations}
+
+    def _relation_view(self, unit: Unit, rel: Relation, event: JsonDict) -> JsonDict:
         local = rel.endpoint_of(unit.app)
         other = rel.other_app(unit.app)
-        seen = [] if broken else rel.seen.get(unit.name, [])
-        declared = self.spec(self.model.apps[unit.app]).endpoints()[local.endpoint][1]
-        kind = "peer" if rel.is_peer else "regular"
-        if declared.get("scope") == "container":  # else ops sees a plain one-unit relation
-            kind = "subordinate"
-        view: JsonDict = {
-            "type": kind,
-            "id": rel.id,
+        broken = event["kind"] == "relation_broken" and event.get("relation_id") == rel.id
+        seen = [] if broken else list(rel.seen.get(unit.name, []))
+        readable = {name: dict(bag) for name, bag in rel.unit_data.items()}
+        readable.setdefault(unit.name, {})
+        for name in seen:  # a unit in scope has settings (Juju writes its addresses on entry)
+            if name not in readable and (remote := self.model.units.get(name)) is not None:
+                readable[name] = self.address_bag(remote)
+        apps = {unit.app: dict(rel.app_data.get(unit.app, {}))}
+        if not rel.is_peer:
+            apps[other] = dict(rel.app_data.get(other, {}))
+        return {
             "endpoint": local.endpoint,
             "interface": local.interface,
             "remote_app": other,
-            "local_app_data": rel.app_data.get(unit.app, {}),
-            "local_unit_data": rel.unit_data.get(unit.name, {}),
-            "remote_app_data": {} if rel.is_peer else rel.app_data.get(other, {}),
-            "remote_units_data": {
-                str(self.model.units[r].number if r in self.model.units else r.split("/")[1]): (
-                    rel.unit_data.get(r, {})
-                )
-                for r in seen
-            },
+            "peer": rel.is_peer,
+            "key": rel.key(),
+            "units": seen,
+            "app_data": apps,
+            "unit_data": readable,
         }
-        if kind == "subordinate":
-            partner = rel.seen.get(unit.name) or [self._partner(unit, rel)]
-            view["remote_unit_id"] = int(partner[0].split("/")[1])
-            view["remote_units_data"] = {
-                str(int(partner[0].split("/")[1])): rel.unit_data.get(partner[0], {})
-            }
-        limit = declared.get("limit")
-        if limit:
-            view["limit"] = limit
-        return view
-
-    def _partner(self, unit: Unit, rel: Relation) -> str:
-        """For a container-scoped relation: the unit on the other side in the same machine."""
-        other = rel.other_app(unit.app)
-        for candidate in self.model.apps[other].units:
-            peer = self.model.units[candidate]
-            if peer.machine == unit.machine:
-                return candidate
-        return f"{other}/0"
 
     def _visible_secrets(self, unit: Unit) -> list[Secret]:
         found: list[Secret] = []
@@ -727,72 +808,82 @@ class Controller:
     def _secret_view(self, unit: Unit, secret: Secret) -> JsonDict:
         owned = secret.owner in (unit.app, unit.name)
         latest = secret.latest
+        if owned:
+            return {
+                "owner": "application" if secret.owner_kind == "app" else "unit",
+                "label": secret.label,
+                "description": secret.description,
+                "revisions": {str(r.revision): dict(r.content) for r in secret.revisions},
+                "latest": latest.revision,
+                "tracked": latest.revision,
+                "grants": {k: list(v) for k, v in secret.grants.items()},
+            }
         consumer = secret.consumers.get(unit.name)
-        tracked = latest.revision if owned or consumer is None else consumer.tracked
+        revisions = {str(latest.revision): dict(latest.content)}
+        if consumer is not None:
+            revisions[str(consumer.tracked)] = dict(secret.content_of(consumer.tracked))
         return {
-            "id": secret.id,
-            "owner": secret.owner_kind if owned else None,
-            "label": secret.label if owned else (consumer.label if consumer else None),
-            "description": secret.description if owned else None,
-            "tracked_content": secret.content_of(tracked),
-            "latest_content": latest.content,
-            "tracked_revision": tracked,
-            "latest_revision": latest.revision,
-            "remote_grants": secret.grants if owned else {},
+            "owner": None,
+            "consumer_label": consumer.label if consumer else None,
+            "revisions": revisions,
+            "latest": latest.revision,
+            "tracked": consumer.tracked if consumer else None,
+            "grants": {},
         }
 
-    # --- applying a hook's output ----------------------------------------------------------------
+    # --- committing a hook's changes -------------------------------------------------------------
 
-    def apply(self, unit: Unit, response: JsonDict) -> None:
-        """Store what the hook changed; queue the hooks those changes trigger elsewhere."""
-        app = self.model.apps[unit.app]
-        state: JsonDict = response["state"]
-        self._set_status(
-            unit.workload, state["unit_status"], lambda s: setattr(unit, "workload", s)
-        )
-        if app.leader == unit.name:
-            self._set_status(app.status, state["app_status"], lambda s: setattr(app, "status", s))
-        unit.workload_version = state["workload_version"]
-        unit.ports = state["ports"]
-        unit.stored_states = state["stored_states"]
-        unit.deferred = state["deferred"]
-        started_from: dict[str, JsonDict] = response.get("relations_in") or {}
-        for rel_out in state["relations"]:
-            rel = self.model.relations.get(str(rel_out["id"]))
-            if rel is not None:
-                self._apply_databags(unit, rel, rel_out, started_from.get(str(rel.id)))
-        self._apply_secrets(
-            unit,
-            state["secrets"],
-            read=set(response.get("secrets_read") or []),
-            shown=set(response.get("secrets_shown") or []),
-        )
-        self._remove_revisions(unit, response.get("secret_revisions_removed") or [])
-        for secret in self.model.secrets.values():
-            self._queue_obsolete(secret)
+    def apply_immediate(self, unit: Unit, context: JsonDict) -> None:
+        """Status and workload version: Juju sets them when the tool runs, not at commit."""
+        out = context.get("out", {})
+        status = context.get("status", {})
+        app = self.model.apps.get(unit.app)
+        if out.get("status_set"):
+            self._set_status(
+                unit.workload, status.get("unit"), lambda s: setattr(unit, "workload", s)
+            )
+            if app is not None and app.leader == unit.name:
+                self._set_status(
+                    app.status, status.get("app"), lambda s: setattr(app, "status", s)
+                )
+        if out.get("version_set"):
+            unit.workload_version = str(context.get("workload_version", ""))
+
+    def commit(self, unit: Unit, context: JsonDict) -> None:
+        """Apply what a hook that exited 0 changed; queue the hooks those changes trigger."""
+        out: JsonDict = context.get("out", {})
+        unit.ports = list(context.get("ports", unit.ports))
+        unit.server_state = dict(context.get("state", unit.server_state))
+        for rel_id in out.get("relations_written", []):
+            rel = self.model.relations.get(str(rel_id))
+            view = context["relations"].get(str(rel_id))
+            if rel is not None and view is not None:
+                self._apply_databags(unit, rel, view)
+        self._apply_secret_ops(unit, out.get("secret_ops", []))
 
     @staticmethod
     def _set_status(
-        current: StatusValue, raw: dict[str, str], store: Callable[[StatusValue], None]
+        current: StatusValue, raw: dict[str, str] | None, store: Callable[[StatusValue], None]
     ) -> None:
-        if (current.name, current.message) != (raw["name"], raw["message"]):
-            store(StatusValue(raw["name"], raw["message"]))
+        if not raw:
+            return
+        if (current.name, current.message) != (raw["status"], raw["message"]):
+            store(StatusValue(raw["status"], raw["message"]))
 
-    def _apply_databags(
-        self, unit: Unit, rel: Relation, rel_out: JsonDict, rel_in: JsonDict | None
-    ) -> None:
-        """Store the databags the hook changed (compared with what it started from)."""
-        unit_before = rel_in["local_unit_data"] if rel_in else rel.unit_data.get(unit.name, {})
-        app_before = rel_in["local_app_data"] if rel_in else rel.app_data.get(unit.app, {})
-        if rel_out["local_unit_data"] != unit_before:
-            rel.unit_data[unit.name] = rel_out["local_unit_data"]
+    def _apply_databags(self, unit: Unit, rel: Relation, view: JsonDict) -> None:
+        """Store the unit's (and, for the leader, the app's) databag as the hook left it."""
+        mine = view["unit_data"].get(unit.name, {})
+        if mine != rel.unit_data.get(unit.name, {}):
+            rel.unit_data[unit.name] = dict(mine)
             for other in rel.members:
                 if unit.name in rel.seen.get(other, []):
                     self.enqueue(
                         other, "relation_changed", relation_id=rel.id, remote_unit=unit.name
                     )
-        if rel_out["local_app_data"] != app_before:
-            rel.app_data[unit.app] = rel_out["local_app_data"]
+        app_bag = view["app_data"].get(unit.app, {})
+        leader = self.model.apps[unit.app].leader == unit.name
+        if leader and app_bag != rel.app_data.get(unit.app, {}):
+            rel.app_data[unit.app] = dict(app_bag)
             readers = [
                 m
                 for m in rel.members
@@ -802,42 +893,10 @@ class Controller:
                 if rel.seen.get(other):
                     self.enqueue(other, "relation_changed", relation_id=rel.id, remote_unit=None)
 
-    def _apply_secrets(
-        self, unit: Unit, secrets_out: list[JsonDict], *, read: set[str], shown: set[str]
-    ) -> None:
-        present = {s["id"] for s in secrets_out}
-        for raw in secrets_out:
-            secret = self.model.secrets.get(raw["id"])
-            if secret is None:
-                if raw["owner"] is None:
-                    continue
-                owner = unit.app if raw["owner"] == "app" else unit.name
-                secret = Secret(
-                    id=raw["id"],
-                    owner=owner,
-                    owner_kind=raw["owner"],
-                    revisions=[SecretRevision(raw["latest_revision"], raw["latest_content"])],
-                )
-                self.model.secrets[secret.id] = secret
-            if raw["owner"] is not None:
-                if self._manages(unit, secret):
-                    self._apply_owned_secret(secret, raw)
-            elif secret.id in read or unit.name in secret.consumers:
-                secret.consumers[unit.name] = Consumer(raw["tracked_revision"], raw["label"])
-        for secret in list(self.model.secrets.values()):
-            owned = secret.owner in (unit.app, unit.name)
-            removed = secret.id in shown and secret.id not in present
-            if owned and removed and self._manages(unit, secret):  # the charm removed it
-                del self.model.secrets[secret.id]
-
-    def _remove_revisions(self, unit: Unit, removed: list[list[Any]]) -> None:
-        """Drop the revisions the charm removed (`secret-remove --revision`), if it may."""
-        for secret_id, revision in removed:
-            secret = self.model.secrets.get(secret_id)
-            if secret is None or not self._manages(unit, secret):
-                continue
-            if revision == secret.latest.revision:
-                continue  # A secret keeps its latest revision (removing it removes the secret).
+    @staticmethod
+    def _remove_revision(secret: Secret, revision: int) -> None:
+        """Drop a revision the owner removed (`secret-remove --revision`); never the latest."""
+        if revision != secret.latest.revision:  # Removing the latest removes the secret.
             secret.revisions = [r for r in secret.revisions if r.revision != revision]
 
     def _queue_obsolete(self, secret: Secret) -> None:
@@ -857,25 +916,95 @@ class Controller:
             self.enqueue(owner, "secret_remove", secret_id=secret.id, revision=number)
 
     def _manages(self, unit: Unit, secret: Secret) -> bool:
-        """Whether the unit may change the secret: its owner unit, or the owning app's leader.
-
-        In Juju only the leader grants, updates or removes an application's secret; another
-        unit's hook output still carries the grants it saw when its hook began, which must not
-        undo what the leader did meanwhile.
-        """
+        """Whether the unit may change the secret: its owner unit, or the owning app's leader."""
         if secret.owner_kind == "unit":
             return secret.owner == unit.name
         return self.model.apps[unit.app].leader == unit.name
 
-    def _apply_owned_secret(self, secret: Secret, raw: JsonDict) -> None:
-        secret.label = raw["label"]
-        secret.description = raw["description"]
-        secret.grants = {k: list(v) for k, v in raw["remote_grants"].items()}
-        if raw["latest_revision"] > secret.latest.revision:
-            secret.revisions.append(SecretRevision(raw["latest_revision"], raw["latest_content"]))
-            for consumer_unit, consumer in sorted(secret.consumers.items()):
-                if consumer.tracked < raw["latest_revision"]:
-                    self.enqueue(consumer_unit, "secret_changed", secret_id=secret.id)
+    def _apply_secret_ops(self, unit: Unit, ops: list[JsonDict]) -> None:
+        """Apply the secret tools' calls in order; one new revision per secret per hook."""
+        pending: dict[str, dict[str, str]] = {}
+        for op in ops:
+            if op["op"] == "add":
+                self._add_secret(unit, op)
+                continue
+            secret = self.model.secrets.get(op["id"])
+            if secret is None:
+                continue
+            if op["op"] in ("track", "consumer_label"):
+                self._apply_consumer_op(unit, secret, op)
+            elif self._manages(unit, secret):
+                self._apply_owner_op(secret, op, pending)
+        for secret_id, content in pending.items():
+            secret = self.model.secrets.get(secret_id)
+            if secret is not None and content != secret.latest.content:
+                self._new_revision(secret, content)
+        for secret in self.model.secrets.values():
+            self._queue_obsolete(secret)
+
+    def _add_secret(self, unit: Unit, op: JsonDict) -> None:
+        owned_by_app = op["owner"] == "application"
+        self.model.secrets[op["id"]] = Secret(
+            id=op["id"],
+            owner=unit.app if owned_by_app else unit.name,
+            owner_kind="app" if owned_by_app else "unit",
+            revisions=[SecretRevision(1, dict(op["content"]))],
+            label=op.get("label"),
+            description=op.get("description"),
+        )
+
+    @staticmethod
+    def _apply_consumer_op(unit: Unit, secret: Secret, op: JsonDict) -> None:
+        """Record a consumer's tracked revision (first read, --refresh) or its label."""
+        known = secret.consumers.get(unit.name)
+        if op["op"] == "track":
+            secret.consumers[unit.name] = Consumer(op["revision"], known.label if known else None)
+        else:
+            tracked = known.tracked if known else secret.latest.revision
+            secret.consumers[unit.name] = Consumer(tracked, op["label"])
+
+    def _apply_owner_op(
+        self, secret: Secret, op: JsonDict, pending: dict[str, dict[str, str]]
+    ) -> None:
+        """secret-set, -grant, -revoke or -remove by the unit that manages the secret."""
+        kind = op["op"]
+        if kind == "set":
+            for name in ("label", "description"):
+                if op.get(name) is not None:
+                    setattr(secret, name, op[name])
+            if op.get("content") is not None:
+                pending[secret.id] = dict(op["content"])
+        elif kind in ("grant", "revoke"):
+            self._apply_grant(secret, op)
+        elif kind == "remove" and op.get("revision") is None:
+            del self.model.secrets[secret.id]
+            pending.pop(secret.id, None)
+        elif kind == "remove":
+            self._remove_revision(secret, op["revision"])
+
+    def _apply_grant(self, secret: Secret, op: JsonDict) -> None:
+        rel_id = op.get("relation")
+        if rel_id is None:
+            return
+        rel = self.model.relations.get(str(rel_id))
+        if rel is None:
+            return
+        grantee = op.get("unit") or op.get("app") or rel.other_app(secret.owner.split("/")[0])
+        grantees = secret.grants.setdefault(str(rel_id), [])
+        if op["op"] == "grant" and grantee not in grantees:
+            grantees.append(grantee)
+        elif op["op"] == "revoke" and grantee in grantees:
+            grantees.remove(grantee)
+            if not grantees:
+                del secret.grants[str(rel_id)]
+
+    def _new_revision(self, secret: Secret, content: dict[str, str]) -> None:
+        """Add a revision; every consumer tracking an older one gets secret-changed."""
+        revision = secret.latest.revision + 1
+        secret.revisions.append(SecretRevision(revision, content))
+        for consumer_unit, consumer in sorted(secret.consumers.items()):
+            if consumer.tracked < revision:
+                self.enqueue(consumer_unit, "secret_changed", secret_id=secret.id)
 
     # --- bookkeeping around hooks ----------------------------------------------------------------
 

@@ -2,11 +2,10 @@
 
 Juju puts these commands on a hook's PATH; ops' `Unit.set_ports` speaks single ports only,
 so a charm that opens a range (slurmd's and sackd's srun port range) runs the tools itself.
-The runner ships this file beside `runner.py`, links the three names to it for each hook and
-seeds the file named by `LAB_UNIT_PORTS` with the unit's opened ports (Juju's notation, a JSON
-list); after the hook it reads the file back. A failed hook's changes are dropped with the
-file, as Juju drops an uncommitted hook context. The unit tests' fake machine answers the same
-commands with `run_tool`, so both model Juju one way.
+The lab's hook-tool program (`jujuc.py`, shipped with this file) answers the three commands
+with `run_tool` on the unit's opened ports in the hook context (Juju's notation); the engine
+commits them when the hook exits 0, as Juju commits a hook context. The unit tests' fake
+machine answers the same commands with `run_tool`, so both model Juju one way.
 
 What is modelled from Juju (3.x, hook command reference):
 
@@ -18,22 +17,17 @@ What is modelled from Juju (3.x, hook command reference):
 * `opened-ports` lists `6818/tcp`, `60001-63000/tcp`, `icmp`; `--format=json` as a JSON list.
 
 Differences, on purpose: `--endpoints` is accepted and ignored (the lab has no per-endpoint
-firewall); changes apply at once in the hook rather than at its commit (a later `opened-ports`
-in the same hook sees them); the error wording is the lab's. Nothing is opened on the machine:
-as on Juju, opened ports become firewall rules only in clouds that make them.
+firewall); the error wording is the lab's. As in Juju 3.6, a later `opened-ports` in the same
+hook lists the hook's pending changes. Nothing is opened on the machine: as on Juju, opened
+ports become firewall rules only in clouds that make them.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import re
-import sys
 from dataclasses import dataclass
-from pathlib import Path
 
-PORTS_ENV = "LAB_UNIT_PORTS"
-"""Environment variable naming the JSON file of the unit's opened ports."""
 TOOLS = ("open-port", "close-port", "opened-ports")
 _SPEC = re.compile(r"(?:(\d{1,5})(?:-(\d{1,5}))?)(?:/([a-z]+))?")
 
@@ -152,21 +146,3 @@ def run_tool(tool: str, args: list[str], opened: list[str]) -> tuple[int, str, s
     except ValueError as e:
         return 1, "", f"ERROR {e}\n", opened
     return 0, "", "", [str(p) for p in ports]
-
-
-def main() -> int:
-    """Run as the tool named by argv[1] on the file named by `LAB_UNIT_PORTS`."""
-    store = Path(os.environ[PORTS_ENV])
-    opened: list[str] = json.loads(store.read_text())
-    code, out, err, after = run_tool(sys.argv[1], sys.argv[2:], opened)
-    if after != opened:
-        tmp = store.with_name(f".{store.name}.tmp")
-        tmp.write_text(json.dumps(after))
-        tmp.replace(store)
-    sys.stdout.write(out)
-    sys.stderr.write(err)
-    return code
-
-
-if __name__ == "__main__":
-    sys.exit(main())

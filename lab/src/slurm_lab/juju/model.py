@@ -134,8 +134,7 @@ class Unit:
     retry_delay: float = 0.0  # the back-off that led to retry_at (seconds)
     running: JsonDict | None = None  # the hook in flight, if any
     runner_pid: int = 0  # the process that runs it (its results are applied there)
-    stored_states: list[JsonDict] = field(default_factory=list)
-    deferred: list[JsonDict] = field(default_factory=list)
+    server_state: dict[str, str] = field(default_factory=dict)  # state-set (Juju's unit state)
     ports: list[str] = field(default_factory=list)  # Juju's notation: 6818/tcp, 1-9/udp
     workload_version: str = ""
 
@@ -217,7 +216,7 @@ def _from_dict(data: JsonDict) -> ModelState:
     secrets = {
         key: Secret(
             **{
-                **s,
+                **_known(Secret, s),
                 "revisions": _load_list(SecretRevision, s["revisions"]),
                 "consumers": {u: Consumer(**c) for u, c in s["consumers"].items()},
             }
