@@ -2,9 +2,9 @@
 
 The same test files run on both. Set SLURM_LAB_BACKEND=lab to use the lab even where juju is
 installed. On the lab every unit is a real machine (systemd, Slurm) running the charm's
-`dispatch` and ops.main with real hook tools (lab/README.md); see slurm_lab.juju. SLURM_LAB_SUITE picks the machines' Debian suite,
-so the Slurm version under test: `trixie` (Slurm 24.11, the default) or `forky` (Debian
-testing, the newer Slurm: 26.05 today).
+`dispatch` and ops.main with real hook tools (lab/README.md); see slurm_lab.juju.
+SLURM_LAB_SUITE picks the machines' Debian suite, so the Slurm version under test: `trixie`
+(Slurm 24.11, the default) or `forky` (Debian testing, the newer Slurm: 26.05 today).
 """
 
 from __future__ import annotations
