@@ -261,8 +261,15 @@ MUTATIONS = [
     Mutation(
         "takeover-repairs-without-seeing-a-takeover",
         "charms/slurmctld/src/takeover.py",
-        "if stored.in_charge not in (-1, my_index):",
-        "if stored.in_charge != my_index:",
+        "saw_another = stored.in_charge not in (-1, my_index)",
+        "saw_another = stored.in_charge != my_index",
+        "tests/unit/slurmctld/test_takeover.py",
+    ),
+    Mutation(
+        "takeover-repairs-without-slurmctlds-signal",
+        "charms/slurmctld/src/takeover.py",
+        "unseen = stored.in_charge == -1 and my_index > 0 and took_control > 0",
+        "unseen = stored.in_charge == -1 and my_index > 0",
         "tests/unit/slurmctld/test_takeover.py",
     ),
     Mutation(
