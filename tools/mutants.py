@@ -1,21 +1,31 @@
-"""Apply known-bad mutations one at a time and check that the unit tests kill each.
+"""Apply known-bad mutations and check that the unit tests kill each.
 
 Each mutation replaces exact text in one file (the tool fails loudly if the text is not
 there: the code moved, so the mutation must be updated), runs pytest, and restores the file
 in a `finally`, checking the restore by hash. Exit status 1 if a mutant survives.
 
+Mutations run one per CPU at a time, each in a private copy of the source tree (the working
+tree is never edited): PYTHONPATH puts the copy's hpc_libs and lab ahead of the venv's
+editable installs, and the tests find the charms next to themselves.
+
 Run: `just mutants` (or `uv run python tools/mutants.py [name ...]`).
 """
 
 import hashlib
+import os
+import queue
+import shutil
 import subprocess
 import sys
+import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 PYTEST = [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider"]
+NOT_COPIED = shutil.ignore_patterns(".git", ".venv", "build", "__pycache__", ".*_cache")
 
 
 @dataclass(frozen=True)
@@ -294,35 +304,46 @@ def digest(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-def pytest(tests: str) -> subprocess.CompletedProcess[str]:
-    """Run pytest on `tests` (space-separated paths)."""
+def pytest(tests: str, tree: Path = ROOT) -> subprocess.CompletedProcess[str]:
+    """Run pytest on `tests` (space-separated paths) in the source tree `tree`."""
+    paths = [tree / "libs" / "hpc_libs" / "src", tree / "lab" / "src"]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(map(str, paths))}
     return subprocess.run(
         [*PYTEST, *tests.split()],
         check=False,
-        cwd=ROOT,
+        cwd=tree,
+        env=env,
         capture_output=True,
         text=True,
         timeout=900,
     )
 
 
-def run(mutation: Mutation) -> bool:
-    """Apply `mutation`, run its tests, restore; return whether the tests killed it.
+def check_baseline(chosen: list[Mutation]) -> None:
+    """Fail unless every chosen mutation's tests pass unmutated, in one pytest run.
 
-    The tests must pass unmutated first: a red baseline would "kill" every mutant.
+    A red baseline would "kill" every mutant.
     """
-    baseline = pytest(mutation.tests)
+    tests = sorted({path for mutation in chosen for path in mutation.tests.split()})
+    baseline = pytest(" ".join(tests))
     if baseline.returncode != 0:
-        raise SystemExit(f"{mutation.name}: {mutation.tests} fail without the mutation")
-    path = ROOT / mutation.path
-    original = path.read_bytes()
-    text = original.decode()
-    if text.count(mutation.original) != 1:
+        raise SystemExit(f"the mutations' tests fail without any mutation:\n{baseline.stdout}")
+
+
+def check_applies(mutation: Mutation) -> None:
+    """Fail unless the mutation's original text is in its file exactly once."""
+    if (ROOT / mutation.path).read_text().count(mutation.original) != 1:
         raise SystemExit(f"{mutation.name}: the original text is not in {mutation.path} once")
+
+
+def run(mutation: Mutation, tree: Path) -> bool:
+    """Apply `mutation` in `tree`, run its tests, restore; return whether the tests killed it."""
+    path = tree / mutation.path
+    original = path.read_bytes()
     started = time.monotonic()
     try:
-        path.write_text(text.replace(mutation.original, mutation.mutant))
-        result = pytest(mutation.tests)
+        path.write_text(original.decode().replace(mutation.original, mutation.mutant))
+        result = pytest(mutation.tests, tree)
     finally:
         path.write_bytes(original)
         if digest(path.read_bytes()) != digest(original):
@@ -338,7 +359,24 @@ def run(mutation: Mutation) -> bool:
 def main(names: list[str]) -> int:
     """Run the named mutations (default: all); return 1 if any survives."""
     chosen = [m for m in MUTATIONS if not names or m.name in names]
-    results = [run(m) for m in chosen]
+    for mutation in chosen:
+        check_applies(mutation)
+    check_baseline(chosen)
+    workers = min(os.cpu_count() or 1, len(chosen)) or 1
+    with tempfile.TemporaryDirectory(prefix="mutants-") as scratch:
+        trees: queue.Queue[Path] = queue.Queue()
+        for n in range(workers):
+            trees.put(Path(shutil.copytree(ROOT, Path(scratch) / str(n), ignore=NOT_COPIED)))
+
+        def in_a_free_tree(mutation: Mutation) -> bool:
+            tree = trees.get()
+            try:
+                return run(mutation, tree)
+            finally:
+                trees.put(tree)
+
+        with ThreadPoolExecutor(workers) as pool:
+            results = list(pool.map(in_a_free_tree, chosen))
     return 0 if all(results) else 1
 
 
