@@ -30,7 +30,6 @@ from slurm_lab.machines import CHARMS_MOUNT, Lab, Machine
 
 REPO = Path(__file__).resolve().parents[2]
 #: This tier's own lab, apart from other labs on the host (the base cache is shared).
-STATE_DIR = Path("/var/lib/slurm-lab-slurmtests")
 
 CONTROLLER_SETUP = """
 from hpc_libs.slurm.slurmctld import SlurmctldManager
@@ -125,9 +124,9 @@ result = {
 
 
 @pytest.fixture(scope="session")
-def lab() -> Iterator[Lab]:
-    lab = Lab(state_dir=STATE_DIR)
-    lab.down()  # Whatever an interrupted earlier run left behind.
+def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
+    """A lab of its own (a fresh state dir), so two runs on one host never share machines."""
+    lab = Lab(state_dir=tmp_path_factory.mktemp("lab"))
     lab.ensure_base()
     try:
         yield lab
