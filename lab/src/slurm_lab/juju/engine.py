@@ -185,6 +185,7 @@ class LabLike(Protocol):
     state_dir: Path
     shared_dir: Path
     charms_dir: Path
+    suite: str
 
     def create(self, name: str) -> Any:
         """Create and boot a machine."""

@@ -10,8 +10,8 @@ departing unit, action and secret variables. `ops.main` then calls the hook tool
 context file this module writes before the hook (the unit's view, built by the engine) and
 reads back after it.
 
-`charm_source` is the one place that decides which charm directory a unit unpacks: today the
-staged charm laid out as charmcraft packs it (`lay_out`); a packed `.charm` replaces it there.
+`charm_source` decides what a unit runs: the `.charm` charmcraft packed for the lab's suite
+(`charms.packed_charm`), unpacked as is; nothing of the lab is added to it.
 """
 
 from __future__ import annotations
@@ -26,8 +26,6 @@ import time
 from pathlib import Path
 from typing import Any, Protocol
 
-import yaml
-
 from slurm_lab.errors import LabError
 from slurm_lab.juju import charms, jujuc
 
@@ -38,14 +36,9 @@ UNIT_AGENT_DIR = "/var/lib/juju/agents"
 TOOLS_DIR = "/var/lib/juju/tools"
 TOOLS_SHIPPED = "_tools"
 CONTEXT_DIR = "lab-context"
-REVISION_FILE = ".lab-revision"
+REVISION_SUFFIX = ".revision"
+"""Beside the unpacked charm (host) and the unit's charm dir (machine): the pack it came from."""
 MACHINE_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
-DISPATCH = (
-    "#!/bin/sh\n"
-    'JUJU_DISPATCH_PATH="${JUJU_DISPATCH_PATH:-$0}" PYTHONPATH=lib:venv'
-    " /usr/bin/env python3 ./src/charm.py\n"
-)
-"""charmcraft's dispatch script for a charm with src/charm.py and its dependencies in venv/."""
 
 
 class MachineLike(Protocol):
@@ -84,43 +77,24 @@ def tools_dir(unit: str) -> str:
     return f"{TOOLS_DIR}/unit-{app}-{number}"
 
 
-# --- the charm as charmcraft packs it ------------------------------------------------------------
+# --- the packed charm ------------------------------------------------------------------------
 
 
-def _split_yaml(spec: charms.CharmSpec) -> dict[str, JsonDict]:
-    """Split charmcraft.yaml into metadata.yaml, config.yaml and actions.yaml, as charmcraft."""
-    files: dict[str, JsonDict] = {"metadata.yaml": spec.meta}
-    if spec.config:
-        files["config.yaml"] = spec.config
-    if spec.actions:
-        files["actions.yaml"] = spec.actions
-    return files
+def charm_source(charm_path: Path, app: str, charms_dir: Path, suite: str) -> Path:
+    """Unpack the app's .charm, packed by charmcraft for the lab's suite, where units copy it.
 
-
-def lay_out(staged: Path, spec: charms.CharmSpec) -> Path:
-    """Give a staged charm the layout of a packed one: dispatch, venv, the split YAML files.
-
-    `staged` holds src/ and deps/ (`charms.stage`); venv/ is a link to the dependencies,
-    copied for real when a unit unpacks the charm. Returns `staged`.
+    `charms.packed_charm` returns the cached pack, or packs the charm (a pack that fails
+    raises LabError: a unit never runs anything but charmcraft's output). The charm's
+    revision (the pack's name, which holds its content hash) is written beside it, outside
+    the charm, so a unit copies a charm again only when it changed.
     """
-    for name, content in _split_yaml(spec).items():
-        (staged / name).write_text(yaml.safe_dump(content, sort_keys=False))
-    (staged / "charmcraft.yaml").unlink(missing_ok=True)
-    dispatch = staged / "dispatch"
-    dispatch.write_text(DISPATCH)
-    dispatch.chmod(0o755)
-    venv = staged / "venv"
-    if not venv.is_symlink():
-        venv.symlink_to(os.readlink(staged / "deps"))
-    (staged / "deps").unlink()
-    (staged / REVISION_FILE).write_text(secrets.token_hex(8) + "\n")
-    return staged
-
-
-def charm_source(charm_path: Path, app: str, charms_dir: Path, python: str) -> Path:
-    """Build the charm directory the app's units unpack (the one switch to a packed .charm)."""
-    staged = charms.stage(charm_path, app, charms_dir, python)
-    return lay_out(staged, charms.load_spec(charm_path))
+    packed = charms.packed_charm(charm_path, suite)
+    dest = charms_dir / app
+    if dest.exists():
+        shutil.rmtree(dest)
+    charms.unpack_charm(packed, dest)
+    (charms_dir / f"{app}{REVISION_SUFFIX}").write_text(packed.name + "\n")
+    return dest
 
 
 def install_tools(charms_dir: Path) -> Path:
@@ -143,10 +117,11 @@ def prelude(unit: str, app: str, charms_mount: str) -> str:
     links = " ".join(jujuc.TOOLS)
     return f"""set -e
 charm={shlex.quote(charm)} source={shlex.quote(source)} tools={shlex.quote(tools)}
-if ! cmp -s "$source/{REVISION_FILE}" "$charm/{REVISION_FILE}"; then
+if ! cmp -s "$source{REVISION_SUFFIX}" "$charm{REVISION_SUFFIX}"; then
   mkdir -p "$charm"
   find "$charm" -mindepth 1 -maxdepth 1 ! -name .unit-state.db -exec rm -rf {{}} +
-  cp -RL --preserve=mode,timestamps "$source/." "$charm/"
+  cp -R --preserve=mode,timestamps "$source/." "$charm/"
+  cp "$source{REVISION_SUFFIX}" "$charm{REVISION_SUFFIX}"
 fi
 if ! cmp -s {shlex.quote(shipped)}/jujuc.py "$tools/jujuc.py"; then
   mkdir -p "$tools"
