@@ -25,9 +25,12 @@ from __future__ import annotations
 import base64
 import contextlib
 import fcntl
+import hmac
 import json
 import os
 import re
+import secrets
+import socket
 import sys
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -1038,10 +1041,101 @@ def run(tool: str, argv: list[str], stdin: str = "") -> tuple[int, str, str]:
     return 0, out, ""
 
 
+# --- serving a hook's tool calls ---------------------------------------------------------------
+
+SERVE_FLAG = "--serve"
+PORT_ENV = "LAB_TOOLS_PORT"
+TOKEN_ENV = "LAB_TOOLS_TOKEN"
+CLIENT = "jujuc"
+"""The tool links' target: a bash client (jujuc.sh) that asks this program's server."""
+
+
+def _read_request(conn: socket.socket) -> list[str] | None:
+    """Read `token cwd context-id tool argc args... stdin`, each NUL-terminated (None: bad)."""
+    data = b""
+    while True:
+        fields = data.split(b"\0")[:-1]
+        if len(fields) >= 5:
+            try:
+                wanted = 6 + int(fields[4])
+            except ValueError:
+                return None
+            if len(fields) >= wanted:
+                return [field.decode() for field in fields[:wanted]]
+        chunk = conn.recv(65536)
+        if not chunk:
+            return None
+        data += chunk
+
+
+def _answer(conn: socket.socket, token: str) -> None:
+    """Answer one client: run its tool in its working directory, send `code out err`."""
+    request = _read_request(conn)
+    if request is None or not hmac.compare_digest(request[0], token):
+        code, out, err = 1, "", "ERROR bad request: not a client of this hook\n"
+    elif request[2] != os.environ.get("JUJU_CONTEXT_ID"):
+        code, out, err = 1, "", f'ERROR bad request: unknown context "{request[2]}"\n'
+    else:
+        _token, cwd, _context, tool, _argc, *argv, stdin = request
+        try:
+            os.chdir(cwd)  # `--file <relative path>` is the client's, as with jujuc
+        except OSError as e:
+            code, out, err = 1, "", f"ERROR {e}\n"
+        else:
+            try:
+                code, out, err = run(tool, argv, stdin)
+            except Exception as e:  # a broken call must not take the hook's other calls down
+                code, out, err = 1, "", f"ERROR {type(e).__name__}: {e}\n"
+    conn.sendall(f"{code}\0{out}\0{err}\0".encode())
+
+
+def serve(hook_pid: int) -> int:
+    """Serve the hook's tool calls until the hook's shell `hook_pid` is gone.
+
+    Starting Python for every tool call costs more than the rest of a hook (ops makes one
+    call per log line), so a hook starts this server once: it listens on a free loopback
+    port of the machine, prints `<port> <pid> <token>` and goes on in the background; the
+    tool links run the bash client, which sends the token, its working directory, the hook's
+    context id, the tool's name, arguments and input and prints the answer. Calls are
+    answered one at a time (as the context file's lock did), each by `run` in this
+    process, whose environment is the hook's own, as Juju's agent answers jujuc from the
+    hook's context. The token is random per hook and only the hook's environment holds it.
+    """
+    listener = socket.create_server(("127.0.0.1", 0))
+    token = secrets.token_hex(16)
+    pid = os.fork()
+    if pid:
+        sys.stdout.write(f"{listener.getsockname()[1]} {pid} {token}\n")
+        return 0
+    os.setsid()
+    null = os.open(os.devnull, os.O_RDWR)
+    for fd in (0, 1, 2):
+        os.dup2(null, fd)
+    listener.settimeout(1.0)
+    while True:
+        try:
+            conn, _ = listener.accept()
+        except TimeoutError:
+            try:
+                os.kill(hook_pid, 0)
+            except ProcessLookupError:
+                return 0
+            continue
+        with conn:
+            conn.settimeout(30.0)
+            with contextlib.suppress(OSError):
+                _answer(conn, token)
+
+
 def main() -> int:
-    """Run as the tool named by argv[0] (a link), or by argv[1] when run as jujuc itself."""
+    """Run as the tool named by argv[0] (a link), or by argv[1] when run as jujuc itself.
+
+    `jujuc.py --serve <hook shell pid>` starts a hook's tool server instead (`serve`).
+    """
     tool = os.path.basename(sys.argv[0])
     argv = sys.argv[1:]
+    if argv[:1] == [SERVE_FLAG] and len(argv) == 2:
+        return serve(int(argv[1]))
     if tool in ("jujuc", "jujuc.py"):
         if not argv:
             sys.stderr.write("usage: jujuc <tool> [args...]\n")

@@ -6,9 +6,9 @@ revision; `.unit-state.db`, ops' SQLite store, stays across hooks and upgrades a
 `JUJU_HOOK_NAME`, `JUJU_UNIT_NAME`, `JUJU_MODEL_NAME`, `JUJU_MODEL_UUID`, `JUJU_CHARM_DIR`,
 `JUJU_VERSION`, `JUJU_CONTEXT_ID`, `JUJU_AGENT_SOCKET_*`, the relation, remote unit and app,
 departing unit, action and secret variables. `ops.main` then calls the hook tools on PATH
-(`/var/lib/juju/tools/unit-<app>-<n>/`): links to `jujuc.py`, which answers from the hook
-context file this module writes before the hook (the unit's view, built by the engine) and
-reads back after it.
+(`/var/lib/juju/tools/unit-<app>-<n>/`): links to a bash client that asks the hook's tool
+server (`jujuc.py --serve`, started before dispatch), which answers from the hook context file
+this module writes before the hook (the unit's view, built by the engine) and reads back after.
 
 `charm_source` decides what a unit runs: the `.charm` charmcraft packed for the lab's suite
 (`charms.packed_charm`), unpacked as is; nothing of the lab is added to it.
@@ -98,39 +98,61 @@ def charm_source(charm_path: Path, app: str, charms_dir: Path, suite: str) -> Pa
 
 
 def install_tools(charms_dir: Path) -> Path:
-    """Ship the hook-tool program (jujuc.py and the port rules it imports) to charms_dir."""
+    """Ship the hook tools (the client, jujuc.py and the port rules it imports) to charms_dir."""
     dest_dir = charms_dir / TOOLS_SHIPPED
     dest_dir.mkdir(parents=True, exist_ok=True)
-    for name in ("jujuc.py", "hooktools.py"):
-        source = Path(__file__).with_name(name)
-        dest = dest_dir / name
-        if not dest.exists() or dest.read_bytes() != source.read_bytes():
-            shutil.copyfile(source, dest)
+    for name, shipped in (("jujuc.sh", jujuc.CLIENT), ("jujuc.py", "jujuc.py")):
+        _ship(Path(__file__).with_name(name), dest_dir / shipped)
+    _ship(Path(__file__).with_name("hooktools.py"), dest_dir / "hooktools.py")
     return dest_dir
 
 
+def _ship(source: Path, dest: Path) -> None:
+    if not dest.exists() or dest.read_bytes() != source.read_bytes():
+        shutil.copyfile(source, dest)
+
+
 def prelude(unit: str, app: str, charms_mount: str) -> str:
-    """Shell that unpacks the app's charm and links the hook tools when they changed."""
+    """Shell that unpacks the app's charm and installs the hook tools when they changed.
+
+    Every tool name links to the client (`jujuc.CLIENT`); a hook's tools are installed as a
+    whole (a new directory renamed over the old), so a hook never sees half of them.
+    """
     source = f"{charms_mount}/{app}"
     shipped = f"{charms_mount}/{TOOLS_SHIPPED}"
     charm, tools = charm_dir(unit), tools_dir(unit)
     links = " ".join(jujuc.TOOLS)
+    client = jujuc.CLIENT
     return f"""set -e
 charm={shlex.quote(charm)} source={shlex.quote(source)} tools={shlex.quote(tools)}
+shipped={shlex.quote(shipped)}
 if ! cmp -s "$source{REVISION_SUFFIX}" "$charm{REVISION_SUFFIX}"; then
   mkdir -p "$charm"
   find "$charm" -mindepth 1 -maxdepth 1 ! -name .unit-state.db -exec rm -rf {{}} +
   cp -R --preserve=mode,timestamps "$source/." "$charm/"
   cp "$source{REVISION_SUFFIX}" "$charm{REVISION_SUFFIX}"
 fi
-if ! cmp -s {shlex.quote(shipped)}/jujuc.py "$tools/jujuc.py"; then
-  mkdir -p "$tools"
-  cp {shlex.quote(shipped)}/hooktools.py "$tools/hooktools.py"
-  cp {shlex.quote(shipped)}/jujuc.py "$tools/.jujuc.py.new"
-  chmod 755 "$tools/.jujuc.py.new"
-  for name in {links}; do ln -sfn jujuc.py "$tools/$name"; done
-  mv "$tools/.jujuc.py.new" "$tools/jujuc.py"
+if ! cmp -s "$shipped/jujuc.py" "$tools/jujuc.py" || ! cmp -s "$shipped/{client}" "$tools/{client}"
+then
+  rm -rf "$tools.new"
+  mkdir -p "$tools.new"
+  cp "$shipped/hooktools.py" "$shipped/jujuc.py" "$shipped/{client}" "$tools.new/"
+  chmod 755 "$tools.new/jujuc.py" "$tools.new/{client}"
+  for name in {links}; do ln -s {client} "$tools.new/$name"; done
+  rm -rf "$tools.old"
+  if [ -e "$tools" ]; then mv "$tools" "$tools.old"; fi
+  mv "$tools.new" "$tools"
+  rm -rf "$tools.old"
 fi
+"""
+
+
+#: Starts the hook's tool server (`jujuc.serve`) and gives its port and token to the hook.
+SERVE_TOOLS = f"""read -r {jujuc.PORT_ENV} _server {jujuc.TOKEN_ENV} <<EOF
+$(/usr/bin/python3 -SE "$tools/jujuc.py" {jujuc.SERVE_FLAG} $$)
+EOF
+if [ -z "${jujuc.TOKEN_ENV}" ]; then echo "the hook tool server did not start" >&2; exit 1; fi
+export {jujuc.PORT_ENV} {jujuc.TOKEN_ENV}
 """
 
 
@@ -194,11 +216,20 @@ class HookRun:
         with os.fdopen(fd, "w") as handle:
             json.dump(self.view, handle)
 
-    def argv(self, charms_mount: str) -> list[str]:
-        """Return what the machine runs: unpack if needed, then dispatch (or the command)."""
+    def argv(self, charms_mount: str, serve_tools: bool = True) -> list[str]:
+        """Return what the machine runs: unpack if needed, then dispatch (or the command).
+
+        With `serve_tools` one server answers the hook's tool calls (`jujuc.serve`); without,
+        each call starts Python (the runtime before the server, kept for bench-lab's
+        comparison). Either way the hook (or command) is this shell's process: the server
+        goes when it does.
+        """
         body = self.command if self.command is not None else "exec ./dispatch"
+        serve = SERVE_TOOLS if serve_tools else ""
         script = (
-            prelude(self.unit, self.app, charms_mount) + f'cd "$JUJU_CHARM_DIR"\nset +e\n{body}\n'
+            prelude(self.unit, self.app, charms_mount)
+            + serve
+            + f'cd "$JUJU_CHARM_DIR"\nset +e\n{body}\n'
         )
         return ["/bin/sh", "-c", script]
 
@@ -225,7 +256,13 @@ def read_context(host_path: Path) -> JsonDict | None:
 
 
 def execute(
-    run: HookRun, machine: MachineLike, host_path: Path, charms_mount: str, timeout: float
+    run: HookRun,
+    machine: MachineLike,
+    host_path: Path,
+    charms_mount: str,
+    timeout: float,
+    *,
+    serve_tools: bool = True,
 ) -> JsonDict:
     """Run the hook; return the response the engine applies.
 
@@ -235,7 +272,7 @@ def execute(
     run.write_context(host_path)
     started = time.monotonic()
     try:
-        result = machine.exec(run.argv(charms_mount), env=run.env(), timeout=timeout)
+        result = machine.exec(run.argv(charms_mount, serve_tools), env=run.env(), timeout=timeout)
     except LabError as e:
         read_context(host_path)
         return {
