@@ -2,9 +2,11 @@
 """The lab's hook tools: one standard-library program installed under every hook-tool name.
 
 Juju puts its hook tools (`relation-get`, `status-set`, `secret-get`, ...) on a hook's PATH as
-links to one binary, `jujuc`, which answers from the unit agent's hook context. This program
-plays that part in a lab machine: the links in `/var/lib/juju/tools/unit-<app>-<n>/` point to
-it and it dispatches on the name it was run as (`argv[0]`, or `jujuc <tool> ...`).
+links to one binary, `jujuc`, which asks the unit agent to answer from the hook context. This
+program plays the agent's part in a lab machine: a hook starts it once as its tool server
+(`serve`), and the links in `/var/lib/juju/tools/unit-<app>-<n>/` point to a bash client
+(`jujuc.sh`) that hands each call to it. Run directly, it answers one call itself, dispatching
+on the name it was run as (`argv[0]`, or `jujuc <tool> ...`).
 
 The hook context is a JSON file the lab's engine writes before the hook (named by
 `LAB_HOOK_CONTEXT`, checked against `JUJU_CONTEXT_ID`): the unit's view of the model (config,
