@@ -183,11 +183,11 @@ def test_the_owner_removes_a_revision_and_a_consumer_may_not(context: Path):
 # --- one server per hook, the tools as a bash client -------------------------------------------
 
 JUJUC_DIR = Path(jujuc.__file__).parent
-HOOK = """read -r LAB_TOOLS_PORT _server LAB_TOOLS_TOKEN <<EOF
-$(/usr/bin/python3 -SE "$TOOLS/jujuc.py" --serve $$)
-EOF
-export LAB_TOOLS_PORT LAB_TOOLS_TOKEN
-echo "server $_server"
+HOOK = """read -r LAB_TOOLS_TOKEN < /proc/sys/kernel/random/uuid
+LAB_TOOLS_PORT_FILE="$LAB_HOOK_CONTEXT.port"
+export LAB_TOOLS_TOKEN LAB_TOOLS_PORT_FILE
+/usr/bin/python3 -SE "$TOOLS/jujuc.py" --serve $$ </dev/null >/dev/null 2>&1 &
+echo "server $!"
 """
 
 
@@ -253,3 +253,4 @@ def test_the_server_goes_with_its_hook(context: Path, tools: Path, tmp_path: Pat
     while time.monotonic() < deadline and Path(f"/proc/{server}").exists():
         time.sleep(0.1)
     assert not Path(f"/proc/{server}").exists()
+    assert not Path(f"{context}.port").exists()

@@ -31,7 +31,6 @@ import hmac
 import json
 import os
 import re
-import secrets
 import socket
 import sys
 from collections.abc import Callable, Iterator
@@ -1046,7 +1045,7 @@ def run(tool: str, argv: list[str], stdin: str = "") -> tuple[int, str, str]:
 # --- serving a hook's tool calls ---------------------------------------------------------------
 
 SERVE_FLAG = "--serve"
-PORT_ENV = "LAB_TOOLS_PORT"
+PORT_FILE_ENV = "LAB_TOOLS_PORT_FILE"
 TOKEN_ENV = "LAB_TOOLS_TOKEN"
 CLIENT = "jujuc"
 """The tool links' target: a bash client (jujuc.sh) that asks this program's server."""
@@ -1073,7 +1072,7 @@ def _read_request(conn: socket.socket) -> list[str] | None:
 def _answer(conn: socket.socket, token: str) -> None:
     """Answer one client: run its tool in its working directory, send `code out err`."""
     request = _read_request(conn)
-    if request is None or not hmac.compare_digest(request[0], token):
+    if request is None or not token or not hmac.compare_digest(request[0], token):
         code, out, err = 1, "", "ERROR bad request: not a client of this hook\n"
     elif request[2] != os.environ.get("JUJU_CONTEXT_ID"):
         code, out, err = 1, "", f'ERROR bad request: unknown context "{request[2]}"\n'
@@ -1092,41 +1091,46 @@ def _answer(conn: socket.socket, token: str) -> None:
 
 
 def serve(hook_pid: int) -> int:
-    """Serve the hook's tool calls until the hook's shell `hook_pid` is gone.
+    """Serve the hook's tool calls until the hook's process `hook_pid` is gone.
 
-    Starting Python for every tool call costs more than the rest of a hook (ops makes one
-    call per log line), so a hook starts this server once: it listens on a free loopback
-    port of the machine, prints `<port> <pid> <token>` and goes on in the background; the
-    tool links run the bash client, which sends the token, its working directory, the hook's
-    context id, the tool's name, arguments and input and prints the answer. Calls are
-    answered one at a time (as the context file's lock did), each by `run` in this
-    process, whose environment is the hook's own, as Juju's agent answers jujuc from the
-    hook's context. The token is random per hook and only the hook's environment holds it.
+    Starting Python for every tool call costs more than the rest of a hook's own work (ops
+    makes one call per log line), so a hook starts this server once, in the background while
+    the charm starts: it listens on a free loopback port of the machine and writes the port
+    to the file `$LAB_TOOLS_PORT_FILE` (beside the hook context, root only). The tool links
+    run the bash client, which sends the hook's token (`$LAB_TOOLS_TOKEN`, random per hook,
+    only in the hook's environment), its working directory, the hook's context id, the
+    tool's name, arguments and input, and prints the answer. Calls are answered one at a
+    time (as the context file's lock did), each by `run` in this process, whose environment
+    is the hook's own, as Juju's agent answers jujuc from the hook's context.
     """
+    token = os.environ.get(TOKEN_ENV, "")
+    port_file = os.environ.get(PORT_FILE_ENV, "")
+    if not token or not port_file:
+        sys.stderr.write(f"ERROR {TOKEN_ENV} and {PORT_FILE_ENV} must be set\n")
+        return 2
     listener = socket.create_server(("127.0.0.1", 0))
-    token = secrets.token_hex(16)
-    pid = os.fork()
-    if pid:
-        sys.stdout.write(f"{listener.getsockname()[1]} {pid} {token}\n")
-        return 0
-    os.setsid()
-    null = os.open(os.devnull, os.O_RDWR)
-    for fd in (0, 1, 2):
-        os.dup2(null, fd)
+    fd = os.open(f"{port_file}.tmp", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as handle:
+        handle.write(f"{listener.getsockname()[1]}\n")
+    os.replace(f"{port_file}.tmp", port_file)
     listener.settimeout(1.0)
-    while True:
-        try:
-            conn, _ = listener.accept()
-        except TimeoutError:
+    try:
+        while True:
             try:
-                os.kill(hook_pid, 0)
-            except ProcessLookupError:
-                return 0
-            continue
-        with conn:
-            conn.settimeout(30.0)
-            with contextlib.suppress(OSError):
-                _answer(conn, token)
+                conn, _ = listener.accept()
+            except TimeoutError:
+                try:
+                    os.kill(hook_pid, 0)
+                except ProcessLookupError:
+                    return 0
+                continue
+            with conn:
+                conn.settimeout(30.0)
+                with contextlib.suppress(OSError):
+                    _answer(conn, token)
+    finally:
+        with contextlib.suppress(OSError):
+            os.unlink(port_file)
 
 
 def main() -> int:

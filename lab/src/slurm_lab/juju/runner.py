@@ -147,12 +147,12 @@ fi
 """
 
 
-#: Starts the hook's tool server (`jujuc.serve`) and gives its port and token to the hook.
-SERVE_TOOLS = f"""read -r {jujuc.PORT_ENV} _server {jujuc.TOKEN_ENV} <<EOF
-$(/usr/bin/python3 -SE "$tools/jujuc.py" {jujuc.SERVE_FLAG} $$)
-EOF
-if [ -z "${jujuc.TOKEN_ENV}" ]; then echo "the hook tool server did not start" >&2; exit 1; fi
-export {jujuc.PORT_ENV} {jujuc.TOKEN_ENV}
+#: Starts the hook's tool server (`jujuc.serve`) beside the hook; the token is the kernel's
+#: random UUID (read by the shell itself), handed to the server and the tools in the environment.
+SERVE_TOOLS = f"""read -r {jujuc.TOKEN_ENV} < /proc/sys/kernel/random/uuid
+{jujuc.PORT_FILE_ENV}="${jujuc.CONTEXT_ENV}.port"
+export {jujuc.TOKEN_ENV} {jujuc.PORT_FILE_ENV}
+/usr/bin/python3 -SE "$tools/jujuc.py" {jujuc.SERVE_FLAG} $$ </dev/null >/dev/null 2>&1 &
 """
 
 
@@ -219,7 +219,8 @@ class HookRun:
     def argv(self, charms_mount: str, serve_tools: bool = True) -> list[str]:
         """Return what the machine runs: unpack if needed, then dispatch (or the command).
 
-        With `serve_tools` one server answers the hook's tool calls (`jujuc.serve`); without,
+        With `serve_tools` one server answers the hook's tool calls (`jujuc.serve`), started
+        beside the charm (the first call waits for it if it has to); without,
         each call starts Python (the runtime before the server, kept for bench-lab's
         comparison). Either way the hook (or command) is this shell's process: the server
         goes when it does.
@@ -249,9 +250,13 @@ def read_context(host_path: Path) -> JsonDict | None:
         data: JsonDict = json.loads(host_path.read_text())
     except (OSError, ValueError):
         return None
-    with contextlib.suppress(OSError):
-        host_path.unlink()
-        Path(f"{host_path.parent}/.{host_path.name}.lock").unlink()
+    for path in (
+        host_path,
+        Path(f"{host_path.parent}/.{host_path.name}.lock"),
+        Path(f"{host_path}.port"),
+    ):
+        with contextlib.suppress(OSError):
+            path.unlink()
     return data
 
 
