@@ -458,9 +458,10 @@ def hook_tools(bench: Bench, watch: ControllerWatch, rounds: int) -> dict[str, A
 
     `per_call` starts Python for every tool call (the runtime before the tool server);
     `served` answers each hook's calls from one server (`slurm_lab.juju.jujuc.serve`). Each
-    round adds one slurmd unit per mode (enlistment as figure 1, its hooks kept) and fires
-    update-status on every compute unit per mode; the modes alternate so that the cluster's
-    growth weighs on both. One bare `slurmd -Z` floor runs first, on the same controller.
+    round adds one slurmd unit per mode (enlistment as figure 1; every hook the new unit ran
+    until all were active is that mode's) and fires update-status on every compute unit per
+    mode; the modes alternate so that the cluster's growth weighs on both. One bare
+    `slurmd -Z` floor runs first, on the same controller.
     """
     bare = bare_enlistment(bench, watch, 100)
     bare["departure_s"] = departure_floor(bench, watch, bare)
@@ -471,7 +472,13 @@ def hook_tools(bench: Bench, watch: ControllerWatch, rounds: int) -> dict[str, A
         for _ in range(rounds):
             for mode, served in TOOL_MODES.items():
                 bench.juju.ctl.serve_tools = served
-                modes[mode]["enlistment"].append(charm_enlistment(bench, watch))
+                enlisted = charm_enlistment(bench, watch)
+                enlisted["setup_hooks"] = [
+                    f"{r.hook} {r.seconds:.2f}"
+                    for r in bench.hook_runs()
+                    if r.unit == enlisted["unit"]
+                ]
+                modes[mode]["enlistment"].append(enlisted)
             for mode, served in TOOL_MODES.items():
                 bench.juju.ctl.serve_tools = served
                 units = sorted(bench.juju.state.apps[COMPUTE].units)
@@ -483,7 +490,7 @@ def hook_tools(bench: Bench, watch: ControllerWatch, rounds: int) -> dict[str, A
     for found in modes.values():
         hooks: dict[str, list[float]] = {"update-status": found.pop("update_status")}
         for enlisted in found["enlistment"]:
-            for entry in enlisted["hooks"]:
+            for entry in enlisted["setup_hooks"]:
                 hook, seconds = entry.rsplit(" ", 1)
                 hooks.setdefault(hook, []).append(float(seconds))
         found["hooks"] = {hook: summary(values) for hook, values in sorted(hooks.items())}
