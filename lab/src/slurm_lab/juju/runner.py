@@ -132,8 +132,11 @@ if ! cmp -s "$source{REVISION_SUFFIX}" "$charm{REVISION_SUFFIX}"; then
   cp -R --preserve=mode,timestamps "$source/." "$charm/"
   cp "$source{REVISION_SUFFIX}" "$charm{REVISION_SUFFIX}"
 fi
-if ! cmp -s "$shipped/jujuc.py" "$tools/jujuc.py" || ! cmp -s "$shipped/{client}" "$tools/{client}"
-then
+changed=
+for name in jujuc.py hooktools.py {client}; do
+  cmp -s "$shipped/$name" "$tools/$name" || changed=1
+done
+if [ -n "$changed" ]; then
   rm -rf "$tools.new"
   mkdir -p "$tools.new"
   cp "$shipped/hooktools.py" "$shipped/jujuc.py" "$shipped/{client}" "$tools.new/"
