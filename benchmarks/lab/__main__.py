@@ -47,6 +47,7 @@ QUICK = {
     "bare_runs": 1,
     "compare_jobs": 50,
     "failover_runs": 1,
+    "tool_rounds": 1,
 }
 FULL = {
     "nodes": 8,
@@ -58,6 +59,7 @@ FULL = {
     "bare_runs": 2,
     "compare_jobs": 300,
     "failover_runs": 5,
+    "tool_rounds": 2,
 }
 
 
@@ -79,6 +81,11 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--bare-runs", type=int, help="bare slurmd floor runs (figure 1)")
     parser.add_argument(
         "--failover-runs", type=int, help="failovers per fault kind (figure 4); 0 skips it"
+    )
+    parser.add_argument(
+        "--tool-rounds",
+        type=int,
+        help="units added per hook-tool runtime, before/after (figure 6c)",
     )
     parser.add_argument("--out", type=Path, default=REPO / "build" / "bench-lab.json")
     parser.add_argument(
@@ -163,6 +170,7 @@ class Run:
         last = args.nodes - 1
         steps: list[tuple[str, Callable[[], object]]] = [
             ("config_changed_1", lambda: fig.config_changed(bench, 1000)),
+            ("hook_tools", lambda: fig.hook_tools(bench, watch, args.tool_rounds)),
             ("enlistment", self.enlistment),
             ("static_method", lambda: fig.static_method(bench, watch, args.nodes)),
             ("throughput", lambda: fig.throughput(bench, args.jobs)),

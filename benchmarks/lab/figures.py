@@ -436,6 +436,72 @@ def hook_costs(runs: list[HookRun]) -> dict[str, dict[str, dict[str, Any]]]:
     }
 
 
+# 6c. Hook tools: a Python process per tool call (before) or one server per hook (after) ------
+
+#: bench-lab's before and after: `Controller.serve_tools` off, then on.
+TOOL_MODES = {"per_call": False, "served": True}
+#: The hooks the comparison names (every hook of the compute units is kept).
+MEASURED_HOOKS = ("install", "slurmctld-relation-changed", "update-status")
+
+
+def _last_update_status(bench: Bench, units: list[str]) -> list[float]:
+    """Seconds of each unit's latest update-status."""
+    latest: dict[str, float] = {}
+    for run in bench.hook_runs():
+        if run.unit in units and run.hook == "update-status":
+            latest[run.unit] = run.seconds
+    return list(latest.values())
+
+
+def hook_tools(bench: Bench, watch: ControllerWatch, rounds: int) -> dict[str, Any]:
+    """Enlistment and hook cost under each hook-tool runtime, in turns on the same cluster.
+
+    `per_call` starts Python for every tool call (the runtime before the tool server);
+    `served` answers each hook's calls from one server (`slurm_lab.juju.jujuc.serve`). Each
+    round adds one slurmd unit per mode (enlistment as figure 1; every hook the new unit ran
+    until all were active is that mode's) and fires update-status on every compute unit per
+    mode; the modes alternate so that the cluster's growth weighs on both. One bare
+    `slurmd -Z` floor runs first, on the same controller.
+    """
+    bare = bare_enlistment(bench, watch, 100)
+    bare["departure_s"] = departure_floor(bench, watch, bare)
+    modes: dict[str, dict[str, Any]] = {
+        mode: {"enlistment": [], "update_status": []} for mode in TOOL_MODES
+    }
+    try:
+        for _ in range(rounds):
+            for mode, served in TOOL_MODES.items():
+                bench.juju.ctl.serve_tools = served
+                enlisted = charm_enlistment(bench, watch)
+                enlisted["setup_hooks"] = [
+                    f"{r.hook} {r.seconds:.2f}"
+                    for r in bench.hook_runs()
+                    if r.unit == enlisted["unit"]
+                ]
+                modes[mode]["enlistment"].append(enlisted)
+            for mode, served in TOOL_MODES.items():
+                bench.juju.ctl.serve_tools = served
+                units = sorted(bench.juju.state.apps[COMPUTE].units)
+                bench.juju.update_status(*units)
+                bench.wait_active()
+                modes[mode]["update_status"] += _last_update_status(bench, units)
+    finally:
+        bench.juju.ctl.serve_tools = True
+    for found in modes.values():
+        hooks: dict[str, list[float]] = {"update-status": found.pop("update_status")}
+        for enlisted in found["enlistment"]:
+            for entry in enlisted["setup_hooks"]:
+                hook, seconds = entry.rsplit(" ", 1)
+                hooks.setdefault(hook, []).append(float(seconds))
+        found["hooks"] = {hook: summary(values) for hook, values in sorted(hooks.items())}
+        total = summary([e["total_s"] for e in found["enlistment"]])
+        found["enlistment_s"] = total
+        found["ratio_to_bare"] = (
+            round(total["median"] / bare["total_s"], 2) if total["median"] else None
+        )
+    return {"bare": bare, "modes": modes, "measured_hooks": list(MEASURED_HOOKS)}
+
+
 # 7. Scale ----------------------------------------------------------------------------------------
 
 

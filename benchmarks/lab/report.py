@@ -221,6 +221,40 @@ def hook_rows(figures: dict[str, Any]) -> list[list[str]]:
     return rows
 
 
+def hook_tool_rows(figures: dict[str, Any]) -> list[list[str]]:
+    """Figure 6c: a Python process per tool call (before) against one server per hook."""
+    tools = figures.get("hook_tools")
+    if not tools:
+        return []
+    before, after = tools["modes"]["per_call"], tools["modes"]["served"]
+    bare = tools["bare"]["total_s"]
+    served, per_call = after["enlistment_s"]["median"], before["enlistment_s"]["median"]
+    rows = [
+        [
+            "6c",
+            f"Enlistment, tool server per hook (median of {after['enlistment_s']['n']})",
+            f"{_s(served)} ({_ratio(served, bare)} of bare)",
+            f"a Python per tool call: {_s(per_call)} "
+            f"({_ratio(per_call, bare)} of bare {_s(bare)})",
+            _ratio(served, per_call),
+        ]
+    ]
+    for hook in tools["measured_hooks"]:
+        new, old = after["hooks"].get(hook), before["hooks"].get(hook)
+        if not new or not old or new["median"] is None or old["median"] is None:
+            continue
+        rows.append(
+            [
+                "6c",
+                f"  slurmd {hook}, median (n {new['n']} / {old['n']})",
+                f"{new['median']:.2f} s",
+                f"a Python per tool call: {old['median']:.2f} s",
+                _ratio(new["median"], old["median"]),
+            ]
+        )
+    return rows
+
+
 def scale_rows(figures: dict[str, Any]) -> list[list[str]]:
     """Figure 7: how far one host went, and what the controller paid per node."""
     scale = figures.get("scale")
@@ -280,6 +314,7 @@ def table(figures: dict[str, Any]) -> str:
         *failover_rows(figures),
         *throughput_rows(figures),
         *hook_rows(figures),
+        *hook_tool_rows(figures),
         *scale_rows(figures),
     ]
     return markdown(["#", "Figure", "Charms", "Comparator (same run)", "Ratio"], rows)

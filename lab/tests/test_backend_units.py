@@ -17,9 +17,6 @@ from slurm_lab.juju.engine import Controller
 from slurm_lab.juju.model import App, Endpoint, ModelState, Relation, StatusValue, Unit, load, save
 from slurm_lab.juju.status import build_status
 
-REPO = Path(__file__).resolve().parents[2]
-LABTEST = Path(__file__).parent / "charms" / "labtest"
-
 
 def test_charm_file_is_merged_over_the_common_file(tmp_path: Path):
     (tmp_path / "charmcraft-common.yaml").write_text(
@@ -37,22 +34,6 @@ def test_charm_file_is_merged_over_the_common_file(tmp_path: Path):
     assert spec.name == "mine"
     assert set(spec.options) == {"shared", "own"}
     assert spec.meta["assumes"] == ["juju"]  # lists are replaced, not concatenated
-
-
-def test_a_charm_outside_the_workspace_gets_its_declared_dependencies_only():
-    reqs, local = charms.requirements(LABTEST)
-
-    assert reqs == ["ops>=3.3"]  # no ops[testing]: hooks run through dispatch, not Scenario
-    assert local == []
-
-
-def test_a_workspace_charm_gets_its_locked_export_with_local_libraries_from_source():
-    reqs, local = charms.requirements(REPO / "charms" / "slurmd")
-
-    assert any(r.startswith("ops==") for r in reqs)
-    assert not any(r.startswith("ops[testing]") for r in reqs)
-    assert REPO / "libs" / "hpc_libs" in local
-    assert not any(r.startswith("-e") for r in reqs)
 
 
 def test_config_values_take_their_option_type_and_unknown_keys_fail():

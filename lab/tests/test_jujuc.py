@@ -6,6 +6,10 @@ ops calls them as `ops.hookcmds` does; test_runtime.py runs them for real under 
 from __future__ import annotations
 
 import json
+import os
+import shutil
+import subprocess
+import time
 from pathlib import Path
 from typing import Any
 
@@ -174,3 +178,79 @@ def test_the_owner_removes_a_revision_and_a_consumer_may_not(context: Path):
     assert tool(f"secret-remove {SECRET} --revision 1")[0] == 0
     ops = json.loads(context.read_text())["out"]["secret_ops"]
     assert ops == [{"op": "remove", "id": SECRET, "revision": 1}]
+
+
+# --- one server per hook, the tools as a bash client -------------------------------------------
+
+JUJUC_DIR = Path(jujuc.__file__).parent
+HOOK = """read -r LAB_TOOLS_TOKEN < /proc/sys/kernel/random/uuid
+LAB_TOOLS_PORT_FILE="$LAB_HOOK_CONTEXT.port"
+export LAB_TOOLS_TOKEN LAB_TOOLS_PORT_FILE
+/usr/bin/python3 -SE "$TOOLS/jujuc.py" --serve $$ </dev/null >/dev/null 2>&1 &
+echo "server $!"
+"""
+
+
+@pytest.fixture
+def tools(tmp_path: Path) -> Path:
+    """The tools as a unit's machine gets them: every name a link to the client."""
+    folder = tmp_path / "tools"
+    folder.mkdir()
+    shutil.copy(JUJUC_DIR / "jujuc.py", folder / "jujuc.py")
+    shutil.copy(JUJUC_DIR / "hooktools.py", folder / "hooktools.py")
+    shutil.copy(JUJUC_DIR / "jujuc.sh", folder / jujuc.CLIENT)
+    for name in jujuc.TOOLS:
+        (folder / name).symlink_to(jujuc.CLIENT)
+    return folder
+
+
+def hook(tools: Path, body: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "TOOLS": str(tools), "PATH": f"{tools}:{os.environ['PATH']}"}
+    return subprocess.run(
+        ["/bin/sh", "-c", HOOK + body],
+        env=env,
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+
+
+def test_a_hooks_tools_are_answered_by_its_server_with_the_same_rules(
+    context: Path, tools: Path, tmp_path: Path
+):
+    (tmp_path / "settings.json").write_text('{"from": "file"}')
+    body = """
+printf '{"k": "two\\\\nlines\\\\n\\\\n"}' | relation-set -r db:4 --file -; echo "rc=$?"
+relation-set -r 4 --file settings.json; echo "rc=$?"
+relation-get --format=json -r 4 - a/1
+relation-get -r 9 - b/0; echo "rc=$?"
+config-get --bogus; echo "rc=$?"
+LAB_TOOLS_TOKEN=guess is-leader; echo "rc=$?"
+JUJU_CONTEXT_ID=other is-leader; echo "rc=$?"
+"""
+    done = hook(tools, body, tmp_path)
+
+    lines = done.stdout.splitlines()[1:]
+    assert lines[:2] == ["rc=0", "rc=0"]
+    assert json.loads(lines[2]) == {"k": "two\nlines\n\n", "from": "file"}
+    assert lines[3:] == ["rc=1", "rc=2", "rc=1", "rc=1"]
+    assert done.stderr.splitlines() == [
+        'ERROR invalid value "9" for option -r: relation not found',
+        "ERROR flag provided but not defined: --bogus",
+        "ERROR bad request: not a client of this hook",
+        'ERROR bad request: unknown context "other"',
+    ]
+    assert json.loads(context.read_text())["out"]["relations_written"] == ["4"]
+
+
+def test_the_server_goes_with_its_hook(context: Path, tools: Path, tmp_path: Path):
+    done = hook(tools, "is-leader", tmp_path)
+    server = int(done.stdout.split()[1])
+    assert done.stdout.split()[2] == "False"
+
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline and Path(f"/proc/{server}").exists():
+        time.sleep(0.1)
+    assert not Path(f"/proc/{server}").exists()
+    assert not Path(f"{context}.port").exists()

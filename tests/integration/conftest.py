@@ -1,8 +1,9 @@
 """The one `juju` fixture: real Juju (jubilant) when the juju CLI is on PATH, else the lab.
 
 The same test files run on both. Set SLURM_LAB_BACKEND=lab to use the lab even where juju is
-installed. On the lab every unit is a real machine (systemd, Slurm) running the charm's
-`dispatch` and ops.main with real hook tools (lab/README.md); see slurm_lab.juju.
+installed. On the lab every unit is a real machine (systemd, Slurm) running the `.charm`
+charmcraft packed for the lab's suite (cached; `just lab-pack`): its `dispatch` and ops.main
+with real hook tools (lab/README.md); see slurm_lab.juju.
 SLURM_LAB_SUITE picks the machines' Debian suite, so the Slurm version under test: `trixie`
 (Slurm 24.11, the default) or `forky` (Debian testing, the newer Slurm: 26.05 today).
 """
@@ -37,7 +38,8 @@ def on_real_juju() -> bool:
 
 
 def charm_path(name: str) -> Path:
-    """What to deploy for a charm: a packed .charm on real Juju, the charm's dir on the lab.
+    """What to deploy for a charm: a packed .charm on real Juju, the charm's dir on the lab
+    (which packs it with charmcraft for its machines and deploys that .charm).
 
     Real Juju takes $CHARM_<NAME>_PATH (dashes as underscores), else what `just pack` wrote
     (build/<name>_*.charm), else charms/<name>/*.charm; a test whose charm is not packed is

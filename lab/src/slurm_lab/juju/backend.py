@@ -258,10 +258,7 @@ class LabJuju(jubilant.Juju):
             raise cli_error("deploy", str(charm), message=f'application "{name}" already exists')
         self._set_lab_gpus(name, constraints)
         runner.install_tools(self.lab.charms_dir)
-        # The machines' Python (its suite's: 3.13 on trixie); a fake lab may not say.
-        python_version = getattr(self.lab, "python_version", None)
-        python = python_version() if python_version else charms.LAB_PYTHON
-        runner.charm_source(charm_dir, name, self.lab.charms_dir, python)
+        runner.charm_source(charm_dir, name, self.lab.charms_dir, self.lab.suite)
         new = App(
             name=name,
             charm_dir=str(charm_dir),

@@ -1,11 +1,9 @@
-"""Charm metadata, staging and packing.
+"""Charm metadata and packing.
 
-Staging: a charm dir becomes /lab/charms/<app>/{src,charmcraft.yaml,deps} for the runner.
-Packing (`packed_charm`, `unpack_charm`): the .charm charmcraft packs, for a unit's charm dir.
-
-The dependency dir holds exactly what the charm declares (its locked workspace export, or its
-pyproject's [project.dependencies] outside the workspace), built for the lab machines' Python,
-so a dependency missing from the charm's pyproject fails in the lab as it would in a packed charm.
+Metadata (`load_spec`): what the backend needs to know about a charm, from its charmcraft.yaml.
+Packing (`packed_charm`, `unpack_charm`): the .charm charmcraft packs for the lab's machines,
+unpacked as a unit's charm dir. Its venv holds exactly what the charm declares (charmcraft's uv
+plugin), so a dependency missing from the charm's pyproject fails in the lab as on Juju.
 """
 
 from __future__ import annotations
@@ -13,13 +11,11 @@ from __future__ import annotations
 import hashlib
 import logging
 import re
-import shutil
 import stat
 import subprocess
 import sys
 import tempfile
 import time
-import tomllib
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,9 +28,6 @@ from slurm_lab.errors import LabError
 
 logger = logging.getLogger(__name__)
 
-LAB_PYTHON = "3.13"
-LAB_PLATFORM = "x86_64-manylinux_2_28"
-DEPS_DIR = "_deps"
 METADATA_KEYS = (
     "name",
     "display-name",
@@ -124,67 +117,12 @@ def load_spec(charm_dir: Path) -> CharmSpec:
     )
 
 
-# --- dependencies ------------------------------------------------------------------------------
+# --- packed charms -----------------------------------------------------------------------------
 
-
-def _workspace_root(start: Path) -> Path | None:
-    for parent in [start, *start.parents]:
-        pyproject = parent / "pyproject.toml"
-        if (
-            pyproject.exists()
-            and "tool" in (doc := tomllib.loads(pyproject.read_text()))
-            and "workspace" in doc["tool"].get("uv", {})
-        ):
-            return parent
-    return None
-
-
-def _project(charm_dir: Path) -> dict[str, Any]:
-    pyproject = charm_dir / "pyproject.toml"
-    if not pyproject.exists():
-        raise LabError(f"{charm_dir} has no pyproject.toml: cannot tell its dependencies")
-    return tomllib.loads(pyproject.read_text()).get("project", {})
-
-
-def _is_member(root: Path, charm_dir: Path) -> bool:
-    members = tomllib.loads((root / "pyproject.toml").read_text())["tool"]["uv"]["workspace"]
-    patterns: list[str] = members.get("members", [])
-    return any(charm_dir.resolve() in {p.resolve() for p in root.glob(pat)} for pat in patterns)
-
-
-def requirements(charm_dir: Path) -> tuple[list[str], list[Path]]:
-    """Return the charm's requirement lines and local source trees."""
-    charm_dir = charm_dir.resolve()
-    name = _project(charm_dir).get("name", charm_dir.name)
-    root = _workspace_root(charm_dir.parent)
-    if root is not None and _is_member(root, charm_dir):
-        exported = subprocess.run(
-            [
-                *("uv", "export", "--package", name, "--no-dev", "--no-hashes", "--frozen"),
-                *("--no-emit-project", "--no-header", "--no-annotate"),
-            ],
-            cwd=root,
-            capture_output=True,
-            text=True,
-            check=False,
-        )
-        if exported.returncode != 0:
-            raise LabError(f"uv export for {name} failed: {exported.stderr.strip()}")
-        lines = [ln.strip() for ln in exported.stdout.splitlines()]
-        lines = [ln for ln in lines if ln and not ln.startswith("#")]
-    else:
-        root = charm_dir
-        lines = list(_project(charm_dir).get("dependencies", []))
-    reqs: list[str] = []
-    local: list[Path] = []
-    for line in lines:
-        if line.startswith(("-e ", "./", "../", "/")):
-            path = (root / line.removeprefix("-e ").strip()).resolve()
-            local.append(path)
-            reqs.append(str(path))
-        else:
-            reqs.append(line)
-    return reqs, local
+PROJECT_TOOL = Path("tools") / "charmcraft_project.py"
+CONSTRAINTS = Path("tools") / "charmcraft-constraints.txt"
+#: Bump when what goes into a packed charm's cache key changes meaning.
+PACK_KEY_VERSION = 1
 
 
 def _tree_digest(path: Path, digest: Any) -> None:
@@ -192,66 +130,6 @@ def _tree_digest(path: Path, digest: Any) -> None:
         if file.is_file() and "__pycache__" not in file.parts and ".venv" not in file.parts:
             digest.update(str(file.relative_to(path)).encode())
             digest.update(file.read_bytes())
-
-
-def build_deps(charm_dir: Path, charms_dir: Path, python: str = LAB_PYTHON) -> Path:
-    """Install the charm's dependencies for the lab's Python; cached by their hash."""
-    reqs, local = requirements(charm_dir)
-    digest = hashlib.sha256("\n".join([python, LAB_PLATFORM, *reqs]).encode())
-    for path in local:
-        _tree_digest(path, digest)
-    target = charms_dir / DEPS_DIR / digest.hexdigest()[:16]
-    if target.exists():
-        return target
-    target.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(dir=target.parent) as tmp:
-        req_file = Path(tmp) / "requirements.txt"
-        req_file.write_text("\n".join(reqs) + "\n")
-        build = Path(tmp) / "site"
-        logger.info("building dependencies of %s into %s", charm_dir.name, target)
-        # uv reuses a wheel it built from a local tree while that tree's pyproject.toml is
-        # unchanged: refresh the local packages so the machine gets their current source.
-        refresh = [f"--refresh-package={_project(path).get('name', path.name)}" for path in local]
-        result = subprocess.run(
-            [
-                *("uv", "pip", "install", "--quiet", "--target", str(build)),
-                *("--python-version", python, "--python-platform", LAB_PLATFORM),
-                *refresh,
-                *("--no-config", "-r", str(req_file)),
-            ],
-            capture_output=True,
-            text=True,
-            check=False,
-        )
-        if result.returncode != 0:
-            raise LabError(f"installing dependencies of {charm_dir}: {result.stderr.strip()}")
-        build.rename(target)
-    return target
-
-
-def stage(charm_dir: Path, app: str, charms_dir: Path, python: str = LAB_PYTHON) -> Path:
-    """Copy the charm (src, merged charmcraft.yaml) and link its deps under charms_dir/app.
-
-    `python` is the machines' Python version (`Lab.python_version`: 3.13 on trixie).
-    """
-    charm_dir = charm_dir.resolve()
-    deps = build_deps(charm_dir, charms_dir, python)
-    dest = charms_dir / app
-    if dest.exists():
-        shutil.rmtree(dest)
-    dest.mkdir(parents=True)
-    shutil.copytree(charm_dir / "src", dest / "src", ignore=shutil.ignore_patterns("__pycache__"))
-    (dest / "charmcraft.yaml").write_text(yaml.safe_dump(project_file(charm_dir)))
-    (dest / "deps").symlink_to(Path("..") / DEPS_DIR / deps.name)
-    return dest
-
-
-# --- packed charms -----------------------------------------------------------------------------
-
-PROJECT_TOOL = Path("tools") / "charmcraft_project.py"
-CONSTRAINTS = Path("tools") / "charmcraft-constraints.txt"
-#: Bump when what goes into a packed charm's cache key changes meaning.
-PACK_KEY_VERSION = 1
 
 
 def _repository(charm_dir: Path) -> Path:

@@ -185,6 +185,7 @@ class LabLike(Protocol):
     state_dir: Path
     shared_dir: Path
     charms_dir: Path
+    suite: str
 
     def create(self, name: str) -> Any:
         """Create and boot a machine."""
@@ -259,6 +260,8 @@ class Controller:
         self.charms_mount = charms_mount
         self._specs: dict[str, charms.CharmSpec] = {}
         self.hook_times: list[float] = []
+        #: One tool server per hook (False: a Python process per tool call; bench-lab's before).
+        self.serve_tools = True
         # stand-in subordinate apps implemented in Python: app kind -> handler
         self.builtin: dict[str, Callable[[Unit, JsonDict], None]] = {}
         self._pool: ThreadPoolExecutor | None = None
@@ -561,7 +564,14 @@ class Controller:
         name = run.name
         try:
             host_path = self.lab.host_path(machine.name, run.context_path)
-            response = runner.execute(run, machine, host_path, self.charms_mount, HOOK_TIMEOUT)
+            response = runner.execute(
+                run,
+                machine,
+                host_path,
+                self.charms_mount,
+                HOOK_TIMEOUT,
+                serve_tools=self.serve_tools,
+            )
         except LabError as e:
             return {"ok": False, "error": str(e), "context": None}
         except Exception as e:  # a worker must always answer

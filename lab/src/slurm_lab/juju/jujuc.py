@@ -2,9 +2,11 @@
 """The lab's hook tools: one standard-library program installed under every hook-tool name.
 
 Juju puts its hook tools (`relation-get`, `status-set`, `secret-get`, ...) on a hook's PATH as
-links to one binary, `jujuc`, which answers from the unit agent's hook context. This program
-plays that part in a lab machine: the links in `/var/lib/juju/tools/unit-<app>-<n>/` point to
-it and it dispatches on the name it was run as (`argv[0]`, or `jujuc <tool> ...`).
+links to one binary, `jujuc`, which asks the unit agent to answer from the hook context. This
+program plays the agent's part in a lab machine: a hook starts it once as its tool server
+(`serve`), and the links in `/var/lib/juju/tools/unit-<app>-<n>/` point to a bash client
+(`jujuc.sh`) that hands each call to it. Run directly, it answers one call itself, dispatching
+on the name it was run as (`argv[0]`, or `jujuc <tool> ...`).
 
 The hook context is a JSON file the lab's engine writes before the hook (named by
 `LAB_HOOK_CONTEXT`, checked against `JUJU_CONTEXT_ID`): the unit's view of the model (config,
@@ -25,9 +27,11 @@ from __future__ import annotations
 import base64
 import contextlib
 import fcntl
+import hmac
 import json
 import os
 import re
+import socket
 import sys
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -1038,10 +1042,106 @@ def run(tool: str, argv: list[str], stdin: str = "") -> tuple[int, str, str]:
     return 0, out, ""
 
 
+# --- serving a hook's tool calls ---------------------------------------------------------------
+
+SERVE_FLAG = "--serve"
+PORT_FILE_ENV = "LAB_TOOLS_PORT_FILE"
+TOKEN_ENV = "LAB_TOOLS_TOKEN"
+CLIENT = "jujuc"
+"""The tool links' target: a bash client (jujuc.sh) that asks this program's server."""
+
+
+def _read_request(conn: socket.socket) -> list[str] | None:
+    """Read `token cwd context-id tool argc args... stdin`, each NUL-terminated (None: bad)."""
+    data = b""
+    while True:
+        fields = data.split(b"\0")[:-1]
+        if len(fields) >= 5:
+            try:
+                wanted = 6 + int(fields[4])
+            except ValueError:
+                return None
+            if len(fields) >= wanted:
+                return [field.decode() for field in fields[:wanted]]
+        chunk = conn.recv(65536)
+        if not chunk:
+            return None
+        data += chunk
+
+
+def _answer(conn: socket.socket, token: str) -> None:
+    """Answer one client: run its tool in its working directory, send `code out err`."""
+    request = _read_request(conn)
+    if request is None or not token or not hmac.compare_digest(request[0], token):
+        code, out, err = 1, "", "ERROR bad request: not a client of this hook\n"
+    elif request[2] != os.environ.get("JUJU_CONTEXT_ID"):
+        code, out, err = 1, "", f'ERROR bad request: unknown context "{request[2]}"\n'
+    else:
+        _token, cwd, _context, tool, _argc, *argv, stdin = request
+        try:
+            os.chdir(cwd)  # `--file <relative path>` is the client's, as with jujuc
+        except OSError as e:
+            code, out, err = 1, "", f"ERROR {e}\n"
+        else:
+            try:
+                code, out, err = run(tool, argv, stdin)
+            except Exception as e:  # a broken call must not take the hook's other calls down
+                code, out, err = 1, "", f"ERROR {type(e).__name__}: {e}\n"
+    conn.sendall(f"{code}\0{out}\0{err}\0".encode())
+
+
+def serve(hook_pid: int) -> int:
+    """Serve the hook's tool calls until the hook's process `hook_pid` is gone.
+
+    Starting Python for every tool call costs more than the rest of a hook's own work (ops
+    makes one call per log line), so a hook starts this server once, in the background while
+    the charm starts: it listens on a free loopback port of the machine and writes the port
+    to the file `$LAB_TOOLS_PORT_FILE` (beside the hook context, root only). The tool links
+    run the bash client, which sends the hook's token (`$LAB_TOOLS_TOKEN`, random per hook,
+    only in the hook's environment), its working directory, the hook's context id, the
+    tool's name, arguments and input, and prints the answer. Calls are answered one at a
+    time (as the context file's lock did), each by `run` in this process, whose environment
+    is the hook's own, as Juju's agent answers jujuc from the hook's context.
+    """
+    token = os.environ.get(TOKEN_ENV, "")
+    port_file = os.environ.get(PORT_FILE_ENV, "")
+    if not token or not port_file:
+        sys.stderr.write(f"ERROR {TOKEN_ENV} and {PORT_FILE_ENV} must be set\n")
+        return 2
+    listener = socket.create_server(("127.0.0.1", 0))
+    fd = os.open(f"{port_file}.tmp", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as handle:
+        handle.write(f"{listener.getsockname()[1]}\n")
+    os.replace(f"{port_file}.tmp", port_file)
+    listener.settimeout(1.0)
+    try:
+        while True:
+            try:
+                conn, _ = listener.accept()
+            except TimeoutError:
+                try:
+                    os.kill(hook_pid, 0)
+                except ProcessLookupError:
+                    return 0
+                continue
+            with conn:
+                conn.settimeout(30.0)
+                with contextlib.suppress(OSError):
+                    _answer(conn, token)
+    finally:
+        with contextlib.suppress(OSError):
+            os.unlink(port_file)
+
+
 def main() -> int:
-    """Run as the tool named by argv[0] (a link), or by argv[1] when run as jujuc itself."""
+    """Run as the tool named by argv[0] (a link), or by argv[1] when run as jujuc itself.
+
+    `jujuc.py --serve <hook shell pid>` starts a hook's tool server instead (`serve`).
+    """
     tool = os.path.basename(sys.argv[0])
     argv = sys.argv[1:]
+    if argv[:1] == [SERVE_FLAG] and len(argv) == 2:
+        return serve(int(argv[1]))
     if tool in ("jujuc", "jujuc.py"):
         if not argv:
             sys.stderr.write("usage: jujuc <tool> [args...]\n")

@@ -6,12 +6,12 @@ revision; `.unit-state.db`, ops' SQLite store, stays across hooks and upgrades a
 `JUJU_HOOK_NAME`, `JUJU_UNIT_NAME`, `JUJU_MODEL_NAME`, `JUJU_MODEL_UUID`, `JUJU_CHARM_DIR`,
 `JUJU_VERSION`, `JUJU_CONTEXT_ID`, `JUJU_AGENT_SOCKET_*`, the relation, remote unit and app,
 departing unit, action and secret variables. `ops.main` then calls the hook tools on PATH
-(`/var/lib/juju/tools/unit-<app>-<n>/`): links to `jujuc.py`, which answers from the hook
-context file this module writes before the hook (the unit's view, built by the engine) and
-reads back after it.
+(`/var/lib/juju/tools/unit-<app>-<n>/`): links to a bash client that asks the hook's tool
+server (`jujuc.py --serve`, started before dispatch), which answers from the hook context file
+this module writes before the hook (the unit's view, built by the engine) and reads back after.
 
-`charm_source` is the one place that decides which charm directory a unit unpacks: today the
-staged charm laid out as charmcraft packs it (`lay_out`); a packed `.charm` replaces it there.
+`charm_source` decides what a unit runs: the `.charm` charmcraft packed for the lab's suite
+(`charms.packed_charm`), unpacked as is; nothing of the lab is added to it.
 """
 
 from __future__ import annotations
@@ -26,8 +26,6 @@ import time
 from pathlib import Path
 from typing import Any, Protocol
 
-import yaml
-
 from slurm_lab.errors import LabError
 from slurm_lab.juju import charms, jujuc
 
@@ -38,14 +36,9 @@ UNIT_AGENT_DIR = "/var/lib/juju/agents"
 TOOLS_DIR = "/var/lib/juju/tools"
 TOOLS_SHIPPED = "_tools"
 CONTEXT_DIR = "lab-context"
-REVISION_FILE = ".lab-revision"
+REVISION_SUFFIX = ".revision"
+"""Beside the unpacked charm (host) and the unit's charm dir (machine): the pack it came from."""
 MACHINE_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
-DISPATCH = (
-    "#!/bin/sh\n"
-    'JUJU_DISPATCH_PATH="${JUJU_DISPATCH_PATH:-$0}" PYTHONPATH=lib:venv'
-    " /usr/bin/env python3 ./src/charm.py\n"
-)
-"""charmcraft's dispatch script for a charm with src/charm.py and its dependencies in venv/."""
 
 
 class MachineLike(Protocol):
@@ -84,78 +77,85 @@ def tools_dir(unit: str) -> str:
     return f"{TOOLS_DIR}/unit-{app}-{number}"
 
 
-# --- the charm as charmcraft packs it ------------------------------------------------------------
+# --- the packed charm ------------------------------------------------------------------------
 
 
-def _split_yaml(spec: charms.CharmSpec) -> dict[str, JsonDict]:
-    """Split charmcraft.yaml into metadata.yaml, config.yaml and actions.yaml, as charmcraft."""
-    files: dict[str, JsonDict] = {"metadata.yaml": spec.meta}
-    if spec.config:
-        files["config.yaml"] = spec.config
-    if spec.actions:
-        files["actions.yaml"] = spec.actions
-    return files
+def charm_source(charm_path: Path, app: str, charms_dir: Path, suite: str) -> Path:
+    """Unpack the app's .charm, packed by charmcraft for the lab's suite, where units copy it.
 
-
-def lay_out(staged: Path, spec: charms.CharmSpec) -> Path:
-    """Give a staged charm the layout of a packed one: dispatch, venv, the split YAML files.
-
-    `staged` holds src/ and deps/ (`charms.stage`); venv/ is a link to the dependencies,
-    copied for real when a unit unpacks the charm. Returns `staged`.
+    `charms.packed_charm` returns the cached pack, or packs the charm (a pack that fails
+    raises LabError: a unit never runs anything but charmcraft's output). The charm's
+    revision (the pack's name, which holds its content hash) is written beside it, outside
+    the charm, so a unit copies a charm again only when it changed.
     """
-    for name, content in _split_yaml(spec).items():
-        (staged / name).write_text(yaml.safe_dump(content, sort_keys=False))
-    (staged / "charmcraft.yaml").unlink(missing_ok=True)
-    dispatch = staged / "dispatch"
-    dispatch.write_text(DISPATCH)
-    dispatch.chmod(0o755)
-    venv = staged / "venv"
-    if not venv.is_symlink():
-        venv.symlink_to(os.readlink(staged / "deps"))
-    (staged / "deps").unlink()
-    (staged / REVISION_FILE).write_text(secrets.token_hex(8) + "\n")
-    return staged
-
-
-def charm_source(charm_path: Path, app: str, charms_dir: Path, python: str) -> Path:
-    """Build the charm directory the app's units unpack (the one switch to a packed .charm)."""
-    staged = charms.stage(charm_path, app, charms_dir, python)
-    return lay_out(staged, charms.load_spec(charm_path))
+    packed = charms.packed_charm(charm_path, suite)
+    dest = charms_dir / app
+    if dest.exists():
+        shutil.rmtree(dest)
+    charms.unpack_charm(packed, dest)
+    (charms_dir / f"{app}{REVISION_SUFFIX}").write_text(packed.name + "\n")
+    return dest
 
 
 def install_tools(charms_dir: Path) -> Path:
-    """Ship the hook-tool program (jujuc.py and the port rules it imports) to charms_dir."""
+    """Ship the hook tools (the client, jujuc.py and the port rules it imports) to charms_dir."""
     dest_dir = charms_dir / TOOLS_SHIPPED
     dest_dir.mkdir(parents=True, exist_ok=True)
-    for name in ("jujuc.py", "hooktools.py"):
-        source = Path(__file__).with_name(name)
-        dest = dest_dir / name
-        if not dest.exists() or dest.read_bytes() != source.read_bytes():
-            shutil.copyfile(source, dest)
+    for name, shipped in (("jujuc.sh", jujuc.CLIENT), ("jujuc.py", "jujuc.py")):
+        _ship(Path(__file__).with_name(name), dest_dir / shipped)
+    _ship(Path(__file__).with_name("hooktools.py"), dest_dir / "hooktools.py")
     return dest_dir
 
 
+def _ship(source: Path, dest: Path) -> None:
+    if not dest.exists() or dest.read_bytes() != source.read_bytes():
+        shutil.copyfile(source, dest)
+
+
 def prelude(unit: str, app: str, charms_mount: str) -> str:
-    """Shell that unpacks the app's charm and links the hook tools when they changed."""
+    """Shell that unpacks the app's charm and installs the hook tools when they changed.
+
+    Every tool name links to the client (`jujuc.CLIENT`); a hook's tools are installed as a
+    whole (a new directory renamed over the old), so a hook never sees half of them.
+    """
     source = f"{charms_mount}/{app}"
     shipped = f"{charms_mount}/{TOOLS_SHIPPED}"
     charm, tools = charm_dir(unit), tools_dir(unit)
     links = " ".join(jujuc.TOOLS)
+    client = jujuc.CLIENT
     return f"""set -e
 charm={shlex.quote(charm)} source={shlex.quote(source)} tools={shlex.quote(tools)}
-if ! cmp -s "$source/{REVISION_FILE}" "$charm/{REVISION_FILE}"; then
+shipped={shlex.quote(shipped)}
+if ! cmp -s "$source{REVISION_SUFFIX}" "$charm{REVISION_SUFFIX}"; then
   mkdir -p "$charm"
   find "$charm" -mindepth 1 -maxdepth 1 ! -name .unit-state.db -exec rm -rf {{}} +
-  cp -RL --preserve=mode,timestamps "$source/." "$charm/"
+  cp -R --preserve=mode,timestamps "$source/." "$charm/"
+  cp "$source{REVISION_SUFFIX}" "$charm{REVISION_SUFFIX}"
 fi
-if ! cmp -s {shlex.quote(shipped)}/jujuc.py "$tools/jujuc.py"; then
-  mkdir -p "$tools"
-  cp {shlex.quote(shipped)}/hooktools.py "$tools/hooktools.py"
-  cp {shlex.quote(shipped)}/jujuc.py "$tools/.jujuc.py.new"
-  chmod 755 "$tools/.jujuc.py.new"
-  for name in {links}; do ln -sfn jujuc.py "$tools/$name"; done
-  mv "$tools/.jujuc.py.new" "$tools/jujuc.py"
+changed=
+for name in jujuc.py hooktools.py {client}; do
+  cmp -s "$shipped/$name" "$tools/$name" || changed=1
+done
+if [ -n "$changed" ]; then
+  rm -rf "$tools.new"
+  mkdir -p "$tools.new"
+  cp "$shipped/hooktools.py" "$shipped/jujuc.py" "$shipped/{client}" "$tools.new/"
+  chmod 755 "$tools.new/jujuc.py" "$tools.new/{client}"
+  for name in {links}; do ln -s {client} "$tools.new/$name"; done
+  rm -rf "$tools.old"
+  if [ -e "$tools" ]; then mv "$tools" "$tools.old"; fi
+  mv "$tools.new" "$tools"
+  rm -rf "$tools.old"
 fi
+"""
+
+
+#: Starts the hook's tool server (`jujuc.serve`) beside the hook; the token is the kernel's
+#: random UUID (read by the shell itself), handed to the server and the tools in the environment.
+SERVE_TOOLS = f"""read -r {jujuc.TOKEN_ENV} < /proc/sys/kernel/random/uuid
+{jujuc.PORT_FILE_ENV}="${jujuc.CONTEXT_ENV}.port"
+export {jujuc.TOKEN_ENV} {jujuc.PORT_FILE_ENV}
+/usr/bin/python3 -SE "$tools/jujuc.py" {jujuc.SERVE_FLAG} $$ </dev/null >/dev/null 2>&1 &
 """
 
 
@@ -219,11 +219,21 @@ class HookRun:
         with os.fdopen(fd, "w") as handle:
             json.dump(self.view, handle)
 
-    def argv(self, charms_mount: str) -> list[str]:
-        """Return what the machine runs: unpack if needed, then dispatch (or the command)."""
+    def argv(self, charms_mount: str, serve_tools: bool = True) -> list[str]:
+        """Return what the machine runs: unpack if needed, then dispatch (or the command).
+
+        With `serve_tools` one server answers the hook's tool calls (`jujuc.serve`), started
+        beside the charm (the first call waits for it if it has to); without,
+        each call starts Python (the runtime before the server, kept for bench-lab's
+        comparison). Either way the hook (or command) is this shell's process: the server
+        goes when it does.
+        """
         body = self.command if self.command is not None else "exec ./dispatch"
+        serve = SERVE_TOOLS if serve_tools else ""
         script = (
-            prelude(self.unit, self.app, charms_mount) + f'cd "$JUJU_CHARM_DIR"\nset +e\n{body}\n'
+            prelude(self.unit, self.app, charms_mount)
+            + serve
+            + f'cd "$JUJU_CHARM_DIR"\nset +e\n{body}\n'
         )
         return ["/bin/sh", "-c", script]
 
@@ -243,14 +253,24 @@ def read_context(host_path: Path) -> JsonDict | None:
         data: JsonDict = json.loads(host_path.read_text())
     except (OSError, ValueError):
         return None
-    with contextlib.suppress(OSError):
-        host_path.unlink()
-        Path(f"{host_path.parent}/.{host_path.name}.lock").unlink()
+    for path in (
+        host_path,
+        Path(f"{host_path.parent}/.{host_path.name}.lock"),
+        Path(f"{host_path}.port"),
+    ):
+        with contextlib.suppress(OSError):
+            path.unlink()
     return data
 
 
 def execute(
-    run: HookRun, machine: MachineLike, host_path: Path, charms_mount: str, timeout: float
+    run: HookRun,
+    machine: MachineLike,
+    host_path: Path,
+    charms_mount: str,
+    timeout: float,
+    *,
+    serve_tools: bool = True,
 ) -> JsonDict:
     """Run the hook; return the response the engine applies.
 
@@ -260,7 +280,7 @@ def execute(
     run.write_context(host_path)
     started = time.monotonic()
     try:
-        result = machine.exec(run.argv(charms_mount), env=run.env(), timeout=timeout)
+        result = machine.exec(run.argv(charms_mount, serve_tools), env=run.env(), timeout=timeout)
     except LabError as e:
         read_context(host_path)
         return {
