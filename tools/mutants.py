@@ -90,8 +90,8 @@ MUTATIONS = [
     ),
     Mutation(
         "bad-peer-not-blocked",
-        "charms/slurmctld/src/charm.py",
-        "        for problem in self.peer.host_problems():",
+        "charms/slurmctld/src/ha.py",
+        "        for problem in self.parts.peer.host_problems():",
         "        for problem in []:",
         "tests/unit/slurmctld/test_ha_charm.py",
     ),
@@ -99,7 +99,7 @@ MUTATIONS = [
         "own-bad-hostname-configures",
         "charms/slurmctld/src/charm.py",
         "        if me is None:\n            return",
-        "        if me is None:\n            me = cluster.Controller(socket.gethostname(), '')",
+        "        if me is None:\n            me = ha.Controller(socket.gethostname(), '')",
         "tests/unit/slurmctld/test_ha_charm.py",
     ),
     Mutation(
@@ -119,9 +119,9 @@ MUTATIONS = [
     ),
     Mutation(
         "old-revision-kept",
-        "charms/slurmctld/src/charm.py",
-        "            event.remove_revision()",
-        "            pass",
+        "charms/slurmctld/src/toolkit.py",
+        "        event.remove_revision()",
+        "        pass",
         "tests/unit/slurmctld/test_actions_keys.py",
     ),
     Mutation(
@@ -140,9 +140,9 @@ MUTATIONS = [
     ),
     Mutation(
         "fenced-controller-started",
-        "charms/slurmctld/src/charm.py",
-        "return self.fence.reason() is None",
-        "return True",
+        "charms/slurmctld/src/ha.py",
+        "        if parts.fence.reason() is not None:\n            return False",
+        "        if False:\n            return False",
         "tests/unit/slurmctld/test_ha_fence.py::test_a_fenced_backup_says_why_and_starts_no_slurmctld",
     ),
     Mutation(
