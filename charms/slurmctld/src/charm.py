@@ -6,6 +6,7 @@ import os
 import socket  # noqa: F401  # Unit tests name the host through `charm.socket`.
 from collections.abc import Iterable, Iterator
 
+import accounting
 import cluster
 import credentials
 import exporter_service
@@ -20,7 +21,6 @@ import takeover
 import toolkit
 from applied import AppliedConfig
 from config import SlurmctldConfig
-from hpc_libs.charm import wake
 from hpc_libs.charm.base import SlurmCharm
 from hpc_libs.charm.ports import PortRange
 from hpc_libs.errors import SlurmOpsError
@@ -42,7 +42,7 @@ from hpc_libs.interfaces.slurmd import (
     get_or_create_auth_key_secret,
     node_name,
 )
-from hpc_libs.interfaces.slurmdbd import DbdEntry, SlurmdbdRequirer
+from hpc_libs.interfaces.slurmdbd import SlurmdbdRequirer
 from hpc_libs.interfaces.slurmrestd import SlurmrestdRequirer
 from hpc_libs.machine import systemd
 from hpc_libs.slurm.base import SLURM_USER
@@ -102,7 +102,9 @@ class SlurmctldCharm(SlurmCharm[SlurmctldConfig]):
             wake=[self.on[LOGIN_NODE].relation_changed, self.on[SLURMRESTD].relation_changed],
         )
         self.takeover = takeover.TakeoverRepair(self, self.scontrol, slurm_user=SLURM_USER)
+        self.watch = retire.watcher(self.unit.name, self.charm_dir, WAKE_EVENT)
         self.partitions = partitions.Partitions(self.model, self.slurmd, SLURMD)
+        self.accounting_view = accounting.Accounting(self.model, self.accounting, SLURMDBD)
         self.machinery = ha.Machinery(
             charm=self,
             manager=self.slurmctld,
@@ -113,7 +115,7 @@ class SlurmctldCharm(SlurmCharm[SlurmctldConfig]):
             applied=self.applied,
             auth_rotation=self.auth_rotation,
             takeover=self.takeover,
-            watch=self._watch,
+            watch=self.watch,
             wake_event=WAKE_EVENT,
             bind_endpoint=SLURMD,
         )
@@ -248,9 +250,9 @@ class SlurmctldCharm(SlurmCharm[SlurmctldConfig]):
         order, controllers = placement.controllers(me, memory)
         controllers = placement.serving(me, controllers)
         departed = retire.delete_departed_nodes(
-            retire.departed_names(memory), self.scontrol, self._watch
+            retire.departed_names(memory), self.scontrol, self.watch
         )
-        served = self.partitions.serve(memory, self.scontrol, self._watch)
+        served = self.partitions.serve(memory, self.scontrol, self.watch)
         self.peer.write(
             SlurmctldPeerData(
                 partitions=list(served.values()),
@@ -260,7 +262,7 @@ class SlurmctldCharm(SlurmCharm[SlurmctldConfig]):
         )
         config_digest = self.applied.apply(
             cluster.render_slurm_conf(
-                config, controllers, served, self._dbds(), placement.conf_settings()
+                config, controllers, served, self.accounting_view.dbds(), placement.conf_settings()
             ),
             cluster.render_cgroup_conf(config),
             key,
@@ -268,7 +270,7 @@ class SlurmctldCharm(SlurmCharm[SlurmctldConfig]):
         )
         srun_ports = overrides.srun_port_range(config.slurm_conf_parameters)
         self._publish_controller_data(auth_key, controllers, served, config_digest, srun_ports)
-        self._share_jwt_key(jwt_secret)
+        self.accounting_view.share_jwt_key(jwt_secret)
         self.auth_rotation.advance(auth_key, key, backups=placement.network_state)
 
     def statuses(self, config: SlurmctldConfig) -> Iterable[ops.StatusBase]:
@@ -276,7 +278,7 @@ class SlurmctldCharm(SlurmCharm[SlurmctldConfig]):
         placement = self._placed(config)
         yield from placement.problems()
         yield from self.partitions.problems()
-        yield from self._accounting_problems()
+        yield from self.accounting_view.problems()
         if _is_install_hook():
             yield ops.MaintenanceStatus("slurmctld installed; configured once the unit starts")
             return
@@ -292,7 +294,7 @@ class SlurmctldCharm(SlurmCharm[SlurmctldConfig]):
             yield from self.partitions.draining(memory)
             if departed := retire.departed_names(memory):
                 yield ops.ActiveStatus(f"deleting departed nodes once idle: {', '.join(departed)}")
-            if (accounting := self._accounting_status()) is not None:
+            if (accounting := self.accounting_view.status()) is not None:
                 yield accounting
             yield from self.partitions.default_status(memory, config.default_partition)
             key = self.slurmctld.key.get() or ""
@@ -324,57 +326,6 @@ class SlurmctldCharm(SlurmCharm[SlurmctldConfig]):
         if not self.exporter.service.is_active():
             reason = systemd.journal_reason(exporter_service.SERVICE_UNIT) or "see its journal"
             yield ops.BlockedStatus(f"the Slurm exporter is not running: {reason}")
-
-    # Waking up within seconds of what the controller waits for.
-
-    def _watch(self, kind: str, name: str, query: list[str]) -> None:
-        """Start a watcher that dispatches `slurmctld-wake` once `query` prints nothing.
-
-        A watcher that cannot start is logged: the next event (update-status at the
-        latest) checks again and tries to start it again.
-        """
-        try:
-            unit = wake.watcher_name(f"slurmctld-wake-{kind}", name)
-            dispatch = wake.dispatch_command(self.unit.name, self.charm_dir, WAKE_EVENT)
-            if wake.wake_when_silent(
-                unit, query, dispatch, f"Wake {self.unit.name}: {kind} {name} idle"
-            ):
-                logger.info("watching %s %s: %s wakes the charm once it is idle", kind, name, unit)
-        except (ValueError, SlurmOpsError) as e:
-            logger.warning("cannot watch %s %s (the next event checks again): %s", kind, name, e)
-
-    # Accounting and the JWT key.
-
-    def _dbds(self) -> list[DbdEntry]:
-        """Return the slurmdbd daemons to account to, primary first; none without usable data."""
-        relation = self.accounting.relation
-        if relation is None:
-            return []
-        data = self.accounting.slurmdbd_data(relation)
-        return data.reachable() if data is not None else []
-
-    def _accounting_problems(self) -> Iterator[ops.StatusBase]:
-        """Block on slurmdbd data the controller cannot use."""
-        for relation in self.model.relations[SLURMDBD]:
-            if problem := self.accounting.slurmdbd_data_problem(relation):
-                yield ops.BlockedStatus(problem)
-
-    def _accounting_status(self) -> ops.StatusBase | None:
-        """Where accounting goes, or that slurmdbd has not said yet; None without slurmdbd."""
-        if self.accounting.relation is None:
-            return None
-        dbds = self._dbds()
-        if not dbds:
-            return ops.WaitingStatus("waiting for slurmdbd to publish its address")
-        where = f"accounting on slurmdbd {dbds[0].host}:{dbds[0].port_or_default}"
-        if len(dbds) > 1:
-            where += f", backup {dbds[1].host}"
-        return ops.ActiveStatus(where)
-
-    def _share_jwt_key(self, jwt_secret: ops.Secret) -> None:
-        """Grant the JWT key to slurmdbd, which verifies tokens too; to no other integration."""
-        for relation in self.model.relations[SLURMDBD]:
-            self.accounting.share_jwt_key(relation, jwt_secret)
 
     # What the daemons are told.
 

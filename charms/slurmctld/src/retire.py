@@ -8,7 +8,9 @@ within seconds of that (`hpc_libs.charm.wake`). Any later event retries as well.
 
 import logging
 from collections.abc import Callable, Iterable
+from pathlib import Path
 
+from hpc_libs.charm import wake
 from hpc_libs.errors import SlurmOpsError
 from hpc_libs.interfaces.slurmctld_peer import DepartedNode, PartitionEntry, SlurmctldPeerData
 from hpc_libs.interfaces.slurmd import BUSY_JOB_STATES
@@ -21,6 +23,25 @@ SQUEUE_TIMEOUT = 60
 
 Watch = Callable[[str, str, list[str]], None]
 """`watch(kind, name, query)`: wake the charm once `query` prints nothing."""
+
+
+def watcher(unit: str, charm_dir: Path, event: str) -> Watch:
+    """Return `watch`: start a watcher that dispatches `event` once `query` prints nothing.
+
+    A watcher that cannot start is logged: the next event (update-status at the latest)
+    checks again and tries to start it again.
+    """
+
+    def watch(kind: str, name: str, query: list[str]) -> None:
+        try:
+            service = wake.watcher_name(f"slurmctld-wake-{kind}", name)
+            dispatch = wake.dispatch_command(unit, charm_dir, event)
+            if wake.wake_when_silent(service, query, dispatch, f"Wake {unit}: {kind} {name} idle"):
+                logger.info("watching %s %s: %s wakes the charm once idle", kind, name, service)
+        except (ValueError, SlurmOpsError) as e:
+            logger.warning("cannot watch %s %s (the next event checks again): %s", kind, name, e)
+
+    return watch
 
 
 def retire_partition(
