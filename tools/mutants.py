@@ -147,9 +147,9 @@ MUTATIONS = [
     ),
     Mutation(
         "fence-never-kills",
-        "charms/slurmctld/src/fence.py",
-        "'            kill -KILL \"$pid\"',",
-        "'            : \"$pid\"',",
+        "charms/slurmctld/src/programs/fence.sh",
+        '            kill -KILL "$pid"',
+        '            : "$pid"',
         "tests/unit/slurmctld/test_ha_fence.py::"
         "test_the_watchdog_kills_slurmctld_without_the_state_and_starts_it_once_back",
     ),
@@ -237,17 +237,16 @@ MUTATIONS = [
     # The fence watchdog (root) wakes the charm without writing where slurm can (High 2).
     Mutation(
         "watchdog-writes-slurms-dir",
-        "charms/slurmctld/src/fence.py",
-        'f"wake_charm() {{ systemctl start --no-block {WAKE_SERVICE} || true; }}",',
-        "'wake_charm() { date -u +%s > /run/slurmctld-charm/primary-changed 2>/dev/null "
-        "|| true; }',",
+        "charms/slurmctld/src/programs/fence.sh",
+        "wake_charm() { systemctl start --no-block slurmctld-charm-primary.service || true; }",
+        "wake_charm() { date -u +%s > /run/slurmctld-charm/primary-changed 2>/dev/null || true; }",
         "tests/unit/slurmctld/test_ha_fence.py",
     ),
     Mutation(
         "watchdog-wakes-nobody",
-        "charms/slurmctld/src/fence.py",
-        'f"wake_charm() {{ systemctl start --no-block {WAKE_SERVICE} || true; }}",',
-        '"wake_charm() { :; }",',
+        "charms/slurmctld/src/programs/fence.sh",
+        "wake_charm() { systemctl start --no-block slurmctld-charm-primary.service || true; }",
+        "wake_charm() { :; }",
         "tests/unit/slurmctld/test_ha_fence.py::"
         "test_the_watchdog_kills_slurmctld_without_the_state_and_starts_it_once_back",
     ),
