@@ -1,18 +1,17 @@
 """Accounting as the controller sees it: the slurmdbd daemons, their status, the JWT key grant."""
 
+import dataclasses
 from collections.abc import Iterator
 
 import ops
 from hpc_libs.interfaces.slurmdbd import DbdEntry, SlurmdbdRequirer
 
 
+@dataclasses.dataclass(frozen=True)
 class Accounting:
     """The slurmdbd integration's facts, for slurm.conf and for the status."""
 
-    def __init__(self, model: ops.Model, slurmdbd: SlurmdbdRequirer, endpoint: str) -> None:
-        self.model = model
-        self.slurmdbd = slurmdbd
-        self.endpoint = endpoint
+    slurmdbd: SlurmdbdRequirer
 
     def dbds(self) -> list[DbdEntry]:
         """Return the slurmdbd daemons to account to, primary first; none without usable data."""
@@ -24,7 +23,7 @@ class Accounting:
 
     def problems(self) -> Iterator[ops.StatusBase]:
         """Block on slurmdbd data the controller cannot use."""
-        for relation in self.model.relations[self.endpoint]:
+        for relation in self.slurmdbd.relations:
             if problem := self.slurmdbd.slurmdbd_data_problem(relation):
                 yield ops.BlockedStatus(problem)
 
@@ -42,5 +41,5 @@ class Accounting:
 
     def share_jwt_key(self, jwt_secret: ops.Secret) -> None:
         """Grant the JWT key to slurmdbd, which verifies tokens too; to no other integration."""
-        for relation in self.model.relations[self.endpoint]:
+        for relation in self.slurmdbd.relations:
             self.slurmdbd.share_jwt_key(relation, jwt_secret)

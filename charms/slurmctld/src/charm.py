@@ -103,8 +103,8 @@ class SlurmctldCharm(SlurmCharm[SlurmctldConfig]):
         )
         self.takeover = takeover.TakeoverRepair(self, self.scontrol, slurm_user=SLURM_USER)
         self.watch = retire.watcher(self.unit.name, self.charm_dir, WAKE_EVENT)
-        self.partitions = partitions.Partitions(self.model, self.slurmd, SLURMD)
-        self.accounting_view = accounting.Accounting(self.model, self.accounting, SLURMDBD)
+        self.partitions = partitions.Partitions(self.slurmd)
+        self.accounting_view = accounting.Accounting(self.accounting)
         self.machinery = ha.Machinery(
             charm=self,
             manager=self.slurmctld,

@@ -14,6 +14,7 @@ keeps serving them:
 The default partition (`Default=YES`) is chosen here too (`default_partition`).
 """
 
+import dataclasses
 import logging
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
@@ -168,21 +169,19 @@ def default_partition_status(
     return None
 
 
+@dataclasses.dataclass(frozen=True)
 class Partitions:
     """The slurmd applications' partitions, as the controller reads and serves them."""
 
-    def __init__(self, model: ops.Model, slurmd: SlurmdRequirer, endpoint: str) -> None:
-        self.model = model
-        self.slurmd = slurmd
-        self.endpoint = endpoint
+    slurmd: SlurmdRequirer
 
     def integrated(self) -> list[str]:
         """Name the slurmd applications integrated now."""
-        return [r.app.name for r in self.model.relations[self.endpoint] if r.app is not None]
+        return [r.app.name for r in self.slurmd.relations if r.app is not None]
 
     def _published(self) -> Iterator[tuple[int, str, ComputeData]]:
         """Yield each integrated slurmd application's relation id, name and complete data."""
-        for relation in self.model.relations[self.endpoint]:
+        for relation in self.slurmd.relations:
             data = self.slurmd.compute_data(relation)
             if relation.app is not None and data is not None and data.is_complete:
                 yield relation.id, relation.app.name, data
@@ -216,7 +215,7 @@ class Partitions:
 
     def problems(self) -> Iterator[ops.StatusBase]:
         """Block on data from slurmd applications the controller cannot use."""
-        for relation in self.model.relations[self.endpoint]:
+        for relation in self.slurmd.relations:
             if problem := self.slurmd.compute_data_problem(relation):
                 yield ops.BlockedStatus(problem)
         for app in self.unusable():
