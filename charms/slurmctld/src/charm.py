@@ -91,20 +91,20 @@ class SlurmctldCharm(SlurmCharm[SlurmctldConfig]):
         self.peer = SlurmctldPeer(self, PEER)
         self.slurmd = SlurmdRequirer(self, SLURMD)
         self.login_nodes = SackdRequirer(self, LOGIN_NODE)
-        self.accounting = SlurmdbdRequirer(self, SLURMDBD)
+        self.slurmdbd = SlurmdbdRequirer(self, SLURMDBD)
         self.rest_api = SlurmrestdRequirer(self, SLURMRESTD)
         self.mount = MountInfoProvider(self, MOUNT)
         self.exporter = exporter_service.ExporterService(self.slurmctld.root)
         self.auth_rotation = rotation.AuthKeyRotation(
             self,
-            [self.slurmd, self.login_nodes, self.accounting, self.rest_api],
+            [self.slurmd, self.login_nodes, self.slurmdbd, self.rest_api],
             PEER,
             wake=[self.on[LOGIN_NODE].relation_changed, self.on[SLURMRESTD].relation_changed],
         )
         self.takeover = takeover.TakeoverRepair(self, self.scontrol, slurm_user=SLURM_USER)
         self.watch = retire.watcher(self.unit.name, self.charm_dir, WAKE_EVENT)
         self.partitions = partitions.Partitions(self.slurmd)
-        self.accounting_view = accounting.Accounting(self.accounting)
+        self.accounting = accounting.Accounting(self.slurmdbd)
         self.machinery = ha.Machinery(
             charm=self,
             manager=self.slurmctld,
@@ -136,9 +136,9 @@ class SlurmctldCharm(SlurmCharm[SlurmctldConfig]):
             self.slurmd.on.slurmd_ready,
             self.slurmd.on.slurmd_disconnected,
             self.on[LOGIN_NODE].relation_joined,
-            self.accounting.on.slurmdbd_connected,
-            self.accounting.on.slurmdbd_ready,
-            self.accounting.on.slurmdbd_disconnected,
+            self.slurmdbd.on.slurmdbd_connected,
+            self.slurmdbd.on.slurmdbd_ready,
+            self.slurmdbd.on.slurmdbd_disconnected,
             self.on[SLURMRESTD].relation_joined,
             self.mount.on.mount_connected,
             self.mount.on.mount_changed,
@@ -166,7 +166,7 @@ class SlurmctldCharm(SlurmCharm[SlurmctldConfig]):
 
         Usable data fires `slurmdbd_ready`, which reconciles already.
         """
-        data = self.accounting.slurmdbd_data(event.relation)
+        data = self.slurmdbd.slurmdbd_data(event.relation)
         if data is None or not data.reachable():
             self.converge()
 
@@ -262,7 +262,7 @@ class SlurmctldCharm(SlurmCharm[SlurmctldConfig]):
         )
         config_digest = self.applied.apply(
             cluster.render_slurm_conf(
-                config, controllers, served, self.accounting_view.dbds(), placement.conf_settings()
+                config, controllers, served, self.accounting.dbds(), placement.conf_settings()
             ),
             cluster.render_cgroup_conf(config),
             key,
@@ -270,7 +270,7 @@ class SlurmctldCharm(SlurmCharm[SlurmctldConfig]):
         )
         srun_ports = overrides.srun_port_range(config.slurm_conf_parameters)
         self._publish_controller_data(auth_key, controllers, served, config_digest, srun_ports)
-        self.accounting_view.share_jwt_key(jwt_secret)
+        self.accounting.share_jwt_key(jwt_secret)
         self.auth_rotation.advance(auth_key, key, backups=placement.network_state)
 
     def statuses(self, config: SlurmctldConfig) -> Iterable[ops.StatusBase]:
@@ -278,7 +278,7 @@ class SlurmctldCharm(SlurmCharm[SlurmctldConfig]):
         placement = self._placed(config)
         yield from placement.problems()
         yield from self.partitions.problems()
-        yield from self.accounting_view.problems()
+        yield from self.accounting.problems()
         if _is_install_hook():
             yield ops.MaintenanceStatus("slurmctld installed; configured once the unit starts")
             return
@@ -294,7 +294,7 @@ class SlurmctldCharm(SlurmCharm[SlurmctldConfig]):
             yield from self.partitions.draining(memory)
             if departed := retire.departed_names(memory):
                 yield ops.ActiveStatus(f"deleting departed nodes once idle: {', '.join(departed)}")
-            if (accounting := self.accounting_view.status()) is not None:
+            if (accounting := self.accounting.status()) is not None:
                 yield accounting
             yield from self.partitions.default_status(memory, config.default_partition)
             key = self.slurmctld.key.get() or ""
@@ -364,7 +364,7 @@ class SlurmctldCharm(SlurmCharm[SlurmctldConfig]):
                 relation, auth_key, entries, config_digest, srun
             )
         for relation in self.model.relations[SLURMDBD]:
-            self.accounting.publish_controller_data(relation, auth_key, entries, config_digest)
+            self.slurmdbd.publish_controller_data(relation, auth_key, entries, config_digest)
         for relation in self.model.relations[SLURMRESTD]:
             self.rest_api.publish_controller_data(relation, auth_key, entries, config_digest)
 
