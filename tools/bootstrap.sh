@@ -20,7 +20,8 @@ step() {
 
 apt_base() {
     apt-get update
-    apt-get install -y --no-install-recommends ca-certificates git
+    # shellcheck: `just lint` checks the shell programs the charms ship (charms/*/src/programs).
+    apt-get install -y --no-install-recommends ca-certificates git shellcheck
 }
 
 tools() {

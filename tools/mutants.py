@@ -100,8 +100,8 @@ MUTATIONS = [
     ),
     Mutation(
         "bad-peer-not-blocked",
-        "charms/slurmctld/src/charm.py",
-        "        for problem in self.peer.host_problems():",
+        "charms/slurmctld/src/ha.py",
+        "        for problem in self.parts.peer.host_problems():",
         "        for problem in []:",
         "tests/unit/slurmctld/test_ha_charm.py",
     ),
@@ -109,7 +109,7 @@ MUTATIONS = [
         "own-bad-hostname-configures",
         "charms/slurmctld/src/charm.py",
         "        if me is None:\n            return",
-        "        if me is None:\n            me = cluster.Controller(socket.gethostname(), '')",
+        "        if me is None:\n            me = ha.Controller(socket.gethostname(), '')",
         "tests/unit/slurmctld/test_ha_charm.py",
     ),
     Mutation(
@@ -129,9 +129,9 @@ MUTATIONS = [
     ),
     Mutation(
         "old-revision-kept",
-        "charms/slurmctld/src/charm.py",
-        "            event.remove_revision()",
-        "            pass",
+        "charms/slurmctld/src/toolkit.py",
+        "        event.remove_revision()",
+        "        pass",
         "tests/unit/slurmctld/test_actions_keys.py",
     ),
     Mutation(
@@ -150,16 +150,16 @@ MUTATIONS = [
     ),
     Mutation(
         "fenced-controller-started",
-        "charms/slurmctld/src/charm.py",
-        "return self.fence.reason() is None",
-        "return True",
+        "charms/slurmctld/src/ha.py",
+        "        if parts.fence.reason() is not None:\n            return False",
+        "        if False:\n            return False",
         "tests/unit/slurmctld/test_ha_fence.py::test_a_fenced_backup_says_why_and_starts_no_slurmctld",
     ),
     Mutation(
         "fence-never-kills",
-        "charms/slurmctld/src/fence.py",
-        "'            kill -KILL \"$pid\"',",
-        "'            : \"$pid\"',",
+        "charms/slurmctld/src/programs/fence.sh",
+        '            kill -KILL "$pid"',
+        '            : "$pid"',
         "tests/unit/slurmctld/test_ha_fence.py::"
         "test_the_watchdog_kills_slurmctld_without_the_state_and_starts_it_once_back",
     ),
@@ -247,17 +247,16 @@ MUTATIONS = [
     # The fence watchdog (root) wakes the charm without writing where slurm can (High 2).
     Mutation(
         "watchdog-writes-slurms-dir",
-        "charms/slurmctld/src/fence.py",
-        'f"wake_charm() {{ systemctl start --no-block {WAKE_SERVICE} || true; }}",',
-        "'wake_charm() { date -u +%s > /run/slurmctld-charm/primary-changed 2>/dev/null "
-        "|| true; }',",
+        "charms/slurmctld/src/programs/fence.sh",
+        "wake_charm() { systemctl start --no-block slurmctld-charm-primary.service || true; }",
+        "wake_charm() { date -u +%s > /run/slurmctld-charm/primary-changed 2>/dev/null || true; }",
         "tests/unit/slurmctld/test_ha_fence.py",
     ),
     Mutation(
         "watchdog-wakes-nobody",
-        "charms/slurmctld/src/fence.py",
-        'f"wake_charm() {{ systemctl start --no-block {WAKE_SERVICE} || true; }}",',
-        '"wake_charm() { :; }",',
+        "charms/slurmctld/src/programs/fence.sh",
+        "wake_charm() { systemctl start --no-block slurmctld-charm-primary.service || true; }",
+        "wake_charm() { :; }",
         "tests/unit/slurmctld/test_ha_fence.py::"
         "test_the_watchdog_kills_slurmctld_without_the_state_and_starts_it_once_back",
     ),

@@ -13,7 +13,7 @@ from hpc_libs.interfaces.controller import ControllerData
 from hpc_libs.interfaces.cos_agent import SLURM_LOG_FILES, CosAgentProvider
 from hpc_libs.interfaces.sackd import SackdProvider
 from hpc_libs.machine.systemd import journal_reason
-from hpc_libs.slurm.base import SLURMD_PORT
+from hpc_libs.slurm.ports import SLURMD_PORT
 from hpc_libs.slurm.sackd import SackdManager
 
 logger = logging.getLogger(__name__)

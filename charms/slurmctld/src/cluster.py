@@ -8,32 +8,20 @@ whether anything is written and whether `scontrol reconfigure` runs, so a comput
 joining (which changes none of these inputs) never touches slurm.conf.
 """
 
-import dataclasses
-import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
-import ha
 import overrides
-import primary_watch
+import partitions as partitions_module
 from config import SlurmctldConfig
-from hpc_libs.errors import SlurmOpsError
+from ha import Controller
 from hpc_libs.interfaces.slurmctld_peer import PartitionEntry
-from hpc_libs.interfaces.slurmd import BUSY_JOB_STATES
 from hpc_libs.interfaces.slurmdbd import DbdEntry
-from hpc_libs.machine import host
+from hpc_libs.slurm.base import JWT_KEY_NAME
 from slurmutils import CGroupConfig, GresConfig, NodeSet, Partition, SlurmConfig
 
-logger = logging.getLogger(__name__)
-
-STATE_SAVE_LOCATION = "/var/lib/slurm/slurmctld"  # SlurmctldManager creates it.
 LOG_DIR = "var/log/slurm"  # Relative to the manager's root; the charm creates it.
 SLURMCTLD_LOG_FILE = f"/{LOG_DIR}/slurmctld.log"
-
-# Slurm gives these partition/node-set names a meaning of their own (`PartitionName=DEFAULT`
-# sets defaults for every partition, `Nodes=ALL` selects every node), so a slurmd application
-# with such a name cannot become a partition.
-RESERVED_NAMES = frozenset({"default", "all"})
 
 # Plugin choices per `process-isolation` option value.
 ISOLATION_PLUGINS: dict[str, dict[str, Any]] = {
@@ -49,76 +37,12 @@ ISOLATION_PLUGINS: dict[str, dict[str, Any]] = {
     },
 }
 CGROUP_PLUGIN = {"cgroup": "autodetect", "none": "disabled"}
-JWT_KEY_FILE = "/etc/slurm/jwt_hs256.key"  # SlurmctldManager.jwt_key writes it.
+JWT_KEY_FILE = f"/etc/slurm/{JWT_KEY_NAME}"  # SlurmctldManager.jwt_key writes it.
 # Tokens (`scontrol token`, slurmrestd's rest_auth/jwt) are accepted besides auth/slurm.
 JWT_AUTH: dict[str, Any] = {
     "authalttypes": ["auth/jwt"],
     "authaltparameters": {"jwt_key": JWT_KEY_FILE},
 }
-SQUEUE_TIMEOUT = 60
-
-
-@dataclasses.dataclass(frozen=True)
-class Controller:
-    """One slurmctld unit as other hosts reach it."""
-
-    hostname: str
-    address: str
-
-    @property
-    def slurmctld_host(self) -> str:
-        """The `SlurmctldHost` value: hostname plus address, so names need not resolve."""
-        return f"{self.hostname}({self.address})"
-
-
-def partition_record(
-    app: str,
-    partition: dict[str, Any] | None,
-    nodeset: dict[str, Any] | None,
-    relation_id: int | None = None,
-) -> PartitionEntry:
-    """Build the record for a slurmd application from the data it published.
-
-    The data was validated when read from the databag. The names are forced to the
-    application name whatever the data says, so one application can never overwrite another
-    application's partition. Raises ValueError when the data is unusable.
-    """
-    if app.lower() in RESERVED_NAMES:
-        raise ValueError(f"application name '{app}' is reserved by Slurm")
-    if partition is None or nodeset is None:
-        raise ValueError("partition or nodeset missing")
-    settings = Partition.from_dict(dict(partition)).dict()
-    settings.update(partitionname=app, nodes=[app])
-    return PartitionEntry(
-        name=app,
-        partition=settings,
-        nodeset={"nodeset": app, "feature": app},
-        relation_id=relation_id,
-    )
-
-
-def default_partition(partitions: dict[str, PartitionEntry], wanted: str = "") -> str | None:
-    """Pick the partition the charm marks `Default=YES`, or None to leave `Default` alone.
-
-    Jobs submitted without `-p` need a default partition. The `default-partition` option
-    (`wanted`) outranks everything while it names a serving partition
-    (`overrides.explicit_default`). Otherwise: when a serving (not retiring)
-    partition asks for `Default=YES` itself, it is the default and the charm adds none.
-    Otherwise the oldest slurmd application's partition (lowest relation id, so the choice
-    is stable while applications come and go) is the default, unless it set `Default=NO`.
-    """
-    if (explicit := overrides.explicit_default(wanted, partitions)) is not None:
-        return explicit
-    serving = {name: r for name, r in partitions.items() if not r.retiring}
-    if any((r.partition or {}).get("default") is True for r in serving.values()):
-        return None
-    candidates = [
-        (r.relation_id, name) for name, r in serving.items() if r.relation_id is not None
-    ]
-    if not candidates:
-        return None
-    oldest = min(candidates)[1]
-    return None if "default" in (serving[oldest].partition or {}) else oldest
 
 
 def accounting_settings(dbds: Sequence[DbdEntry]) -> dict[str, Any]:
@@ -139,23 +63,18 @@ def accounting_settings(dbds: Sequence[DbdEntry]) -> dict[str, Any]:
     return settings
 
 
-def failover_settings(config: SlurmctldConfig) -> dict[str, Any]:
-    """Where the state lives, the failover timers and, with network state, the primary programs.
+def failover_settings(config: SlurmctldConfig, placement: Mapping[str, Any]) -> dict[str, Any]:
+    """Return the failover timers, and where the state lives as placement says (`ha`).
 
     With network state every controller unit runs slurmctld, so each needs to hear when it
-    becomes primary or stops being it (`primary_watch`).
+    becomes primary or stops being it (`primary_watch`): placement names the programs too.
     """
     settings: dict[str, Any] = {
-        "statesavelocation": STATE_SAVE_LOCATION,
+        "statesavelocation": placement["statesavelocation"],
         "slurmctldtimeout": config.slurmctld_timeout,
         "messagetimeout": config.message_timeout,
     }
-    if config.use_network_state:
-        settings.update(
-            statesavelocation=ha.NETWORK_STATE_SAVE_LOCATION,
-            slurmctldprimaryonprog=primary_watch.PROGRAM,
-            slurmctldprimaryoffprog=primary_watch.PROGRAM,
-        )
+    settings.update(placement)
     return settings
 
 
@@ -164,8 +83,12 @@ def render_slurm_conf(
     controllers: list[Controller],
     partitions: dict[str, PartitionEntry],
     dbds: Sequence[DbdEntry],
+    placement: Mapping[str, Any],
 ) -> SlurmConfig:
-    """Render the complete slurm.conf for the cluster; `dbds` are the slurmdbd daemons."""
+    """Render the complete slurm.conf for the cluster; `dbds` are the slurmdbd daemons.
+
+    `placement` holds the keys of where the state lives (`ha.Placement.conf_settings`).
+    """
     conf = SlurmConfig.from_dict(
         {
             "clustername": config.cluster_name,
@@ -183,11 +106,11 @@ def render_slurm_conf(
             **ISOLATION_PLUGINS[config.process_isolation],
             **JWT_AUTH,
             **accounting_settings(dbds),
-            **failover_settings(config),
+            **failover_settings(config, placement),
         }
     )
     conf = overrides.with_slurm_conf_parameters(conf, config.slurm_conf_parameters)
-    default = default_partition(partitions, config.default_partition)
+    default = partitions_module.default_partition(partitions, config.default_partition)
     for name, record in sorted(partitions.items()):
         settings = dict(record.partition or {})
         if name == default:
@@ -217,61 +140,3 @@ def render_gres_conf() -> GresConfig:
     unaffected. A node's `Gres=` count comes from `slurmd -C` (the slurmd charm).
     """
     return GresConfig.from_dict({"autodetect": "nvidia"})
-
-
-def partition_has_jobs(name: str) -> bool:
-    """Whether jobs are still running (or finishing) in a partition.
-
-    Pending jobs do not count: nothing will run them once the partition's nodes leave. When
-    Slurm cannot be asked, assume there are jobs: removing a busy partition is the worse error.
-    """
-    return _has_jobs(partition_jobs_query(name), f"partition {name}")
-
-
-def node_has_jobs(name: str) -> bool:
-    """Whether jobs are still running (or finishing) on a node; True when Slurm cannot say."""
-    return _has_jobs(node_jobs_query(name), f"node {name}")
-
-
-def partition_jobs_query(name: str) -> list[str]:
-    """`squeue` listing a partition's busy jobs: it prints nothing once the partition is idle."""
-    return _jobs_query(f"--partition={name}")
-
-
-def node_jobs_query(name: str) -> list[str]:
-    """`squeue` listing the busy jobs of a node: it prints nothing once the node is idle."""
-    return _jobs_query(f"--nodelist={name}")
-
-
-def _jobs_query(selection: str) -> list[str]:
-    return [
-        "squeue",
-        "--noheader",
-        "--format=%i",
-        selection,
-        f"--states={','.join(BUSY_JOB_STATES)}",
-    ]
-
-
-def _has_jobs(argv: list[str], what: str) -> bool:
-    try:
-        result = host.run(argv, timeout=SQUEUE_TIMEOUT)
-    except SlurmOpsError as e:
-        logger.warning("cannot list jobs of %s: %s", what, e.stderr or e)
-        return True
-    return bool(result.stdout.strip())
-
-
-def order_controllers(previous: list[str], present: list[str]) -> list[str]:
-    """Keep the controllers' join order: known units first, newcomers appended.
-
-    `previous` is the order recorded so far (unit names), `present` the units that exist now.
-    The first entry is the primary controller.
-    """
-
-    def unit_number(name: str) -> int:
-        return int(name.rsplit("/", 1)[-1])
-
-    kept = [name for name in previous if name in present]
-    newcomers = sorted((name for name in present if name not in kept), key=unit_number)
-    return kept + newcomers

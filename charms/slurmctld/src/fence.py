@@ -35,6 +35,9 @@ from primary_watch import WAKE_NAME
 
 logger = logging.getLogger(__name__)
 
+PROGRAMS_DIR = Path(__file__).parent / "programs"
+"""The shell programs the charm ships (`just lint` runs shellcheck over them)."""
+
 PROGRAM = "/usr/local/libexec/slurmctld-charm/fence"
 SERVICE_UNIT = "slurmctld-charm-fence.service"
 UNIT_DIR = "/etc/systemd/system"
@@ -57,51 +60,12 @@ def grace_seconds(slurmctld_timeout: int) -> int:
 
 
 def program_text() -> str:
-    """Return the watchdog (POSIX sh): `fence <checkpoint> <state dir> <grace s> <user>`."""
-    return "\n".join(
-        [
-            "#!/bin/sh",
-            "# Written by the slurmctld charm: fence this controller while it cannot write",
-            "# the shared state (see the charm's fence module). Runs as root.",
-            "set -u",
-            "checkpoint=$1 state=$2 grace=$3 user=$4",
-            f"run={RUNTIME_DIR}",
-            'ok=$run/probe-ok flag=$run/fenced probe="$state/fence-probe-$(hostname)"',
-            'touch "$ok"',
-            "probe_pid=",
-            f"wake_charm() {{ systemctl start --no-block {WAKE_SERVICE} || true; }}",
-            "while :; do",
-            '    if [ -z "$probe_pid" ] || ! kill -0 "$probe_pid" 2>/dev/null; then',
-            '        ( mountpoint -q "$checkpoint" &&',
-            '          setpriv --reuid="$user" --regid="$user" --clear-groups \\',
-            '              sh -c \'date -u +%s > "$1"\' sh "$probe" &&',
-            '          touch "$ok" ) 2>/dev/null &',
-            "        probe_pid=$!",
-            "    fi",
-            "    sleep 1",
-            '    age=$(( $(date +%s) - $(stat -c %Y "$ok") ))',
-            '    if [ "$age" -lt "$grace" ]; then',
-            '        [ -e "$flag" ] || continue',
-            '        rm -f "$flag"',
-            '        echo "the shared state is writable again: starting slurmctld"',
-            "        systemctl start --no-block slurmctld.service",
-            "        wake_charm",
-            '    elif [ ! -e "$flag" ]; then',
-            '        reason="cannot write $state for ${age} s"',
-            '        echo "$(date -u +%Y-%m-%dT%H:%M:%SZ) $reason" > "$flag"',
-            "        pid=$(systemctl show -P MainPID slurmctld.service)",
-            '        if [ "${pid:-0}" -gt 0 ]; then',
-            '            kill -KILL "$pid"',
-            '            echo "fenced: $reason: killed slurmctld (pid $pid)"',
-            "        else",
-            '            echo "fenced: $reason (slurmctld was not running)"',
-            "        fi",
-            "        wake_charm",
-            "    fi",
-            "done",
-            "",
-        ]
-    )
+    """Return the watchdog (POSIX sh, `programs/fence.sh`).
+
+    Its arguments: `<checkpoint> <state dir> <grace s> <user>`. It names `RUNTIME_DIR` and
+    `WAKE_SERVICE` itself; the unit tests run it and check both.
+    """
+    return (PROGRAMS_DIR / "fence.sh").read_text()
 
 
 def service_unit_text(checkpoint: str, state_dir: str, grace: int, user: str) -> str:

@@ -13,18 +13,36 @@ Without network state the state stays on the leader's local disk and the leader 
 controller: another unit cannot help and says so.
 """
 
+import dataclasses
 import logging
-from collections.abc import Sequence
+import socket
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
+import credentials
+import fence
 import ops
+import primary_watch
 from hpc_libs.errors import SlurmOpsError
-from hpc_libs.interfaces.mount_info import MountInfo
+from hpc_libs.interfaces.mount_info import MountInfo, MountInfoProvider
+from hpc_libs.interfaces.slurmctld_peer import ControllerHost, SlurmctldPeer, SlurmctldPeerData
 from hpc_libs.machine import mounts
-from hpc_libs.slurm.base import ConfigFile
-from hpc_libs.slurm.scontrol import ControllerPing
-from hpc_libs.slurm.slurmctld import CHECKPOINT_DIR, NETWORK_STATE_NAME, SlurmctldManager
+from hpc_libs.slurm.base import SLURM_USER, ConfigFile
+from hpc_libs.slurm.scontrol import ControllerPing, Scontrol
+from hpc_libs.slurm.slurmctld import (
+    CHECKPOINT_DIR,
+    NETWORK_STATE_NAME,
+    STATE_SAVE_DIR,
+    SlurmctldManager,
+)
+from pydantic import ValidationError
 from slurmutils import SlurmConfig, SlurmConfigEditor
+
+if TYPE_CHECKING:  # Imported for types only: these modules import this one.
+    from applied import AppliedConfig
+    from rotation import AuthKeyRotation
+    from takeover import TakeoverRepair
 
 logger = logging.getLogger(__name__)
 
@@ -34,6 +52,11 @@ NETWORK_STATE_SAVE_LOCATION = f"{CHECKPOINT}/{NETWORK_STATE_NAME}"
 """`StateSaveLocation` with network state (`SlurmctldManager.network_state_save_location`)."""
 MOUNTINFO = mounts.MOUNTINFO
 """The mount table `check_mount` reads (unit tests point it at a file of their own)."""
+
+PING_TIMEOUT = 30
+"""Seconds for `scontrol ping`, which waits for each controller that does not answer."""
+LOCAL_STATE_SAVE_LOCATION = f"/{STATE_SAVE_DIR}"
+"""`StateSaveLocation` without network state, on this unit's disk (SlurmctldManager makes it)."""
 
 MOUNT_REQUEST = MountInfo(mountpoint=CHECKPOINT, noexec=True, nosuid=True, nodev=True)
 """What the leader asks the filesystem-client for: nothing on the share is ever executed."""
@@ -190,3 +213,303 @@ def controller_states(pings: Sequence[ControllerPing], hostname: str) -> str:
     if not mine:
         return ", ".join(others)
     return f"{mine[0]} ({', '.join(others)})" if others else mine[0]
+
+
+def order_controllers(previous: list[str], present: list[str]) -> list[str]:
+    """Keep the controllers' join order: known units first, newcomers appended.
+
+    `previous` is the order recorded so far (unit names), `present` the units that exist now.
+    The first entry is the primary controller.
+    """
+
+    def unit_number(name: str) -> int:
+        return int(name.rsplit("/", 1)[-1])
+
+    kept = [name for name in previous if name in present]
+    newcomers = sorted((name for name in present if name not in kept), key=unit_number)
+    return kept + newcomers
+
+
+@dataclasses.dataclass(frozen=True)
+class Controller:
+    """One slurmctld unit as other hosts reach it."""
+
+    hostname: str
+    address: str
+
+    @property
+    def slurmctld_host(self) -> str:
+        """The `SlurmctldHost` value: hostname plus address, so names need not resolve."""
+        return f"{self.hostname}({self.address})"
+
+
+# Placement: the one choice between state on this unit's disk and state on the share.
+
+
+@dataclasses.dataclass(frozen=True)
+class Machinery:
+    """What placement drives on this machine and in the model (built once by the charm)."""
+
+    charm: ops.CharmBase
+    manager: SlurmctldManager
+    peer: SlurmctldPeer
+    mount: MountInfoProvider
+    primary_watch: primary_watch.PrimaryWatch
+    fence: fence.Fence
+    applied: "AppliedConfig"
+    auth_rotation: "AuthKeyRotation"
+    takeover: "TakeoverRepair"
+    watch: Callable[[str, str, list[str]], None]
+    wake_event: str
+    bind_endpoint: str
+
+
+class Placement:
+    """Where and how this unit's slurmctld runs: what both strategies share.
+
+    `placement` picks `LocalState` or `NetworkState` from `use-network-state`, the one place
+    the option is read; everything else asks the strategy.
+    """
+
+    network_state = False
+
+    def __init__(self, parts: Machinery, slurmctld_timeout: int) -> None:
+        self.parts = parts
+        self.slurmctld_timeout = slurmctld_timeout
+        self._checkpoint: tuple[ops.StatusBase | None] | None = None
+
+    @property
+    def _unit(self) -> ops.Unit:
+        return self.parts.charm.unit
+
+    # This unit's host: the controller other hosts reach.
+
+    def share_address(self) -> Controller | None:
+        """Share this unit's hostname and address with the other controllers.
+
+        None, sharing nothing, when Slurm's grammar refuses them (`own_host_problem`).
+        """
+        try:
+            host = self._own_host()
+        except ValidationError as e:
+            logger.error("this unit cannot be a controller: %s", e.errors()[0]["msg"])
+            return None
+        self.parts.peer.share_host(host)
+        return Controller(str(host.hostname), str(host.address))
+
+    def _own_host(self) -> ControllerHost:
+        """Return this unit's host name and address, checked as peers' (ValidationError)."""
+        return ControllerHost(hostname=socket.gethostname(), address=self._bind_address())
+
+    def _bind_address(self) -> str:
+        binding = self.parts.charm.model.get_binding(self.parts.bind_endpoint)
+        if binding is None or binding.network.bind_address is None:
+            raise RuntimeError(f"no bind address for the {self.parts.bind_endpoint} endpoint yet")
+        return str(binding.network.bind_address)
+
+    def _own_host_problem(self) -> str | None:
+        """Why this unit's host name or address cannot be a `SlurmctldHost`, if it cannot."""
+        try:
+            self._own_host()
+        except ValidationError as e:
+            first = e.errors()[0]
+            why = str(first["msg"]).removeprefix("Value error, ")
+            return f"this unit's {first['loc'][0]} cannot be a SlurmctldHost: {why}"
+        except RuntimeError:
+            return None  # No bind address yet: reconcile waits for it.
+        return None
+
+    def problems(self) -> Iterator[ops.StatusBase]:
+        """Block on this unit's or a peer's host data, if Slurm cannot use it as a controller."""
+        if (own := self._own_host_problem()) is not None:
+            yield ops.BlockedStatus(own)
+        for problem in self.parts.peer.host_problems():
+            yield ops.BlockedStatus(problem)
+
+    # The controllers.
+
+    def controllers(
+        self, me: Controller, memory: SlurmctldPeerData
+    ) -> tuple[list[str], list[Controller]]:
+        """Return the controller units in join order, and the controllers, primary first.
+
+        The leader keeps the join order in the peer application databag. Until the peer
+        relation exists this unit is the only controller.
+        """
+        present = {self._unit.name: me}
+        for unit, host in self.parts.peer.hosts().items():  # Only data Slurm's grammar accepts.
+            present[unit] = Controller(str(host.hostname), str(host.address))
+        recorded = [c.unit for c in memory.controllers or [] if c.unit]
+        order = order_controllers(recorded, list(present))
+        return order, [present[name] for name in order]
+
+    def role_status(self) -> ops.StatusBase | None:
+        """Each controller's role and state as `scontrol ping` sees them; None if it cannot."""
+        try:
+            pings = Scontrol(timeout=PING_TIMEOUT).ping()
+        except SlurmOpsError as e:
+            logger.info("cannot ask the controllers for their state: %s", e.stderr or e.message)
+            return None
+        states = controller_states(pings, socket.gethostname())
+        return ops.ActiveStatus(states) if states else None
+
+    # What each strategy decides.
+
+    def prepare(self) -> bool:
+        """Whether this unit's controller can be configured now; prepare what it needs first."""
+        raise NotImplementedError
+
+    def stand_by(self) -> None:
+        """Run a unit besides the leader."""
+        raise NotImplementedError
+
+    def lead(self) -> bool:
+        """Whether the leader may write the configuration now; prepare the state for it."""
+        raise NotImplementedError
+
+    def serving(self, me: Controller, controllers: list[Controller]) -> list[Controller]:
+        """Return the controllers slurm.conf lists, primary first."""
+        raise NotImplementedError
+
+    def conf_settings(self) -> dict[str, Any]:
+        """slurm.conf's keys for where the state lives and what runs on a role change."""
+        raise NotImplementedError
+
+    def wait_status(self) -> ops.StatusBase | None:
+        """Return what keeps this unit's controller from running as it should, if anything."""
+        raise NotImplementedError
+
+
+class LocalState(Placement):
+    """State on the leader's local disk: the leader is the only controller."""
+
+    def prepare(self) -> bool:
+        """Unless the state already moved to the share (it cannot move back)."""
+        return not self.parts.manager.etc_is_shared()
+
+    def stand_by(self) -> None:
+        """Keep the JWT key; stop slurmctld.
+
+        A second slurmctld would run a second queue of its own (after a leader change, the
+        former leader's), so it is stopped.
+        """
+        manager = self.parts.manager
+        if (jwt_key := credentials.jwt_key_or_none(self.parts.charm)) is not None:
+            manager.jwt_key.set(jwt_key)
+        if manager.service.is_active():
+            logger.info("stopping slurmctld: without network state only the leader runs it")
+            manager.service.stop()
+
+    def lead(self) -> bool:
+        """Return True: the state stays where it is."""
+        return True
+
+    def serving(self, me: Controller, controllers: list[Controller]) -> list[Controller]:
+        """Return this unit alone: the state is on its disk, no other unit can help."""
+        return [me]
+
+    def conf_settings(self) -> dict[str, Any]:
+        """State on this unit's disk; no primary programs."""
+        return {"statesavelocation": LOCAL_STATE_SAVE_LOCATION}
+
+    def wait_status(self) -> ops.StatusBase | None:
+        """Blocked once on the share (no way back), or on a unit besides the leader."""
+        if self.parts.manager.etc_is_shared():
+            return ops.BlockedStatus(CANNOT_TURN_OFF)
+        return None if self._unit.is_leader() else ops.BlockedStatus(NEEDS_NETWORK_STATE)
+
+
+class NetworkState(Placement):
+    """State on the shared filesystem: every unit runs slurmctld from the leader's files."""
+
+    network_state = True
+
+    def prepare(self) -> bool:
+        """Once the checkpoint is a real mount (the leader asks the filesystem-client for it).
+
+        The bridge from slurmctld's primary programs and the fence watchdog are installed
+        first; after a takeover by this unit, what the takeover caused is repaired.
+        """
+        parts = self.parts
+        parts.mount.publish(MOUNT_REQUEST)  # Leader only; written once.
+        if self._checkpoint_status() is not None:
+            return False
+        parts.primary_watch.install(self._unit.name, parts.charm.charm_dir, parts.wake_event)
+        grace = fence.grace_seconds(self.slurmctld_timeout)
+        parts.fence.install(CHECKPOINT, NETWORK_STATE_SAVE_LOCATION, grace, SLURM_USER)
+        if parts.fence.reason() is not None:
+            return False  # Fenced: the watchdog starts slurmctld again.
+        hostname = socket.gethostname()
+        parts.takeover.check(parts.manager, hostname, self.slurmctld_timeout, parts.watch)
+        return True
+
+    def stand_by(self) -> None:
+        """Run a backup from the leader's files on the share."""
+        self._follow_shared_config()
+
+    def lead(self) -> bool:
+        """Once the leader sees every controller; the state moves to the share first."""
+        if not self._sees_every_controller():
+            self._follow_shared_config()  # Stand by meanwhile, changing nothing.
+            return False
+        move_to_network_state(self.parts.manager)
+        return True
+
+    def serving(self, me: Controller, controllers: list[Controller]) -> list[Controller]:
+        """Return every controller: each reads the state on the share."""
+        return controllers
+
+    def conf_settings(self) -> dict[str, Any]:
+        """State on the share; the primary programs wake the charm on a role change."""
+        return {
+            "statesavelocation": NETWORK_STATE_SAVE_LOCATION,
+            "slurmctldprimaryonprog": primary_watch.PROGRAM,
+            "slurmctldprimaryoffprog": primary_watch.PROGRAM,
+        }
+
+    def wait_status(self) -> ops.StatusBase | None:
+        """No mount yet, fenced, peers not all seen (leader) or no shared config (backup)."""
+        if (checkpoint := self._checkpoint_status()) is not None:
+            return checkpoint
+        if (fenced := self.parts.fence.reason()) is not None:
+            return ops.BlockedStatus(f"{FENCED}: {fenced}")
+        leader = self._unit.is_leader()
+        if leader and not self._sees_every_controller():
+            seen = len(self.parts.peer.hosts()) + 1
+            planned = self.parts.charm.app.planned_units()
+            return ops.WaitingStatus(waiting_for_peers(seen, planned))
+        if not leader and not shared_config_ready(self.parts.manager, socket.gethostname()):
+            return ops.WaitingStatus(WAITING_FOR_LEADER)
+        return None
+
+    def _follow_shared_config(self) -> None:
+        """Run slurmctld from the leader's files on the share, once they are there."""
+        manager = self.parts.manager
+        if not shared_config_ready(manager, socket.gethostname()):
+            logger.info("waiting for the leader's configuration on the shared filesystem")
+            return
+        if (backup := link_shared_config(manager)) is not None:
+            logger.info("/etc/slurm links to the share; its former content is in %s", backup)
+        self.parts.applied.follow()
+        self.parts.auth_rotation.confirm_standby(manager.key.get())
+
+    def _checkpoint_status(self) -> ops.StatusBase | None:
+        """Why the shared filesystem is not usable yet (checked once per dispatch)."""
+        if self._checkpoint is None:
+            mount = self.parts.mount
+            self._checkpoint = (
+                mount_status(
+                    self.parts.manager, integrated=mount.is_joined(), answers=mount.answers()
+                ),
+            )
+        return self._checkpoint[0]
+
+    def _sees_every_controller(self) -> bool:
+        planned = self.parts.charm.app.planned_units()
+        return all_peers_seen(planned, len(self.parts.peer.hosts()))
+
+
+def placement(parts: Machinery, *, use_network_state: bool, slurmctld_timeout: int) -> Placement:
+    """Choose the strategy: the one place `use-network-state` is read."""
+    strategy = NetworkState if use_network_state else LocalState
+    return strategy(parts, slurmctld_timeout)

@@ -1,4 +1,4 @@
-"""The operator's own slurm.conf and cgroup.conf parameters, and the explicit default partition.
+"""The operator's own slurm.conf and cgroup.conf parameters.
 
 `slurm-conf-parameters` and `cgroup-parameters` hold `key=value` lines, one per line; blank
 lines and lines starting with `#` are ignored. Each line is checked on its own, and the first
@@ -17,21 +17,17 @@ bad one is refused naming its key:
 There is no line continuation (a backslash is refused) and no way to name a node, a node
 set or a partition. The accepted lines are merged into what the charm renders; the charm's
 own keys always win (`with_slurm_conf_parameters`).
-
-`default-partition` names the partition jobs go to without `-p`; see `explicit_default`.
 """
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
-import ops
 from hpc_libs.errors import ConfigError
-from hpc_libs.interfaces.slurmctld_peer import PartitionEntry
 from hpc_libs.slurm import grammar
+from hpc_libs.slurm.ports import DAEMON_PORTS
 from hpc_libs.slurm.text import literals_as_yes_no, yes_no_as_literals
 from slurmutils import CGroupConfig, ModelError, SlurmConfig
 
-DEFAULT_PARTITION_OPTION = "default-partition"
 MAX_REASON = 160
 """Characters of slurmutils' own explanation kept in a status message."""
 
@@ -143,8 +139,7 @@ COMBINED: Mapping[str, Callable[[Any, Any], Any]] = {
 """Keys both the charm and the operator set, merged: the charm's items are always there."""
 
 
-SLURM_PORTS = (6817, 6820)
-"""First and last of the daemons' own ports (slurmctld, slurmd and sackd, slurmdbd, slurmrestd)."""
+SLURM_PORTS = DAEMON_PORTS
 
 
 def slurm_conf_parameters(text: str) -> dict[str, Any]:
@@ -313,47 +308,3 @@ def _known_keys(model: Conf) -> frozenset[str]:
 def _short(reason: str) -> str:
     first = reason.splitlines()[0] if reason else "not a valid value"
     return first if len(first) <= MAX_REASON else first[: MAX_REASON - 3] + "..."
-
-
-# The default partition.
-
-
-def explicit_default(wanted: str, partitions: Mapping[str, PartitionEntry]) -> str | None:
-    """Return the partition `default-partition` names when it can be the default, else None.
-
-    It can while the named slurmd application's partition is served (not retiring). It then
-    outranks every application's own `Default=YES` (partition-config) and the oldest
-    application's implicit default: the controller's operator decides for the cluster.
-    Otherwise the implicit choice applies (`cluster.default_partition`) and `statuses` say why.
-    """
-    record = partitions.get(wanted) if wanted else None
-    return wanted if record is not None and not record.retiring else None
-
-
-def default_partition_status(
-    wanted: str, partitions: Iterable[PartitionEntry], integrated: Iterable[str]
-) -> ops.StatusBase | None:
-    """Say why `default-partition` cannot be the default now; None when it is (or unset).
-
-    `partitions` are the controller's partitions, `integrated` the names of the slurmd
-    applications integrated now.
-    """
-    if not wanted:
-        return None
-    record = next((p for p in partitions if p.name == wanted), None)
-    fallback = "the implicit default applies meanwhile"
-    if wanted not in set(integrated):
-        return ops.BlockedStatus(
-            f"{DEFAULT_PARTITION_OPTION} '{wanted}' is no integrated slurmd application; "
-            f"{fallback}"
-        )
-    if record is None:
-        return ops.WaitingStatus(
-            f"{DEFAULT_PARTITION_OPTION}: waiting for application '{wanted}' to publish its "
-            f"partition; {fallback}"
-        )
-    if record.retiring:
-        return ops.BlockedStatus(
-            f"{DEFAULT_PARTITION_OPTION} '{wanted}' is being removed; {fallback}"
-        )
-    return None

@@ -38,18 +38,12 @@ TMPFILES_TIMEOUT = 30.0
 """Seconds for `systemd-tmpfiles --create` (it only makes one directory)."""
 
 
-def program_text(signal_file: str = SIGNAL_FILE) -> str:
-    """Return the program slurmctld runs (as slurm) when this controller's primary role changes."""
-    return "\n".join(
-        [
-            "#!/bin/sh",
-            "# Written by the slurmctld charm (SlurmctldPrimaryOnProg, SlurmctldPrimaryOffProg).",
-            "# slurmctld runs this as SlurmUser; a root systemd path unit watching the file",
-            f"# below wakes the charm ({WAKE_NAME}.path).",
-            f"exec /usr/bin/date -u +%s > {signal_file}",
-            "",
-        ]
-    )
+def program_text() -> str:
+    """Return the program slurmctld runs (as slurm) when this controller's primary role changes.
+
+    `programs/primary-changed.sh`: it takes no argument, so it names `SIGNAL_FILE` itself.
+    """
+    return (Path(__file__).parent / "programs" / "primary-changed.sh").read_text()
 
 
 def tmpfiles_text(group: str) -> str:

@@ -8,66 +8,53 @@ within seconds of that (`hpc_libs.charm.wake`). Any later event retries as well.
 
 import logging
 from collections.abc import Callable, Iterable
+from pathlib import Path
 
-import cluster
+from hpc_libs.charm import wake
 from hpc_libs.errors import SlurmOpsError
-from hpc_libs.interfaces.slurmctld_peer import PartitionEntry
+from hpc_libs.interfaces.slurmctld_peer import DepartedNode, PartitionEntry, SlurmctldPeerData
+from hpc_libs.interfaces.slurmd import BUSY_JOB_STATES
+from hpc_libs.machine import host
 from hpc_libs.slurm.scontrol import Scontrol
 
 logger = logging.getLogger(__name__)
+
+SQUEUE_TIMEOUT = 60
 
 Watch = Callable[[str, str, list[str]], None]
 """`watch(kind, name, query)`: wake the charm once `query` prints nothing."""
 
 
-def merge_partitions(
-    known: dict[str, PartitionEntry],
-    live: dict[str, PartitionEntry],
-    integrated: Iterable[str],
-    scontrol: Scontrol,
-    watch: Watch,
-) -> dict[str, PartitionEntry]:
-    """Return the partitions to serve: the live ones, plus those kept from `known`.
+def watcher(unit: str, charm_dir: Path, event: str) -> Watch:
+    """Return `watch`: start a watcher that dispatches `event` once `query` prints nothing.
 
-    `live` holds the partitions of integrated applications with valid data now; an
-    application still `integrated` whose data became invalid keeps its last valid partition.
-    A partition whose application left is removed when idle, else drained and kept (retiring).
+    A watcher that cannot start is logged: the next event (update-status at the latest)
+    checks again and tries to start it again.
     """
-    present = set(integrated)
-    served: dict[str, PartitionEntry] = {}
-    for name, remembered in known.items():
-        if name in live or (entry := _forced(name, remembered)) is None:
-            continue
-        if name in present and not entry.retiring:
-            served[name] = entry  # Its application sent bad data: the last valid value stays.
-            continue
-        if not cluster.partition_has_jobs(name):
-            logger.info("partition %s has no jobs left; removing it", name)
-            continue
-        drained = bool(entry.drained) or _drain_partition(scontrol, name)
-        served[name] = entry.model_copy(update={"retiring": True, "drained": drained})
-        watch("partition", name, cluster.partition_jobs_query(name))
-    served.update(live)
-    return dict(sorted(served.items()))
+
+    def watch(kind: str, name: str, query: list[str]) -> None:
+        try:
+            service = wake.watcher_name(f"slurmctld-wake-{kind}", name)
+            dispatch = wake.dispatch_command(unit, charm_dir, event)
+            if wake.wake_when_silent(service, query, dispatch, f"Wake {unit}: {kind} {name} idle"):
+                logger.info("watching %s %s: %s wakes the charm once idle", kind, name, service)
+        except (ValueError, SlurmOpsError) as e:
+            logger.warning("cannot watch %s %s (the next event checks again): %s", kind, name, e)
+
+    return watch
 
 
-def _forced(name: str, remembered: PartitionEntry) -> PartitionEntry | None:
-    """Return the remembered partition, its names forced from its application's name again.
-
-    The peer databag is data like any other: `PartitionName`, `Nodes` and the node set are
-    forced as for a live partition (`cluster.partition_record`), so a remembered entry can
-    never name another partition or every node. None (logged) if it cannot be served.
-    """
-    try:
-        forced = cluster.partition_record(
-            name, remembered.partition, remembered.nodeset, remembered.relation_id
-        )
-    except ValueError as e:
-        logger.warning("dropping the remembered partition %s: %s", name, e)
+def retire_partition(
+    scontrol: Scontrol, entry: PartitionEntry, watch: Watch
+) -> PartitionEntry | None:
+    """Retire the partition of an application that left: None once idle, else kept drained."""
+    name = str(entry.name)
+    if not partition_has_jobs(name):
+        logger.info("partition %s has no jobs left; removing it", name)
         return None
-    return forced.model_copy(
-        update={"retiring": remembered.retiring, "drained": remembered.drained}
-    )
+    drained = bool(entry.drained) or _drain_partition(scontrol, name)
+    watch("partition", name, partition_jobs_query(name))
+    return entry.model_copy(update={"retiring": True, "drained": drained})
 
 
 def _drain_partition(scontrol: Scontrol, name: str) -> bool:
@@ -88,6 +75,18 @@ def drain_node(scontrol: Scontrol, name: str, reason: str) -> None:
         logger.info("cannot drain departed node %s: %s", name, e.stderr or e.message)
 
 
+def with_departed(memory: SlurmctldPeerData, name: str) -> SlurmctldPeerData:
+    """Return the controller's memory with node `name` among the departed nodes to delete."""
+    departed = set(departed_names(memory)) | {name}
+    nodes = [DepartedNode(name=n) for n in sorted(departed)]
+    return memory.model_copy(update={"departed_nodes": nodes})
+
+
+def departed_names(memory: SlurmctldPeerData) -> list[str]:
+    """Name the departed units' nodes the controller still has to delete, as remembered."""
+    return [n.name for n in memory.departed_nodes or [] if n.name]
+
+
 def delete_departed_nodes(names: Iterable[str], scontrol: Scontrol, watch: Watch) -> list[str]:
     """Delete the nodes no job runs on any more; return those left for later."""
     remaining: list[str] = []
@@ -95,9 +94,9 @@ def delete_departed_nodes(names: Iterable[str], scontrol: Scontrol, watch: Watch
         try:
             if scontrol.show_node(name) is None:
                 continue  # Gone already: the unit retired it.
-            if cluster.node_has_jobs(name):
+            if node_has_jobs(name):
                 remaining.append(name)
-                watch("node", name, cluster.node_jobs_query(name))
+                watch("node", name, node_jobs_query(name))
                 continue
             scontrol.delete_node(name)
             logger.info("deleted node %s of a departed unit", name)
@@ -105,3 +104,46 @@ def delete_departed_nodes(names: Iterable[str], scontrol: Scontrol, watch: Watch
             logger.warning("cannot delete node %s yet: %s", name, e.stderr or e.message)
             remaining.append(name)
     return remaining
+
+
+def partition_has_jobs(name: str) -> bool:
+    """Whether jobs are still running (or finishing) in a partition.
+
+    Pending jobs do not count: nothing will run them once the partition's nodes leave. When
+    Slurm cannot be asked, assume there are jobs: removing a busy partition is the worse error.
+    """
+    return _has_jobs(partition_jobs_query(name), f"partition {name}")
+
+
+def node_has_jobs(name: str) -> bool:
+    """Whether jobs are still running (or finishing) on a node; True when Slurm cannot say."""
+    return _has_jobs(node_jobs_query(name), f"node {name}")
+
+
+def partition_jobs_query(name: str) -> list[str]:
+    """`squeue` listing a partition's busy jobs: it prints nothing once the partition is idle."""
+    return _jobs_query(f"--partition={name}")
+
+
+def node_jobs_query(name: str) -> list[str]:
+    """`squeue` listing the busy jobs of a node: it prints nothing once the node is idle."""
+    return _jobs_query(f"--nodelist={name}")
+
+
+def _jobs_query(selection: str) -> list[str]:
+    return [
+        "squeue",
+        "--noheader",
+        "--format=%i",
+        selection,
+        f"--states={','.join(BUSY_JOB_STATES)}",
+    ]
+
+
+def _has_jobs(argv: list[str], what: str) -> bool:
+    try:
+        result = host.run(argv, timeout=SQUEUE_TIMEOUT)
+    except SlurmOpsError as e:
+        logger.warning("cannot list jobs of %s: %s", what, e.stderr or e)
+        return True
+    return bool(result.stdout.strip())

@@ -17,8 +17,12 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+import credentials
+import ops
+from hpc_libs.errors import SlurmOpsError
 from hpc_libs.machine import files
 from hpc_libs.slurm import grammar
+from hpc_libs.slurm.scontrol import Scontrol
 
 logger = logging.getLogger(__name__)
 
@@ -33,6 +37,7 @@ SERVED_FILES = {
     "acct-gather-conf": "acct_gather.conf",
 }
 """Action result key -> file in /etc/slurm. Never a key file, never slurmdbd.conf."""
+DEFAULT_TOKEN_LIFESPAN = 1800
 REDACTED = "REDACTED"
 _SECRET_PARAMETER = re.compile(r"(pass(word)?|secret|token|credential)$", re.IGNORECASE)
 """Parameters whose value may be a password (AccountingStoragePass, ProfileInfluxDBPass, ...)."""
@@ -117,3 +122,86 @@ def served_config(etc_dir: Path) -> dict[str, str]:
     if "slurm-conf" not in shown:
         raise FileNotFoundError(f"no {etc_dir / 'slurm.conf'} yet")
     return shown
+
+
+# The action bodies (the charm wires each action's event to one of these).
+
+
+def token(event: ops.ActionEvent, scontrol: Scontrol) -> None:
+    """Return a JWT for a user: the one place the charm hands out a credential, on purpose.
+
+    The token goes to the action's result only, never to a log, a databag or a status.
+    """
+    params = event.params
+    try:
+        username, lifespan = credentials.token_request(
+            params.get("username"), params.get("lifespan", DEFAULT_TOKEN_LIFESPAN)
+        )
+    except ValueError as e:
+        event.fail(f"invalid token request: {e}")
+        return
+    try:
+        issued = scontrol.token(username, lifespan)
+    except SlurmOpsError as e:
+        event.fail(f"cannot get a token for {username}: {e.stderr.strip() or e.message}")
+        return
+    logger.info("token issued for user %s, valid %d s", username, lifespan)
+    event.set_results({"username": username, "lifespan": lifespan, "token": issued})
+
+
+def resume(event: ops.ActionEvent, scontrol: Scontrol) -> None:
+    """Resume a node (`nodename`, checked as a Slurm host list)."""
+    nodename = str(event.params["nodename"])
+    try:
+        grammar.HOSTLIST(nodename)
+    except ValueError as e:
+        event.fail(f"invalid nodename: {e}")
+        return
+    try:
+        scontrol.update_node(nodename, state="resume")
+    except SlurmOpsError as e:
+        event.fail(f"cannot resume {nodename}: {e.stderr or e.message}")
+        return
+    event.set_results({"nodename": nodename, "state": "resume"})
+
+
+def set_node_state(event: ops.ActionEvent, scontrol: Scontrol) -> None:
+    """Set nodes' state in Slurm (`node_state_request` checks every parameter)."""
+    params = event.params
+    try:
+        request = node_state_request(
+            params.get("nodes"), params.get("state"), params.get("reason")
+        )
+    except ValueError as e:
+        event.fail(f"invalid set-node-state request: {e}")
+        return
+    try:
+        scontrol.update_node(request.nodes, state=request.state, reason=request.reason)
+    except SlurmOpsError as e:
+        event.fail(f"cannot set {request.nodes} {request.state}: {e.stderr or e.message}")
+        return
+    logger.info("operator set nodes %s %s", request.nodes, request.state)
+    event.set_results({"nodes": request.nodes, "state": request.state})
+
+
+def show_current_config(event: ops.ActionEvent, etc_dir: Path) -> None:
+    """Return the configuration files served to the nodes (no key, no password)."""
+    try:
+        event.set_results(served_config(etc_dir))
+    except FileNotFoundError as e:
+        event.fail(f"slurmctld is not configured yet: {e}")
+
+
+def remove_unused_revision(event: ops.SecretRemoveEvent) -> None:
+    """Remove a revision of the keys' secrets that no unit tracks any more (leader only).
+
+    Each rotation leaves the former keys in older revisions; Juju says, with this event on
+    the leader, once no consumer tracks one of them. The charm reads only the latest.
+    """
+    try:
+        event.remove_revision()
+    except ops.ModelError as e:
+        logger.warning("cannot remove revision %d of a key secret: %s", event.revision, e)
+        return
+    what = event.secret.label or event.secret.id
+    logger.info("removed revision %d of secret %s: no unit tracks it", event.revision, what)

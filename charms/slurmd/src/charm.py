@@ -19,7 +19,7 @@ from hpc_libs.errors import ConfigError, IntegrationError, SlurmOpsError
 from hpc_libs.interfaces.cos_agent import SLURM_LOG_FILES, CosAgentProvider
 from hpc_libs.interfaces.slurmd import REREGISTER_REASON, SlurmdProvider, node_name
 from hpc_libs.machine import systemd
-from hpc_libs.slurm.base import SLURMD_PORT
+from hpc_libs.slurm.ports import SLURMD_PORT
 from hpc_libs.slurm.scontrol import Scontrol
 from hpc_libs.slurm.slurmd import SlurmdManager
 

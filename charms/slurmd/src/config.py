@@ -5,7 +5,7 @@ from typing import Annotated, Any, Literal
 import pydantic
 from hpc_libs.charm.config import SlurmCharmConfig
 from hpc_libs.errors import ConfigError
-from hpc_libs.interfaces.slurmd import ComputeData
+from hpc_libs.interfaces.slurmd import ComputeData, named_partition
 from hpc_libs.slurm import grammar
 from hpc_libs.slurm.base import parse_config_line
 from slurmutils import Node, Partition
@@ -53,9 +53,9 @@ def partition_data(app: str, text: str) -> ComputeData:
     slurmctld applies when it reads it.
     """
     settings = parse_partition_config(text)
-    partition = {**settings, "partitionname": app, "nodes": [app]}
+    partition, nodeset = named_partition(app, settings)
     try:
-        return ComputeData(partition=partition, nodeset={"nodeset": app, "feature": app})
+        return ComputeData(partition=partition, nodeset=nodeset)
     except ValueError as e:  # pydantic's ValidationError, raised by the grammar check.
         raise ConfigError(f"partition-config: {e}") from e
 

@@ -17,8 +17,8 @@ from hpc_libs.interfaces.mysql_client import MysqlConnection, MysqlRequirer
 from hpc_libs.interfaces.slurmdbd import DbdEntry, JwtKeyData, SlurmdbdData, SlurmdbdProvider
 from hpc_libs.interfaces.slurmdbd_peer import DbdHost, SlurmdbdPeer, join_order
 from hpc_libs.machine.systemd import journal_reason
+from hpc_libs.slurm.ports import SLURMDBD_PORT
 from hpc_libs.slurm.slurmdbd import (
-    SLURMDBD_PORT,
     DbdHosts,
     SlurmdbdManager,
     StorageSettings,

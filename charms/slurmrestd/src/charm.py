@@ -14,7 +14,7 @@ from hpc_libs.interfaces.controller import ControllerData
 from hpc_libs.interfaces.cos_agent import SLURM_LOG_FILES, CosAgentProvider
 from hpc_libs.interfaces.slurmrestd import RestApiProvider, SlurmrestdProvider, rest_url
 from hpc_libs.machine.systemd import journal_reason
-from hpc_libs.slurm.base import SLURMD_PORT
+from hpc_libs.slurm.ports import SLURMD_PORT
 from hpc_libs.slurm.scontrol import Scontrol
 from hpc_libs.slurm.slurmrestd import (
     SlurmrestdManager,

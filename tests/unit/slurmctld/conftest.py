@@ -17,6 +17,7 @@ _MODULES = load_charm(
         "overrides",
         "config",
         "ha",
+        "partitions",
         "primary_watch",
         "fence",
         "exporter_service",

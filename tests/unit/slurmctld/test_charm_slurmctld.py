@@ -577,8 +577,8 @@ def test_failed_partition_drain_is_retried_by_the_next_event(ctx, machine, tmp_p
         (["slurmctld/1", "slurmctld/2"], ["slurmctld/2"], ["slurmctld/2"]),
     ],
 )
-def test_controller_order_keeps_join_order(cluster_module, recorded, present, order):
-    assert cluster_module.order_controllers(recorded, present) == order
+def test_controller_order_keeps_join_order(ha_module, recorded, present, order):
+    assert ha_module.order_controllers(recorded, present) == order
 
 
 # The default partition (jobs submitted without `-p`).

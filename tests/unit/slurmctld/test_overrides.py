@@ -17,6 +17,7 @@ from ops import testing
 from slurmutils import CGroupConfig, SlurmConfig
 
 overrides: ModuleType = sys.modules["slurmctld_overrides"]  # Loaded by conftest.py.
+partitions_module: ModuleType = sys.modules["slurmctld_partitions"]
 
 CHARM_CONF = {
     "clustername": "charmed-hpc",
@@ -323,10 +324,10 @@ def entries(*names: str, retiring: str = "") -> dict[str, PartitionEntry]:
 def test_explicit_default_names_a_serving_partition_only():
     partitions = entries("compute", "gpu", retiring="gpu")
 
-    assert overrides.explicit_default("compute", partitions) == "compute"
-    assert overrides.explicit_default("gpu", partitions) is None
-    assert overrides.explicit_default("missing", partitions) is None
-    assert overrides.explicit_default("", partitions) is None
+    assert partitions_module.explicit_default("compute", partitions) == "compute"
+    assert partitions_module.explicit_default("gpu", partitions) is None
+    assert partitions_module.explicit_default("missing", partitions) is None
+    assert partitions_module.explicit_default("", partitions) is None
 
 
 @pytest.mark.parametrize(
@@ -362,4 +363,4 @@ def test_explicit_default_names_a_serving_partition_only():
 def test_default_partition_status_says_why_it_is_not_the_default(wanted, integrated, status):
     partitions = list(entries("compute", "old", retiring="old").values())
 
-    assert overrides.default_partition_status(wanted, partitions, integrated) == status
+    assert partitions_module.default_partition_status(wanted, partitions, integrated) == status

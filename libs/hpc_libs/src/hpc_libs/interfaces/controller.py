@@ -51,6 +51,7 @@ from hpc_libs.interfaces.base import (
     read_granted_secret,
 )
 from hpc_libs.slurm import grammar
+from hpc_libs.slurm.ports import SLURMCTLD_PORT
 
 logger = logging.getLogger(__name__)
 
@@ -60,7 +61,7 @@ AUTH_KEY_FIELD = "key"
 """Field of the secret content holding the key (base64 text, as `KeyFile` uses)."""
 
 
-DEFAULT_SLURMCTLD_PORT = 6817
+DEFAULT_SLURMCTLD_PORT = SLURMCTLD_PORT
 CONFIG_DIGEST = re.compile(r"[0-9a-f]{8,64}")
 """A `config_digest`: lowercase hex, 8 to 64 digits."""
 AUTH_KEY_DIGEST_LENGTH = 16

@@ -20,6 +20,7 @@ The contract between the two charms about a unit's node is defined here, once: i
 """
 
 import logging
+from collections.abc import Mapping
 from typing import Any
 
 import ops
@@ -61,11 +62,29 @@ def node_name(unit_name: str) -> str:
     return f"{app}-{number}"
 
 
+def named_partition(
+    app: str, settings: Mapping[str, Any]
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Apply the naming rule of a slurmd application's partition; return it and its node set.
+
+    Each slurmd application is one partition named after it: `PartitionName=<app>
+    Nodes=<app>`, and the node set `NodeSet=<app> Feature=<app>` holds the dynamic nodes
+    that register with the feature `<app>`. Whatever `settings` say, the names are forced,
+    so one application can never name another's partition or every node. slurmd publishes
+    this; slurmctld applies it again to what it reads.
+    """
+    partition = {**settings, "partitionname": app, "nodes": [app]}
+    return partition, {"nodeset": app, "feature": app}
+
+
 class ComputeData(DatabagModel):
     """slurmd's application databag: its partition and nodeset as slurmutils dicts.
 
     Both are validated with slurmutils (`Partition.from_dict`, `NodeSet.from_dict`), so a
-    bad value fails construction and reads as "not ready".
+    bad value fails construction and reads as "not ready". Both are required: a reader
+    serves an application's partition only once both are there. The node set carries
+    nothing beyond the naming rule (`named_partition`), which the controller applies to
+    both again, so its content is never taken as sent.
     """
 
     partition: dict[str, Any] | None = None
@@ -190,5 +209,6 @@ __all__ = [
     "SlurmdReadyEvent",
     "SlurmdRequirer",
     "get_or_create_auth_key_secret",
+    "named_partition",
     "node_name",
 ]

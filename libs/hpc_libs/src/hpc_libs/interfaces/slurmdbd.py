@@ -34,10 +34,11 @@ from hpc_libs.interfaces.base import DatabagModel, ServiceEntry, read_granted_se
 from hpc_libs.interfaces.controller import ControllerConsumer, ControllerPublisher
 from hpc_libs.interfaces.slurmrestd import JWT_KEY_FIELD
 from hpc_libs.slurm import grammar
+from hpc_libs.slurm.ports import SLURMDBD_PORT
 
 logger = logging.getLogger(__name__)
 
-DEFAULT_SLURMDBD_PORT = 6819
+DEFAULT_SLURMDBD_PORT = SLURMDBD_PORT
 
 
 class DbdEntry(ServiceEntry):

@@ -36,6 +36,7 @@ from pydantic import field_validator
 from hpc_libs.interfaces.base import DatabagModel, Interface
 from hpc_libs.interfaces.controller import ControllerConsumer, ControllerPublisher
 from hpc_libs.slurm import grammar
+from hpc_libs.slurm.ports import SLURMRESTD_PORT
 
 logger = logging.getLogger(__name__)
 
@@ -44,7 +45,7 @@ JWT_KEY_LABEL = "slurm-jwt-key"
 JWT_KEY_FIELD = "key"
 """Field of the JWT key secret's content: at least 32 random bytes, as base64 text."""
 
-DEFAULT_REST_PORT = 6820
+DEFAULT_REST_PORT = SLURMRESTD_PORT
 _URL_SCHEMES = ("http", "https")
 
 

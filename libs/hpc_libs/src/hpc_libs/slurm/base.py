@@ -20,6 +20,7 @@ from hpc_libs.errors import ConfigError, PackageError, SlurmOpsError
 from hpc_libs.machine import apt, files
 from hpc_libs.machine.systemd import Service
 from hpc_libs.slurm import check, grammar, schema_cache, version
+from hpc_libs.slurm.ports import SLURMCTLD_PORT
 from hpc_libs.slurm.text import literals_as_yes_no, yes_no_as_literals
 
 logger = logging.getLogger(__name__)
@@ -30,9 +31,8 @@ PackageSource = Literal["auto", "ppa", "archive"]
 the PPA (Ubuntu 24.04, whose archive has Slurm 23.11)."""
 
 SLURM_PPA = "ppa:ubuntu-hpc/slurm-wlm-24.11"
-SLURMCTLD_PORT = 6817
-SLURMD_PORT = 6818
-"""slurmd's port, and sackd's: slurmctld pushes each new configuration to login nodes there."""
+JWT_KEY_NAME = "jwt_hs256.key"
+"""The JWT key file in /etc/slurm (`AuthAltParameters=jwt_key=`), slurmctld's and slurmdbd's."""
 SLURM_USER = "slurm"
 SLURM_GROUP = "slurm"
 KEY_SET_NAME = "slurm.jwks"

@@ -29,7 +29,7 @@ from slurmutils import (
 
 from hpc_libs.errors import SlurmOpsError
 from hpc_libs.machine import files, systemd
-from hpc_libs.slurm.base import ConfigFile, KeyFile, SlurmManager
+from hpc_libs.slurm.base import JWT_KEY_NAME, ConfigFile, KeyFile, SlurmManager
 
 logger = logging.getLogger(__name__)
 
@@ -39,6 +39,8 @@ CHECKPOINT_DIR = f"{LIB_DIR}/checkpoint"
 """Where the shared filesystem is mounted (relative to the manager's root)."""
 SHARED_ETC_NAME = "etc-slurm"
 """The directory under the checkpoint that `/etc/slurm` links to."""
+STATE_SAVE_DIR = f"{LIB_DIR}/slurmctld"
+"""The default `StateSaveLocation`, on this machine's disk (relative to the manager's root)."""
 NETWORK_STATE_NAME = "slurmctld"
 """The `StateSaveLocation` directory under the checkpoint."""
 STOP_OVERRIDE_NAME = "charm-stop"
@@ -92,8 +94,8 @@ class SlurmctldManager(SlurmManager):
             AcctGatherConfig,
             mode=0o600,
         )
-        self.jwt_key = KeyFile(self.etc_dir / "jwt_hs256.key", size=32, owner=self.user)
-        self.state_save_location = root / "var/lib/slurm/slurmctld"
+        self.jwt_key = KeyFile(self.etc_dir / JWT_KEY_NAME, size=32, owner=self.user)
+        self.state_save_location = root / STATE_SAVE_DIR
         self.checkpoint_dir = root / CHECKPOINT_DIR
         self.network_state_save_location = self.checkpoint_dir / NETWORK_STATE_NAME
         self.shared_etc_dir = self.checkpoint_dir / SHARED_ETC_NAME

@@ -24,9 +24,9 @@ from slurmutils import ModelError, SlurmdbdConfig, SlurmdbdConfigEditor
 from hpc_libs.errors import ConfigError, SlurmOpsError
 from hpc_libs.machine import files
 from hpc_libs.slurm import grammar
-from hpc_libs.slurm.base import ConfigFile, KeyFile, SlurmManager
+from hpc_libs.slurm.base import JWT_KEY_NAME, ConfigFile, KeyFile, SlurmManager
+from hpc_libs.slurm.ports import SLURMDBD_PORT
 
-SLURMDBD_PORT = 6819
 STORAGE_TYPE = "accounting_storage/mysql"
 AUTH_TYPE = "auth/slurm"
 AUTH_ALT_TYPES = ["auth/jwt"]
@@ -327,7 +327,7 @@ class SlurmdbdManager(SlurmManager):
             mode=0o600,
             slurm_check="slurmdbd.conf",
         )
-        self.jwt_key = KeyFile(self.etc_dir / "jwt_hs256.key", size=32, owner=self.user)
+        self.jwt_key = KeyFile(self.etc_dir / JWT_KEY_NAME, size=32, owner=self.user)
 
     def write_config(
         self,
