@@ -13,7 +13,6 @@ import node
 import ops
 from config import SlurmdConfig, parse_node_parameters, partition_data
 from hpc_libs.charm.base import SlurmCharm
-from hpc_libs.charm.config import load_valid_config
 from hpc_libs.charm.ports import PortRange
 from hpc_libs.errors import ConfigError, IntegrationError, SlurmOpsError
 from hpc_libs.interfaces.cos_agent import SLURM_LOG_FILES, CosAgentProvider
@@ -113,7 +112,7 @@ class SlurmdCharm(SlurmCharm[SlurmdConfig]):
         """
         if self._stored.left:
             return
-        config = load_valid_config(self, SlurmdConfig) or SlurmdConfig()
+        config = self.valid_config() or SlurmdConfig()
         leaving = departure.Departure(self.node_name, self.slurmd, self._report_leaving)
         outcome = leaving.leave(
             enlisted=bool(self._stored.registered), timeout=config.retire_timeout_seconds

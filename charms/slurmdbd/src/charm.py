@@ -4,6 +4,7 @@
 import logging
 import socket
 from collections.abc import Iterable
+from typing import Any
 
 import ops
 import roles
@@ -22,7 +23,6 @@ from hpc_libs.slurm.slurmdbd import (
     DbdHosts,
     SlurmdbdManager,
     StorageSettings,
-    parse_parameters,
 )
 
 logger = logging.getLogger(__name__)
@@ -212,10 +212,10 @@ class SlurmdbdCharm(SlurmCharm[SlurmdbdConfig]):
             logger.warning("not configuring slurmdbd: %s", e)
             return None
 
-    def _parameters_or_none(self, config: SlurmdbdConfig) -> dict[str, str] | None:
+    def _parameters_or_none(self, config: SlurmdbdConfig) -> dict[str, Any] | None:
         """Return the operator's slurmdbd.conf settings, or None (logged) if one is invalid."""
         try:
-            return parse_parameters(config.slurmdbd_conf_parameters)
+            return config.slurmdbd_conf_parameters.get()
         except ConfigError as e:
             logger.warning("keeping slurmdbd.conf as it is: %s: %s", PARAMETERS_OPTION, e)
             return None
@@ -263,7 +263,7 @@ class SlurmdbdCharm(SlurmCharm[SlurmdbdConfig]):
 def _parameters_problem(config: SlurmdbdConfig) -> str | None:
     """Say which operator setting is refused, naming the option and the key; None if valid."""
     try:
-        parse_parameters(config.slurmdbd_conf_parameters)
+        config.slurmdbd_conf_parameters.get()
     except ConfigError as e:
         return f"{PARAMETERS_OPTION}: {e.message}"
     return None

@@ -39,11 +39,10 @@ from hpc_libs.interfaces.controller import (
     SlurmctldReadyEvent,
     get_or_create_auth_key_secret,
 )
-from hpc_libs.slurm import grammar, schema_cache
+from hpc_libs.slurm import grammar
 
 logger = logging.getLogger(__name__)
 
-schema_cache.install()  # ComputeData validates with slurmutils on every databag read.
 
 RETIRE_REASON = "juju: unit leaving the cluster"
 """Drain reason of the node of a slurmd unit that leaves (set by either charm)."""
