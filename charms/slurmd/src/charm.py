@@ -176,7 +176,7 @@ class SlurmdCharm(SlurmCharm[SlurmdConfig]):
         if stored.left and related:
             return ops.MaintenanceStatus(_left_message(str(stored.departure)))
         if not related:
-            return ops.BlockedStatus("needs an integration with slurmctld")
+            return ops.BlockedStatus("needs a slurmctld integration")
         if (problem := self._partition_problem(config)) is not None:
             return ops.BlockedStatus(problem)
         if (

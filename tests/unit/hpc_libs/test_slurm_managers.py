@@ -194,20 +194,6 @@ def test_controller_companion_files_paths_and_modes(tmp_path: Path, owners: Owne
     assert manager.acct_gather_config.mode == 0o600
 
 
-def test_include_config_is_its_own_file(tmp_path: Path, owners: Owners) -> None:
-    manager = SlurmctldManager(tmp_path)
-    include = manager.include_config("slurm.conf.d-partitions.conf")
-
-    with include.edit() as conf:
-        conf.partitions["p"] = Partition(partitionname="p", nodes=["p"])
-
-    assert (tmp_path / "etc/slurm/slurm.conf.d-partitions.conf").read_text() == (
-        "partitionname=p nodes=p\n"
-    )
-    with pytest.raises(ValueError, match="plain file name"):
-        manager.include_config("../slurm.conf")
-
-
 def test_state_save_location_owned_by_slurm(tmp_path: Path, owners: Owners) -> None:
     path = SlurmctldManager(tmp_path).create_state_save_location()
 

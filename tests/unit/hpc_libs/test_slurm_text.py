@@ -103,8 +103,8 @@ def test_operator_partition_config_reaches_slurm_conf_as_yes(
     """`juju config slurmd partition-config=...` -> databag -> slurmctld's slurm.conf."""
     fields = parse_config_line(Partition, "Default=YES MaxTime=1-00:00:00").dict()
     data = ComputeData(partition={"partitionname": "batch", "nodes": ["batch"], **fields})
-    partition = data.partition_model()
-    assert partition is not None
+    assert data.partition is not None
+    partition = Partition.from_dict(data.partition)
 
     config = SlurmctldManager(tmp_path).config
     with config.edit() as conf:
@@ -144,16 +144,6 @@ def test_a_hand_written_slurm_conf_with_yes_no_loads(tmp_path: Path, owners: Own
     assert conf.disable_root_jobs is True
     assert conf.partitions["batch"].default is True
     assert conf.partitions["batch"].state == "up"
-
-
-def test_include_files_also_write_yes_no(tmp_path: Path, owners: Owners) -> None:
-    include = SlurmctldManager(tmp_path).include_config("partitions.conf")
-
-    with include.edit() as conf:
-        conf.partitions["p"] = Partition(partitionname="p", hidden=True)
-
-    assert include.path.read_text() == "partitionname=p hidden=YES\n"
-    assert include.load().partitions["p"].hidden is True
 
 
 def test_other_files_are_not_rewritten(tmp_path: Path, owners: Owners) -> None:

@@ -77,7 +77,7 @@ def test_install_from_ppa(ctx, machine):
 
     assert {"slurmd", "slurm-client"} <= machine.installed
     assert machine.ran("add-apt-repository")
-    assert out.unit_status == testing.BlockedStatus("needs an integration with slurmctld")
+    assert out.unit_status == testing.BlockedStatus("needs a slurmctld integration")
 
 
 def test_install_from_archive_adds_no_repository(ctx, machine):
