@@ -6,7 +6,8 @@ its key and controllers, restart on change and leave. `ClusterMember` holds what
 * which relation the unit is in: none after the unit departed it, even while its
   relation-broken is pending (`relation`, recorded from the departing hook);
 * the status ladder while joining (`status`, `waiting_status`), one wording for all;
-* leaving: the charm's `leave` runs on the departing hook and on relation-broken.
+* leaving: the charm's `leave` runs on the departing hook and on relation-broken (a charm
+  that leaves from its reconcile, slurmdbd, gives none: its relation stays tracked as is).
 
 The charm's reconcile runs on every relation event through `SlurmCharm`; no event is
 re-emitted for it.
@@ -37,13 +38,15 @@ class ClusterMember(ops.Object):
         self,
         charm: ops.CharmBase,
         slurmctld: ControllerConsumer,
-        leave: Callable[[], None],
+        leave: Callable[[], None] | None = None,
     ) -> None:
+        """Track `slurmctld`; with `leave`, call it when the unit departs (else the charm does)."""
         super().__init__(charm, "cluster-member")
         self.slurmctld = slurmctld
         self._leave = leave
         self._stored.set_default(left_relation=-1)
-        self.framework.observe(slurmctld.on.slurmctld_disconnected, self._on_disconnected)
+        if leave is not None:
+            self.framework.observe(slurmctld.on.slurmctld_disconnected, self._on_disconnected)
 
     @property
     def relation(self) -> ops.Relation | None:
@@ -81,4 +84,5 @@ class ClusterMember(ops.Object):
     def _on_disconnected(self, event: ops.RelationEvent) -> None:
         """Leave the cluster; seen once per departing controller unit, then at broken."""
         self._stored.left_relation = event.relation.id
-        self._leave()
+        if self._leave is not None:
+            self._leave()
