@@ -79,8 +79,8 @@ MUTATIONS = [
     Mutation(
         "port-refusal-removed",
         "charms/slurmd/src/config.py",
-        '"nodename", "port", "state", "reason"',
-        '"nodename", "state", "reason"',
+        '"is refused: a dynamic node cannot take it through --conf", "Port", "State", "Reason"',
+        '"is refused: a dynamic node cannot take it through --conf", "State", "Reason"',
         "tests/unit/hpc_libs/test_guards.py",
     ),
     Mutation(

@@ -83,13 +83,14 @@ result = {
 """
 
 COMPUTE_SETUP = """
-from hpc_libs.slurm.slurmd import SlurmdManager, node_config
+from hpc_libs.slurm.slurmd import SlurmdManager, merge_node, node_conf_string
+from slurmutils import Node
 
 manager = SlurmdManager()
 installed = manager.install("archive")
 key_written = manager.key.set(args["key"])
 hardware = manager.detect_hardware()
-conf = node_config(hardware, args["partition"])
+conf = node_conf_string(merge_node(hardware, args["partition"], Node()))
 options_written = manager.set_start_options(args["node"], [args["controller"]], conf)
 manager.service.enable()
 manager.service.start()

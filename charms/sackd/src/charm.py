@@ -7,9 +7,9 @@ from collections.abc import Iterable
 import ops
 from config import SackdConfig
 from hpc_libs.charm.base import SlurmCharm
+from hpc_libs.charm.member import ClusterMember
 from hpc_libs.charm.ports import PortRange
 from hpc_libs.errors import IntegrationError, SlurmOpsError
-from hpc_libs.interfaces.controller import ControllerData
 from hpc_libs.interfaces.cos_agent import SLURM_LOG_FILES, CosAgentProvider
 from hpc_libs.interfaces.sackd import SackdProvider
 from hpc_libs.machine.systemd import journal_reason
@@ -24,10 +24,9 @@ SLURMCTLD = "slurmctld"
 class SackdCharm(SlurmCharm[SackdConfig]):
     """Run sackd against the cluster's controllers while integrated with slurmctld.
 
-    Unit-local facts (`_stored`): `applied`, the fingerprint of the key and options sackd was
+    Unit-local fact (`_stored`): `applied`, the fingerprint of the key and options sackd was
     last restarted with (restart whenever the files differ from it or sackd is not running,
-    so a failed restart is retried); `left_relation`, the id of the relation this unit
-    departed, which must not configure sackd again while its relation-broken is pending.
+    so a failed restart is retried). `member` tracks the relation and leaves on departure.
     """
 
     _stored = ops.StoredState()
@@ -36,18 +35,17 @@ class SackdCharm(SlurmCharm[SackdConfig]):
         self.sackd = SackdManager()
         super().__init__(framework, config_type=SackdConfig, manager=self.sackd)
         self.cos_agent = CosAgentProvider(self, log_files=[SLURM_LOG_FILES])
-        self._stored.set_default(applied="", left_relation=-1)
+        self._stored.set_default(applied="")
         self.slurmctld = SackdProvider(self, SLURMCTLD)
+        self.member = ClusterMember(self, self.slurmctld, self._leave)
         self.reconcile_on(self.slurmctld.on.slurmctld_ready)
-        framework.observe(self.slurmctld.on.slurmctld_disconnected, self._on_disconnected)
 
     def reconcile(self, config: SackdConfig) -> None:
         """Write the key and controllers slurmctld shares and (re)start sackd if needed.
 
         Without a slurmctld integration, make sure the unit holds no key and runs no sackd.
         """
-        relation = self._cluster_relation()
-        if relation is None:
+        if self.member.relation is None:
             if self.sackd.key.exists() or self.sackd.service.is_active():
                 self._leave()
             self.open_ports()
@@ -76,42 +74,14 @@ class SackdCharm(SlurmCharm[SackdConfig]):
         A failure captured in this dispatch (the skeleton shows it) already says why sackd
         is not running; otherwise its journal's last fatal line does.
         """
-        relation = self._cluster_relation()
-        if relation is None:
-            yield ops.BlockedStatus("needs a slurmctld integration")
-            return
-        if problem := self.slurmctld.problem(ControllerData, relation, relation.app):
-            yield ops.WaitingStatus(problem)
-            return
-        if not self.slurmctld.is_ready():
-            yield ops.WaitingStatus("waiting for slurmctld")
-            return
-        try:
-            self.slurmctld.auth_key()
-        except IntegrationError as e:
-            yield ops.WaitingStatus(f"waiting for slurmctld's auth key: {e}")
+        if (status := self.member.status()) is not None:
+            yield status
             return
         if self.failure is None and not self.sackd.service.is_active():
             reason = journal_reason(self.sackd.daemon)
             yield ops.BlockedStatus(
                 f"sackd is not running: {reason}" if reason else "sackd is not running"
             )
-
-    def _cluster_relation(self) -> ops.Relation | None:
-        """Return the slurmctld relation, unless this unit has departed it."""
-        relation = self.slurmctld.relation
-        if relation is None or relation.id == self._stored.left_relation:
-            return None
-        return relation
-
-    def _on_disconnected(self, event: ops.RelationEvent) -> None:
-        """Leave the cluster: stop sackd and delete slurm.key; never raises.
-
-        Seen once per departing controller unit and again at relation-broken, so it is
-        idempotent. A step that fails is a status, and the next event's reconcile retries it.
-        """
-        self._stored.left_relation = event.relation.id
-        self._leave()
 
     def _leave(self) -> None:
         """Stop and disable sackd and delete slurm.key, trying every step even if one fails."""

@@ -1,14 +1,11 @@
 """The slurmctld charm's configuration options, validated."""
 
-from collections.abc import Callable
 from typing import Annotated, Any, Literal
 
 import overrides
 import pydantic
-from hpc_libs.charm.config import SlurmCharmConfig
-from hpc_libs.errors import ConfigError
+from hpc_libs.charm.config import SlurmCharmConfig, refused_parameters
 from hpc_libs.slurm import grammar
-from pydantic_core import PydanticCustomError
 
 # slurmctld refuses a MaxNodeCount above MAX_SLURM_NODES (64 * 1024, slurm.h), and slurmutils
 # renders MaxNodeCount as a uint16 below Slurm's NO_VAL16 and INFINITE16 markers: 65533 at most.
@@ -17,21 +14,6 @@ MAX_NODE_COUNT = 65533
 # high for effective fault tolerance.
 MAX_SLURMCTLD_TIMEOUT = 65533
 MAX_MESSAGE_TIMEOUT = 100
-
-
-def _parameters(parse: Callable[[str], Any]) -> pydantic.AfterValidator:
-    """Validate a `key=value` lines option with `parse`; the error names the refused key."""
-
-    def check(text: str) -> str:
-        try:
-            parse(text)
-        except ConfigError as e:
-            raise PydanticCustomError(
-                "refused_parameter", "{reason}", {"reason": e.message}
-            ) from e
-        return text
-
-    return pydantic.AfterValidator(check)
 
 
 class SlurmctldConfig(SlurmCharmConfig):
@@ -45,8 +27,13 @@ class SlurmctldConfig(SlurmCharmConfig):
     use_network_state: bool = pydantic.Field(False, strict=True)
     slurmctld_timeout: int = pydantic.Field(12, ge=2, le=MAX_SLURMCTLD_TIMEOUT, strict=True)
     message_timeout: int = pydantic.Field(6, ge=1, le=MAX_MESSAGE_TIMEOUT, strict=True)
-    slurm_conf_parameters: Annotated[str, _parameters(overrides.slurm_conf_parameters)] = ""
-    cgroup_parameters: Annotated[str, _parameters(overrides.cgroup_parameters)] = ""
+    # The operator's parameters, parsed (slurmutils fields): see `overrides`.
+    slurm_conf_parameters: Annotated[
+        dict[str, Any], refused_parameters(overrides.slurm_conf_parameters)
+    ] = pydantic.Field(default_factory=dict[str, Any])
+    cgroup_parameters: Annotated[
+        dict[str, Any], refused_parameters(overrides.cgroup_parameters)
+    ] = pydantic.Field(default_factory=dict[str, Any])
     # A slurmd application's name (Juju's application name grammar), or empty for none.
     default_partition: str = pydantic.Field("", pattern=r"^([a-z][a-z0-9-]{0,62})?$")
     metrics_interval: int = pydantic.Field(30, ge=5, le=3600, strict=True)

@@ -1,8 +1,10 @@
 """The operator's own slurm.conf and cgroup.conf parameters.
 
 `slurm-conf-parameters` and `cgroup-parameters` hold `key=value` lines, one per line; blank
-lines and lines starting with `#` are ignored. Each line is checked on its own, and the first
-bad one is refused naming its key:
+lines and lines starting with `#` are ignored. They are read by hpc_libs' one parser
+(`hpc_libs.slurm.parameters`) with this module's policies (`SLURM_CONF_PARAMETERS`,
+`CGROUP_PARAMETERS`). Each line is checked on its own, and the first bad one is refused
+naming its key:
 
 * the key must be one slurmutils' model of the file knows (any case, as Slurm reads it),
   given once, not one the charm sets itself (`SLURM_CONF_OWNED`, `CGROUP_CONF_OWNED`), and
@@ -23,21 +25,13 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from hpc_libs.errors import ConfigError
-from hpc_libs.slurm import grammar
+from hpc_libs.slurm import grammar, parameters
+from hpc_libs.slurm.parameters import owned_by
 from hpc_libs.slurm.ports import DAEMON_PORTS
-from hpc_libs.slurm.text import literals_as_yes_no, yes_no_as_literals
-from slurmutils import CGroupConfig, ModelError, SlurmConfig
-
-MAX_REASON = 160
-"""Characters of slurmutils' own explanation kept in a status message."""
-
-
-def _owned(reason: str, *keys: str) -> dict[str, str]:
-    return {key.lower(): reason for key in keys}
-
+from slurmutils import CGroupConfig, SlurmConfig
 
 SLURM_CONF_OWNED: Mapping[str, str] = {
-    **_owned(
+    **owned_by(
         "is the charm's: it writes the node sets, partitions and nodes",
         "NodeSet",
         "PartitionName",
@@ -46,10 +40,10 @@ SLURM_CONF_OWNED: Mapping[str, str] = {
         "FrontendName",
         "Include",
     ),
-    **_owned(
+    **owned_by(
         "is the charm's: the controllers are the slurmctld units", "SlurmctldHost", "SlurmctldAddr"
     ),
-    **_owned(
+    **owned_by(
         "is the charm's: it sets up authentication (auth/slurm, auth/jwt for tokens)",
         "AuthType",
         "AuthAltTypes",
@@ -57,22 +51,22 @@ SLURM_CONF_OWNED: Mapping[str, str] = {
         "AuthInfo",
         "CredType",
     ),
-    **_owned(
+    **owned_by(
         "is the charm's: the daemons' users own the key and state it writes",
         "SlurmUser",
         "SlurmdUser",
     ),
-    **_owned(
+    **owned_by(
         "is the charm's: it publishes and opens the daemons' ports",
         "SlurmctldPort",
         "SlurmdPort",
     ),
-    **_owned(
+    **owned_by(
         "is refused: only a restart applies TCP listening settings, and the charm applies "
         "slurm-conf-parameters with scontrol reconfigure",
         "CommunicationParameters",
     ),
-    **_owned(
+    **owned_by(
         "is the charm's: the integration with slurmdbd sets accounting",
         "AccountingStorageType",
         "AccountingStorageHost",
@@ -83,39 +77,36 @@ SLURM_CONF_OWNED: Mapping[str, str] = {
         "AccountingStoragePass",
         "AccountingStorageParameters",
     ),
-    **_owned(
+    **owned_by(
         "is the charm's: it keeps the state there (use-network-state)",
         "StateSaveLocation",
         "SlurmctldPrimaryOnProg",
         "SlurmctldPrimaryOffProg",
     ),
-    **_owned(
+    **owned_by(
         "is the charm's: the process-isolation option sets it",
         "ProctrackType",
         "TaskPlugin",
         "JobAcctGatherType",
     ),
-    **_owned("is the charm's: GPU nodes need select/cons_tres", "SelectType"),
-    **_owned(
+    **owned_by("is the charm's: GPU nodes need select/cons_tres", "SelectType"),
+    **owned_by(
         "is refused: slurm.conf is served to every node and readable by every user, so it "
         "holds no password",
         "JobCompPass",
     ),
-    **_owned("is the charm's: slurmctld logs there", "SlurmctldLogFile"),
-    "clustername": "is the charm's: use the cluster-name option",
-    "maxnodecount": "is the charm's: use the max-node-count option",
-    "slurmctldtimeout": "is the charm's: use the slurmctld-timeout option",
-    "messagetimeout": "is the charm's: use the message-timeout option",
+    **owned_by("is the charm's: slurmctld logs there", "SlurmctldLogFile"),
+    "ClusterName": "is the charm's: use the cluster-name option",
+    "MaxNodeCount": "is the charm's: use the max-node-count option",
+    "SlurmctldTimeout": "is the charm's: use the slurmctld-timeout option",
+    "MessageTimeout": "is the charm's: use the message-timeout option",
 }
-"""slurm.conf keys (lower case) refused from the operator, with why (most are the charm's)."""
+"""slurm.conf keys refused from the operator, with why (most are the charm's)."""
 
 CGROUP_CONF_OWNED: Mapping[str, str] = {
-    "cgroupplugin": "is the charm's: the process-isolation option sets it"
+    "CgroupPlugin": "is the charm's: the process-isolation option sets it"
 }
-"""cgroup.conf keys (lower case) the charm sets itself, with why."""
-
-SECTIONS = frozenset({"downnodes", "frontendnodes", "nodes", "nodesets", "partitions"})
-"""slurmutils' SlurmConfig fields that hold whole lines of their own, not one key."""
+"""cgroup.conf keys the charm sets itself, with why."""
 
 OWNED_ITEMS: Mapping[str, Mapping[str, str]] = {
     "slurmctldparameters": {"enable_configless": "is the charm's: it serves the configuration"},
@@ -142,6 +133,14 @@ COMBINED: Mapping[str, Callable[[Any, Any], Any]] = {
 SLURM_PORTS = DAEMON_PORTS
 
 
+SLURM_CONF_PARAMETERS = parameters.Policy(
+    SlurmConfig, separator="line", owned=SLURM_CONF_OWNED, owned_items=OWNED_ITEMS, exact=True
+)
+CGROUP_PARAMETERS = parameters.Policy(
+    CGroupConfig, separator="line", owned=CGROUP_CONF_OWNED, exact=True
+)
+
+
 def slurm_conf_parameters(text: str) -> dict[str, Any]:
     """Parse `slurm-conf-parameters` into slurmutils slurm.conf fields.
 
@@ -149,7 +148,7 @@ def slurm_conf_parameters(text: str) -> dict[str, Any]:
         ConfigError: A line is refused; `key` names its key.
 
     """
-    fields = _parse(SlurmConfig, text, SLURM_CONF_OWNED)
+    fields = parameters.parse(SLURM_CONF_PARAMETERS, text)
     first = int(fields.get("firstjobid", 1))
     last = int(fields.get("maxjobid", grammar.DEFAULT_MAX_JOB_ID))
     if first > last:
@@ -170,12 +169,12 @@ def slurm_conf_parameters(text: str) -> dict[str, Any]:
     return fields
 
 
-def srun_port_range(text: str) -> tuple[int, int] | None:
+def srun_port_range(fields: Mapping[str, Any]) -> tuple[int, int] | None:
     """Return the first and last port of the operator's `SrunPortRange`, None when unset.
 
-    `text` is a valid `slurm-conf-parameters` (the config model checked it).
+    `fields` are the parsed `slurm-conf-parameters` (the config model holds them).
     """
-    return _srun_ports(slurm_conf_parameters(text))
+    return _srun_ports(fields)
 
 
 def _srun_ports(fields: Mapping[str, Any]) -> tuple[int, int] | None:
@@ -190,20 +189,20 @@ def cgroup_parameters(text: str) -> dict[str, Any]:
         ConfigError: A line is refused; `key` names its key.
 
     """
-    return _parse(CGroupConfig, text, CGROUP_CONF_OWNED)
+    return parameters.parse(CGROUP_PARAMETERS, text)
 
 
-def with_slurm_conf_parameters(conf: SlurmConfig, text: str) -> SlurmConfig:
-    """Return the charm's slurm.conf with the operator's `slurm-conf-parameters` added.
+def with_slurm_conf_parameters(conf: SlurmConfig, fields: Mapping[str, Any]) -> SlurmConfig:
+    """Return the charm's slurm.conf with the operator's parsed `slurm-conf-parameters` added.
 
     The charm's keys win; an option list both set (`COMBINED`) holds the items of both.
     """
-    return SlurmConfig.from_dict(_merge(slurm_conf_parameters(text), conf.dict()))
+    return SlurmConfig.from_dict(_merge(fields, conf.dict()))
 
 
-def with_cgroup_parameters(cgroup: CGroupConfig, text: str) -> CGroupConfig:
-    """Return the charm's cgroup.conf with the operator's `cgroup-parameters` added."""
-    return CGroupConfig.from_dict(_merge(cgroup_parameters(text), cgroup.dict()))
+def with_cgroup_parameters(cgroup: CGroupConfig, fields: Mapping[str, Any]) -> CGroupConfig:
+    """Return the charm's cgroup.conf with the operator's parsed `cgroup-parameters` added."""
+    return CGroupConfig.from_dict(_merge(fields, cgroup.dict()))
 
 
 def _merge(operator: Mapping[str, Any], charm: Mapping[str, Any]) -> dict[str, Any]:
@@ -218,93 +217,3 @@ def _merge(operator: Mapping[str, Any], charm: Mapping[str, Any]) -> dict[str, A
         elif key in COMBINED:
             merged[key] = COMBINED[key](value, charm[key])
     return merged
-
-
-Conf = type[SlurmConfig] | type[CGroupConfig]
-
-
-def _parse(model: Conf, text: str, owned: Mapping[str, str]) -> dict[str, Any]:
-    """Check every line of `text` and return the fields they set, as slurmutils holds them."""
-    known = _known_keys(model)
-    fields: dict[str, Any] = {}
-    for number, raw in enumerate(text.split("\n"), start=1):
-        line = raw.strip()
-        if not line or line.startswith("#"):
-            continue
-        key, sep, value = line.partition("=")
-        if not sep or not key.isalnum() or not key.isascii():
-            name = line.split()[0].partition("=")[0]
-            raise ConfigError(f"{name}: line {number} is not one key=value", key=name)
-        lower = key.lower()
-        _check_key(model, key, owned, known)
-        if lower in fields:
-            raise ConfigError(f"{key} is given twice", key=key)
-        if any(char.isspace() for char in value):
-            raise ConfigError(
-                f"{key}: one key=value per line, no whitespace in the value", key=key
-            )
-        fields[lower] = _field(model, key, value)
-        for item, reason in OWNED_ITEMS.get(lower, {}).items():
-            if isinstance(fields[lower], dict) and item in fields[lower]:
-                raise ConfigError(f"{key} item {item} {reason}", key=key)
-    return fields
-
-
-def _check_key(model: Conf, key: str, owned: Mapping[str, str], known: frozenset[str]) -> None:
-    """Refuse a key the charm owns, one slurmutils does not know, or one without a rule.
-
-    Raises:
-        ConfigError: Naming the key and why.
-
-    """
-    lower = key.lower()
-    if lower in owned:
-        raise ConfigError(f"{key} {owned[lower]}", key=key)
-    if lower not in known:
-        raise ConfigError(f"unknown key {key}", key=key)
-    if not grammar.admitted(model, key):
-        raise ConfigError(
-            f"{key} is not admitted: no rule here checks its values (see the option's "
-            "description)",
-            key=key,
-        )
-
-
-def _field(model: Conf, key: str, value: str) -> Any:
-    """Check one `key=value` and return its value as slurmutils holds it.
-
-    Raises:
-        ConfigError: The value breaks Slurm's grammar, slurmutils refuses it, or slurmutils
-            would not write it back exactly as given.
-
-    """
-    try:
-        grammar.check_value(model, key, value)
-    except grammar.GrammarError as e:
-        raise ConfigError(f"invalid {key}: {e.reason}", key=key) from e
-    try:
-        parsed = model.from_str(yes_no_as_literals(f"{key}={value}")).dict()
-        written = literals_as_yes_no(str(model.from_dict(parsed)))
-    except (ModelError, ValueError, TypeError) as e:
-        raise ConfigError(f"invalid {key}: {_short(str(e))}", key=key) from e
-    written_key, _, written_value = written.partition("=")
-    same = yes_no_as_literals(written) == yes_no_as_literals(f"{key.lower()}={value}")
-    if len(parsed) != 1 or written_key != key.lower() or not same:
-        raise ConfigError(
-            f"invalid {key}: {value!r} would be written as {written_value!r}", key=key
-        )
-    return next(iter(parsed.values()))
-
-
-def _known_keys(model: Conf) -> frozenset[str]:
-    """Return the keys slurmutils' model knows: lower case, no underscores, as Slurm matches.
-
-    Without slurm.conf's sections (nodes, node sets, partitions...), which are no keys.
-    """
-    names = {name.replace("_", "").lower() for name in model.__annotations__}
-    return frozenset(names - SECTIONS)
-
-
-def _short(reason: str) -> str:
-    first = reason.splitlines()[0] if reason else "not a valid value"
-    return first if len(first) <= MAX_REASON else first[: MAX_REASON - 3] + "..."

@@ -13,7 +13,7 @@ import node
 import ops
 from config import SlurmdConfig, parse_node_parameters, partition_data
 from hpc_libs.charm.base import SlurmCharm
-from hpc_libs.charm.config import load_valid_config
+from hpc_libs.charm.member import NEEDS_SLURMCTLD, WAITING_FOR_SLURMCTLD
 from hpc_libs.charm.ports import PortRange
 from hpc_libs.errors import ConfigError, IntegrationError, SlurmOpsError
 from hpc_libs.interfaces.cos_agent import SLURM_LOG_FILES, CosAgentProvider
@@ -113,7 +113,7 @@ class SlurmdCharm(SlurmCharm[SlurmdConfig]):
         """
         if self._stored.left:
             return
-        config = load_valid_config(self, SlurmdConfig) or SlurmdConfig()
+        config = self.valid_config() or SlurmdConfig()
         leaving = departure.Departure(self.node_name, self.slurmd, self._report_leaving)
         outcome = leaving.leave(
             enlisted=bool(self._stored.registered), timeout=config.retire_timeout_seconds
@@ -177,7 +177,7 @@ class SlurmdCharm(SlurmCharm[SlurmdConfig]):
         if stored.left and related:
             return ops.MaintenanceStatus(_left_message(str(stored.departure)))
         if not related:
-            return ops.BlockedStatus("needs an integration with slurmctld")
+            return ops.BlockedStatus(NEEDS_SLURMCTLD)
         if (problem := self._partition_problem(config)) is not None:
             return ops.BlockedStatus(problem)
         if (
@@ -187,7 +187,7 @@ class SlurmdCharm(SlurmCharm[SlurmdConfig]):
         if error := self.hardware.error:
             return ops.BlockedStatus(f"hardware detection failed, node config kept: {error}")
         if not stored.registered:
-            return ops.WaitingStatus("waiting for slurmctld")
+            return ops.WaitingStatus(WAITING_FOR_SLURMCTLD)
         if self._reregistering():
             return ops.MaintenanceStatus("draining to register new configuration")
         if not self.slurmd.service.is_active():

@@ -29,11 +29,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from hpc_libs.errors import ConfigError, SlurmOpsError
-from hpc_libs.interfaces.slurmd import NO_JOBS_MESSAGE, REREGISTER_REASON, RETIRE_REASON
-from hpc_libs.slurm import grammar, slurmd
-from hpc_libs.slurm.base import SLURM_USER, parse_config_line
+from hpc_libs.interfaces.slurmd import REREGISTER_REASON, RETIRE_REASON
+from hpc_libs.slurm import grammar, parameters, slurmd
+from hpc_libs.slurm.base import SLURM_USER
+from hpc_libs.slurm.scontrol import NO_JOBS_MESSAGE, Scontrol
 from hpc_libs.slurm.scontrol import Node as ScontrolNode
-from hpc_libs.slurm.scontrol import Scontrol
 from slurmutils import ModelError, Node
 
 logger = logging.getLogger(__name__)
@@ -100,7 +100,7 @@ def check_conf(conf: dict[str, Any]) -> None:
     except grammar.GrammarError as e:
         raise ConfigError(f"node-config: {e}", key=e.key) from e
     rendered = conf_string(conf)
-    if parse_config_line(Node, rendered).dict() != conf:
+    if parameters.parse(slurmd.NODE_LINE, rendered) != conf:
         raise ConfigError(f"node-config: {rendered!r} does not read back as given")
 
 

@@ -4,14 +4,15 @@
 import logging
 import socket
 from collections.abc import Iterable
+from typing import Any
 
 import ops
 import roles
 from config import SlurmdbdConfig
 from hpc_libs.charm.base import SlurmCharm
+from hpc_libs.charm.member import NEEDS_SLURMCTLD, ClusterMember
 from hpc_libs.charm.ports import PortRange
 from hpc_libs.errors import ConfigError, IntegrationError, SlurmOpsError
-from hpc_libs.interfaces.controller import ControllerData
 from hpc_libs.interfaces.cos_agent import SLURM_LOG_FILES, CosAgentProvider
 from hpc_libs.interfaces.mysql_client import MysqlConnection, MysqlRequirer
 from hpc_libs.interfaces.slurmdbd import DbdEntry, JwtKeyData, SlurmdbdData, SlurmdbdProvider
@@ -22,7 +23,6 @@ from hpc_libs.slurm.slurmdbd import (
     DbdHosts,
     SlurmdbdManager,
     StorageSettings,
-    parse_parameters,
 )
 
 logger = logging.getLogger(__name__)
@@ -57,6 +57,7 @@ class SlurmdbdCharm(SlurmCharm[SlurmdbdConfig]):
         self._stored.set_default(applied="")
         self.database = MysqlRequirer(self, DATABASE, DATABASE_NAME)
         self.slurmctld = SlurmdbdProvider(self, SLURMCTLD)
+        self.member = ClusterMember(self, self.slurmctld)  # leaves from its reconcile
         self.peer = SlurmdbdPeer(self, PEER)
         database = self.on[DATABASE]
         self.reconcile_on(
@@ -138,7 +139,7 @@ class SlurmdbdCharm(SlurmCharm[SlurmdbdConfig]):
         if not self.database.is_joined():
             yield ops.BlockedStatus("needs a database integration")
         if not self.slurmctld.is_joined():
-            yield ops.BlockedStatus("needs a slurmctld integration")
+            yield ops.BlockedStatus(NEEDS_SLURMCTLD)
         if problem := self.database.connection_problem():
             yield ops.BlockedStatus(f"database: {problem}")
             return
@@ -181,18 +182,10 @@ class SlurmdbdCharm(SlurmCharm[SlurmdbdConfig]):
         return f"backup slurmdbd for {primary.hostname}, standing by; "
 
     def _slurmctld_waiting(self) -> ops.StatusBase | None:
-        relation = self.slurmctld.relation
-        if relation is None:
+        if (waiting := self.member.waiting_status(JwtKeyData)) is not None:
+            return waiting
+        if self.slurmctld.relation is None:
             return None
-        for model in (ControllerData, JwtKeyData):
-            if problem := self.slurmctld.problem(model, relation, relation.app):
-                return ops.WaitingStatus(problem)
-        if not self.slurmctld.is_ready():
-            return ops.WaitingStatus("waiting for slurmctld")
-        try:
-            self.slurmctld.auth_key()
-        except IntegrationError as e:
-            return ops.WaitingStatus(f"waiting for slurmctld's auth key: {e}")
         try:
             self.slurmctld.jwt_key()
         except IntegrationError as e:
@@ -212,10 +205,10 @@ class SlurmdbdCharm(SlurmCharm[SlurmdbdConfig]):
             logger.warning("not configuring slurmdbd: %s", e)
             return None
 
-    def _parameters_or_none(self, config: SlurmdbdConfig) -> dict[str, str] | None:
+    def _parameters_or_none(self, config: SlurmdbdConfig) -> dict[str, Any] | None:
         """Return the operator's slurmdbd.conf settings, or None (logged) if one is invalid."""
         try:
-            return parse_parameters(config.slurmdbd_conf_parameters)
+            return config.slurmdbd_conf_parameters.get()
         except ConfigError as e:
             logger.warning("keeping slurmdbd.conf as it is: %s: %s", PARAMETERS_OPTION, e)
             return None
@@ -263,7 +256,7 @@ class SlurmdbdCharm(SlurmCharm[SlurmdbdConfig]):
 def _parameters_problem(config: SlurmdbdConfig) -> str | None:
     """Say which operator setting is refused, naming the option and the key; None if valid."""
     try:
-        parse_parameters(config.slurmdbd_conf_parameters)
+        config.slurmdbd_conf_parameters.get()
     except ConfigError as e:
         return f"{PARAMETERS_OPTION}: {e.message}"
     return None

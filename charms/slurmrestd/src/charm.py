@@ -8,6 +8,7 @@ import ops
 from conf_watch import conf_watch
 from config import SlurmrestdConfig
 from hpc_libs.charm.base import SlurmCharm
+from hpc_libs.charm.member import ClusterMember
 from hpc_libs.charm.ports import PortRange
 from hpc_libs.errors import IntegrationError, ScontrolError, SlurmOpsError
 from hpc_libs.interfaces.controller import ControllerData
@@ -50,8 +51,8 @@ class SlurmrestdCharm(SlurmCharm[SlurmrestdConfig]):
     Unit-local facts (`_stored`): `applied_sackd` and `applied`, the fingerprints sackd and
     slurmrestd were last restarted with (a daemon is restarted whenever its fingerprint
     differs or it is not running, so a failed restart is retried, and a slurm.conf sackd
-    re-fetched reaches slurmrestd at the next event); `left_relation`, the id of the relation
-    this unit departed.
+    re-fetched reaches slurmrestd at the next event). `member` tracks the relation and leaves
+    on departure.
     """
 
     on = SlurmrestdCharmEvents()  # pyright: ignore[reportAssignmentType, reportIncompatibleVariableOverride]
@@ -62,22 +63,22 @@ class SlurmrestdCharm(SlurmCharm[SlurmrestdConfig]):
         self.conf_watch = conf_watch(self.slurmrestd.cached_conf_path, self.slurmrestd.root)
         super().__init__(framework, config_type=SlurmrestdConfig, manager=self.slurmrestd)
         self.cos_agent = CosAgentProvider(self, log_files=[SLURM_LOG_FILES])
-        self._stored.set_default(applied="", applied_sackd="", left_relation=-1)
+        self._stored.set_default(applied="", applied_sackd="")
         self.slurmctld = SlurmrestdProvider(self, SLURMCTLD)
+        self.member = ClusterMember(self, self.slurmctld, self._leave)
         self.rest_api = RestApiProvider(self, REST_API)
         self.reconcile_on(
             self.slurmctld.on.slurmctld_ready,
             self.on[REST_API].relation_joined,
             self.on.slurmrestd_conf_changed,
         )
-        framework.observe(self.slurmctld.on.slurmctld_disconnected, self._on_disconnected)
 
     def reconcile(self, config: SlurmrestdConfig) -> None:
         """Run sackd with slurmctld's key and controllers, then slurmrestd on its copy.
 
         Without a slurmctld integration, make sure the unit holds no key and runs neither.
         """
-        if self._cluster_relation() is None:
+        if self.member.relation is None:
             self._leave()
             return
         self.open_ports(PortRange.single(config.port), PortRange.single(SLURMD_PORT))
@@ -117,18 +118,7 @@ class SlurmrestdCharm(SlurmCharm[SlurmrestdConfig]):
 
     def _integration_status(self) -> ops.StatusBase | None:
         """Return what the slurmctld integration lacks (itself, valid data, the key), or None."""
-        relation = self._cluster_relation()
-        if relation is None:
-            return ops.BlockedStatus("needs a slurmctld integration")
-        if problem := self.slurmctld.problem(ControllerData, relation, relation.app):
-            return ops.WaitingStatus(problem)
-        if not self.slurmctld.is_ready():
-            return ops.WaitingStatus("waiting for slurmctld")
-        try:
-            self.slurmctld.auth_key()
-        except IntegrationError as e:
-            return ops.WaitingStatus(f"waiting for slurmctld's auth key: {e}")
-        return None
+        return self.member.status()
 
     def _workload_status(self, config: SlurmrestdConfig) -> ops.StatusBase | None:
         """Return the state of sackd, the fetched config, slurmrestd, then the controller.
@@ -182,18 +172,6 @@ class SlurmrestdCharm(SlurmCharm[SlurmrestdConfig]):
                 return None
             host = str(address)
         return rest_url(host, config.port)
-
-    def _cluster_relation(self) -> ops.Relation | None:
-        """Return the slurmctld relation, unless this unit has departed it."""
-        relation = self.slurmctld.relation
-        if relation is None or relation.id == self._stored.left_relation:
-            return None
-        return relation
-
-    def _on_disconnected(self, event: ops.RelationEvent) -> None:
-        """Leave the cluster; idempotent (seen per departing controller unit, then broken)."""
-        self._stored.left_relation = event.relation.id
-        self._leave()
 
     def _leave(self) -> None:
         """Stop slurmrestd and sackd, delete slurm.key, close the port, withdraw the URL.

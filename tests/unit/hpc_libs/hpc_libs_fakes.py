@@ -3,9 +3,12 @@
 import subprocess
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import pytest
 from hpc_libs.errors import SlurmOpsError
+from hpc_libs.slurm import parameters, slurmd
+from slurmutils import Node
 
 
 @dataclass
@@ -70,3 +73,14 @@ class FakeRun:
                 returncode=result.returncode,
             )
         return result
+
+
+def parse_config_line(model: Any, text: str) -> Any:
+    """A partition or node line read with hpc_libs' one parser, no key owned by a charm."""
+    return model.from_dict(parameters.parse(parameters.Policy(model), text))
+
+
+def node_config(hardware: Mapping[str, int | str], feature: str, admin: str = "") -> str:
+    """The `--conf` line as the slurmd charm builds it: hardware, feature, admin parameters."""
+    admin_node = Node.from_dict(parameters.parse(slurmd.NODE_LINE, admin))
+    return slurmd.node_conf_string(slurmd.merge_node(hardware, feature, admin_node))

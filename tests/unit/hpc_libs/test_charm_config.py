@@ -1,49 +1,74 @@
 """The config every Slurm charm shares, and how a bad option reaches the operator."""
 
 import logging
+from collections.abc import Iterable
+from typing import Annotated, Any
 
 import ops
 import pydantic
 import pytest
+from charm_testing import FakeMachine, already_installed
+from hpc_libs.charm.base import SlurmCharm
 from hpc_libs.charm.config import (
+    Parameters,
     SlurmCharmConfig,
-    config_problem,
     describe_validation_error,
-    load_valid_config,
+    parsed_parameters,
+    refused_parameters,
 )
+from hpc_libs.errors import ConfigError
+from hpc_libs.slurm.sackd import SackdManager
 from ops import testing
+
+PARSED: list[str] = []
+
+
+def _parse(text: str) -> dict[str, Any]:
+    PARSED.append(text)
+    key, _, value = text.partition("=")
+    if key == "bad":
+        raise ConfigError("bad is refused", key="bad")
+    return {key: value} if text else {}
 
 
 class ExampleConfig(SlurmCharmConfig):
     max_node_count: int = pydantic.Field(default=1024, ge=1)
+    strict_parameters: Annotated[dict[str, Any], refused_parameters(_parse)] = pydantic.Field(
+        default_factory=dict[str, Any]
+    )
+    lenient_parameters: Annotated[Parameters, parsed_parameters(_parse)] = Parameters()
 
 
-class ExampleCharm(ops.CharmBase):
+class ExampleCharm(SlurmCharm[ExampleConfig]):
     """Acts on valid config only and blocks naming the bad option."""
 
     def __init__(self, framework: ops.Framework) -> None:
-        super().__init__(framework)
-        self.seen: list[ExampleConfig | None] = []
-        framework.observe(self.on.config_changed, self._on_config_changed)
-        framework.observe(self.on.collect_unit_status, self._on_collect_unit_status)
+        self.sackd = SackdManager()
+        super().__init__(framework, config_type=ExampleConfig, manager=self.sackd)
+        self.seen: list[ExampleConfig] = []
 
-    def _on_config_changed(self, _: ops.EventBase) -> None:
-        self.seen.append(load_valid_config(self, ExampleConfig))
+    def reconcile(self, config: ExampleConfig) -> None:
+        self.seen.append(config)
 
-    def _on_collect_unit_status(self, event: ops.CollectStatusEvent) -> None:
-        if problem := config_problem(self, ExampleConfig):
-            event.add_status(ops.BlockedStatus(problem))
-        event.add_status(ops.ActiveStatus())
+    def statuses(self, config: ExampleConfig) -> Iterable[ops.StatusBase]:
+        try:
+            config.lenient_parameters.get()
+        except ConfigError as e:
+            yield ops.BlockedStatus(f"lenient-parameters: {e.message}")
 
 
 OPTIONS = {
     "slurm-package-source": {"type": "string", "default": "auto"},
     "max-node-count": {"type": "int", "default": 1024},
+    "strict-parameters": {"type": "string", "default": ""},
+    "lenient-parameters": {"type": "string", "default": ""},
 }
+INSTALLED = testing.State(stored_states={already_installed("ExampleCharm")})
 
 
 @pytest.fixture
-def ctx() -> testing.Context[ExampleCharm]:
+def ctx(machine: FakeMachine) -> testing.Context[ExampleCharm]:
+    del machine
     return testing.Context(ExampleCharm, meta={"name": "example"}, config={"options": OPTIONS})
 
 
@@ -73,7 +98,8 @@ def test_an_error_about_no_single_option_names_the_config():
 
 
 def test_valid_config_is_loaded_and_leaves_the_status_alone(ctx: testing.Context[ExampleCharm]):
-    with ctx(ctx.on.config_changed(), testing.State(config={"max-node-count": 8})) as manager:
+    state_in = testing.State(config={"max-node-count": 8}, stored_states=INSTALLED.stored_states)
+    with ctx(ctx.on.config_changed(), state_in) as manager:
         state = manager.run()
         seen = manager.charm.seen
 
@@ -86,13 +112,56 @@ def test_an_invalid_option_is_not_acted_on_and_blocks_naming_it(
 ):
     with (
         caplog.at_level(logging.WARNING),
-        ctx(ctx.on.config_changed(), testing.State(config={"max-node-count": 0})) as manager,
+        ctx(
+            ctx.on.config_changed(),
+            testing.State(config={"max-node-count": 0}, stored_states=INSTALLED.stored_states),
+        ) as manager,
     ):
         state = manager.run()
         seen = manager.charm.seen
 
-    assert seen == [None]
+    assert seen == []
     assert "'max-node-count'" in caplog.text
     assert state.unit_status == ops.BlockedStatus(
         "invalid config option 'max-node-count': Input should be greater than or equal to 1"
     )
+
+
+def test_parameters_are_parsed_once_per_dispatch_into_fields(ctx: testing.Context[ExampleCharm]):
+    PARSED.clear()
+    config = {"strict-parameters": "a=1", "lenient-parameters": "b=2"}
+    state_in = testing.State(config=config, stored_states=INSTALLED.stored_states)
+    with ctx(ctx.on.config_changed(), state_in) as manager:
+        state = manager.run()
+        seen = manager.charm.seen
+
+    assert sorted(PARSED) == ["a=1", "b=2"]
+    assert seen[0].strict_parameters == {"a": "1"}
+    assert seen[0].lenient_parameters.get() == {"b": "2"}
+    assert state.unit_status == ops.ActiveStatus()
+
+
+def test_refused_strict_parameters_make_the_config_invalid(ctx: testing.Context[ExampleCharm]):
+    state_in = testing.State(
+        config={"strict-parameters": "bad=1"}, stored_states=INSTALLED.stored_states
+    )
+    state = ctx.run(ctx.on.config_changed(), state_in)
+
+    assert state.unit_status == ops.BlockedStatus(
+        "invalid config option 'strict-parameters': bad is refused"
+    )
+
+
+def test_refused_lenient_parameters_leave_the_other_options_applied(
+    ctx: testing.Context[ExampleCharm],
+):
+    state_in = testing.State(
+        config={"lenient-parameters": "bad=1", "max-node-count": 8},
+        stored_states=INSTALLED.stored_states,
+    )
+    with ctx(ctx.on.config_changed(), state_in) as manager:
+        state = manager.run()
+        seen = manager.charm.seen
+
+    assert seen[0].max_node_count == 8
+    assert state.unit_status == ops.BlockedStatus("lenient-parameters: bad is refused")

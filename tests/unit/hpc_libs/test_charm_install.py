@@ -17,7 +17,8 @@ class ReconcilingCharm(ops.CharmBase):
         framework.observe(self.on.update_status, self._reconcile)
 
     def _reconcile(self, _: ops.EventBase) -> None:
-        self.installer.ensure_installed("archive")
+        if not self.installer.installed:  # as SlurmCharm does before every reconcile
+            self.installer.install("archive")
 
 
 @pytest.fixture

@@ -7,9 +7,9 @@ from hpc_libs.errors import ConfigError
 from hpc_libs.interfaces.base import describe_invalid
 from hpc_libs.interfaces.slurmd import ComputeData, ControllerData, ControllerEntry
 from hpc_libs.slurm import grammar
-from hpc_libs.slurm.base import conf_server_option, parse_config_line
-from hpc_libs.slurm.slurmd import node_config
+from hpc_libs.slurm.base import conf_server_option
 from hpc_libs.slurm.text import literals_as_yes_no
+from hpc_libs_fakes import node_config, parse_config_line
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError

@@ -5,14 +5,16 @@ from pathlib import Path
 import pytest
 from hpc_libs.errors import ConfigError
 from hpc_libs.machine import files
+from hpc_libs.slurm.grammar import SLURMDBD_CONF
 from hpc_libs.slurm.slurmdbd import (
-    OWNED_KEYS,
-    PARAMETER_RULES,
+    PARAMETERS,
     DbdHosts,
     SlurmdbdManager,
     StorageSettings,
     parse_parameters,
 )
+
+OWNED_KEYS = sorted(PARAMETERS.owned)
 
 STORAGE = StorageSettings("10.0.0.5", 3306, "slurm_acct_db", "relation-7", "Zq3xV9pL2mN8")
 
@@ -59,14 +61,14 @@ def test_hosts_breaking_the_grammar_are_refused_naming_the_key(
 
 
 def test_operator_parameters_come_after_the_charms_keys(manager: SlurmdbdManager):
-    manager.write_config(DbdHosts("dbd-0"), STORAGE, {"DebugLevel": "verbose"})
+    manager.write_config(DbdHosts("dbd-0"), STORAGE, {"debuglevel": "verbose"})
 
     assert lines(manager)[-1] == "debuglevel=verbose"
 
 
 def test_parameters_are_checked_again_when_written(manager: SlurmdbdManager):
     with pytest.raises(ConfigError) as raised:
-        manager.write_config(DbdHosts("dbd-0"), STORAGE, {"StorageHost": "10.9.9.9"})
+        manager.write_config(DbdHosts("dbd-0"), STORAGE, {"storagehost": "10.9.9.9"})
 
     assert raised.value.key == "StorageHost"
     assert not manager.config.path.exists()
@@ -76,17 +78,17 @@ def test_parameters_are_checked_again_when_written(manager: SlurmdbdManager):
     ("text", "expected"),
     [
         ("", {}),
-        ("debuglevel=DEBUG2", {"DebugLevel": "debug2"}),
-        ("TrackWCKey=TRUE archivejobs=0", {"TrackWCKey": "yes", "ArchiveJobs": "no"}),
-        ("DebugFlags=DB_Job,DB_QUERY", {"DebugFlags": "db_job,db_query"}),
-        ("Parameters=PreserveCaseUser", {"Parameters": "preservecaseuser"}),
-        ("HashPlugin=hash/K12", {"HashPlugin": "hash/k12"}),
-        ("MaxQueryTimeRange=1-00:00:00", {"MaxQueryTimeRange": "1-00:00:00"}),
-        ("PurgeEventAfter=1Month", {"PurgeEventAfter": "1months"}),
-        ("PurgeJobAfter=12", {"PurgeJobAfter": "12months"}),
-        ("PurgeStepAfter=012HOUR", {"PurgeStepAfter": "12hours"}),
-        ("ArchiveDir=/var/spool/slurm-archive", {"ArchiveDir": "/var/spool/slurm-archive"}),
-        ("LogTimeFormat=RFC3339,format_stderr", {"LogTimeFormat": "rfc3339,format_stderr"}),
+        ("debuglevel=DEBUG2", {"debuglevel": "debug2"}),
+        ("TrackWCKey=TRUE archivejobs=0", {"trackwckey": True, "archivejobs": False}),
+        ("DebugFlags=DB_Job,DB_QUERY", {"debugflags": ["db_job", "db_query"]}),
+        ("Parameters=PreserveCaseUser", {"parameters": {"preservecaseuser": True}}),
+        ("HashPlugin=hash/K12", {"hashplugin": "hash/k12"}),
+        ("MaxQueryTimeRange=1-00:00:00", {"maxquerytimerange": "1-00:00:00"}),
+        ("PurgeEventAfter=1Month", {"purgeeventafter": "1months"}),
+        ("PurgeJobAfter=12", {"purgejobafter": "12months"}),
+        ("PurgeStepAfter=012HOUR", {"purgestepafter": "12hours"}),
+        ("ArchiveDir=/var/spool/slurm-archive", {"archivedir": "/var/spool/slurm-archive"}),
+        ("LogTimeFormat=RFC3339,format_stderr", {"logtimeformat": "rfc3339,format_stderr"}),
     ],
 )
 def test_accepted_settings_are_spelled_for_slurmutils(
@@ -136,7 +138,7 @@ EXAMPLES = {
 
 
 def test_every_rule_has_accepted_examples():
-    assert set(EXAMPLES) == set(PARAMETER_RULES)
+    assert set(EXAMPLES) == set(SLURMDBD_CONF)
 
 
 @pytest.mark.parametrize("key", sorted(EXAMPLES))
@@ -174,7 +176,7 @@ def test_purge_ages_slurm_refuses_or_garbles_are_refused(text: str, words: str):
 
 
 def test_no_key_is_both_accepted_and_owned():
-    assert not {k.lower() for k in PARAMETER_RULES} & {k.lower() for k in OWNED_KEYS}
+    assert not {k.lower() for k in SLURMDBD_CONF} & {k.lower() for k in OWNED_KEYS}
 
 
 @pytest.mark.parametrize(

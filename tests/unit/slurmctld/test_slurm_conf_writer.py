@@ -116,8 +116,8 @@ def test_accepted_values_reach_slurm_conf_through_the_writer_unchanged(
     config = SlurmctldManager(tmp_path).config
     for value in accepted(key):
         fields = overrides.slurm_conf_parameters(f"{key}={value}")
-        conf = overrides.with_slurm_conf_parameters(SlurmConfig.from_dict(dict(CHARM_CONF)), "")
-        conf = overrides.with_slurm_conf_parameters(conf, f"{key}={value}")
+        conf = SlurmConfig.from_dict(dict(CHARM_CONF))
+        conf = overrides.with_slurm_conf_parameters(conf, fields)
 
         config.write(conf)
 

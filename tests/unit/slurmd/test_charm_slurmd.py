@@ -77,7 +77,7 @@ def test_install_from_ppa(ctx, machine):
 
     assert {"slurmd", "slurm-client"} <= machine.installed
     assert machine.ran("add-apt-repository")
-    assert out.unit_status == testing.BlockedStatus("needs an integration with slurmctld")
+    assert out.unit_status == testing.BlockedStatus("needs a slurmctld integration")
 
 
 def test_install_from_archive_adds_no_repository(ctx, machine):
@@ -136,10 +136,18 @@ def test_non_leader_does_not_publish(ctx, machine):
 @pytest.mark.parametrize(
     ("partition_config", "message"),
     [
-        ("Foo=1", "partition-config: unknown key 'Foo'"),
-        ("MaxTime=60 Default=maybe", "partition-config: invalid value for key 'Default'"),
-        ("MaxTime", "partition-config: no value for key 'MaxTime'"),
-        ("Nodes=other", "partition-config: key 'nodes' is set by the charm"),
+        ("Foo=1", "partition-config: unknown key Foo"),
+        (
+            "MaxTime=60 Default=maybe",
+            "partition-config: invalid Default: 'maybe' is not one of YES, NO, TRUE, FALSE, "
+            "UP, DOWN, 1, 0",
+        ),
+        ("MaxTime", "partition-config: 'MaxTime' is not key=value"),
+        (
+            "Nodes=other",
+            "partition-config: Nodes is the charm's: it names the partition and its nodes "
+            "after the application",
+        ),
     ],
 )
 def test_bad_partition_config_blocks_naming_the_key_and_keeps_the_last_partition(
@@ -340,7 +348,7 @@ def test_node_config_while_reregistering_does_not_start_a_second_transient(ctx, 
 
 @pytest.mark.parametrize(
     "bad",
-    [("Bogus=1", "Bogus"), ("CPUs=many", "CPUs"), ("State=down", "state"), ("Weight", "Weight")],
+    [("Bogus=1", "Bogus"), ("CPUs=many", "CPUs"), ("State=down", "State"), ("Weight", "Weight")],
 )
 def test_node_config_invalid_input_fails_and_changes_nothing(
     ctx, machine, tmp_path, enlisted, bad
@@ -351,7 +359,8 @@ def test_node_config_invalid_input_fails_and_changes_nothing(
     with pytest.raises(testing.ActionFailed) as failure:
         ctx.run(ctx.on.action("node-config", params={"parameters": parameters}), enlisted)
 
-    assert f"'{key}'" in failure.value.message
+    assert failure.value.message.startswith("node-config: ")
+    assert key in failure.value.message
     assert options(tmp_path) == before
     assert machine.commands == []
     assert machine.service_calls == []

@@ -59,12 +59,14 @@ from collections.abc import Iterable
 from typing import Generic
 
 import ops
+import pydantic
 
 from hpc_libs.charm import ports
-from hpc_libs.charm.config import C, config_problem, load_valid_config
+from hpc_libs.charm.config import C, describe_validation_error
 from hpc_libs.charm.install import SlurmInstaller
 from hpc_libs.charm.ports import PortRange
 from hpc_libs.errors import SlurmOpsError
+from hpc_libs.slurm import schema_cache
 from hpc_libs.slurm.base import SlurmManager
 from hpc_libs.slurm.version import unsupported_reason
 
@@ -81,7 +83,10 @@ class SlurmCharm(ops.CharmBase, Generic[C]):
         self, framework: ops.Framework, *, config_type: type[C], manager: SlurmManager
     ) -> None:
         super().__init__(framework)
+        # slurmutils re-checks its own schemas on every model it builds: check each once.
+        schema_cache.install()
         self.config_type = config_type
+        self._config: C | pydantic.ValidationError | None = None
         self.manager = manager
         self.installer = SlurmInstaller(self, manager)
         self.failure: SlurmOpsError | None = None
@@ -145,8 +150,28 @@ class SlurmCharm(ops.CharmBase, Generic[C]):
     def _on_upgrade_charm(self, _: ops.UpgradeCharmEvent) -> None:
         self._converge(refresh=True)
 
+    def valid_config(self) -> C | None:
+        """Return the config, or None (logged) when an option is invalid.
+
+        Loaded once per dispatch (the config cannot change within one): options of Slurm
+        parameters are parsed then, once (see `hpc_libs.charm.config`).
+        """
+        config = self._loaded_config()
+        if isinstance(config, pydantic.ValidationError):
+            logger.warning("not acting on invalid config: %s", describe_validation_error(config))
+            return None
+        return config
+
+    def _loaded_config(self) -> C | pydantic.ValidationError:
+        if self._config is None:
+            try:
+                self._config = self.load_config(self.config_type)
+            except pydantic.ValidationError as e:
+                self._config = e
+        return self._config
+
     def _converge(self, *, refresh: bool) -> SlurmOpsError | None:
-        config = load_valid_config(self, self.config_type)
+        config = self.valid_config()
         if config is None:
             return None
         try:
@@ -178,9 +203,7 @@ class SlurmCharm(ops.CharmBase, Generic[C]):
     def _on_collect_unit_status(self, event: ops.CollectStatusEvent) -> None:
         for status in self._preamble():
             event.add_status(status)
-        if (config := load_valid_config(self, self.config_type)) is not None and not (
-            self._blocked_before_reconcile()
-        ):
+        if (config := self.valid_config()) is not None and not (self._blocked_before_reconcile()):
             for status in self.statuses(config):
                 event.add_status(status)
         event.add_status(ops.ActiveStatus())
@@ -191,8 +214,8 @@ class SlurmCharm(ops.CharmBase, Generic[C]):
     def _preamble(self) -> list[ops.StatusBase]:
         """Statuses every Slurm charm shares, before its own."""
         statuses: list[ops.StatusBase] = []
-        if problem := config_problem(self, self.config_type):
-            statuses.append(ops.BlockedStatus(problem))
+        if isinstance(error := self._loaded_config(), pydantic.ValidationError):
+            statuses.append(ops.BlockedStatus(describe_validation_error(error)))
         if self.failure is not None:
             statuses.append(_failure_status(self.failure))
         if not self.installer.installed:

@@ -1,19 +1,25 @@
 """The configuration every Slurm charm shares, and how a bad option is reported.
 
-Each charm's config model subclasses `SlurmCharmConfig` with its own options. Handlers read
-the config with `load_valid_config` and act only on valid input; the collect-status handler
-blocks with `config_problem`, which names the offending option as the operator spells it.
+Each charm's config model subclasses `SlurmCharmConfig` with its own options. The charm
+(`hpc_libs.charm.base.SlurmCharm.valid_config`) loads it once per dispatch and acts only on
+valid input; its collect-status handler blocks with `describe_validation_error`, which names
+the offending option as the operator spells it.
+
+An option of Slurm `key=value` parameters is parsed once, when the model is loaded: its field
+holds the parsed fields, not the text. With `refused_parameters` a refused item makes the
+whole config invalid; with `parsed_parameters` the field holds the refusal instead
+(`Parameters.error`), so the charm blocks on that option alone and applies the others.
 """
 
-import logging
-from typing import TypeVar
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
 
-import ops
 import pydantic
+from pydantic_core import PydanticCustomError
 
+from hpc_libs.errors import ConfigError
 from hpc_libs.slurm.base import PackageSource
-
-logger = logging.getLogger(__name__)
 
 
 class SlurmCharmConfig(pydantic.BaseModel):
@@ -41,23 +47,64 @@ def describe_validation_error(error: pydantic.ValidationError) -> str:
     return f"invalid config option '{option}': {first['msg']}"
 
 
-def load_valid_config(charm: ops.CharmBase, model: type[C]) -> C | None:
-    """Return the charm's config as `model`, or None (logged) when an option is invalid.
+Parse = Callable[[str], dict[str, Any]]
+"""Read an option's text as slurmutils fields; raise ConfigError naming the refused key."""
 
-    Handlers skip their work on None; the collect-status handler reports the bad option
-    (see `config_problem`).
+
+@dataclass(frozen=True)
+class Parameters:
+    """An option's parameters as parsed when the config was loaded: fields, or the refusal."""
+
+    fields: Mapping[str, Any] = field(default_factory=dict[str, Any])
+    error: str | None = None
+    """The refusal's message, naming the key (`key`); None when the text was accepted."""
+    key: str = ""
+
+    def get(self) -> dict[str, Any]:
+        """Return the fields.
+
+        Raises:
+            ConfigError: The option's text was refused.
+
+        """
+        if self.error is not None:
+            raise ConfigError(self.error, key=self.key)
+        return dict(self.fields)
+
+
+def _text(value: object) -> str:
+    if not isinstance(value, str):
+        raise PydanticCustomError("string_type", "Input should be a valid string")
+    return value
+
+
+def refused_parameters(parse: Parse) -> pydantic.PlainValidator:
+    """Validate a parameters option with `parse`; the field holds the fields it returns.
+
+    A refused item makes the config invalid: the error names the option and the key.
     """
-    try:
-        return charm.load_config(model)
-    except pydantic.ValidationError as e:
-        logger.warning("not acting on invalid config: %s", describe_validation_error(e))
-        return None
+
+    def validate(value: object) -> dict[str, Any]:
+        try:
+            return parse(_text(value))
+        except ConfigError as e:
+            raise PydanticCustomError(
+                "refused_parameter", "{reason}", {"reason": e.message}
+            ) from e
+
+    return pydantic.PlainValidator(validate)
 
 
-def config_problem(charm: ops.CharmBase, model: type[SlurmCharmConfig]) -> str | None:
-    """Return a status message naming the first invalid option, or None if all are valid."""
-    try:
-        charm.load_config(model)
-    except pydantic.ValidationError as e:
-        return describe_validation_error(e)
-    return None
+def parsed_parameters(parse: Parse) -> pydantic.PlainValidator:
+    """Parse a parameters option with `parse`; the field holds a `Parameters`.
+
+    A refused item leaves the config valid: `Parameters.get` raises the refusal.
+    """
+
+    def validate(value: object) -> Parameters:
+        try:
+            return Parameters(parse(_text(value)))
+        except ConfigError as e:
+            return Parameters(error=e.message, key=e.key)
+
+    return pydantic.PlainValidator(validate)

@@ -9,8 +9,9 @@ class SlurmInstaller(ops.Object):
     """Install `manager`'s packages; record that they are installed, and their version.
 
     `SlurmCharm` drives it: `install` on install and upgrade-charm (refreshing the workload
-    version), `ensure_installed` before every reconcile. Either raises `PackageError` on
-    failure; the skeleton turns that into a status. This component sets no status.
+    version), and before every reconcile while not `installed`. `install` raises
+    `PackageError` on failure; the skeleton turns that into a status. This component sets no
+    status.
     """
 
     _stored = ops.StoredState()
@@ -37,8 +38,3 @@ class SlurmInstaller(ops.Object):
         self._stored.installed = True
         self._stored.version = version
         self.model.unit.set_workload_version(version)
-
-    def ensure_installed(self, source: PackageSource) -> None:
-        """Install once: do nothing when `installed` (no package queries on every event)."""
-        if not self.installed:
-            self.install(source)

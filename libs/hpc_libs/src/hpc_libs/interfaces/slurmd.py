@@ -15,8 +15,8 @@ Both sides check the partition and node set against Slurm's grammar
 which bad key (`SlurmdRequirer.compute_data_problem`).
 
 The contract between the two charms about a unit's node is defined here, once: its name
-(`node_name`), the drain reasons each side sets, and what "no jobs" looks like
-(`NO_JOBS_MESSAGE`, `BUSY_JOB_STATES`).
+(`node_name`), the drain reasons each side sets, and the job states that keep a node busy
+(`BUSY_JOB_STATES`; what "no jobs" looks like is scontrol's, `scontrol.NO_JOBS_MESSAGE`).
 """
 
 import logging
@@ -40,18 +40,15 @@ from hpc_libs.interfaces.controller import (
     SlurmctldReadyEvent,
     get_or_create_auth_key_secret,
 )
-from hpc_libs.slurm import grammar, schema_cache
+from hpc_libs.slurm import grammar
 
 logger = logging.getLogger(__name__)
 
-schema_cache.install()  # ComputeData validates with slurmutils on every databag read.
 
 RETIRE_REASON = "juju: unit leaving the cluster"
 """Drain reason of the node of a slurmd unit that leaves (set by either charm)."""
 REREGISTER_REASON = "juju: applying new node configuration"
 """Drain reason of a node waiting for its jobs to end before it registers again."""
-NO_JOBS_MESSAGE = "No slurmstepd's found on this node"
-"""What `scontrol listjobs <node>` prints (on stderr) when no job runs on the node."""
 BUSY_JOB_STATES = ("RUNNING", "COMPLETING", "CONFIGURING", "SUSPENDED")
 """Job states that keep a node or partition busy (pending jobs do not)."""
 
@@ -108,14 +105,6 @@ class ComputeData(DatabagModel):
     def is_complete(self) -> bool:
         """Whether both the partition and the nodeset are present."""
         return self.partition is not None and self.nodeset is not None
-
-    def partition_model(self) -> Partition | None:
-        """Return the partition as a slurmutils model."""
-        return None if self.partition is None else Partition.from_dict(self.partition)
-
-    def nodeset_model(self) -> NodeSet | None:
-        """Return the nodeset as a slurmutils model."""
-        return None if self.nodeset is None else NodeSet.from_dict(self.nodeset)
 
 
 def _check(model: type[Partition] | type[NodeSet], value: dict[str, Any]) -> None:
@@ -194,7 +183,6 @@ __all__ = [
     "AUTH_KEY_FIELD",
     "AUTH_KEY_LABEL",
     "BUSY_JOB_STATES",
-    "NO_JOBS_MESSAGE",
     "REREGISTER_REASON",
     "RETIRE_REASON",
     "ComputeData",

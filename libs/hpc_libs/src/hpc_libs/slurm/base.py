@@ -19,7 +19,7 @@ from slurmutils import BaseEditor, Model, ModelError
 from hpc_libs.errors import ConfigError, PackageError, SlurmOpsError
 from hpc_libs.machine import apt, files
 from hpc_libs.machine.systemd import Service
-from hpc_libs.slurm import check, grammar, schema_cache, version
+from hpc_libs.slurm import check, version
 from hpc_libs.slurm.ports import SLURMCTLD_PORT
 from hpc_libs.slurm.text import literals_as_yes_no, yes_no_as_literals
 
@@ -39,8 +39,6 @@ KEY_SET_NAME = "slurm.jwks"
 """auth/slurm's key set file, read instead of slurm.key when it exists (Slurm 24.05+)."""
 
 M = TypeVar("M", bound=Model)
-
-schema_cache.install()
 
 # Characters that cannot be carried inside a double-quoted EnvironmentFile value unescaped.
 _UNSAFE_OPTION_CHARS = re.compile(r'["\\$`\n]')
@@ -353,36 +351,3 @@ class SlurmManager:
 def conf_server_option(controllers: Sequence[str]) -> str:
     """`host[:port]` list for `--conf-server`, in the given order (primary first)."""
     return ",".join(c if ":" in c else f"{c}:{SLURMCTLD_PORT}" for c in controllers)
-
-
-def parse_config_line(model: type[M], text: str) -> M:
-    """Parse whitespace-separated `key=value` Slurm parameters into `model`, one key at a time.
-
-    Each value is first checked against Slurm's grammar for its key (`hpc_libs.slurm.grammar`):
-    quotes are refused, so a value can never hold whitespace and add a key (`MaxTime="60
-    Nodes=ALL"`). Checking each key alone lets the error name the offending key, which
-    slurmutils does not always do. Boolean parameters take Slurm's spellings (`Default=YES`,
-    `Hidden=no`, ...; see `hpc_libs.slurm.text`).
-
-    Raises:
-        ConfigError: A token is not `key=value`, a key is unknown, or a value is invalid.
-            `key` names the first bad key.
-
-    """
-    merged: dict[str, Any] = {}
-    for item in text.split():
-        key, sep, value = item.partition("=")
-        if not sep or not key or not value:
-            raise ConfigError(f"{item!r} is not key=value", key=key)
-        try:
-            grammar.check_value(model, key, value)
-        except grammar.GrammarError as e:
-            raise ConfigError(str(e), key=key) from e
-        try:
-            merged |= model.from_str(yes_no_as_literals(f"{key}={value}")).dict()
-        except (ModelError, ValueError) as e:
-            raise ConfigError(f"invalid {key}: {e}", key=key) from e
-    try:
-        return model.from_dict(merged)
-    except (ModelError, ValueError) as e:
-        raise ConfigError(f"invalid configuration {text!r}: {e}") from e

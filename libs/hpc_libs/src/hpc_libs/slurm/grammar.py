@@ -23,7 +23,15 @@ import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from slurmutils import CGroupConfig, Model, Node, NodeSet, Partition, SlurmConfig
+from slurmutils import (
+    CGroupConfig,
+    Model,
+    Node,
+    NodeSet,
+    Partition,
+    SlurmConfig,
+    SlurmdbdConfig,
+)
 
 from hpc_libs.slurm.text import literals_as_yes_no
 
@@ -59,6 +67,10 @@ _URL_CREDENTIALS_RE = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://[^/?#]*@")
 _LICENSE_RE = re.compile(rf"{_NAME}(:[0-9]+)?")
 _EXIT_CODES_RE = re.compile(r"\d+(-\d+)?")
 _SUSPEND_NODES_RE = re.compile(r"[A-Za-z0-9_.,\[\]-]+(:\d+)?")
+_SAFE_PATH_RE = re.compile(r"/[A-Za-z0-9_.+/-]*")
+_PURGE_RE = re.compile(r"(?P<count>[0-9]+)(?P<unit>hours?|days?|months?)?", re.IGNORECASE)
+_MAX_PURGE = 0xFFFF
+"""Slurm keeps a purge age in the low 16 bits (SLURMDB_PURGE_BASE); above, it is garbled."""
 MAX_JOB_ID = 0x03FFFFFF
 """Slurm's largest job id (slurm.h MAX_JOB_ID): a larger MaxJobId is reset to it."""
 DEFAULT_MAX_JOB_ID = 0x03FF0000
@@ -757,9 +769,92 @@ CGROUP_CONF: Mapping[str, Validator] = {
     "SystemdTimeout": UINT32,
 }
 
+
+def safe_path(value: str) -> None:
+    """Check an absolute path of letters, digits and `_.+/-`, with no `..` component."""
+    pattern(_SAFE_PATH_RE, "an absolute path")(value)
+    if ".." in value.split("/"):
+        raise ValueError(f"{value!r} holds '..'")
+
+
+def purge_age(value: str) -> None:
+    """Check a Purge*After age as Slurm reads it: 1 to 65535, then hours, days or months."""
+    token(value)
+    match = _PURGE_RE.fullmatch(value)
+    if match is None or not value.isascii():
+        raise ValueError(f"{value!r} is not a number with an optional hours, days or months unit")
+    if not 1 <= int(match["count"]) <= _MAX_PURGE:
+        raise ValueError(f"{match['count']} is not between 1 and {_MAX_PURGE}")
+
+
+def purge_spelling(value: str) -> str:
+    """Spell a purge age with its unit in full: `12` is Slurm's default unit, `12months`.
+
+    slurmutils reads a bare number as an integer, which its schema refuses for these keys.
+    """
+    match = _PURGE_RE.fullmatch(value)
+    if match is None:
+        return value
+    unit = (match["unit"] or "months").lower()
+    return f"{int(match['count'])}{unit if unit.endswith('s') else unit + 's'}"
+
+
+_DBD_LEVEL = one_of(
+    *("quiet", "fatal", "error", "info", "verbose"),
+    *("debug", "debug2", "debug3", "debug4", "debug5"),
+)
+_DBD_DEBUG_FLAGS = (
+    *("AuditRPCs", "DB_Archive", "DB_Assoc", "DB_Event", "DB_Job", "DB_QOS", "DB_Query"),
+    *("DB_Reservation", "DB_Resource", "DB_Step", "DB_TRES", "DB_Usage", "DB_WCKey"),
+    *("Federation", "Network", "NetworkRaw", "TLS"),
+)
+
+# slurmdbd.conf parameters an operator may set (slurmdbd's `slurmdbd-conf-parameters`), as
+# slurmdbd.conf(5) (Slurm 24.11) spells them, with their rules. Other keys are refused: the
+# charm's (hosts, ports, authentication, the database connection, files, the user) and those
+# whose values hold `=` (CommunicationParameters), which the token rule forbids.
+SLURMDBD_CONF: Mapping[str, Validator] = {
+    **dict.fromkeys(
+        (
+            "AllowNoDefAcct",
+            "AllResourcesAbsolute",
+            "ArchiveEvents",
+            "ArchiveJobs",
+            "ArchiveResvs",
+            "ArchiveSteps",
+            "ArchiveSuspend",
+            "ArchiveTXN",
+            "ArchiveUsage",
+            "DisableCoordDBD",
+            "TrackSlurmctldDown",
+            "TrackWCKey",
+        ),
+        yes_no,
+    ),
+    **dict.fromkeys(("ArchiveDir", "ArchiveScript"), safe_path),
+    **dict.fromkeys(("CommitDelay", "MessageTimeout", "TCPTimeout"), UINT16),
+    **dict.fromkeys(
+        (
+            f"Purge{what}After"
+            for what in ("Event", "Job", "Resv", "Step", "Suspend", "TXN", "Usage")
+        ),
+        purge_age,
+    ),
+    "DebugFlags": list_of(one_of(*_DBD_DEBUG_FLAGS)),
+    "DebugLevel": _DBD_LEVEL,
+    "DebugLevelSyslog": _DBD_LEVEL,
+    "DefaultQOS": NAME,
+    "HashPlugin": one_of("hash/k12", "hash/sha3"),
+    "LogTimeFormat": log_time_format,
+    "MaxQueryTimeRange": time_value,
+    "Parameters": one_of("PreserveCaseUser"),
+    "PrivateData": list_of(one_of("accounts", "events", "jobs", "reservations", "usage", "users")),
+}
+
 _RULES: dict[type[Model], Mapping[str, Validator]] = {
     SlurmConfig: SLURM_CONF,
     CGroupConfig: CGROUP_CONF,
+    SlurmdbdConfig: SLURMDBD_CONF,
     Partition: PARTITION,
     Node: NODE,
     NodeSet: NODESET,

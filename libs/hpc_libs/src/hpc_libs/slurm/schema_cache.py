@@ -8,8 +8,9 @@ with each partition (see benchmarks/README.md). `install` swaps in `validate`, w
 checks each schema once and keeps its validator; instances are validated exactly as before
 and errors are the same.
 
-`hpc_libs.slurm.base` and `hpc_libs.interfaces.slurmd` install it on import, so every
-user of the Slurm managers and of the slurmd interface gets it.
+It is installed by one explicit call, `install`, which every Slurm charm makes when it is
+built (`hpc_libs.charm.base.SlurmCharm`): importing hpc_libs changes nothing in slurmutils.
+Other users (benchmarks, tools) call `install` themselves if they want the speed.
 """
 
 from collections.abc import Callable, Iterable

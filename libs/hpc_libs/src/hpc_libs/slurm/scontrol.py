@@ -15,10 +15,12 @@ from typing import Annotated, Any, TypeVar, cast
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
 
 from hpc_libs.errors import ScontrolError, SlurmOpsError
-from hpc_libs.interfaces.slurmd import NO_JOBS_MESSAGE
 from hpc_libs.machine import host
 
 logger = logging.getLogger(__name__)
+
+NO_JOBS_MESSAGE = "No slurmstepd's found on this node"
+"""What `scontrol listjobs <node>` prints (on stderr) when no job runs on the node."""
 
 _UNKNOWN_MARKERS = (
     "Invalid node name",

@@ -100,19 +100,6 @@ class SlurmctldManager(SlurmManager):
         self.network_state_save_location = self.checkpoint_dir / NETWORK_STATE_NAME
         self.shared_etc_dir = self.checkpoint_dir / SHARED_ETC_NAME
 
-    def include_config(self, name: str) -> ConfigFile[SlurmConfig]:
-        """Return a slurm.conf-format file `/etc/slurm/<name>` for use with `Include`.
-
-        Raises:
-            ValueError: `name` is not a plain file name.
-
-        """
-        if not name or "/" in name or name.startswith("."):
-            raise ValueError(f"not a plain file name: {name!r}")
-        return ConfigFile(
-            self.etc_dir / name, SlurmConfigEditor(), SlurmConfig, yes_no_booleans=True
-        )
-
     def create_state_save_location(self, path: Path | None = None) -> Path:
         """Create the state directory (default `state_save_location`) owned by slurm, 0750.
 

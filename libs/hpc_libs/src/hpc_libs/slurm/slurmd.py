@@ -20,10 +20,10 @@ from collections.abc import Mapping, Sequence
 
 from slurmutils import Node
 
-from hpc_libs.errors import ConfigError, SlurmOpsError
+from hpc_libs.errors import SlurmOpsError
 from hpc_libs.machine import host, systemd
-from hpc_libs.slurm import gpu, grammar
-from hpc_libs.slurm.base import SlurmManager, conf_server_option, parse_config_line
+from hpc_libs.slurm import gpu, grammar, parameters
+from hpc_libs.slurm.base import SlurmManager, conf_server_option
 from hpc_libs.slurm.text import change_keys
 
 logger = logging.getLogger(__name__)
@@ -50,6 +50,8 @@ HARDWARE_KEYS = (
 )
 """The `slurmd -C` fields that describe a node's hardware."""
 DETECT_TIMEOUT = 60.0
+NODE_LINE = parameters.Policy(Node)
+"""A node line the charms render or read from Slurm (detected hardware): node keys, no owner."""
 """Seconds `slurmd -C` may take (hwloc topology and the GPU plugins)."""
 _MAX_DIGITS = 20
 """Longest hardware field read (uint64's 20 digits); a longer one is refused unread."""
@@ -99,7 +101,7 @@ class SlurmdManager(SlurmManager):
         Args:
             nodename: The dynamic node's name (`-N`).
             conf_servers: Controllers (`host` or `host:port`), primary first.
-            node_conf: The node's configuration for `--conf` (see `node_config`).
+            node_conf: The node's configuration for `--conf` (see `merge_node`).
 
         Raises:
             ValueError: An argument is empty.
@@ -183,33 +185,6 @@ def parse_slurmd_c(output: str) -> dict[str, int | str]:
     return hardware
 
 
-def parse_node_config(text: str) -> Node:
-    """Validate an operator's node configuration (`key=value ...`) as a slurmutils Node.
-
-    Raises:
-        ConfigError: A key is unknown or malformed, a value is invalid, or the text sets
-            `NodeName` (the charm names the node). `key` names the offending key.
-
-    """
-    node = parse_config_line(Node, text)
-    if node.node_name is not None:
-        raise ConfigError("NodeName is set by the charm", key="NodeName")
-    return node
-
-
-def node_config(hardware: Mapping[str, int | str], feature: str, admin_config: str = "") -> str:
-    """Return the `--conf` value: detected hardware, partition feature, admin config.
-
-    The admin's keys override detected ones; `Features` is the union of `feature` and the
-    admin's features, so the node always joins its partition's NodeSet.
-
-    Raises:
-        ConfigError: `admin_config` is invalid (see `parse_node_config`).
-
-    """
-    return node_conf_string(merge_node(hardware, feature, parse_node_config(admin_config)))
-
-
 def merge_node(hardware: Mapping[str, int | str], feature: str, admin: Node) -> Node:
     """Merge detected hardware, the partition feature and the admin's parsed node fields.
 
@@ -220,9 +195,9 @@ def merge_node(hardware: Mapping[str, int | str], feature: str, admin: Node) -> 
         ConfigError: A detected value breaks Slurm's grammar.
 
     """
-    detected = parse_config_line(Node, " ".join(f"{k}={v}" for k, v in hardware.items()))
+    detected = parameters.parse(NODE_LINE, " ".join(f"{k}={v}" for k, v in hardware.items()))
     features = [feature, *(f for f in admin.features or [] if f != feature)]
-    merged = detected.dict() | admin.dict() | {"features": features}
+    merged = detected | admin.dict() | {"features": features}
     return Node.from_dict(merged)
 
 

@@ -9,21 +9,21 @@ that connection fails, and gives it back when the primary answers again (Slurm 2
 named in neither key cannot run slurmdbd ("This host not configured to run SlurmDBD").
 
 Operators add their own settings with `parse_parameters` (the `slurmdbd-conf-parameters`
-option): only the keys in `PARAMETER_RULES`, each value checked by its rule; the keys in
-`OWNED_KEYS` are the charm's.
+option, read with the `PARAMETERS` policy): only the keys of `grammar.SLURMDBD_CONF`, each
+value checked by its rule; the keys the charm sets are refused.
 """
 
 import hashlib
-import re
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from slurmutils import ModelError, SlurmdbdConfig, SlurmdbdConfigEditor
 
 from hpc_libs.errors import ConfigError, SlurmOpsError
 from hpc_libs.machine import files
-from hpc_libs.slurm import grammar
+from hpc_libs.slurm import grammar, parameters
 from hpc_libs.slurm.base import JWT_KEY_NAME, ConfigFile, KeyFile, SlurmManager
 from hpc_libs.slurm.ports import SLURMDBD_PORT
 
@@ -34,227 +34,87 @@ PID_FILE = "/run/slurmdbd/slurmdbd.pid"
 LOG_FILE = "/var/log/slurm/slurmdbd.log"
 _TCP_LISTEN = "0A"  # TCP_LISTEN in /proc/net/tcp's `st` column
 
-OWNED_KEYS = (
-    "AuthAltParameters",
-    "AuthAltTypes",
-    "AuthInfo",
-    "AuthType",
-    "DbdAddr",
-    "DbdBackupHost",
-    "DbdHost",
-    "DbdPort",
-    "LogFile",
-    "PidFile",
-    "PluginDir",
-    "SlurmUser",
-    "StorageBackupHost",
-    "StorageHost",
-    "StorageLoc",
-    "StorageParameters",
-    "StoragePass",
-    "StoragePort",
-    "StorageType",
-    "StorageUser",
-)
-"""slurmdbd.conf keys the charm sets (hosts, ports, authentication, the database connection,
-files and the user): `slurmdbd-conf-parameters` refuses them, naming the key."""
-
-Normaliser = Callable[[str], str]
-"""Turn an accepted value into the spelling slurmutils reads (Slurm reads either)."""
-
 _TRUE_WORDS = frozenset({"yes", "true", "up", "1"})
-_LEVELS = (
-    *("quiet", "fatal", "error", "info", "verbose"),
-    *("debug", "debug2", "debug3", "debug4", "debug5"),
-)
-_DEBUG_FLAGS = (
-    "AuditRPCs",
-    "DB_Archive",
-    "DB_Assoc",
-    "DB_Event",
-    "DB_Job",
-    "DB_QOS",
-    "DB_Query",
-    "DB_Reservation",
-    "DB_Resource",
-    "DB_Step",
-    "DB_TRES",
-    "DB_Usage",
-    "DB_WCKey",
-    "Federation",
-    "Network",
-    "NetworkRaw",
-    "TLS",
-)
-_PATH_RE = re.compile(r"/[A-Za-z0-9_.+/-]*")
-_PURGE_RE = re.compile(r"(?P<count>[0-9]+)(?P<unit>hours?|days?|months?)?", re.IGNORECASE)
-_MAX_PURGE = 0xFFFF
-"""Slurm keeps a purge age in the low 16 bits (SLURMDB_PURGE_BASE); above, it is garbled."""
 
 
 def _yes_no(value: str) -> str:
     return "yes" if value.lower() in _TRUE_WORDS else "no"
 
 
-def _lower(value: str) -> str:
-    return value.lower()
+def _rules(rule: grammar.Validator) -> list[str]:
+    """Return the lower-case slurmdbd.conf keys whose values `rule` checks."""
+    return [key.lower() for key, each in grammar.SLURMDBD_CONF.items() if each is rule]
 
 
-def _same(value: str) -> str:
-    return value
+_OWNED_REASON = (
+    "is the charm's: it sets the hosts, ports, authentication, database connection, files and user"
+)
 
-
-def _path(value: str) -> None:
-    """Check an absolute path of letters, digits and `_.+/-`, with no `..` component."""
-    grammar.pattern(_PATH_RE, "an absolute path")(value)
-    if ".." in value.split("/"):
-        raise ValueError(f"{value!r} holds '..'")
-
-
-def _purge_age(value: str) -> None:
-    """Check a Purge*After age as Slurm reads it: 1 to 65535, then hours, days or months."""
-    grammar.token(value)
-    match = _PURGE_RE.fullmatch(value)
-    if match is None or not value.isascii():
-        raise ValueError(f"{value!r} is not a number with an optional hours, days or months unit")
-    if not 1 <= int(match["count"]) <= _MAX_PURGE:
-        raise ValueError(f"{match['count']} is not between 1 and {_MAX_PURGE}")
-
-
-def _purge_spelling(value: str) -> str:
-    """Spell a purge age with its unit in full: `12` is Slurm's default unit, `12months`.
-
-    slurmutils reads a bare number as an integer, which its schema refuses for these keys.
-    """
-    match = _PURGE_RE.fullmatch(value)
-    if match is None:
-        return value
-    unit = (match["unit"] or "months").lower()
-    return f"{int(match['count'])}{unit if unit.endswith('s') else unit + 's'}"
-
-
-_YES_NO: tuple[grammar.Validator, Normaliser] = (grammar.yes_no, _yes_no)
-_PURGE: tuple[grammar.Validator, Normaliser] = (_purge_age, _purge_spelling)
-_SECONDS: tuple[grammar.Validator, Normaliser] = (grammar.UINT16, _same)
-
-PARAMETER_RULES: Mapping[str, tuple[grammar.Validator, Normaliser]] = {
-    "AllowNoDefAcct": _YES_NO,
-    "AllResourcesAbsolute": _YES_NO,
-    "ArchiveDir": (_path, _same),
-    "ArchiveEvents": _YES_NO,
-    "ArchiveJobs": _YES_NO,
-    "ArchiveResvs": _YES_NO,
-    "ArchiveScript": (_path, _same),
-    "ArchiveSteps": _YES_NO,
-    "ArchiveSuspend": _YES_NO,
-    "ArchiveTXN": _YES_NO,
-    "ArchiveUsage": _YES_NO,
-    "CommitDelay": _SECONDS,
-    "DebugFlags": (grammar.list_of(grammar.one_of(*_DEBUG_FLAGS)), _lower),
-    "DebugLevel": (grammar.one_of(*_LEVELS), _lower),
-    "DebugLevelSyslog": (grammar.one_of(*_LEVELS), _lower),
-    "DefaultQOS": (grammar.NAME, _same),
-    "DisableCoordDBD": _YES_NO,
-    "HashPlugin": (grammar.one_of("hash/k12", "hash/sha3"), _lower),
-    "LogTimeFormat": (grammar.log_time_format, _lower),
-    "MaxQueryTimeRange": (grammar.time_value, _same),
-    "MessageTimeout": _SECONDS,
-    "Parameters": (grammar.one_of("PreserveCaseUser"), _lower),
-    "PrivateData": (
-        grammar.list_of(
-            grammar.one_of("accounts", "events", "jobs", "reservations", "usage", "users")
-        ),
-        _lower,
+PARAMETERS = parameters.Policy(
+    SlurmdbdConfig,
+    owned=parameters.owned_by(
+        _OWNED_REASON,
+        "AuthAltParameters",
+        "AuthAltTypes",
+        "AuthInfo",
+        "AuthType",
+        "DbdAddr",
+        "DbdBackupHost",
+        "DbdHost",
+        "DbdPort",
+        "LogFile",
+        "PidFile",
+        "PluginDir",
+        "SlurmUser",
+        "StorageBackupHost",
+        "StorageHost",
+        "StorageLoc",
+        "StorageParameters",
+        "StoragePass",
+        "StoragePort",
+        "StorageType",
+        "StorageUser",
     ),
-    "PurgeEventAfter": _PURGE,
-    "PurgeJobAfter": _PURGE,
-    "PurgeResvAfter": _PURGE,
-    "PurgeStepAfter": _PURGE,
-    "PurgeSuspendAfter": _PURGE,
-    "PurgeTXNAfter": _PURGE,
-    "PurgeUsageAfter": _PURGE,
-    "TCPTimeout": _SECONDS,
-    "TrackSlurmctldDown": _YES_NO,
-    "TrackWCKey": _YES_NO,
-}
-"""The slurmdbd.conf keys operators may set (slurmdbd.conf(5), Slurm 24.11), with the rule each
-value obeys and its spelling for slurmutils. Other keys are refused: the charm's (`OWNED_KEYS`)
-and those whose values hold `=` (CommunicationParameters), which the token rule forbids."""
-
-_OWNED = {key.lower(): key for key in OWNED_KEYS}
-_SUPPORTED = {key.lower(): key for key in PARAMETER_RULES}
+    spelling={
+        **dict.fromkeys(_rules(grammar.yes_no), _yes_no),
+        **dict.fromkeys(_rules(grammar.purge_age), grammar.purge_spelling),
+        **dict.fromkeys(
+            ("debugflags", "debuglevel", "debuglevelsyslog", "hashplugin", "logtimeformat"),
+            str.lower,
+        ),
+        **dict.fromkeys(("parameters", "privatedata"), str.lower),
+    },
+    text_values=True,
+)
+"""`slurmdbd-conf-parameters`: blank-separated, the keys of `grammar.SLURMDBD_CONF` only; the
+keys the charm sets are refused. Values are spelled as slurmutils reads them (Slurm reads
+either): booleans `yes`/`no`, purge ages with their unit, enumerations in lower case."""
 
 
-def parse_parameters(text: str) -> dict[str, str]:
+def parse_parameters(text: str) -> dict[str, Any]:
     """Parse operator `key=value` settings for slurmdbd.conf, separated by blanks or lines.
 
-    Returns the values as slurmutils reads them, under the keys as slurmdbd.conf(5) spells
-    them. Keys are matched in any case, as Slurm does. Every value obeys Slurm's token rule
-    (no blank, quote, `#`, `=` or backslash), so a setting can never add a line or a key.
+    Returns slurmutils fields (`PARAMETERS`; `hpc_libs.slurm.parameters` says what is checked).
 
     Raises:
-        ConfigError: Naming the first bad key: not `key=value`, the charm's own key, an
-            unknown key, a key given twice, or a value its rule refuses.
+        ConfigError: Naming the first bad key.
 
     """
-    settings: dict[str, str] = {}
-    for item in text.split():
-        key, sep, value = item.partition("=")
-        if not sep or not key or not value:
-            raise ConfigError(f"{item!r} is not key=value", key=key)
-        if (owned := _OWNED.get(key.lower())) is not None:
-            raise ConfigError(f"key {owned!r} is set by the charm", key=owned)
-        name = _SUPPORTED.get(key.lower())
-        if name is None:
-            raise ConfigError(f"unknown or unsupported key {key!r}", key=key)
-        if name in settings:
-            raise ConfigError(f"key {name!r} is given twice", key=name)
-        rule, normalise = PARAMETER_RULES[name]
-        try:
-            rule(value)
-        except ValueError as e:
-            raise ConfigError(f"invalid {name}: {e}", key=name) from None
-        settings[name] = normalise(value)
-        _field(name, settings[name])  # What the writer does with it, so it fails here.
-    return settings
+    return parameters.parse(PARAMETERS, text)
 
 
-def _field(name: str, value: str) -> dict[str, object]:
-    """One accepted setting as the slurmutils field the writer renders, checked by rendering.
-
-    slurmutils types each key: a value is given as text where its schema takes text (a QOS
-    named `5` stays the name `5`, as Slurm reads it), else parsed as slurmdbd.conf text.
-
-    Raises:
-        ConfigError: slurmutils refuses the value or would not render it (naming the key).
-
-    """
-    key = name.lower()
-    try:
-        try:
-            fields = SlurmdbdConfig.from_dict({key: value}).dict()
-        except (ModelError, ValueError):
-            fields = SlurmdbdConfig.from_str(f"{name}={value}").dict()
-        rendered = str(SlurmdbdConfig.from_dict(fields))
-    except (ModelError, ValueError) as e:
-        raise ConfigError(f"invalid {name}: {e}", key=name) from None
-    if list(fields) != [key] or not rendered.startswith(f"{key}="):
-        raise ConfigError(f"invalid {name}: {value!r} would be written as {rendered!r}", key=name)
-    return fields
-
-
-def _parameter_fields(parameters: Mapping[str, str]) -> dict[str, object]:
-    """`parse_parameters`'s output as slurmutils fields, checked once more, key by key.
+def _checked(fields: Mapping[str, Any]) -> dict[str, Any]:
+    """`parse_parameters`'s fields, rendered and read again with the same checks.
 
     Raises:
         ConfigError: A key or value is refused (see `parse_parameters`).
 
     """
-    text = " ".join(f"{key}={value}" for key, value in parameters.items())
-    fields: dict[str, object] = {}
-    for key, value in parse_parameters(text).items():
-        fields |= _field(key, value)
-    return fields
+    try:
+        text = " ".join(str(SlurmdbdConfig.from_dict({k: v})) for k, v in fields.items())
+    except (ModelError, ValueError):
+        raise ConfigError("slurmutils refused the slurmdbd.conf settings") from None
+    return parse_parameters(text)
 
 
 @dataclass(frozen=True)
@@ -333,12 +193,13 @@ class SlurmdbdManager(SlurmManager):
         self,
         hosts: DbdHosts,
         storage: StorageSettings,
-        parameters: Mapping[str, str] | None = None,
+        parameters: Mapping[str, Any] | None = None,
     ) -> bool:
         """Write slurmdbd.conf atomically (0600, slurm); return whether it changed.
 
         slurmdbd accepts JWTs signed with the key in `jwt_key` (`AuthAltTypes=auth/jwt`).
-        `parameters` are the operator's settings (`parse_parameters`), checked again here;
+        `parameters` are the operator's settings (`parse_parameters`'s fields), rendered and
+        parsed again here;
         they never replace a key the charm sets. `DbdAddr` is written only with a backup,
         which reaches the primary there.
 
@@ -368,7 +229,7 @@ class SlurmdbdManager(SlurmManager):
             "logfile": LOG_FILE,
         }
         # The operator's keys come after the charm's and can never replace one of them.
-        extra = {k: v for k, v in _parameter_fields(parameters or {}).items() if k not in owned}
+        extra = {k: v for k, v in _checked(parameters or {}).items() if k not in owned}
         try:
             config = SlurmdbdConfig.from_dict(owned | extra)
         except (ModelError, ValueError):
