@@ -312,11 +312,6 @@ def table(cases: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
-@pytest.mark.skipif(
-    not (os.environ.get("HA_WORST_MOMENT") or os.environ.get("HA_WINDOW_TABLE")),
-    reason="not in CI yet: set HA_WORST_MOMENT=1 (issue 25: on a loaded host the new primary's "
-    "charm was twice not woken after the takeover)",
-)
 def test_job_started_1s_before_the_kill_completes(cluster: jubilant.Juju):
     """The primary killed about 1 s after a job started: the job completes.
 

@@ -108,7 +108,9 @@ class SlurmctldCharm(SlurmCharm[SlurmctldConfig]):
             PEER,
             wake=[self.on[LOGIN_NODE].relation_changed, self.on[SLURMRESTD].relation_changed],
         )
-        self.takeover = takeover.TakeoverRepair(self, self.scontrol, slurm_user=SLURM_USER)
+        self.takeover = takeover.TakeoverRepair(
+            self, self.scontrol, slurm_user=SLURM_USER, wake_event=WAKE_EVENT
+        )
         self._checkpoint: tuple[ops.StatusBase | None] | None = None
         framework.observe(self.on[SLURMD].relation_departed, self._on_slurmd_unit_departed)
         framework.observe(self.on[SLURMDBD].relation_changed, self._on_slurmdbd_changed)
@@ -286,11 +288,11 @@ class SlurmctldCharm(SlurmCharm[SlurmctldConfig]):
         me = self._share_address()
         if me is None:
             return  # Its host name breaks Slurm's grammar: the status says so.
+        if config.use_network_state:  # Even when this hook cannot configure (level-triggered).
+            hostname, timeout = socket.gethostname(), config.slurmctld_timeout
+            self.takeover.check(self.slurmctld, hostname, timeout)
         if not self._may_configure(config):
             return
-        if config.use_network_state:
-            hostname, timeout = socket.gethostname(), config.slurmctld_timeout
-            self.takeover.check(self.slurmctld, hostname, timeout, self._watch)
         if not self.unit.is_leader():
             self._stand_by(config)
             return
