@@ -196,6 +196,20 @@ def primary_log(juju: jubilant.Juju, unit: str, since: float, job_id: str) -> li
     return [line for line in out.splitlines() if line.strip()]
 
 
+def wake_log(juju: jubilant.Juju, unit: str, since: float) -> list[str]:
+    """How the new primary's charm was woken since `since`: its wake units' journal lines."""
+    out = (
+        try_exec(
+            juju,
+            f"journalctl --no-pager -o short-unix --since=@{int(since)} "
+            "-u slurmctld-charm-primary.service -u 'slurmctld-wake-takeover-*' | tail -n 30",
+            unit=unit,
+        )
+        or ""
+    )
+    return [line for line in out.splitlines() if line.strip()]
+
+
 def one_case(
     juju: jubilant.Juju, delay: float, kind: FaultKind = "kill", *, clean: bool = True
 ) -> dict[str, Any]:
@@ -254,6 +268,7 @@ def one_case(
         "duplicate_ids": duplicates,
         "log": primary_log(juju, backup_unit, fault_at, job),
         "status": status_of(juju, backup_unit),
+        "wake_log": wake_log(juju, backup_unit, fault_at),
     }
     print("\nCASE " + json.dumps(case), flush=True)
     record_vectors(juju, case)
