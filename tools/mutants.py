@@ -281,6 +281,35 @@ MUTATIONS = [
         "unseen = stored.in_charge == -1 and my_index > 0",
         "tests/unit/slurmctld/test_takeover.py",
     ),
+    # Issue 25: the wake-up after a takeover is level-triggered and the window stays awake.
+    Mutation(
+        "primary-wake-is-an-edge",
+        "libs/hpc_libs/src/hpc_libs/charm/wake.py",
+        """f"{'PathExists' if self.flag else 'PathChanged'}={self.watched}",""",
+        """f"PathChanged={self.watched}",""",
+        "tests/unit/hpc_libs/test_charm_wake.py tests/unit/slurmctld/test_ha_primary_watch.py",
+    ),
+    Mutation(
+        "takeover-one-look-per-watcher",
+        "charms/slurmctld/src/takeover.py",
+        "        self._keep_looking(int(stored.window_until))\n",
+        "        self._keep_looking(int(now) + RECHECK)\n",
+        "tests/unit/slurmctld/test_takeover.py",
+    ),
+    Mutation(
+        "takeover-no-look-before-the-first-beat",
+        "charms/slurmctld/src/takeover.py",
+        "            if now - took_control < WINDOW:",
+        "            if now - took_control < 0:",
+        "tests/unit/slurmctld/test_takeover.py",
+    ),
+    Mutation(
+        "repeating-watcher-dispatches-once",
+        "libs/hpc_libs/src/hpc_libs/charm/wake.py",
+        """            f'while [ "$(date +%s)" -lt {int(until)} ]; do',""",
+        """            f'for _ in 1; do',""",
+        "tests/unit/hpc_libs/test_charm_wake.py",
+    ),
     Mutation(
         "exporter-drain-as-a-state",
         "libs/hpc_libs/src/hpc_libs/slurm/metrics.py",

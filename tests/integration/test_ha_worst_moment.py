@@ -196,6 +196,20 @@ def primary_log(juju: jubilant.Juju, unit: str, since: float, job_id: str) -> li
     return [line for line in out.splitlines() if line.strip()]
 
 
+def wake_log(juju: jubilant.Juju, unit: str, since: float) -> list[str]:
+    """How the new primary's charm was woken since `since`: its wake units' journal lines."""
+    out = (
+        try_exec(
+            juju,
+            f"journalctl --no-pager -o short-unix --since=@{int(since)} "
+            "-u slurmctld-charm-primary.service -u 'slurmctld-wake-takeover-*' | tail -n 30",
+            unit=unit,
+        )
+        or ""
+    )
+    return [line for line in out.splitlines() if line.strip()]
+
+
 def one_case(
     juju: jubilant.Juju, delay: float, kind: FaultKind = "kill", *, clean: bool = True
 ) -> dict[str, Any]:
@@ -254,6 +268,7 @@ def one_case(
         "duplicate_ids": duplicates,
         "log": primary_log(juju, backup_unit, fault_at, job),
         "status": status_of(juju, backup_unit),
+        "wake_log": wake_log(juju, backup_unit, fault_at),
     }
     print("\nCASE " + json.dumps(case), flush=True)
     record_vectors(juju, case)
@@ -312,11 +327,6 @@ def table(cases: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
-@pytest.mark.skipif(
-    not (os.environ.get("HA_WORST_MOMENT") or os.environ.get("HA_WINDOW_TABLE")),
-    reason="not in CI yet: set HA_WORST_MOMENT=1 (issue 25: on a loaded host the new primary's "
-    "charm was twice not woken after the takeover)",
-)
 def test_job_started_1s_before_the_kill_completes(cluster: jubilant.Juju):
     """The primary killed about 1 s after a job started: the job completes.
 

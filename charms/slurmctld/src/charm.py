@@ -101,7 +101,9 @@ class SlurmctldCharm(SlurmCharm[SlurmctldConfig]):
             PEER,
             wake=[self.on[LOGIN_NODE].relation_changed, self.on[SLURMRESTD].relation_changed],
         )
-        self.takeover = takeover.TakeoverRepair(self, self.scontrol, slurm_user=SLURM_USER)
+        self.takeover = takeover.TakeoverRepair(
+            self, self.scontrol, slurm_user=SLURM_USER, wake_event=WAKE_EVENT
+        )
         self.watch = retire.watcher(self.unit.name, self.charm_dir, WAKE_EVENT)
         self.partitions = partitions.Partitions(self.slurmd)
         self.accounting = accounting.Accounting(self.slurmdbd)
@@ -115,7 +117,6 @@ class SlurmctldCharm(SlurmCharm[SlurmctldConfig]):
             applied=self.applied,
             auth_rotation=self.auth_rotation,
             takeover=self.takeover,
-            watch=self.watch,
             wake_event=WAKE_EVENT,
             bind_endpoint=SLURMD,
         )

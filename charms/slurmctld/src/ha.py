@@ -16,7 +16,7 @@ controller: another unit cannot help and says so.
 import dataclasses
 import logging
 import socket
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -259,7 +259,6 @@ class Machinery:
     applied: "AppliedConfig"
     auth_rotation: "AuthKeyRotation"
     takeover: "TakeoverRepair"
-    watch: Callable[[str, str, list[str]], None]
     wake_event: str
     bind_endpoint: str
 
@@ -427,21 +426,19 @@ class NetworkState(Placement):
     def prepare(self) -> bool:
         """Once the checkpoint is a real mount (the leader asks the filesystem-client for it).
 
-        The bridge from slurmctld's primary programs and the fence watchdog are installed
-        first; after a takeover by this unit, what the takeover caused is repaired.
+        What a takeover by this unit caused is repaired first, whatever else this hook can do;
+        then the bridge from slurmctld's primary programs and the fence watchdog are installed.
         """
         parts = self.parts
         parts.mount.publish(MOUNT_REQUEST)  # Leader only; written once.
+        # Even when this hook cannot configure: the wake-up is level-triggered.
+        parts.takeover.check(parts.manager, socket.gethostname(), self.slurmctld_timeout)
         if self._checkpoint_status() is not None:
             return False
         parts.primary_watch.install(self._unit.name, parts.charm.charm_dir, parts.wake_event)
         grace = fence.grace_seconds(self.slurmctld_timeout)
         parts.fence.install(CHECKPOINT, NETWORK_STATE_SAVE_LOCATION, grace, SLURM_USER)
-        if parts.fence.reason() is not None:
-            return False  # Fenced: the watchdog starts slurmctld again.
-        hostname = socket.gethostname()
-        parts.takeover.check(parts.manager, hostname, self.slurmctld_timeout, parts.watch)
-        return True
+        return parts.fence.reason() is None  # Fenced: the watchdog starts slurmctld again.
 
     def stand_by(self) -> None:
         """Run a backup from the leader's files on the share."""

@@ -1,22 +1,28 @@
 """Wake the charm the moment this controller becomes primary or stops being it.
 
 slurmctld runs `SlurmctldPrimaryOnProg` when a backup takes control and
-`SlurmctldPrimaryOffProg` when a primary hands control back; it runs them as SlurmUser
-(`slurm`: slurmctld drops root right after writing its pid file and forks them later, with
-no arguments and its standard streams closed). Dispatching a charm event needs root
-(`juju-exec`), so the bridge is split at a file:
+`SlurmctldPrimaryOffProg` when a primary hands control back (and when it starts as a backup);
+it runs them as SlurmUser (`slurm`: slurmctld drops root right after writing its pid file and
+forks them later, with no arguments and its standard streams closed). Dispatching a charm
+event needs root (`juju-exec`), so the bridge is split at a file:
 
 1. The program (root-owned, 0755, no input) only writes the time into
-   `/run/slurmctld-charm/primary-changed`. That directory is root's, group `slurm`, 0770
+   `/run/slurmctld-charm/primary-changed` (it dates the change for the takeover repair), then
+   raises the flag `/run/slurmctld-charm/wake`. That directory is root's, group `slurm`, 0770
    (`systemd-tmpfiles` recreates it at boot).
-2. A systemd path unit (root) watches that file (`PathChanged=`: a write closed) and starts a
-   oneshot service that runs the background dispatch of `hpc_libs.charm.wake`:
+2. A systemd path unit (root) waits for the flag (`PathExists=`) and starts a oneshot service
+   that deletes the flag, then runs the background dispatch of `hpc_libs.charm.wake`:
    `juju-exec -u <unit> "JUJU_DISPATCH_PATH=hooks/slurmctld-wake <charm dir>/dispatch"`.
 
+The wake is level-triggered (`PathWake` with `flag=True`): a flag raised while a dispatch runs
+or waits for the unit's hook lock starts one more dispatch after it, and a dispatch that
+failed is tried again. A `PathChanged=` watch lost exactly that change: systemd does not
+watch while the service it started runs, and a backup's hook (started by its slurmctld's
+start as a backup, or by the fence watchdog) can still run when it takes over.
+
 Root never reads what slurm wrote, and the service's command line is fixed by the charm, so
-the slurm user can only ask for one more `slurmctld-wake` event, which re-reads facts. While
-a dispatch runs, further changes merge into it (systemd does not start a running oneshot
-twice). Every piece is written only when its content changes.
+the slurm user can only ask for one more `slurmctld-wake` event, which re-reads facts. Every
+piece is written only when its content changes.
 """
 
 import logging
@@ -31,6 +37,9 @@ PROGRAM = "/usr/local/libexec/slurmctld-charm/primary-changed"
 """`SlurmctldPrimaryOnProg` and `SlurmctldPrimaryOffProg`; the same path on every controller."""
 RUNTIME_DIR = "/run/slurmctld-charm"
 SIGNAL_FILE = f"{RUNTIME_DIR}/primary-changed"
+"""Holds (and its mtime is) the time of the last role change slurmctld signalled."""
+WAKE_FLAG = f"{RUNTIME_DIR}/wake"
+"""Exists from a signal until the dispatch service takes it (deletes it) to wake the charm."""
 TMPFILES_CONF = "/etc/tmpfiles.d/slurmctld-charm.conf"
 WAKE_NAME = "slurmctld-charm-primary"
 """Names the path unit `<name>.path` and its service `<name>.service` (`wake.PathWake`)."""
@@ -66,10 +75,11 @@ class PrimaryWatch:
         self.group = group
         self.wake = wake.PathWake(
             WAKE_NAME,
-            SIGNAL_FILE,
+            WAKE_FLAG,
             charm="slurmctld",
             change="its controller's primary role changed",
             root=root,
+            flag=True,
         )
 
     def _at(self, path: str) -> Path:

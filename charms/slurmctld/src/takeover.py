@@ -25,6 +25,14 @@ last hook may come before the primary's first heartbeat) knows of the takeover f
 itself: a backup that takes control runs `SlurmctldPrimaryOnProg`, whose signal file
 (`primary_watch.SIGNAL_FILE`) then dates the takeover, and `since` is that time.
 
+The charm must run while the window is open, and the rule is level-triggered: any hook (the
+wake-up slurmctld's signal dispatches, a recheck, update-status, any other event) compares the
+heartbeat with what this unit last saw, so a lost or late wake-up only delays the repair. Once
+the window opens, one watcher (`hpc_libs.charm.wake.wake_every`) dispatches a look every
+`RECHECK` s until it closes; a hook that finds it gone starts it again. A hook that finds no
+fresh heartbeat within `WINDOW` s of slurmctld's signal (the new primary has not beaten yet)
+keeps looking the same way.
+
 Each job and node is repaired at most once per takeover. A node an operator drained (another
 user, or another reason) stays drained, and a job held by an operator or its user (another
 reason: Slurm clears `launch failed requeued held` on such a hold) stays held, even within the
@@ -40,7 +48,7 @@ import re
 import stat
 import struct
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -48,6 +56,7 @@ from pathlib import Path
 import ha
 import ops
 from cluster import SLURMCTLD_LOG_FILE
+from hpc_libs.charm import wake
 from hpc_libs.errors import SlurmOpsError
 from hpc_libs.slurm.scontrol import Job, Node, Scontrol
 from hpc_libs.slurm.slurmctld import SlurmctldManager
@@ -74,9 +83,6 @@ REVOKED = re.compile(
     r"Killing non-startable batch JobId=(?P<job>\d+)[^:]*: Job credential revoked$"
 )
 """slurmctld's line for a launch its node refused (24.11; 26.05 prints the step id after it)."""
-
-Watch = Callable[[str, str, list[str]], None]
-"""`watch(kind, name, query)`: wake the charm once `query` prints nothing."""
 
 
 @dataclass(frozen=True)
@@ -203,19 +209,20 @@ class TakeoverRepair(ops.Object):
         scontrol: Scontrol,
         *,
         slurm_user: str,
+        wake_event: str,
     ) -> None:
+        """`wake_event` is the hook a recheck dispatches (the charm's wake-up event)."""
         super().__init__(charm, "takeover-repair")
         self.scontrol = scontrol
         self.slurm_user = slurm_user
+        self.wake_event = wake_event
         self._stored.set_default(
             in_charge=-1, others_seen_at=0.0, since=0.0, window_until=0.0, repairs=[], done=[]
         )
         self._repaired_now = False
         charm.framework.observe(charm.on.update_status, self._on_update_status)
 
-    def check(
-        self, manager: SlurmctldManager, hostname: str, slurmctld_timeout: int, watch: Watch
-    ) -> None:
+    def check(self, manager: SlurmctldManager, hostname: str, slurmctld_timeout: int) -> None:
         """Look at the heartbeat; after a takeover by this unit, repair what it caused.
 
         A heartbeat older than half `slurmctld_timeout` (twice its period) says nobody is in
@@ -224,13 +231,17 @@ class TakeoverRepair(ops.Object):
         now = time.time()
         beat = read_heartbeat(manager.network_state_save_location)
         my_index = controller_index(manager, hostname)
-        if my_index is None or beat is None or now - beat.time > slurmctld_timeout / 2:
+        if my_index is None:
+            return
+        took_control = _mtime(manager.root / SIGNAL_FILE.lstrip("/"))
+        if beat is None or now - beat.time > slurmctld_timeout / 2:
+            if now - took_control < WINDOW:  # slurmctld just signalled: look until one beats.
+                self._keep_looking(int(took_control) + WINDOW)
             return
         stored = self._stored
         if beat.index != my_index:
             stored.in_charge, stored.others_seen_at = beat.index, now
             return
-        took_control = _mtime(manager.root / SIGNAL_FILE.lstrip("/"))
         saw_another = stored.in_charge not in (-1, my_index)
         unseen = stored.in_charge == -1 and my_index > 0 and took_control > 0
         if saw_another or unseen:
@@ -250,8 +261,23 @@ class TakeoverRepair(ops.Object):
             self._repair(float(stored.since), manager.root / SLURMCTLD_LOG_FILE.lstrip("/"))
         except SlurmOpsError as e:
             logger.warning("cannot repair after the takeover yet: %s", e.stderr or e.message)
-        next_look = int(now) + RECHECK
-        watch("takeover", "repair", ["sh", "-c", f'[ "$(date +%s)" -ge {next_look} ] || echo no'])
+        self._keep_looking(int(stored.window_until))
+
+    def _keep_looking(self, until: int) -> None:
+        """Have a hook dispatched every `RECHECK` s until `until` (epoch s), unless one is.
+
+        The watcher is named by its deadline, so a new window gets a watcher of its own. One
+        that cannot start is logged: the next event looks again and tries again.
+        """
+        unit, charm_dir = self.model.unit.name, self.framework.charm_dir
+        try:
+            name = wake.watcher_name("slurmctld-wake-takeover", f"until-{until}")
+            dispatch = wake.dispatch_command(unit, charm_dir, self.wake_event)
+            description = f"Wake {unit}: look for takeover casualties until {until}"
+            if wake.wake_every(name, dispatch, description, period=RECHECK, until=until):
+                logger.info("%s wakes the charm every %d s until %d", name, RECHECK, until)
+        except (ValueError, SlurmOpsError) as e:
+            logger.warning("cannot keep looking for takeover casualties: %s", e)
 
     def _on_update_status(self, _: ops.UpdateStatusEvent) -> None:
         """Clear the repairs at a clean update-status (window closed, nothing repaired now)."""

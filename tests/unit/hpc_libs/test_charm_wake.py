@@ -1,9 +1,10 @@
 """Background wake-ups: the exact command line, names from untrusted input, a real run."""
 
 import subprocess
+import time
 
 import pytest
-from charm_testing import FakeMachine
+from charm_testing import FakeMachine, systemd_expands
 from hpc_libs.charm import wake
 from hpc_libs.errors import ServiceError
 
@@ -120,3 +121,51 @@ def test_a_failing_check_is_not_yet_and_the_watcher_gives_up_at_its_bound():
     result = subprocess.run(command, capture_output=True, text=True, timeout=30, check=True)
 
     assert result.stdout.splitlines() == ["gave up after 1 s"]
+
+
+def test_the_repeating_watcher_dispatches_on_its_timer_until_its_deadline(tmp_path):
+    """Run the real loop: a dispatch every second for about 3 s, a failing one included."""
+    count = tmp_path / "dispatches"
+    dispatch = ["sh", "-c", f"echo x >> {count}; false"]  # Its hook failed: go on.
+    until = int(time.time()) + 3
+    command = wake.repeat_command(dispatch, period=1, until=until)
+
+    result = subprocess.run(command, capture_output=True, text=True, timeout=30, check=True)
+
+    assert 2 <= len(count.read_text().splitlines()) <= 4
+    assert "dispatch failed: 1" in result.stdout
+    assert time.time() >= until
+
+
+def test_a_repeating_watcher_that_runs_is_left_to_run(machine: FakeMachine):
+    """The hooks it dispatches find it running; only a hook after it ended starts it again."""
+    machine.active.add("w.service")
+    assert wake.wake_every("w.service", DISPATCH, "Wake", period=10, until=100) is False
+    assert machine.ran("systemd-run") == []
+
+    machine.active.clear()
+    assert wake.wake_every("w.service", DISPATCH, "Wake", period=10, until=100) is True
+    [run] = machine.ran("systemd-run")
+    assert run[1] == "--unit=w.service"
+    assert systemd_expands(run[-1]).startswith('while [ "$(date +%s)" -lt 100 ]; do\n  sleep 10\n')
+
+
+def test_a_flag_wake_is_level_triggered_and_retried(machine: FakeMachine, tmp_path):
+    """The path unit waits for the flag to exist; the service takes it, then dispatches."""
+    bridge = wake.PathWake("w", "/run/w/flag", charm="c", change="x", root=tmp_path, flag=True)
+
+    bridge.install("slurmctld/0", "/var/lib/juju/agents/unit-slurmctld-0/charm", "slurmctld-wake")
+
+    path_unit = (tmp_path / "etc/systemd/system/w.path").read_text()
+    service = (tmp_path / "etc/systemd/system/w.service").read_text().splitlines()
+    assert "PathExists=/run/w/flag" in path_unit.splitlines()
+    assert "PathChanged" not in path_unit
+    pre, start = (
+        service.index("ExecStartPre=/bin/rm -f /run/w/flag"),
+        service.index(
+            'ExecStart=juju-exec -u slurmctld/0 "JUJU_DISPATCH_PATH=hooks/slurmctld-wake '
+            '/var/lib/juju/agents/unit-slurmctld-0/charm/dispatch"'
+        ),
+    )
+    assert pre < start
+    assert {"Restart=on-failure", "RestartSec=10"} <= set(service)

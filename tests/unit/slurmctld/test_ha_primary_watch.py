@@ -29,16 +29,17 @@ def installed(tmp_path: Path, path: str) -> Path:
     return tmp_path / path.lstrip("/")
 
 
-def test_the_program_only_writes_a_timestamp_into_the_runtime_directory(pw, watch, tmp_path):
+def test_the_program_only_writes_timestamps_into_the_runtime_directory(pw, watch, tmp_path):
     watch.install(UNIT, CHARM_DIR, EVENT)
 
     program = installed(tmp_path, pw.PROGRAM)
     assert program.read_text() == (
         "#!/bin/sh\n"
         "# Written by the slurmctld charm (SlurmctldPrimaryOnProg, SlurmctldPrimaryOffProg).\n"
-        "# slurmctld runs this as SlurmUser; a root systemd path unit watching the file\n"
-        "# below wakes the charm (slurmctld-charm-primary.path).\n"
-        "exec /usr/bin/date -u +%s > /run/slurmctld-charm/primary-changed\n"
+        "# slurmctld runs this as SlurmUser: it dates the change, then raises the flag a\n"
+        "# root systemd path unit waits for to wake the charm (slurmctld-charm-primary.path).\n"
+        "/usr/bin/date -u +%s > /run/slurmctld-charm/primary-changed\n"
+        "exec /usr/bin/date -u +%s > /run/slurmctld-charm/wake\n"
     )
     assert program.stat().st_mode & 0o7777 == 0o755  # Root's, not writable by slurm.
     assert pw.PROGRAM == "/usr/local/libexec/slurmctld-charm/primary-changed"
@@ -51,7 +52,8 @@ def test_the_runtime_directory_is_roots_and_only_slurm_may_write_there(pw, watch
     assert tmpfiles.read_text().splitlines()[-1] == "d /run/slurmctld-charm 0770 root slurm -"
 
 
-def test_the_path_unit_starts_the_dispatch_service_when_the_file_is_written(pw, watch, tmp_path):
+def test_the_path_unit_starts_the_dispatch_service_while_the_flag_is_raised(pw, watch, tmp_path):
+    """Level, not edge: systemd checks `PathExists=` again when the service ends."""
     watch.install(UNIT, CHARM_DIR, EVENT)
 
     unit = installed(tmp_path, "/etc/systemd/system/slurmctld-charm-primary.path")
@@ -61,7 +63,7 @@ def test_the_path_unit_starts_the_dispatch_service_when_the_file_is_written(pw, 
         "Description=Wake the slurmctld charm: its controller's primary role changed\n"
         "\n"
         "[Path]\n"
-        "PathChanged=/run/slurmctld-charm/primary-changed\n"
+        "PathExists=/run/slurmctld-charm/wake\n"
         "Unit=slurmctld-charm-primary.service\n"
         "\n"
         "[Install]\n"
@@ -69,7 +71,9 @@ def test_the_path_unit_starts_the_dispatch_service_when_the_file_is_written(pw, 
     )
 
 
-def test_the_service_runs_the_background_dispatch_as_root_bounded(pw, watch, tmp_path):
+def test_the_service_takes_the_flag_then_dispatches_as_root_bounded_and_retried(
+    pw, watch, tmp_path
+):
     watch.install(UNIT, CHARM_DIR, EVENT)
 
     service = installed(tmp_path, "/etc/systemd/system/slurmctld-charm-primary.service")
@@ -81,6 +85,9 @@ def test_the_service_runs_the_background_dispatch_as_root_bounded(pw, watch, tmp
         "[Service]\n"
         "Type=oneshot\n"
         "TimeoutStartSec=600\n"
+        "ExecStartPre=/bin/rm -f /run/slurmctld-charm/wake\n"
+        "Restart=on-failure\n"
+        "RestartSec=10\n"
         'ExecStart=juju-exec -u slurmctld/1 "JUJU_DISPATCH_PATH=hooks/slurmctld-wake '
         f'{CHARM_DIR}/dispatch"\n'
     )

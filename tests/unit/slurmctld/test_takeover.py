@@ -16,6 +16,7 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
+from charm_testing import systemd_expands
 from ops import testing
 from scenario.state import _Event
 from test_ha_charm import backup, leader_wrote
@@ -113,14 +114,90 @@ def test_after_a_takeover_the_held_job_is_released_and_its_node_resumed(
 
 
 def test_the_window_keeps_the_charm_awake(ctx, machine, tmp_path, share, clock):
+    """One watcher dispatches a look every 10 s until the window closes (180 s after)."""
     slurm_shows(machine, [], [])
 
     took_over(ctx, clock, tmp_path)
 
     [run] = [c for c in machine.commands if c[0] == "systemd-run"]
-    assert "--unit=slurmctld-wake-takeover-repair.service" in run
-    script = run[-1].replace("$$", "$").replace("%%", "%")  # As systemd passes it on.
-    assert f'[ "$(date +%s)" -ge {int(NOTICED) + 10} ] || echo no' in script
+    until = int(NOTICED) + 180
+    assert f"--unit=slurmctld-wake-takeover-until-{until}.service" in run
+    script = systemd_expands(run[-1])
+    assert script.startswith(f'while [ "$(date +%s)" -lt {until} ]; do\n  sleep 10\n')
+    assert "JUJU_DISPATCH_PATH=hooks/slurmctld-wake" in script
+
+
+def test_a_look_the_watcher_dispatched_leaves_it_running(ctx, machine, tmp_path, share, clock):
+    """The watcher runs while its hook does: that hook starts none (it keeps dispatching).
+
+    One-shot watchers (start the next look from the hook) stopped after the first look here:
+    the hook found the watcher that dispatched it still running and started no other.
+    """
+    slurm_shows(machine, [], [])
+    state = took_over(ctx, clock, tmp_path)
+    [run] = [c for c in machine.commands if c[0] == "systemd-run"]
+    machine.active.add(run[1].removeprefix("--unit="))  # systemd runs it; it dispatches.
+    clock.now = NOTICED + 10
+    beat(tmp_path, 1, clock.now)
+
+    ctx.run(_Event("slurmctld_wake"), state)
+
+    assert len(machine.ran("systemd-run")) == 1
+    assert f"-lt {int(NOTICED) + 180} ]" in run[-1]  # It still dispatches at NOTICED + 20.
+
+
+def test_a_wake_before_the_new_primarys_first_beat_keeps_looking(
+    ctx, machine, tmp_path, share, clock
+):
+    """slurmctld signalled its takeover but has not beaten yet: the hook looks again later."""
+    slurm_shows(machine, [drained_node()], [held_job()])
+    beat(tmp_path, 0, SEEN)
+    state = ctx.run(ctx.on.update_status(), backup())
+    signalled = RELAUNCH - 4
+    clock.now = signalled + 1
+    signal = tmp_path / "run/slurmctld-charm/primary-changed"
+    signal.parent.mkdir(parents=True, exist_ok=True)
+    signal.write_text(f"{signalled}\n")
+    os.utime(signal, (signalled, signalled))
+
+    state = ctx.run(_Event("slurmctld_wake"), state)  # The old primary's stale beat only.
+
+    [run] = [c for c in machine.commands if c[0] == "systemd-run"]
+    assert f"--unit=slurmctld-wake-takeover-until-{signalled + 180}.service" in run
+    assert repairs(machine) == []
+    clock.now = NOTICED
+    beat(tmp_path, 1, NOTICED)
+    ctx.run(_Event("slurmctld_wake"), state)  # The watcher's look.
+    assert repairs(machine) == [RELEASE, RESUME]
+
+
+def test_a_hook_that_cannot_configure_still_repairs(ctx, machine, tmp_path, share, clock):
+    """The mount check fails in the woken hook (say, it timed out): the repair does not wait."""
+    slurm_shows(machine, [drained_node()], [held_job()])
+    beat(tmp_path, 0, SEEN)
+    state = ctx.run(ctx.on.update_status(), backup())
+    (tmp_path / "mountinfo").write_text("22 1 8:1 / / rw shared:1 - ext4 /dev/sda1 rw\n")
+    clock.now = NOTICED
+    beat(tmp_path, 1, NOTICED)
+
+    out = ctx.run(_Event("slurmctld_wake"), state)
+
+    assert repairs(machine) == [RELEASE, RESUME]
+    assert out.unit_status.name == "waiting"  # The mount's status comes first.
+
+
+def test_a_lost_wake_up_is_made_up_by_the_next_update_status(ctx, machine, tmp_path, share, clock):
+    """Level-triggered: any later hook compares the heartbeat with what the unit last saw."""
+    slurm_shows(machine, [drained_node()], [held_job()])
+    beat(tmp_path, 0, SEEN)
+    state = ctx.run(ctx.on.update_status(), backup())
+    clock.now = NOTICED + 290  # No wake-up reached the charm; update-status, 5 min later.
+    beat(tmp_path, 1, clock.now)
+
+    out = ctx.run(ctx.on.update_status(), state)
+
+    assert repairs(machine) == [RELEASE, RESUME]
+    assert "released job 1" in out.unit_status.message
 
 
 def test_a_casualty_seen_later_in_the_window_is_repaired_once(

@@ -18,7 +18,10 @@ comes from untrusted names (application and node names), so it is checked agains
 name grammar before it reaches systemd.
 
 When the fact is a file that changes (sackd's fetched slurm.conf, a signal file), `PathWake`
-installs a systemd path unit instead of polling.
+installs a systemd path unit instead of polling. A charm that must look again every few
+seconds for a while (`wake_every`) starts one watcher that dispatches on a timer until a
+deadline: a hook dispatched by a watcher cannot start that watcher again (it still runs,
+waiting for the hook), so a chain of one-shot watchers would stop after its first link.
 """
 
 import logging
@@ -104,6 +107,37 @@ def watch_command(
     return ["/bin/sh", "-c", script]
 
 
+def repeat_command(dispatch: Sequence[str], *, period: int, until: int) -> list[str]:
+    """Build a shell loop: every `period` s until epoch `until`, run `dispatch` (bounded)."""
+    script = "\n".join(
+        [
+            f'while [ "$(date +%s)" -lt {int(until)} ]; do',
+            f"  sleep {int(period)}",
+            f'  timeout {DISPATCH_TIMEOUT} {shlex.join(dispatch)} || echo "dispatch failed: $?"',
+            "done",
+        ]
+    )
+    return ["/bin/sh", "-c", script]
+
+
+def wake_every(
+    name: str, dispatch: Sequence[str], description: str, *, period: int, until: int
+) -> bool:
+    """Start watcher `name` dispatching every `period` s until `until`, unless it runs.
+
+    Returns whether one was started. The hooks it dispatches find it running and leave it
+    be; any hook after it ended (or was lost with its machine's systemd) starts it again.
+
+    Raises:
+        ServiceError: systemd-run failed.
+
+    """
+    if systemd.Service(name).is_active():
+        return False
+    systemd.run_transient(name, repeat_command(dispatch, period=period, until=until), description)
+    return True
+
+
 def wake_when_silent(
     name: str, check: Sequence[str], dispatch: Sequence[str], description: str
 ) -> bool:
@@ -140,18 +174,37 @@ def exec_line(argv: Sequence[str]) -> str:
 
 
 class PathWake:
-    """Dispatch a charm event whenever a file on the machine changes.
+    """Dispatch a charm event whenever a file on the machine changes (or a flag is raised).
 
-    A root systemd path unit `<name>.path` watches `watched` (`PathChanged=`: a write
-    closed, or the file replaced) and starts the oneshot `<name>.service`, which runs the
-    charm's dispatch through `juju-exec` (`dispatch_command`), bounded by
-    `DISPATCH_TIMEOUT`. While a dispatch runs, further changes merge into it: systemd does
-    not start a running oneshot twice. The units are written only when their text changes.
-    Paths are under `root`, so unit tests write below a temporary directory.
+    A root systemd path unit `<name>.path` watches `watched` and starts the oneshot
+    `<name>.service`, which runs the charm's dispatch through `juju-exec`
+    (`dispatch_command`), bounded by `DISPATCH_TIMEOUT`. The units are written only when
+    their text changes. Paths are under `root`, so unit tests write below a temporary
+    directory.
+
+    By default the path unit reacts to a change (`PathChanged=`: a write closed, or the file
+    replaced). That is an edge: systemd stops watching while the service runs, so a change
+    made while a dispatch runs (or waits for the unit's hook lock) is lost. With
+    `flag=True`, `watched` is a flag file that whoever wants a wake creates and the service
+    deletes before it dispatches (`ExecStartPre=`): the path unit waits for it to exist
+    (`PathExists=`), and checks again when the service ends, so a flag raised during a
+    dispatch starts one more; a dispatch that failed (its hook, `juju-exec`, or systemd
+    spawning it) is tried again after `RETRY_SECONDS`. Only one dispatch runs at a time.
+    The directory holding the flag must be root's, so that root's `rm` of the name (which
+    never follows a link) cannot be redirected.
     """
 
+    RETRY_SECONDS = 10
+
     def __init__(
-        self, name: str, watched: str, *, charm: str, change: str, root: Path = Path("/")
+        self,
+        name: str,
+        watched: str,
+        *,
+        charm: str,
+        change: str,
+        root: Path = Path("/"),
+        flag: bool = False,
     ) -> None:
         """Watch `watched` (an absolute path); `change` says what a change means, for people."""
         self.path_name = f"{name}.path"
@@ -159,6 +212,7 @@ class PathWake:
         self.watched = watched
         self.charm = charm
         self.change = change
+        self.flag = flag
         self.unit_dir = root / "etc/systemd/system"
         self.path_unit = systemd.Service(self.path_name)
 
@@ -171,7 +225,7 @@ class PathWake:
                 f"Description=Wake the {self.charm} charm: {self.change}",
                 "",
                 "[Path]",
-                f"PathChanged={self.watched}",
+                f"{'PathExists' if self.flag else 'PathChanged'}={self.watched}",
                 f"Unit={self.service_name}",
                 "",
                 "[Install]",
@@ -187,6 +241,11 @@ class PathWake:
             ValueError: An argument holds a character systemd would interpret.
 
         """
+        level = [
+            f"ExecStartPre={exec_line(['/bin/rm', '-f', self.watched])}",
+            "Restart=on-failure",
+            f"RestartSec={self.RETRY_SECONDS}",
+        ]
         return "\n".join(
             [
                 f"# Written by the {self.charm} charm.",
@@ -196,6 +255,7 @@ class PathWake:
                 "[Service]",
                 "Type=oneshot",
                 f"TimeoutStartSec={DISPATCH_TIMEOUT}",
+                *(level if self.flag else []),
                 f"ExecStart={exec_line(dispatch)}",
                 "",
             ]
@@ -217,7 +277,7 @@ class PathWake:
         written = [files.write_if_changed(self.unit_dir / n, t, mode=0o644) for n, t in texts]
         changed = any(written)  # Both written: no short-circuit.
         if changed:
-            systemd.daemon_reload()
+            systemd.daemon_reload()  # A waiting path unit watches its new path from here on.
         if changed or not self.path_unit.is_active():
             self.path_unit.enable()
             self.path_unit.start()
