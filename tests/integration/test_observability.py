@@ -99,7 +99,7 @@ def test_queued_jobs_show_as_pending(cluster: jubilant.Juju):
 
 
 CORE_PANELS = {
-    "slurm-cluster.json": ["Nodes by state (per partition, summed)", "Jobs by state"],
+    "slurm-cluster.json": ["Nodes by state", "Jobs by state"],
     "slurm-partitions.json": ["Pending jobs", "CPUs by state", "Usable nodes"],
     "slurm-nodes.json": ["Nodes by state"],
     "slurm-scheduler.json": ["Main scheduling cycle", "Queues"],
