@@ -20,6 +20,7 @@ import jubilant
 from slurm_lab.juju import LabJuju
 from slurm_lab.machines import Lab
 
+from . import exporter as exporter_figure
 from . import failover as failover_figure
 from . import figures as fig
 from .cluster import (
@@ -47,6 +48,9 @@ QUICK = {
     "bare_runs": 1,
     "compare_jobs": 50,
     "failover_runs": 1,
+    "exporter_nodes": 8,
+    "exporter_jobs": 200,
+    "exporter_runs": 2,
 }
 FULL = {
     "nodes": 8,
@@ -58,6 +62,9 @@ FULL = {
     "bare_runs": 2,
     "compare_jobs": 300,
     "failover_runs": 5,
+    "exporter_nodes": 64,
+    "exporter_jobs": 10000,
+    "exporter_runs": 5,
 }
 
 
@@ -80,6 +87,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument(
         "--failover-runs", type=int, help="failovers per fault kind (figure 4); 0 skips it"
     )
+    parser.add_argument("--exporter-nodes", type=int, help="nodes for the exporter figure (8)")
+    parser.add_argument("--exporter-jobs", type=int, help="pending jobs for the exporter figure")
+    parser.add_argument("--exporter-runs", type=int, help="passes of each exporter measured")
     parser.add_argument("--out", type=Path, default=REPO / "build" / "bench-lab.json")
     parser.add_argument(
         "--no-network-state",
@@ -176,6 +186,12 @@ class Run:
             ("scale", self.scale),
             ("throughput_pairs", self.throughput_pairs),
             ("failover", self.failover),
+            (
+                "exporter",
+                lambda: exporter_figure.exporter_vs_naive(
+                    bench, args.exporter_nodes, args.exporter_jobs, args.exporter_runs
+                ),
+            ),
         ]
         for name, step in steps:
             if args.only and name not in args.only:
