@@ -173,7 +173,8 @@ def duplicated_cluster_series(juju: jubilant.Juju, minutes: int) -> list[dict[st
     A cluster-wide series two exporters serve differs only by the collector's per-unit labels.
     """
     series = f'{{__name__=~"slurm_.+", __name__!~"{OWN_SERIES}"}}'
-    copies = f"count without ({', '.join(TOPOLOGY)}) ({series})"
+    named = f'label_replace({series}, "name", "$1", "__name__", "(.+)")'  # count drops __name__
+    copies = f"count without ({', '.join(TOPOLOGY)}) ({named})"
     return prometheus(juju, "query", query=f"max_over_time(({copies})[{minutes}m:5s]) > 1")[
         "result"
     ]
