@@ -1,15 +1,15 @@
 """Observability end to end (issue 22): the exporter, cos-agent and the alert rules in a real
 Prometheus, as COS has them.
 
-One deployment for the module: two slurmctld units on network state (HA; exporter every
-10 s, SlurmdTimeout=30 so a dead slurmd is marked down within a minute), two slurmd
+One deployment for the module: two slurmctld units on network state (HA; the exporter's default
+30 s interval, SlurmdTimeout=30 so a dead slurmd is marked down within a minute), two slurmd
 applications (`compute`, `debug`) of one unit each, a login node, slurmdbd on MySQL, the lab's
-COS collector stand-in `otelcol` (slurm_lab.juju.cos) on both controllers over `cos-agent`,
-and the lab's stand-in for COS's Prometheus (slurm_lab.juju.prometheus) integrated with the
+COS collector stand-in `otelcol` (slurm_lab.juju.cos) on both controllers over `cos-agent`, and
+the lab's stand-in for COS's Prometheus (slurm_lab.juju.prometheus) integrated with the
 collector over `send-remote-write`. Each controller's collector scrapes its exporter and
-remote-writes every series to that one Prometheus, which evaluates the charm's alert rules
-over the whole cluster, so the wire contracts are proven against real consumers and the HA
-rule (one exporter of each cluster-wide series) is checked where COS would see a breach.
+remote-writes every series to that one Prometheus, which evaluates the charm's alert rules over
+the whole cluster, so the wire contracts are proven against real consumers and the HA rule (one
+exporter of each cluster-wide series) is checked where COS would see a breach.
 
 - jobs queued in `debug` show in `slurm_partition_jobs{state="pending"}`;
 - the dashboards' core panels return data;
@@ -85,9 +85,9 @@ def cluster(juju: jubilant.Juju, charm_path: Callable[[str], Path]) -> jubilant.
         computes=(("compute", 1), ("debug", 1)),
     )
     deploy_accounting(juju, charm_path)
-    juju.config(
-        "slurmctld", {"metrics-interval": 10, "slurm-conf-parameters": "SlurmdTimeout=30\n"}
-    )
+    # The exporter's default interval (30 s), longer than a takeover: the old primary's
+    # exporter still serves its last pass when the backup's first pass in control comes.
+    juju.config("slurmctld", {"slurm-conf-parameters": "SlurmdTimeout=30\n"})
     juju.deploy("opentelemetry-collector", "otelcol")
     juju.integrate("slurmctld:cos-agent", "otelcol:cos-agent")
     juju.deploy("prometheus", "prometheus")
