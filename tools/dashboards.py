@@ -127,8 +127,8 @@ def specs() -> dict[str, dict[str, Any]]:
                 ),
                 _panel(
                     ts,
-                    "Nodes by state (per partition, summed)",
-                    [(f"sum by (state) (slurm_nodes{{{SEL}}})", "{{state}}")],
+                    "Nodes by state",
+                    [(f"sum by (state) (slurm_cluster_nodes{{{SEL}}})", "{{state}}")],
                 ),
                 _panel(
                     ts,
@@ -142,6 +142,10 @@ def specs() -> dict[str, dict[str, Any]]:
                         (
                             f'sum by (partition) (slurm_partition_cpus{{{SEL},state="allocated"}}) / sum by (partition) (slurm_partition_cpus{{{SEL},state="total"}})',
                             "{{partition}}",
+                        ),
+                        (
+                            f'sum(slurm_cluster_cpus{{{SEL},state="allocated"}}) / sum(slurm_cluster_cpus{{{SEL},state="total"}})',
+                            "cluster",
                         ),
                     ],
                     "percentunit",

@@ -320,8 +320,30 @@ MUTATIONS = [
     Mutation(
         "exporter-every-controller-exports-the-cluster",
         "libs/hpc_libs/src/hpc_libs/slurm/exporter.py",
-        "cluster_wide = metrics.in_control(pings) == self.hostname",
-        "cluster_wide = bool(pings)",
+        "        cluster: list[Family] = []\n"
+        "        if self._may_export_cluster(metrics.in_control(pings) == self.hostname):\n",
+        "        cluster: list[Family] = []\n        if self._may_export_cluster(bool(pings)):\n",
+        "tests/unit/hpc_libs/test_exporter.py",
+    ),
+    Mutation(
+        "exporter-new-primary-exports-at-once",
+        "libs/hpc_libs/src/hpc_libs/slurm/exporter.py",
+        "self._exports_from = now if first_pass else now + self.handover",
+        "self._exports_from = now",
+        "tests/unit/hpc_libs/test_exporter.py",
+    ),
+    Mutation(
+        "exporter-no-second-ping",
+        "libs/hpc_libs/src/hpc_libs/slurm/exporter.py",
+        "pings = self._pings(durations, failed)  # Still in control after the commands?",
+        "pass",
+        "tests/unit/hpc_libs/test_exporter.py",
+    ),
+    Mutation(
+        "exporter-cluster-totals-per-partition-line",
+        "libs/hpc_libs/src/hpc_libs/slurm/metrics.py",
+        "        if line.node not in seen:",
+        "        if True:",
         "tests/unit/hpc_libs/test_exporter.py",
     ),
 ]

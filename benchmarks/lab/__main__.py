@@ -20,6 +20,7 @@ import jubilant
 from slurm_lab.juju import LabJuju
 from slurm_lab.machines import Lab
 
+from . import exporter as exporter_figure
 from . import failover as failover_figure
 from . import figures as fig
 from .cluster import (
@@ -48,6 +49,9 @@ QUICK = {
     "compare_jobs": 50,
     "failover_runs": 1,
     "tool_rounds": 1,
+    "exporter_nodes": 8,
+    "exporter_jobs": 200,
+    "exporter_runs": 2,
 }
 FULL = {
     "nodes": 8,
@@ -60,6 +64,9 @@ FULL = {
     "compare_jobs": 300,
     "failover_runs": 5,
     "tool_rounds": 2,
+    "exporter_nodes": 64,
+    "exporter_jobs": 10000,
+    "exporter_runs": 5,
 }
 
 
@@ -87,6 +94,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         type=int,
         help="units added per hook-tool runtime, before/after (figure 6c)",
     )
+    parser.add_argument("--exporter-nodes", type=int, help="nodes for the exporter figure (8)")
+    parser.add_argument("--exporter-jobs", type=int, help="pending jobs for the exporter figure")
+    parser.add_argument("--exporter-runs", type=int, help="passes of each exporter measured")
     parser.add_argument("--out", type=Path, default=REPO / "build" / "bench-lab.json")
     parser.add_argument(
         "--no-network-state",
@@ -184,6 +194,12 @@ class Run:
             ("scale", self.scale),
             ("throughput_pairs", self.throughput_pairs),
             ("failover", self.failover),
+            (
+                "exporter",
+                lambda: exporter_figure.exporter_vs_naive(
+                    bench, args.exporter_nodes, args.exporter_jobs, args.exporter_runs
+                ),
+            ),
         ]
         for name, step in steps:
             if args.only and name not in args.only:

@@ -316,8 +316,29 @@ def table(figures: dict[str, Any]) -> str:
         *hook_rows(figures),
         *hook_tool_rows(figures),
         *scale_rows(figures),
+        *exporter_rows(figures),
     ]
     return markdown(["#", "Figure", "Charms", "Comparator (same run)", "Ratio"], rows)
+
+
+def exporter_rows(figures: dict[str, Any]) -> list[list[str]]:
+    """Figure 8: the exporter's pass and scrape beside a naive exporter's scrape."""
+    out = figures.get("exporter")
+    if not out:
+        return [["8", "Slurm exporter", "not measured", "-", "-"]]
+    ours, naive = out["exporter"], out["naive"]
+    return [
+        [
+            "8",
+            f"Exporter at {out['nodes']} nodes, {out['pending_jobs']} pending jobs "
+            f"({out['runs']} runs): pass wall s / slurmctld CPU s / RPCs; scrape",
+            f"pass {ours['wall_s_median']} s / {ours['slurmctld_cpu_s_median']} s / "
+            f"{sum(ours['rpcs_per_pass'].values())}; scrape {ours['scrape_s_median']} s",
+            f"naive squeue+sinfo --json per scrape: {naive['wall_s_median']} s / "
+            f"{naive['slurmctld_cpu_s_median']} s / {sum(naive['rpcs_per_pass'].values())}",
+            f"{naive['wall_s_median'] / max(ours['scrape_s_median'], 1e-6):.0f}x (scrape)",
+        ]
+    ]
 
 
 def hook_table(figures: dict[str, Any]) -> str:

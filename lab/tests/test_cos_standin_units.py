@@ -10,7 +10,8 @@ import json
 import lzma
 
 import yaml
-from slurm_lab.juju.cos import prometheus_config, read_config
+from slurm_lab.juju.cos import prometheus_config, read_config, remote_write_url
+from slurm_lab.juju.prometheus import rules_problem
 
 
 def _config(**fields: object) -> dict[str, str]:
@@ -67,3 +68,30 @@ def test_scrape_jobs_are_named_per_unit_and_carry_the_topology() -> None:
             "static_configs": [{"targets": ["localhost:9341"], "labels": topology}],
         }
     ]
+
+
+def test_with_remote_write_every_series_is_forwarded() -> None:
+    data = read_config(_config())
+    assert isinstance(data, dict)
+    topology = {"juju_model": "lab", "juju_application": "slurmctld", "juju_unit": "slurmctld/0"}
+    url = "http://10.0.0.9:9090/api/v1/write"
+    config = yaml.safe_load(
+        prometheus_config(data["metrics_scrape_jobs"], topology, "slurmctld/0", [url])
+    )
+    assert config["remote_write"] == [{"url": url}]
+
+
+def test_a_remote_write_url_is_read_only_when_plain() -> None:
+    good = {"remote_write": json.dumps({"url": "http://10.0.0.9:9090/api/v1/write"})}
+    assert remote_write_url(good) == "http://10.0.0.9:9090/api/v1/write"
+    assert remote_write_url({}) == ""
+    assert remote_write_url({"remote_write": "not json"}) == ""
+    hostile = {"remote_write": json.dumps({"url": "http://x/\n- url: http://evil"})}
+    assert remote_write_url(hostile) == ""
+
+
+def test_the_central_prometheus_loads_only_rule_files() -> None:
+    assert rules_problem("slurmctld", json.dumps({"groups": []})) == ""
+    assert "groups" in rules_problem("slurmctld", json.dumps({"rules": []}))
+    assert "JSON" in rules_problem("slurmctld", "{")
+    assert "application" in rules_problem("../etc", json.dumps({"groups": []}))

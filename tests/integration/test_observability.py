@@ -1,16 +1,24 @@
 """Observability end to end (issue 22): the exporter, cos-agent and the alert rules in a real
-Prometheus.
+Prometheus, as COS has them.
 
-One deployment for the module: slurmctld (exporter every 10 s, SlurmdTimeout=30 so a dead
-slurmd is marked down within a minute), two slurmd applications (`compute`, `debug`) of one
-unit each, and the lab's COS collector stand-in `otelcol` (slurm_lab.juju.cos) integrated
-over `cos-agent`: it reads what slurmctld publishes and feeds Debian's Prometheus on
-slurmctld's machine (scrape job and alert rules), so the wire contract is proven against a
-real consumer, not only against vectors.
+One deployment for the module: two slurmctld units on network state (HA; the exporter's default
+30 s interval, SlurmdTimeout=30 so a dead slurmd is marked down within a minute), two slurmd
+applications (`compute`, `debug`) of one unit each, a login node, slurmdbd on MySQL, the lab's
+COS collector stand-in `otelcol` (slurm_lab.juju.cos) on both controllers over `cos-agent`, and
+the lab's stand-in for COS's Prometheus (slurm_lab.juju.prometheus) integrated with the
+collector over `send-remote-write`. Each controller's collector scrapes its exporter and
+remote-writes every series to that one Prometheus, which evaluates the charm's alert rules over
+the whole cluster, so the wire contracts are proven against real consumers and the HA rule (one
+exporter of each cluster-wide series) is checked where COS would see a breach.
 
 - jobs queued in `debug` show in `slurm_partition_jobs{state="pending"}`;
-- the dashboards' core panels return data from that Prometheus;
-- a compute node's slurmd killed fires SlurmNodeDown with the node and Slurm's reason.
+- the dashboards' core panels return data;
+- the primary's slurmctld killed: `slurm_controller_primary` moves to the backup, the
+  cluster-wide series come from the backup's exporter, no cluster-wide series is ever
+  exported by both controllers at once, and SlurmNoPrimaryController never fires;
+- slurmdbd frozen (SIGSTOP: the charm cannot see it, so it does not restart it) and a
+  compute node's slurmd killed: SlurmNodeDown fires with the node and Slurm's reason, and
+  SlurmdbdAgentQueueGrowing fires.
 """
 
 from __future__ import annotations
@@ -18,6 +26,7 @@ from __future__ import annotations
 import json
 import re
 import shlex
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -25,21 +34,27 @@ from typing import Any
 import jubilant
 import pytest
 from conftest import on_real_juju
-from deploy_helpers import deploy_slurm
+from deploy_helpers import deploy_accounting, deploy_slurm
 from dynamic_nodes_helpers import all_nodes_idle, poll, sh
+from ha_helpers import failover_seconds, ping_hosts, recover, unit_of_host
 
-pytestmark = pytest.mark.skipif(on_real_juju(), reason="the COS collector stand-in is the lab's")
+pytestmark = pytest.mark.skipif(on_real_juju(), reason="the COS stand-ins are the lab's")
 
-SETTLE = 10 * 60
+SETTLE = 15 * 60
 CONTROLLER = "slurmctld/0"
+CONTROLLERS = 2
+OWN_SERIES = "slurm_exporter_.+"
+"""Series every exporter has of its own (its health), told apart by `instance`."""
+TOPOLOGY = ("instance", "job", "juju_unit")
+"""Labels the collector adds per unit: two units' copies of a series differ only by them."""
 
 
-def prometheus(juju: jubilant.Juju, path: str, query: str | None = None) -> Any:
-    """GET the stand-in Prometheus's API on slurmctld's machine; return its `data`."""
-    url = f"http://localhost:9090/api/v1/{path}"
-    curl = f"curl -sf {shlex.quote(url)}"
-    if query is not None:
-        curl += f" --data-urlencode {shlex.quote('query=' + query)}"
+def prometheus(juju: jubilant.Juju, path: str, **params: str) -> Any:
+    """GET COS's Prometheus (the stand-in's) API from a controller unit; return its `data`."""
+    address = juju.status().apps["prometheus"].units["prometheus/0"].public_address
+    curl = f"curl -sf {shlex.quote(f'http://{address}:9090/api/v1/{path}')}"
+    for name, text in params.items():
+        curl += f" --data-urlencode {shlex.quote(f'{name}={text}')}"
     answer = json.loads(juju.exec(curl, unit=CONTROLLER).stdout)
     assert answer["status"] == "success", answer
     return answer["data"]
@@ -47,18 +62,36 @@ def prometheus(juju: jubilant.Juju, path: str, query: str | None = None) -> Any:
 
 def value(juju: jubilant.Juju, query: str) -> float | None:
     """The single value of an instant query, or None while it has none."""
-    result = prometheus(juju, "query", query)["result"]
+    result = prometheus(juju, "query", query=query)["result"]
     return float(result[0]["value"][1]) if result else None
+
+
+def firing(juju: jubilant.Juju, alertname: str) -> list[dict[str, Any]]:
+    """The alerts of `alertname` firing now."""
+    return [
+        a
+        for a in prometheus(juju, "alerts")["alerts"]
+        if a["labels"]["alertname"] == alertname and a["state"] == "firing"
+    ]
 
 
 @pytest.fixture(scope="module")
 def cluster(juju: jubilant.Juju, charm_path: Callable[[str], Path]) -> jubilant.Juju:
-    deploy_slurm(juju, charm_path, computes=(("compute", 1), ("debug", 1)), login=False)
-    juju.config(
-        "slurmctld", {"metrics-interval": 10, "slurm-conf-parameters": "SlurmdTimeout=30\n"}
+    deploy_slurm(
+        juju,
+        charm_path,
+        controllers=CONTROLLERS,
+        network_state=True,
+        computes=(("compute", 1), ("debug", 1)),
     )
+    deploy_accounting(juju, charm_path)
+    # The exporter's default interval (30 s), longer than a takeover: the old primary's
+    # exporter still serves its last pass when the backup's first pass in control comes.
+    juju.config("slurmctld", {"slurm-conf-parameters": "SlurmdTimeout=30\n"})
     juju.deploy("opentelemetry-collector", "otelcol")
     juju.integrate("slurmctld:cos-agent", "otelcol:cos-agent")
+    juju.deploy("prometheus", "prometheus")
+    juju.integrate("otelcol:send-remote-write", "prometheus:receive-remote-write")
     juju.wait(jubilant.all_active, error=jubilant.any_error, timeout=SETTLE)
     poll(
         lambda: all_nodes_idle(juju, ["compute-0", "debug-0"]),
@@ -68,18 +101,24 @@ def cluster(juju: jubilant.Juju, charm_path: Callable[[str], Path]) -> jubilant.
     return juju
 
 
-def test_the_collector_loaded_the_scrape_job_and_the_alert_rules(cluster: jubilant.Juju):
-    targets = poll(
+def test_cos_prometheus_has_every_controllers_series_and_the_rules(cluster: jubilant.Juju):
+    hosts = ping_hosts(cluster)
+    roles = poll(
         lambda: (
-            [t for t in prometheus(cluster, "targets")["activeTargets"] if t["health"] == "up"]
-            or None
+            result
+            if len(
+                result := prometheus(cluster, "query", query="slurm_controller_primary")["result"]
+            )
+            == CONTROLLERS
+            else None
         ),
-        timeout=120,
-        what="the exporter's target up",
+        timeout=180,
+        what="both controllers' role in COS's Prometheus",
     )
-    assert targets[0]["labels"]["juju_application"] == "slurmctld"
+    assert {r["metric"]["host"]: r["value"][1] for r in roles} == {hosts[0]: "1", hosts[1]: "0"}
+    assert {r["metric"]["juju_application"] for r in roles} == {"slurmctld"}
     rules = {r["name"] for g in prometheus(cluster, "rules")["groups"] for r in g["rules"]}
-    assert {"SlurmNodeDown", "SlurmNoPrimaryController", "SlurmExporterStale"} <= rules
+    assert {"SlurmNodeDown", "SlurmNoPrimaryController", "SlurmdbdAgentQueueGrowing"} <= rules
 
 
 def test_queued_jobs_show_as_pending(cluster: jubilant.Juju):
@@ -95,11 +134,11 @@ def test_queued_jobs_show_as_pending(cluster: jubilant.Juju):
     )
 
     assert pending
-    assert value(cluster, 'slurm_controller_primary{host!=""}') == 1
+    assert value(cluster, "sum(slurm_controller_primary)") == 1
 
 
 CORE_PANELS = {
-    "slurm-cluster.json": ["Nodes by state (per partition, summed)", "Jobs by state"],
+    "slurm-cluster.json": ["Nodes by state", "Jobs by state"],
     "slurm-partitions.json": ["Pending jobs", "CPUs by state", "Usable nodes"],
     "slurm-nodes.json": ["Nodes by state"],
     "slurm-scheduler.json": ["Main scheduling cycle", "Queues"],
@@ -123,29 +162,93 @@ def test_core_dashboard_panels_return_data(cluster: jubilant.Juju):
                     lambda m: GRAFANA_VALUES.get(m.group(1), ".*"),
                     target["expr"],
                 )
-                if not prometheus(cluster, "query", expr)["result"]:
+                if not prometheus(cluster, "query", query=expr)["result"]:
                     empty.append(f"{name} / {title}: {expr}")
     assert not empty
 
 
-def test_a_killed_slurmd_fires_node_down_with_the_node_and_reason(cluster: jubilant.Juju):
+def duplicated_cluster_series(juju: jubilant.Juju, minutes: int) -> list[dict[str, Any]]:
+    """Series that more than one unit exported at any moment of the last `minutes` (5 s steps).
+
+    A cluster-wide series two exporters serve differs only by the collector's per-unit labels.
+    """
+    series = f'{{__name__=~"slurm_.+", __name__!~"{OWN_SERIES}"}}'
+    named = f'label_replace({series}, "name", "$1", "__name__", "(.+)")'  # count drops __name__
+    copies = f"count without ({', '.join(TOPOLOGY)}) ({named})"
+    return prometheus(juju, "query", query=f"max_over_time(({copies})[{minutes}m:5s]) > 1")[
+        "result"
+    ]
+
+
+def test_the_primarys_death_moves_the_role_without_a_duplicate_or_an_alert(
+    cluster: jubilant.Juju,
+):
+    hosts = ping_hosts(cluster)
+    primary, backup = hosts[0], hosts[1]
+    status = cluster.status()
+    primary_unit = unit_of_host(status, "slurmctld", primary)
+    backup_unit = unit_of_host(status, "slurmctld", backup)
+    started = time.monotonic()
+    failover_seconds(cluster, "kill", primary, backup)  # The lab's SIGKILL, kept down.
+    poll(
+        lambda: value(cluster, f'slurm_controller_primary{{host="{backup}"}}') == 1,
+        timeout=180,
+        what=f"slurm_controller_primary of {backup} at 1",
+    )
+    moved = poll(
+        lambda: value(cluster, f'count(slurm_nodes{{juju_unit="{backup_unit}"}})') or None,
+        timeout=180,
+        what=f"the cluster-wide series from {backup_unit}",
+    )
+    print(
+        f"\ncluster-wide series from the backup {time.monotonic() - started:.0f} s after the kill"
+    )
+    assert moved
+    assert value(cluster, f'count(slurm_nodes{{juju_unit="{primary_unit}"}})') is None
+    assert value(cluster, f'slurm_controller_primary{{host="{primary}"}}') == 0
+
+    recover(cluster, "kill", primary, hosts)
+    poll(
+        lambda: value(cluster, f'count(slurm_nodes{{juju_unit="{primary_unit}"}})') or None,
+        timeout=180,
+        what=f"the cluster-wide series back from {primary_unit}",
+    )
+    minutes = int((time.monotonic() - started) / 60) + 2
+    assert duplicated_cluster_series(cluster, minutes) == []
+    no_primary = 'ALERTS{alertname="SlurmNoPrimaryController", alertstate="firing"}'
+    assert (
+        prometheus(cluster, "query", query=f"max_over_time({no_primary}[{minutes}m])")["result"]
+        == []
+    )
+
+
+def test_slurmdbd_frozen_and_a_slurmd_killed_fire_their_alerts(cluster: jubilant.Juju):
+    # SIGSTOP: slurmdbd takes no message, and systemd (so the charm) still sees it running.
+    freeze = 'kill -STOP "$(systemctl show -P MainPID slurmdbd.service)"'
+    cluster.exec(freeze, unit="slurmdbd/0")
+    for _ in range(3):  # Accounting records for the queue (job submissions, starts, ends).
+        sh(cluster, "sbatch -p debug --wrap 'sleep 1'")
     # By this machine's process id: a unit's cgroup is shared by every lab machine of a
     # cgroup v1 host, so `systemctl kill` would take the other slurmd with it.
     kill = 'kill -KILL "$(systemctl show -P MainPID slurmd.service)"'
     cluster.exec(kill, unit="compute/0")
 
-    def firing() -> list[dict[str, Any]] | None:
-        alerts = prometheus(cluster, "alerts")["alerts"]
-        return [
-            a
-            for a in alerts
-            if a["labels"]["alertname"] == "SlurmNodeDown"
-            and a["state"] == "firing"
-            and a["labels"].get("reason")
-        ] or None
+    def node_down() -> list[dict[str, Any]] | None:
+        return [a for a in firing(cluster, "SlurmNodeDown") if a["labels"].get("reason")] or None
 
-    alerts = poll(firing, timeout=8 * 60, interval=10, what="SlurmNodeDown firing with a reason")
+    try:
+        alerts = poll(node_down, timeout=8 * 60, interval=10, what="SlurmNodeDown with a reason")
+        nodes = sh(cluster, "sinfo --Node --long --noheader; sinfo --list-reasons --long")
+        assert {a["labels"]["node"] for a in alerts} == {"compute-0"}, (alerts, nodes)
+        assert "compute-0 is down" in alerts[0]["annotations"]["summary"]
 
-    nodes = sh(cluster, "sinfo --Node --long --noheader; sinfo --list-reasons --long")
-    assert {a["labels"]["node"] for a in alerts} == {"compute-0"}, (alerts, nodes)
-    assert "compute-0 is down" in alerts[0]["annotations"]["summary"]
+        queue = poll(
+            lambda: firing(cluster, "SlurmdbdAgentQueueGrowing") or None,
+            timeout=10 * 60,
+            interval=10,
+            what="SlurmdbdAgentQueueGrowing firing",
+        )
+        assert float(queue[0]["value"]) > 0
+    finally:
+        thaw = 'kill -CONT "$(systemctl show -P MainPID slurmdbd.service)"'
+        cluster.exec(thaw, unit="slurmdbd/0")

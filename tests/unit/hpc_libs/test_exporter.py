@@ -304,3 +304,84 @@ def test_held_jobs_do_not_age_the_queue() -> None:
     assert _series(samples, "slurm_partition_oldest_pending_job_age_seconds") == {
         (("partition", "debug"),): RECORDED_AT - 1795618800
     }
+
+
+PRIMARY_DOWN_PING = BACKUP_PING.replace(
+    '"UP", "responding": true, "mode": "primary"',
+    '"DOWN", "responding": false, "mode": "primary"',
+)
+
+
+def test_a_new_primary_exports_the_cluster_only_after_the_old_one_dropped_it() -> None:
+    """Failover: the backup's exporter waits one interval plus a grace before it exports the
+    cluster, by when the old primary's exporter has run a pass and dropped it: no scrape of
+    the two ever holds the same cluster-wide series."""
+    now = [RECORDED_AT]
+    old_slurm, new_slurm = FakeSlurm(scontrol=BACKUP_PING), FakeSlurm(scontrol=BACKUP_PING)
+    old, new = (
+        exporter.SlurmCollector(
+            host,
+            run=slurm,
+            clock=lambda: now[0],
+            fence_flag=Path("/nonexistent/fenced"),
+            handover=40,
+        )
+        for host, slurm in (("obs-0", old_slurm), ("obs-1", new_slurm))
+    )
+    old.collect_once()
+    new.collect_once()
+    assert _series(_scrape(old), "slurm_nodes")
+    assert not _series(_scrape(new), "slurm_nodes")
+
+    # obs-0's slurmctld dies; obs-1 takes control. obs-1's next pass comes first.
+    old_slurm.outputs["scontrol"] = new_slurm.outputs["scontrol"] = PRIMARY_DOWN_PING
+    now[0] += 30
+    new.collect_once()
+    assert _series(_scrape(new), "slurm_controller_primary") == {(("host", "obs-1"),): 1}
+    assert not _series(_scrape(new), "slurm_nodes"), "exported while obs-0 may still serve it"
+    assert not _series(_scrape(new), "slurm_controller_up")
+    now[0] += 5
+    old.collect_once()
+    assert not _series(_scrape(old), "slurm_nodes")
+    assert _series(_scrape(old), "slurm_controller_primary") == {(("host", "obs-0"),): 0}
+
+    now[0] += 35  # One interval and the grace after obs-1 first saw itself in control.
+    new.collect_once()
+    assert _series(_scrape(new), "slurm_nodes")
+    assert _series(_scrape(new), "slurm_controller_up")[(("host", "obs-0"),)] == 0
+
+
+class LosingControl(FakeSlurm):
+    """The controller answers the pass's first ping, then dies while its commands run."""
+
+    def __call__(self, argv: Sequence[str], env: Mapping[str, str], timeout: float) -> str:
+        answer = super().__call__(argv, env, timeout)
+        if argv[0] == "scontrol":
+            self.outputs["scontrol"] = PRIMARY_DOWN_PING
+        return answer
+
+
+def test_a_pass_that_outlived_its_controller_is_not_served_as_the_primarys() -> None:
+    slurm = LosingControl(scontrol=BACKUP_PING)
+    samples = _scrape(_collector(slurm, "obs-0"))
+    assert [argv[0] for argv in slurm.ran] == ["scontrol", "sdiag", "sinfo", "squeue", "scontrol"]
+    assert not _series(samples, "slurm_nodes")
+    assert not _series(samples, "slurm_controller_up")
+    assert _series(samples, "slurm_controller_primary") == {(("host", "obs-0"),): 0}
+
+
+def test_cluster_totals_count_a_node_in_two_partitions_once() -> None:
+    samples = _scrape(_collector(FakeSlurm()))
+    assert _series(samples, "slurm_cluster_cpus") == {
+        (("state", "allocated"),): 2,
+        (("state", "idle"),): 0,
+        (("state", "other"),): 8,
+        (("state", "total"),): 10,
+    }
+    assert _series(samples, "slurm_cluster_nodes") == {
+        (("state", "allocated"),): 1,
+        (("state", "idle"),): 1,
+        (("state", "down"),): 1,
+    }
+    partitions = _series(samples, "slurm_partition_cpus")
+    assert sum(v for k, v in partitions.items() if ("state", "total") in k) == 18

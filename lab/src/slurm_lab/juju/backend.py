@@ -35,6 +35,7 @@ from slurm_lab.juju.cos import CosCollector
 from slurm_lab.juju.engine import JUJU_EXEC_PATH, JUJU_EXEC_SCRIPT, Controller, LabLike
 from slurm_lab.juju.model import App, Endpoint, ModelState, Relation, Unit
 from slurm_lab.juju.mysql import MysqlStandIn
+from slurm_lab.juju.prometheus import PrometheusStandIn
 from slurm_lab.juju.shell import command_string
 from slurm_lab.juju.status import build_status
 
@@ -83,6 +84,8 @@ class LabJuju(jubilant.Juju):
         self.ctl.builtin[CosCollector.KIND] = CosCollector(self.ctl).handle
         # Stand-in for the mysql charm (slurm_lab.juju.mysql).
         self.ctl.builtin[MysqlStandIn.KIND] = MysqlStandIn(self.ctl).handle
+        # Stand-in for COS's Prometheus, receiving remote write (slurm_lab.juju.prometheus).
+        self.ctl.builtin[PrometheusStandIn.KIND] = PrometheusStandIn(self.ctl).handle
         atexit.register(self._finish_background_hooks)
 
     def _finish_background_hooks(self) -> None:
@@ -243,8 +246,12 @@ class LabJuju(jubilant.Juju):
                 raise cli_error("deploy", str(charm), message=f'"{new.name}" already exists')
             model.apps[new.name] = new
             return new
-        if charm_dir is None and Path(str(charm)).name == MysqlStandIn.KIND:  # mysql stand-in
-            new = MysqlStandIn.new_app(app or MysqlStandIn.KIND, config)
+        # The principal stand-ins (lab machines): mysql and COS's Prometheus.
+        principal = {c.KIND: c for c in (MysqlStandIn, PrometheusStandIn)}.get(
+            Path(str(charm)).name
+        )
+        if charm_dir is None and principal is not None:
+            new = principal.new_app(app or principal.KIND, config)
             if new.name in model.apps:
                 raise cli_error("deploy", str(charm), message=f'"{new.name}" already exists')
             model.apps[new.name] = new
@@ -397,6 +404,8 @@ class LabJuju(jubilant.Juju):
             return FilesystemClient.ENDPOINTS
         if app.kind == MysqlStandIn.KIND:
             return MysqlStandIn.ENDPOINTS
+        if app.kind == PrometheusStandIn.KIND:
+            return PrometheusStandIn.ENDPOINTS
         if app.kind == CosCollector.KIND:
             return CosCollector.ENDPOINTS
         return self.ctl.spec(app).endpoints()

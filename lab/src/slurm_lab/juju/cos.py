@@ -16,9 +16,19 @@ required keys checked as the collector's model does) and feeds a real Prometheus
 * `promtool check config` judges the result before Prometheus restarts with it; a config it
   refuses blocks the unit with promtool's reason and leaves the running one alone.
 
-Prometheus listens on the machine's port 9090 (the lab network only). Differences from the
-real collector: no remote write (each unit's Prometheus is its own COS), no Loki or Grafana
-(log files and dashboards are checked to decode, not shipped), no tracing.
+Prometheus listens on the machine's port 9090 (the lab network only).
+
+Integrated over `send-remote-write` (interface `prometheus_remote_write`) with a Prometheus
+(COS's, or the lab's stand-in `slurm_lab.juju.prometheus`), it forwards as the collector does:
+
+* each unit's Prometheus remote-writes every scraped series to the `url` of each remote
+  unit's `remote_write`, and evaluates no rule itself (the receiving Prometheus does);
+* the leader publishes `alert_rules` in the application databag: the rule groups of every
+  principal application it serves, once per application. The real collector gathers its
+  principals' data over its peer relation; the stand-in reads the same relations directly.
+
+Differences from the real collector: no Loki or Grafana (log files and dashboards are checked
+to decode, not shipped), no tracing, no topology matchers injected into rule expressions.
 """
 
 from __future__ import annotations
@@ -28,6 +38,7 @@ import binascii
 import json
 import lzma
 import re
+from collections.abc import Sequence
 from typing import Any
 
 from slurm_lab.juju.fsclient import FilesystemClient
@@ -68,18 +79,90 @@ class CosCollector(FilesystemClient):
     ENDPOINTS: dict[str, tuple[str, dict[str, Any]]] = {  # noqa: RUF012
         "cos-agent": ("requirer", {"interface": "cos_agent", "scope": "container"}),
         "juju-info": ("requirer", {"interface": "juju-info", "scope": "container"}),
+        "send-remote-write": ("requirer", {"interface": "prometheus_remote_write"}),
     }
 
     def handle(self, unit: Unit, event: JsonDict) -> None:
         """Run one 'hook' of the stand-in."""
         rel = self.ctl.model.relations.get(str(event.get("relation_id")))
-        if rel is None or rel.endpoint_of(unit.app).endpoint != "cos-agent":
+        if rel is None:
+            return
+        endpoint = rel.endpoint_of(unit.app).endpoint
+        if endpoint == "send-remote-write" and event["kind"] in (
+            "relation_joined",
+            "relation_changed",
+            "relation_departed",
+            "relation_broken",
+        ):
+            agent = self._agent_relation(unit)
+            if agent is not None:
+                self._apply(unit, agent)
+            return
+        if endpoint != "cos-agent":
             return
         if event["kind"] in ("relation_joined", "relation_changed"):
             self._apply(unit, rel)
         elif event["kind"] == "relation_broken":
             self.ctl.machine(unit).exec(["systemctl", "stop", "prometheus"])
             unit.workload = StatusValue("waiting", "waiting for cos-agent data")
+
+    def _agent_relation(self, unit: Unit) -> Relation | None:
+        """Return the cos-agent relation with this unit's principal."""
+        principal_app = (unit.principal or "").split("/")[0]
+        return next(
+            (
+                rel
+                for rel in self.ctl.model.relations_of(unit.app)
+                if rel.endpoint_of(unit.app).endpoint == "cos-agent"
+                and rel.other_app(unit.app) == principal_app
+            ),
+            None,
+        )
+
+    def _remote_write_urls(self, unit: Unit) -> list[str]:
+        """Return the `url` of each `remote_write` this unit sees on `send-remote-write`."""
+        urls: list[str] = []
+        for rel in self._endpoint_relations(unit, "send-remote-write"):
+            for remote in rel.seen.get(unit.name, []):
+                url = remote_write_url(rel.unit_data.get(remote, {}))
+                if url:
+                    urls.append(url)
+        return sorted(set(urls))
+
+    def _endpoint_relations(self, unit: Unit, endpoint: str) -> list[Relation]:
+        return [
+            rel
+            for rel in self.ctl.model.relations_of(unit.app)
+            if rel.endpoint_of(unit.app).endpoint == endpoint
+        ]
+
+    def _principal_rule_groups(self, unit: Unit) -> list[Any]:
+        """Return the rule groups of every principal application, one unit's per application."""
+        groups: list[Any] = []
+        for rel in self._endpoint_relations(unit, "cos-agent"):
+            principals = self.ctl.model.app_units(rel.other_app(unit.app))
+            for principal in sorted(u.name for u in principals):
+                data = read_config(rel.unit_data.get(principal, {}))
+                if isinstance(data, dict):
+                    groups += data["metrics_alert_rules"].get("groups", [])
+                    break
+        return groups
+
+    def _publish_rules(self, unit: Unit) -> None:
+        """As leader: every principal application's rule groups in `alert_rules`."""
+        model = self.ctl.model
+        if model.apps[unit.app].leader != unit.name:
+            return
+        bag = {"alert_rules": json.dumps({"groups": self._principal_rule_groups(unit)})}
+        for rel in self._endpoint_relations(unit, "send-remote-write"):
+            if rel.app_data.get(unit.app) == bag:
+                continue
+            rel.app_data[unit.app] = bag
+            for other in rel.members:
+                if model.units[other].app != unit.app and rel.seen.get(other):
+                    self.ctl.enqueue(
+                        other, "relation_changed", relation_id=rel.id, remote_unit=None
+                    )
 
     def _apply(self, unit: Unit, rel: Relation) -> None:
         principal = unit.principal or ""
@@ -95,8 +178,11 @@ class CosCollector(FilesystemClient):
             "juju_application": app,
             "juju_unit": principal,
         }
-        config = prometheus_config(data["metrics_scrape_jobs"], topology, principal)
-        rules = json.dumps(data["metrics_alert_rules"])
+        urls = self._remote_write_urls(unit)
+        config = prometheus_config(data["metrics_scrape_jobs"], topology, principal, urls)
+        # Forwarding: the receiving Prometheus evaluates the rules, this one none.
+        rules = json.dumps({"groups": []} if urls else data["metrics_alert_rules"])
+        self._publish_rules(unit)
         argv = ["sh", "-c", APPLY_SCRIPT, "sh", config, rules, f"{RULES_DIR}/{app}.rules"]
         result = self.ctl.machine(unit).exec(argv)
         if result.returncode != 0:
@@ -107,12 +193,25 @@ class CosCollector(FilesystemClient):
             return
         groups = len(data["metrics_alert_rules"].get("groups", []))
         jobs, dashboards = len(data["metrics_scrape_jobs"]), len(data["dashboards"])
-        self.ctl.log(unit, "INFO", f"prometheus: {jobs} jobs, {groups} rule groups")
+        forwarding = f", remote write to {len(urls)}" if urls else ""
+        self.ctl.log(unit, "INFO", f"prometheus: {jobs} jobs, {groups} rule groups{forwarding}")
         unit.workload = StatusValue(
             "active",
             f"prometheus :{PROMETHEUS_PORT}: {jobs} jobs, {groups} rule groups, "
-            f"{dashboards} dashboards",
+            f"{dashboards} dashboards{forwarding}",
         )
+
+
+_URL_RE = re.compile(r"https?://[A-Za-z0-9.:\[\]-]+(/[A-Za-z0-9/_.-]*)?")
+
+
+def remote_write_url(databag: dict[str, str]) -> str:
+    """Read a remote unit's `remote_write` (`{"url": ...}`); "" if absent or not a plain URL."""
+    try:
+        url = json.loads(databag.get("remote_write", "{}")).get("url", "")
+    except (ValueError, AttributeError):
+        return ""
+    return url if isinstance(url, str) and _URL_RE.fullmatch(url) else ""
 
 
 def read_config(databag: dict[str, str]) -> dict[str, Any] | str:
@@ -150,8 +249,13 @@ def _dashboards_problem(dashboards: Any) -> str:
     return ""
 
 
-def prometheus_config(jobs: list[Any], topology: dict[str, str], principal: str) -> str:
-    """Return prometheus.yml (JSON is YAML) scraping `jobs`, labelled with `topology`."""
+def prometheus_config(
+    jobs: list[Any], topology: dict[str, str], principal: str, remote_write: Sequence[str] = ()
+) -> str:
+    """Return prometheus.yml (JSON is YAML) scraping `jobs`, labelled with `topology`.
+
+    With `remote_write` URLs it forwards every series to each.
+    """
     scrape_configs: list[dict[str, Any]] = []
     for index, job in enumerate(jobs):
         if not isinstance(job, dict):
@@ -168,6 +272,7 @@ def prometheus_config(jobs: list[Any], topology: dict[str, str], principal: str)
             "global": {"scrape_interval": "10s", "evaluation_interval": "10s"},
             "rule_files": [f"{RULES_DIR}/*.rules"],
             "scrape_configs": scrape_configs,
+            "remote_write": [{"url": url} for url in remote_write],
         },
         indent=1,
     )

@@ -9,8 +9,19 @@ cluster size.
 HA never duplicates a series: every unit exports its own role (`slurm_controller_primary`,
 `slurm_fenced`, the exporter's own metrics, all labelled with its host or nothing
 cluster-wide), and only the unit whose controller is in control runs the cluster-wide
-commands and exports their series. After a failover the new primary's exporter takes over
-within one interval.
+commands and exports their series. Two exporters never serve cluster-wide series at once,
+even while control moves:
+
+* the one in control pings again after its commands and keeps the cluster-wide series only
+  if it is still in control, so a pass whose commands outlived the controller (they wait
+  for the backup's takeover) is not served as the primary's;
+* an exporter whose controller has just taken control (its previous pass saw another, or
+  none, in control) waits one interval plus `HANDOVER_GRACE` before it exports them: by then
+  the previous controller's exporter has run a pass of its own, seen it is no longer in
+  control, and dropped them.
+
+After a failover the cluster-wide series are therefore absent for the takeover plus about
+two intervals, never doubled. An exporter that starts (its first pass) exports at once.
 """
 
 import argparse
@@ -42,6 +53,8 @@ DEFAULT_INTERVAL = 30
 COMMAND_TIMEOUT = 120
 """Seconds one Slurm command may take before the pass reports its source failed."""
 PING_TIMEOUT = 30
+HANDOVER_GRACE = 10.0
+"""Seconds beyond one interval a new primary's exporter waits for the old one's next pass."""
 FENCE_FLAG = "/run/slurmctld-fence/fenced"
 """The fence watchdog's flag (the slurmctld charm's `fence.FENCE_FLAG`): exists while fenced."""
 
@@ -71,12 +84,17 @@ class SlurmCollector(Collector):
         fence_flag: Path = Path(FENCE_FLAG),
         run: Run = run_command,
         clock: Callable[[], float] = time.time,
+        handover: float = DEFAULT_INTERVAL + HANDOVER_GRACE,
     ) -> None:
         self.hostname = metrics.name_label(hostname)
         self.per_user = per_user
         self.fence_flag = fence_flag
         self.run = run
         self.clock = clock
+        self.handover = handover
+        self._passes = 0
+        self._exports_from: float | None = None
+        """When this unit may export cluster-wide series (None: not in control)."""
         self._lock = threading.Lock()
         self._families: list[Family] = []
         self._last_success: float | None = None
@@ -92,17 +110,15 @@ class SlurmCollector(Collector):
             ("source",),
         )
         failed: list[str] = []
-        pings_text = self._timed("ping", PING, PING_TIMEOUT, durations, failed)
-        try:
-            pings = metrics.parse_pings(pings_text) if pings_text is not None else []
-        except ValueError as e:
-            logger.warning("cannot parse scontrol ping: %s", e)
-            failed.append("ping")
-            pings = []
-        cluster_wide = metrics.in_control(pings) == self.hostname
-        families = metrics.controller_families(pings, self.hostname, cluster_wide)
-        if cluster_wide:
-            families += self._cluster_families(snapshot, durations, failed)
+        pings = self._pings(durations, failed)
+        cluster: list[Family] = []
+        if self._may_export_cluster(metrics.in_control(pings) == self.hostname):
+            cluster = self._cluster_families(snapshot, durations, failed)
+            pings = self._pings(durations, failed)  # Still in control after the commands?
+            if not self._may_export_cluster(metrics.in_control(pings) == self.hostname):
+                cluster = []
+        families = metrics.controller_families(pings, self.hostname, bool(cluster))
+        families += cluster
         fenced = Family(
             "slurm_fenced",
             "Whether the fence watchdog stopped this controller.",
@@ -122,6 +138,26 @@ class SlurmCollector(Collector):
                 self._last_success = now
             self._families = [*families, fenced, durations, skipped]
         return not failed
+
+    def _pings(self, durations: Family, failed: list[str]) -> list[metrics.Ping]:
+        text = self._timed("ping", PING, PING_TIMEOUT, durations, failed)
+        try:
+            return metrics.parse_pings(text) if text is not None else []
+        except ValueError as e:
+            logger.warning("cannot parse scontrol ping: %s", e)
+            failed.append("ping")
+            return []
+
+    def _may_export_cluster(self, in_control: bool) -> bool:
+        """Whether this unit exports cluster-wide series now (see the module doc: handover)."""
+        first_pass = self._passes == 0
+        self._passes += 1
+        now = self.clock()
+        if not in_control:
+            self._exports_from = None
+        elif self._exports_from is None:
+            self._exports_from = now if first_pass else now + self.handover
+        return self._exports_from is not None and now >= self._exports_from
 
     def _cluster_families(
         self, snapshot: Snapshot, durations: Family, failed: list[str]
@@ -216,7 +252,10 @@ def main(argv: Sequence[str] | None = None) -> None:
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(message)s")
     collector = SlurmCollector(
-        socket.gethostname(), per_user=args.per_user, fence_flag=args.fence_flag
+        socket.gethostname(),
+        per_user=args.per_user,
+        fence_flag=args.fence_flag,
+        handover=args.interval + HANDOVER_GRACE,
     )
     serve(collector, args.address, args.port, args.interval)
 

@@ -299,7 +299,12 @@ def node_families(output: str, snapshot: Snapshot) -> list[Family]:
         "gauge",
         ("partition",),
     )
+    cluster = _cluster_node_families()
+    seen: set[str] = set()
     for line in _parsed(output.splitlines(), parse_sinfo_line, snapshot):
+        if line.node not in seen:  # A node in several partitions counts once cluster-wide.
+            seen.add(line.node)
+            _add_cluster_node(cluster, line)
         nodes.add(line.partition, line.state)
         usable.add(line.partition, value=1 if is_usable(line.state, line.flags) else 0)
         node_state.set(line.node, line.state, value=1)
@@ -316,7 +321,26 @@ def node_families(output: str, snapshot: Snapshot) -> list[Family]:
         gpus.add(line.partition, "total", value=line.gpus_total)
         gpus.add(line.partition, "allocated", value=line.gpus_allocated)
         gpus.add(line.partition, "idle", value=max(0, line.gpus_total - line.gpus_allocated))
-    return [nodes, flagged, usable, node_state, node_flags, reasons, since, cpus, gpus]
+    return [nodes, flagged, usable, node_state, node_flags, reasons, since, cpus, gpus, *cluster]
+
+
+def _cluster_node_families() -> list[Family]:
+    """Nodes, CPUs and GPUs of the whole cluster, each node once (partitions may overlap)."""
+    return [
+        Family("slurm_cluster_nodes", "Nodes of the cluster by base state.", "gauge", ("state",)),
+        Family("slurm_cluster_cpus", "CPUs of the cluster by state.", "gauge", ("state",)),
+        Family("slurm_cluster_gpus", "GPUs of the cluster by state.", "gauge", ("state",)),
+    ]
+
+
+def _add_cluster_node(cluster: list[Family], line: NodeLine) -> None:
+    nodes, cpus, gpus = cluster
+    nodes.add(line.state)
+    for state, count in line.cpus.items():
+        cpus.add(state, value=count)
+    gpus.add("total", value=line.gpus_total)
+    gpus.add("allocated", value=line.gpus_allocated)
+    gpus.add("idle", value=max(0, line.gpus_total - line.gpus_allocated))
 
 
 def job_families(output: str, now: float, per_user: bool, snapshot: Snapshot) -> list[Family]:
