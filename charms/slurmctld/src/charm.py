@@ -10,6 +10,7 @@ import cluster
 import credentials
 import exporter_service
 import fence
+import future_nodes
 import ha
 import ops
 import overrides
@@ -313,9 +314,8 @@ class SlurmctldCharm(SlurmCharm[SlurmctldConfig]):
         )
         known = {p.name: p for p in memory.partitions or [] if p.name}
         integrated = [r.app.name for r in self.model.relations[SLURMD] if r.app is not None]
-        partitions = retire.merge_partitions(
-            known, self._live_partitions(), integrated, self.scontrol, self._watch
-        )
+        live = self._awaited_partitions(config, known) | self._live_partitions()
+        partitions = retire.merge_partitions(known, live, integrated, self.scontrol, self._watch)
         self.peer.write(
             SlurmctldPeerData(
                 partitions=list(partitions.values()),
@@ -549,6 +549,22 @@ class SlurmctldCharm(SlurmCharm[SlurmctldConfig]):
             except ValueError as e:
                 logger.warning("ignoring partition of %s: %s", app, e)
         return live
+
+    def _awaited_partitions(
+        self, config: SlurmctldConfig, known: dict[str, PartitionEntry]
+    ) -> dict[str, PartitionEntry]:
+        """Partitions for applications in `future-nodes` never served before (no data yet).
+
+        A slurmd application deployed with 0 units has no leader, so no partition data: its
+        partition is served with Slurm's defaults (`PartitionName=<app> Nodes=<app>`) so that
+        jobs can pend in it before its first unit, whose data then replaces it.
+        """
+        relations = {r.app.name: r.id for r in self.model.relations[SLURMD] if r.app is not None}
+        return {
+            app: cluster.partition_record(app, {}, {}, relations[app])
+            for app in future_nodes.parse(config.future_nodes)
+            if app in relations and app not in known
+        }
 
     def _unusable_partitions(self) -> list[str]:
         """List the slurmd applications whose partition data the controller cannot serve."""

@@ -13,6 +13,7 @@ import logging
 from collections.abc import Sequence
 from typing import Any
 
+import future_nodes
 import ha
 import overrides
 import primary_watch
@@ -200,6 +201,8 @@ def render_slurm_conf(
             settings["state"] = "drain"
         conf.nodesets[name] = NodeSet.from_dict(dict(record.nodeset or {}))
         conf.partitions[name] = Partition.from_dict(settings)
+    for node_name, node in future_nodes.placeholders(config.future_nodes, partitions).items():
+        conf.nodes[node_name] = node
     return conf
 
 

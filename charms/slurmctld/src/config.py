@@ -5,6 +5,7 @@ from typing import Annotated, Any, Literal
 
 import overrides
 import pydantic
+from future_nodes import parse as parse_future_nodes
 from hpc_libs.charm.config import SlurmCharmConfig
 from hpc_libs.errors import ConfigError
 from hpc_libs.slurm import grammar
@@ -51,6 +52,7 @@ class SlurmctldConfig(SlurmCharmConfig):
     default_partition: str = pydantic.Field("", pattern=r"^([a-z][a-z0-9-]{0,62})?$")
     metrics_interval: int = pydantic.Field(30, ge=5, le=3600, strict=True)
     metrics_per_user: bool = pydantic.Field(False, strict=True)
+    future_nodes: Annotated[str, _parameters(parse_future_nodes)] = ""
 
     @pydantic.field_validator("message_timeout")
     @classmethod
