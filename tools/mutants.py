@@ -296,8 +296,8 @@ MUTATIONS = [
     Mutation(
         "autoscale-never-fitting-jobs-counted",
         "autoscaler/src/slurm_autoscale/decide.py",
-        "    never = [j for j in waiting if j.node_count > policy.max or not shape.fits(j)]\n",
-        "    never = [j for j in waiting if j.node_count > policy.max]\n",
+        "        fits = job.node_count <= policy.max and shape.fits(job)\n",
+        "        fits = job.node_count <= policy.max\n",
         "tests/unit/autoscaler",
     ),
     Mutation(

@@ -105,8 +105,11 @@ def decide(
 
     waiting = [job for job in slurm.pending if waits_for_capacity(job, app)]
     shape = shape_of(registered, policy)
-    never = [j for j in waiting if j.node_count > policy.max or not shape.fits(j)]
-    fitting = [j for j in waiting if j not in never]
+    never: list[Job] = []
+    fitting: list[Job] = []
+    for job in waiting:
+        fits = job.node_count <= policy.max and shape.fits(job)
+        (fitting if fits else never).append(job)
     needed = sum(job.node_count for job in fitting)
     free = [n for n in registered if n.usable and not n.busy and n.name not in slurm.reserved]
     short = needed - len(free) - len(enlisting)
