@@ -110,7 +110,7 @@ def decide(
     for job in waiting:
         fits = job.node_count <= policy.max and shape.fits(job)
         (fitting if fits else never).append(job)
-    needed = sum(job.node_count for job in fitting)
+    needed = sum(job.nodes_wanted for job in fitting)
     free = [n for n in registered if n.usable and not n.busy and n.name not in slurm.reserved]
     short = needed - len(free) - len(enlisting)
 

@@ -64,6 +64,13 @@ class Job:
     cpus_per_node: int
     memory_per_node: int
     reason: str
+    copies: int = 1
+    """Pending tasks of a job array (one record for all of them), else 1."""
+
+    @property
+    def nodes_wanted(self) -> int:
+        """Nodes the record asks for: per task, times the tasks that may run at once."""
+        return self.node_count * self.copies
 
 
 @dataclasses.dataclass(frozen=True)
@@ -117,7 +124,16 @@ def parse_job(raw: Mapping[str, Any]) -> Job:
         cpus_per_node=cpus_per_node,
         memory_per_node=memory,
         reason=str(raw.get("state_reason") or ""),
+        copies=_array_tasks(str(raw.get("array_task_string") or ""), raw.get("array_max_tasks")),
     )
+
+
+def _array_tasks(tasks: str, throttle: object) -> int:
+    """How many tasks of a pending array record may run at once (`0-9%2` → 2; none → 1)."""
+    expression, _, limit = tasks.partition("%")
+    count = len(_hostlist(f"x[{expression}]")) if expression else 1
+    cap = int(limit) if limit.isdigit() else number(throttle)
+    return max(1, min(count, cap) if cap > 0 else count)
 
 
 def reserved_nodes(reservations: list[Mapping[str, Any]], now: int) -> frozenset[str]:

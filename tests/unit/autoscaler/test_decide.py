@@ -231,3 +231,17 @@ def test_never_past_max_never_below_floor_never_a_busy_node(world):
         node = by_name[unit.replace("/", "-")]
         assert node.state == {"IDLE"}
     assert not (decision.add and decision.remove)
+
+
+def test_a_pending_job_array_counts_the_tasks_that_may_run_at_once():
+    def load(endpoint: str) -> dict:
+        return json.loads((FIXTURES / f"pending-v0.0.41-{endpoint}.json").read_text())
+
+    jobs = load("jobs")
+    # Job 8's record (-N2) as the one record of a pending array of 10 tasks, at most 2 at once.
+    record = next(j for j in jobs["jobs"] if j["job_id"] == 8)
+    jobs["jobs"] = [dict(record, array_task_string="0-9%2")]
+    slurm = snapshot(jobs, load("nodes"), load("reservations"), RECORDED)
+    decision = decide("compute", policy(max=10, step=10), UNITS, slurm, now=MONDAY_NOON)
+    assert decision.add == 3  # 2 tasks x 2 nodes, compute-1 idle.
+    assert "1 pending jobs need 4 nodes" in decision.reason
