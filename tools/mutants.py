@@ -346,6 +346,55 @@ MUTATIONS = [
         "        if True:",
         "tests/unit/hpc_libs/test_exporter.py",
     ),
+    Mutation(
+        "autoscale-enlisting-not-capacity",
+        "autoscaler/src/slurm_autoscale/decide.py",
+        "    short = needed - len(free) - len(enlisting)\n",
+        "    short = needed - len(free)\n",
+        "tests/unit/autoscaler",
+    ),
+    Mutation(
+        "autoscale-never-fitting-jobs-counted",
+        "autoscaler/src/slurm_autoscale/decide.py",
+        "        fits = job.node_count <= policy.max and shape.fits(job)\n",
+        "        fits = job.node_count <= policy.max\n",
+        "tests/unit/autoscaler",
+    ),
+    Mutation(
+        "autoscale-busy-node-removed",
+        "autoscaler/src/slurm_autoscale/decide.py",
+        "        if node is None or node.busy or not node.usable",
+        "        if node is None or not node.usable",
+        "tests/unit/autoscaler",
+    ),
+    Mutation(
+        "autoscale-drained-node-removed",
+        "autoscaler/src/slurm_autoscale/slurm.py",
+        "        return not self.drained and not self.state & unusable",
+        "        return not self.state & unusable",
+        "tests/unit/autoscaler",
+    ),
+    Mutation(
+        "autoscale-idle-timeout-ignored",
+        "autoscaler/src/slurm_autoscale/decide.py",
+        "        if slurm.now - node.last_busy >= policy.idle_timeout:\n",
+        "        if True:\n",
+        "tests/unit/autoscaler",
+    ),
+    Mutation(
+        "future-nodes-not-rendered",
+        "charms/slurmctld/src/cluster.py",
+        "        conf.nodes[node_name] = node\n",
+        "        del node_name, node\n",
+        "tests/unit/slurmctld/test_future_nodes.py",
+    ),
+    Mutation(
+        "no-partition-before-the-first-unit",
+        "charms/slurmctld/src/partitions.py",
+        "            if app in relations and app not in known\n",
+        "            if False\n",
+        "tests/unit/slurmctld/test_future_nodes.py",
+    ),
 ]
 
 

@@ -253,7 +253,7 @@ class SlurmctldCharm(SlurmCharm[SlurmctldConfig]):
         departed = retire.delete_departed_nodes(
             retire.departed_names(memory), self.scontrol, self.watch
         )
-        served = self.partitions.serve(memory, self.scontrol, self.watch)
+        served = self.partitions.serve(memory, self.scontrol, self.watch, config.future_nodes)
         self.peer.write(
             SlurmctldPeerData(
                 partitions=list(served.values()),

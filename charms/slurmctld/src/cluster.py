@@ -11,6 +11,7 @@ joining (which changes none of these inputs) never touches slurm.conf.
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+import future_nodes
 import overrides
 import partitions as partitions_module
 from config import SlurmctldConfig
@@ -123,6 +124,8 @@ def render_slurm_conf(
             settings["state"] = "drain"
         conf.nodesets[name] = NodeSet.from_dict(dict(record.nodeset or {}))
         conf.partitions[name] = Partition.from_dict(settings)
+    for node_name, node in future_nodes.placeholders(config.future_nodes, partitions).items():
+        conf.nodes[node_name] = node
     return conf
 
 

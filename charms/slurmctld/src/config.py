@@ -4,6 +4,7 @@ from typing import Annotated, Any, Literal
 
 import overrides
 import pydantic
+from future_nodes import parse as parse_future_nodes
 from hpc_libs.charm.config import SlurmCharmConfig, refused_parameters
 from hpc_libs.slurm import grammar
 
@@ -38,6 +39,10 @@ class SlurmctldConfig(SlurmCharmConfig):
     default_partition: str = pydantic.Field("", pattern=r"^([a-z][a-z0-9-]{0,62})?$")
     metrics_interval: int = pydantic.Field(30, ge=5, le=3600, strict=True)
     metrics_per_user: bool = pydantic.Field(False, strict=True)
+    # Application → placeholder count and shape, parsed: see `future_nodes`.
+    future_nodes: Annotated[dict[str, dict[str, int]], refused_parameters(parse_future_nodes)] = (
+        pydantic.Field(default_factory=dict[str, dict[str, int]])
+    )
 
     @pydantic.field_validator("message_timeout")
     @classmethod

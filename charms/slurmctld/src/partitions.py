@@ -207,11 +207,35 @@ class Partitions:
         return unusable
 
     def serve(
-        self, memory: SlurmctldPeerData, scontrol: Scontrol, watch: retire.Watch
+        self,
+        memory: SlurmctldPeerData,
+        scontrol: Scontrol,
+        watch: retire.Watch,
+        future: Mapping[str, object],
     ) -> dict[str, PartitionEntry]:
-        """Return the partitions to serve now, from the live ones and those remembered."""
+        """Return the partitions to serve now, from the live ones and those remembered.
+
+        `future` names the applications with FUTURE placeholders (`future-nodes`).
+        """
         known = {p.name: p for p in memory.partitions or [] if p.name}
-        return merge_partitions(known, self.live(), self.integrated(), scontrol, watch)
+        live = self.awaited(future, known) | self.live()
+        return merge_partitions(known, live, self.integrated(), scontrol, watch)
+
+    def awaited(
+        self, future: Mapping[str, object], known: Mapping[str, PartitionEntry]
+    ) -> dict[str, PartitionEntry]:
+        """Partitions for applications in `future-nodes` never served before (no data yet).
+
+        A slurmd application deployed with 0 units has no leader, so no partition data: its
+        partition is served with Slurm's defaults (`PartitionName=<app> Nodes=<app>`) so that
+        jobs can pend in it before its first unit, whose data then replaces it.
+        """
+        relations = {r.app.name: r.id for r in self.slurmd.relations if r.app is not None}
+        return {
+            app: partition_record(app, {}, {}, relations[app])
+            for app in future
+            if app in relations and app not in known
+        }
 
     def problems(self) -> Iterator[ops.StatusBase]:
         """Block on data from slurmd applications the controller cannot use."""

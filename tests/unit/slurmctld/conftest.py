@@ -15,6 +15,7 @@ _MODULES = load_charm(
     "slurmctld",
     (
         "overrides",
+        "future_nodes",
         "config",
         "ha",
         "partitions",

@@ -1,0 +1,1 @@
+"""slurm-autoscale: scale slurmd applications from Slurm's queue through Juju."""
