@@ -13,6 +13,7 @@ import fence
 import ha
 import ops
 import overrides
+import rebuild
 import retire
 import rotation
 import takeover
@@ -109,6 +110,7 @@ class SlurmctldCharm(SlurmCharm[SlurmctldConfig]):
             wake=[self.on[LOGIN_NODE].relation_changed, self.on[SLURMRESTD].relation_changed],
         )
         self.takeover = takeover.TakeoverRepair(self, self.scontrol, slurm_user=SLURM_USER)
+        self.rebuild = rebuild.Rebuild(self, self._serving_partitions)
         self._checkpoint: tuple[ops.StatusBase | None] | None = None
         framework.observe(self.on[SLURMD].relation_departed, self._on_slurmd_unit_departed)
         framework.observe(self.on[SLURMDBD].relation_changed, self._on_slurmdbd_changed)
@@ -333,6 +335,7 @@ class SlurmctldCharm(SlurmCharm[SlurmctldConfig]):
         self._publish_controller_data(auth_key, controllers, partitions, config_digest, srun_ports)
         self._share_jwt_key(jwt_secret)
         self.auth_rotation.advance(auth_key, key, backups=config.use_network_state)
+        self.rebuild.stop_failed()
 
     def statuses(self, config: SlurmctldConfig) -> Iterable[ops.StatusBase]:
         """Bad integration data, the daemon's state, and what the controller waits for."""
@@ -356,6 +359,7 @@ class SlurmctldCharm(SlurmCharm[SlurmctldConfig]):
             if (accounting := self._accounting_status()) is not None:
                 yield accounting
             yield from self._default_partition_status(config, memory)
+            yield from self.rebuild.statuses()
             key = self.slurmctld.key.get() or ""
             if (rotating := self.auth_rotation.status(key, config.use_network_state)) is not None:
                 yield rotating
@@ -549,6 +553,11 @@ class SlurmctldCharm(SlurmCharm[SlurmctldConfig]):
             except ValueError as e:
                 logger.warning("ignoring partition of %s: %s", app, e)
         return live
+
+    def _serving_partitions(self) -> list[str]:
+        """Return the partitions of slurmd applications the controller serves (not retiring)."""
+        memory = self.peer.read()
+        return sorted(p.name for p in memory.partitions or [] if p.name and not p.retiring)
 
     def _unusable_partitions(self) -> list[str]:
         """List the slurmd applications whose partition data the controller cannot serve."""

@@ -16,6 +16,7 @@ from typing import Any
 import ha
 import overrides
 import primary_watch
+import rebuild
 from config import SlurmctldConfig
 from hpc_libs.errors import SlurmOpsError
 from hpc_libs.interfaces.slurmctld_peer import PartitionEntry
@@ -31,9 +32,10 @@ LOG_DIR = "var/log/slurm"  # Relative to the manager's root; the charm creates i
 SLURMCTLD_LOG_FILE = f"/{LOG_DIR}/slurmctld.log"
 
 # Slurm gives these partition/node-set names a meaning of their own (`PartitionName=DEFAULT`
-# sets defaults for every partition, `Nodes=ALL` selects every node), so a slurmd application
-# with such a name cannot become a partition.
-RESERVED_NAMES = frozenset({"default", "all"})
+# sets defaults for every partition, `Nodes=ALL` selects every node), and the charm's hidden
+# rebuild partition has its own name, so a slurmd application with such a name cannot become
+# a partition.
+RESERVED_NAMES = frozenset({"default", "all", rebuild.PARTITION})
 
 # Plugin choices per `process-isolation` option value.
 ISOLATION_PLUGINS: dict[str, dict[str, Any]] = {
@@ -184,6 +186,7 @@ def render_slurm_conf(
             **JWT_AUTH,
             **accounting_settings(dbds),
             **failover_settings(config),
+            **rebuild.conf_settings(config.reboot_timeout),
         }
     )
     conf = overrides.with_slurm_conf_parameters(conf, config.slurm_conf_parameters)
@@ -200,6 +203,8 @@ def render_slurm_conf(
             settings["state"] = "drain"
         conf.nodesets[name] = NodeSet.from_dict(dict(record.nodeset or {}))
         conf.partitions[name] = Partition.from_dict(settings)
+    if (hidden := rebuild.partition_settings(partitions)) is not None:
+        conf.partitions[rebuild.PARTITION] = Partition.from_dict(hidden)
     return conf
 
 

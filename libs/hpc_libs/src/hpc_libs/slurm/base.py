@@ -32,6 +32,10 @@ the PPA (Ubuntu 24.04, whose archive has Slurm 23.11)."""
 SLURM_PPA = "ppa:ubuntu-hpc/slurm-wlm-24.11"
 SLURMCTLD_PORT = 6817
 SLURMD_PORT = 6818
+REBOOT_PROGRAM = "/usr/local/sbin/slurmd-charm-reboot"
+"""slurm.conf's `RebootProgram` (slurmctld's charm) is this file, which slurmd's charm installs."""
+REBUILD_PARTITION = "rebuild"
+"""The hidden partition of rebuild jobs; the RebootProgram asks Slurm about its jobs."""
 """slurmd's port, and sackd's: slurmctld pushes each new configuration to login nodes there."""
 SLURM_USER = "slurm"
 SLURM_GROUP = "slurm"
