@@ -77,12 +77,23 @@ def partition_settings(partitions: Mapping[str, PartitionEntry]) -> dict[str, An
     }
 
 
-def conf_settings(reboot_timeout: int) -> dict[str, Any]:
-    """slurm.conf's keys for rebooting nodes: the slurmd charm's program, the time allowed.
+PRIORITY_WEIGHT_PARTITION = 100000
+"""Makes the partition factor count (multifactor weights default to 0): the rebuild
+partition's jobs (`PriorityJobFactor` 65533, the maximum) get the whole weight; user
+partitions (factor 1 by default) all get the same sliver, so their order is unchanged."""
 
-    A node not back within `ResumeTimeout` (upgrade plus reboot) goes DOWN.
+
+def conf_settings(reboot_timeout: int) -> dict[str, Any]:
+    """slurm.conf's keys for rebuilds: the reboot program, the time allowed, the priority.
+
+    A node not back within `ResumeTimeout` (upgrade plus reboot) goes DOWN. The operator's
+    `slurm-conf-parameters` can still set `PriorityWeightPartition` (they are applied after).
     """
-    return {"rebootprogram": REBOOT_PROGRAM, "resumetimeout": reboot_timeout}
+    return {
+        "rebootprogram": REBOOT_PROGRAM,
+        "resumetimeout": reboot_timeout,
+        "priorityweightpartition": PRIORITY_WEIGHT_PARTITION,
+    }
 
 
 def comment(partition: str, since: int, upgrade: bool, node: str) -> str:

@@ -61,6 +61,7 @@ def test_the_rebuild_partition_covers_every_node_set_hidden_root_only_and_never_
     ]
     assert 'rebootprogram="/usr/local/sbin/slurmd-charm-reboot"' in lines
     assert "resumetimeout=900" in lines
+    assert "priorityweightpartition=100000" in lines  # else PriorityJobFactor counts for nothing
 
 
 def test_without_compute_partitions_there_is_no_rebuild_partition(ctx, machine, tmp_path):
