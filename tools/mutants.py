@@ -329,6 +329,13 @@ MUTATIONS = [
         "tests/unit/slurmctld/test_rebuild.py",
     ),
     Mutation(
+        "rebuild-a-rebooting-node-counts-as-failed",
+        "charms/slurmctld/src/rebuild.py",
+        'FAILED_STATES = ("DOWN", "FAIL", "FAILING", "INVALID_REG")',
+        'FAILED_STATES = ("DOWN", "FAIL", "FAILING", "INVALID_REG", "NOT_RESPONDING")',
+        "tests/unit/slurmctld/test_rebuild.py",
+    ),
+    Mutation(
         "rebuild-cancel-reboots-already-issued",
         "charms/slurmctld/src/rebuild.py",
         '        n.name for n in nodes if n.name in targets and n.has_state("REBOOT_REQUESTED")',

@@ -44,8 +44,9 @@ TIMEOUT = 60
 COMMENT = re.compile(
     r"^rebuild:(?P<partition>[^:]+):(?P<since>[0-9]+):(?P<mode>upgrade|reboot):(?P<node>[^:]+)$"
 )
-REBOOTING_STATES = ("REBOOT_REQUESTED", "REBOOT_ISSUED")
-FAILED_STATES = ("DOWN", "FAIL", "FAILING", "NOT_RESPONDING", "INVALID_REG")
+REBOOTING_STATES = ("REBOOT_REQUESTED", "REBOOT_ISSUED", "POWERING_UP")
+FAILED_STATES = ("DOWN", "FAIL", "FAILING", "INVALID_REG")
+"""A node in these failed; NOT_RESPONDING alone is every node's state while it reboots."""
 WAITING_STATES = frozenset({"PENDING", "CONFIGURING", "RUNNING"})
 
 
@@ -249,8 +250,8 @@ def progress(jobs: Sequence[RebuildJob], nodes: Sequence[BootNode]) -> list[Prog
 
     A rollout exists while Slurm knows one of its jobs. A node of the partition is done once
     it booted after the rollout started and is up; rebooting while Slurm reboots it (or its
-    rebuild job waits for the boot); failed when it is down, failing or not responding
-    before it is done.
+    rebuild job waits for the boot); failed when it is down or failing
+    before it is done (a reboot taking longer than ResumeTimeout ends DOWN).
     """
     found: list[Progress] = []
     by_partition: dict[str, list[RebuildJob]] = {}

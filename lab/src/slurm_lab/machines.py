@@ -50,6 +50,10 @@ SHARED_MOUNT = "/lab/shared"
 CHARMS_MOUNT = "/lab/charms"
 REBOOTED = 133
 """systemd-nspawn's exit status when the container rebooted (`reboot`, `systemctl reboot`)."""
+REBOOT_OFF_SECONDS = 5
+"""How long a rebooting machine stays off. A real reboot takes far longer; without a pause the
+new boot time (now - uptime, whole seconds, as slurmd reports it) can fall before the reboot
+request, and Slurm then takes the node for not rebooted yet."""
 BOOT_LOOP_NAME = "slurm-lab-boot"
 _BOOT_LOOP = f"""
 trap 'kill -TERM "$nspawn" 2>/dev/null; wait "$nspawn"; exit 0' TERM
@@ -60,14 +64,15 @@ while :; do
     wait "$nspawn"
     status=$?
     [ "$status" -eq {REBOOTED} ] || exit "$status"
+    sleep {REBOOT_OFF_SECONDS}
 done
 """
 """A machine's power supply: boots systemd-nspawn, and boots it again when it reboots.
 
 Each boot runs in a new time namespace whose CLOCK_BOOTTIME starts near 0, so the machine's
 /proc/uptime and boot time are its own (a container's are otherwise the host's): slurmd
-reports a new boot time after a reboot, as on a real machine. A power-off (init killed) or
-nspawn's own stop ends the loop.
+reports a new boot time after a reboot, as on a real machine. A reboot keeps the machine off
+for `REBOOT_OFF_SECONDS`. A power-off (init killed) or nspawn's own stop ends the loop.
 """
 
 

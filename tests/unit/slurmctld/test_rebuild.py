@@ -156,7 +156,7 @@ def test_the_status_counts_done_and_rebooting_nodes(ctx, machine, cluster):
         ],
         [
             node("compute-0", SINCE + 30),  # booted after the rollout began
-            node("compute-1", 100, "IDLE", "REBOOT_ISSUED"),
+            node("compute-1", 100, "ALLOCATED", "NOT_RESPONDING", "POWERING_UP"),
             node("compute-2", 100, "ALLOCATED"),
         ],
     )
