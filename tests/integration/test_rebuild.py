@@ -26,7 +26,6 @@ from dynamic_nodes_helpers import (
     CONTROLLER,
     all_nodes_idle,
     job_time,
-    node_states,
     nodes,
     poll,
     sh,
@@ -37,8 +36,14 @@ from dynamic_nodes_helpers import (
 SETTLE = 10 * 60
 ROLLOUT = 6 * 60
 NODES = ("compute-0", "compute-1")
-DOWN_STATES = frozenset({"REBOOT_ISSUED", "DOWN", "NOT_RESPONDING"})
+DOWN_STATES = ("REBOOT_ISSUED", "DOWN", "NOT_RESPONDING")
 """A node in any of these is unavailable: rebooting (issued), or not back yet."""
+SAMPLER = (
+    "nohup sh -c 'while :; do date +%s.%N; scontrol show nodes --oneliner"
+    ' | sed -n "s/^NodeName=\\([^ ]*\\) .* State=\\([^ ]*\\) .*/\\1 \\2/p"; sleep 1; done\''
+    " > /root/rebuild-samples 2>&1 < /dev/null & echo $! > /root/rebuild-sampler.pid"
+)
+"""On the controller: the time and every node's state each second (whatever the test's pace)."""
 
 
 def say(text: str) -> None:
@@ -80,22 +85,18 @@ def test_a_rolling_rebuild_reboots_one_node_at_a_time_and_loses_no_job(cluster: 
         for _ in range(2)
     ]
     began = time.monotonic()
+    sh(juju, SAMPLER)
 
     task = juju.run(CONTROLLER, "rebuild-nodes", {"partition": "compute", "max-unavailable": 1})
     say(f"rebuild-nodes: {task.results}")
 
-    most_down, statuses, after, samples = 0, set(), before, []
+    statuses, after = set(), before
     seen: dict[str, dict[str, Any]] = {}
     deadline = time.monotonic() + ROLLOUT
     while time.monotonic() < deadline:
-        samples.append(time.monotonic())
-        records = nodes(juju)
-        down = [n for n in NODES if n in records and node_states(records[n]) & DOWN_STATES]
-        most_down = max(most_down, len(down))
-        after = boot_times(records)
-        if len(samples) % 5 == 1:  # the action's answer, now and then (it takes a hook)
-            progress = juju.run(CONTROLLER, "rebuild-status").results.get("compute", {})
-            statuses.add(str(progress.get("status", "")))
+        after = boot_times(nodes(juju))
+        progress = juju.run(CONTROLLER, "rebuild-status").results.get("compute", {})
+        statuses.add(str(progress.get("status", "")))
         for record in json.loads(sh(juju, "scontrol show jobs --json"))["jobs"]:
             seen[str(record["job_id"])] = record  # Slurm forgets ended jobs after MinJobAge
         ended = [seen.get(j) for j in [running, *waiting]]
@@ -104,11 +105,18 @@ def test_a_rolling_rebuild_reboots_one_node_at_a_time_and_loses_no_job(cluster: 
         ):
             break
         time.sleep(1)
-    progress = juju.run(CONTROLLER, "rebuild-status").results.get("compute", {})
-    statuses.add(str(progress.get("status", "")))
-    gaps = [b - a for a, b in itertools.pairwise(samples)] or [0.0]
+    sh(juju, "kill $(cat /root/rebuild-sampler.pid)")
+    times, most_down, down = [], 0, 0
+    for line in sh(juju, "cat /root/rebuild-samples").splitlines():
+        if line[:1].isdigit():
+            times.append(float(line))
+            most_down, down = max(most_down, down), 0
+        elif any(state in line for state in DOWN_STATES):
+            down += 1
+    most_down = max(most_down, down)
+    gaps = [b - a for a, b in itertools.pairwise(times)] or [0.0]
     say(
-        f"rollout and jobs done in {time.monotonic() - began:.0f} s; {len(samples)} samples,"
+        f"rollout and jobs done in {time.monotonic() - began:.0f} s; {len(times)} samples,"
         f" largest gap {max(gaps):.1f} s; most nodes down at once {most_down};"
         f" statuses seen: {statuses}"
     )
