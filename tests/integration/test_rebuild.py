@@ -54,6 +54,19 @@ def boot_times(records: dict[str, dict[str, Any]]) -> dict[str, float | None]:
     return {name: job_time(records[name], "boot_time") for name in NODES if name in records}
 
 
+def stop_sampler(juju: jubilant.Juju) -> tuple[list[float], int]:
+    """Stop the controller's sampler; its sample times and the most nodes down in a sample."""
+    sh(juju, "kill $(cat /root/rebuild-sampler.pid)")
+    times, most_down, down = [], 0, 0
+    for line in sh(juju, "cat /root/rebuild-samples").splitlines():
+        if line[:1].isdigit():
+            times.append(float(line))
+            most_down, down = max(most_down, down), 0
+        elif any(state in line for state in DOWN_STATES):
+            down += 1
+    return times, max(most_down, down)
+
+
 @pytest.fixture(scope="module")
 def cluster(juju: jubilant.Juju, charm_path: Callable[[str], Path]) -> jubilant.Juju:
     began = time.monotonic()
@@ -105,15 +118,7 @@ def test_a_rolling_rebuild_reboots_one_node_at_a_time_and_loses_no_job(cluster: 
         ):
             break
         time.sleep(1)
-    sh(juju, "kill $(cat /root/rebuild-sampler.pid)")
-    times, most_down, down = [], 0, 0
-    for line in sh(juju, "cat /root/rebuild-samples").splitlines():
-        if line[:1].isdigit():
-            times.append(float(line))
-            most_down, down = max(most_down, down), 0
-        elif any(state in line for state in DOWN_STATES):
-            down += 1
-    most_down = max(most_down, down)
+    times, most_down = stop_sampler(juju)
     gaps = [b - a for a, b in itertools.pairwise(times)] or [0.0]
     say(
         f"rollout and jobs done in {time.monotonic() - began:.0f} s; {len(times)} samples,"
@@ -132,6 +137,28 @@ def test_a_rolling_rebuild_reboots_one_node_at_a_time_and_loses_no_job(cluster: 
         start = job_time(record, "start_time") or 0
         assert all(start >= (after[n] or 0) for n in NODES), "started before a node's rebuild"
     assert "rebuild compute: 2/2 done, 0 rebooting" in statuses
+
+
+def test_max_unavailable_bounds_the_reboots_of_idle_nodes(cluster: jubilant.Juju):
+    """Both nodes free at once: only the singleton names keep their reboots apart."""
+    juju = cluster
+    poll(lambda: all_nodes_idle(juju, list(NODES)), timeout=ROLLOUT, what="both nodes idle")
+    before = boot_times(nodes(juju))
+    sh(juju, SAMPLER)
+
+    juju.run(CONTROLLER, "rebuild-nodes", {"partition": "compute", "max-unavailable": 1})
+    poll(
+        lambda: (
+            all(b != before[n] for n, b in boot_times(nodes(juju)).items())
+            and all_nodes_idle(juju, list(NODES))
+        ),
+        timeout=ROLLOUT,
+        what="both nodes rebooted",
+    )
+
+    times, most_down = stop_sampler(juju)
+    say(f"idle nodes: {len(times)} samples, most nodes down at once {most_down}")
+    assert most_down == 1
 
 
 def test_rebuild_nodes_refuses_a_partition_that_is_not_the_clusters(cluster: jubilant.Juju):

@@ -258,9 +258,13 @@ def progress(jobs: Sequence[RebuildJob], nodes: Sequence[BootNode]) -> list[Prog
     for job in jobs:
         if (match := job.rollout) is not None:
             by_partition.setdefault(match["partition"], []).append(job)
-    for partition, its_jobs in sorted(by_partition.items()):
+    for partition, all_jobs in sorted(by_partition.items()):
+        # The latest rollout only: Slurm may still remember an earlier one's ended jobs.
+        since = max(int(m["since"]) for j in all_jobs if (m := j.rollout) is not None)
+        its_jobs = [
+            j for j in all_jobs if (m := j.rollout) is not None and int(m["since"]) == since
+        ]
         matches = [m for j in its_jobs if (m := j.rollout) is not None]
-        since = min(int(m["since"]) for m in matches)
         members = [n for n in nodes if partition in n.partitions]
         configuring = {
             m["node"]

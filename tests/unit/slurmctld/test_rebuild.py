@@ -23,8 +23,8 @@ def node(name: str, boot: int, *state: str, reason: str = "", changed: int | Non
     }
 
 
-def job(job_id: int, state: str, target: str, mode: str = "reboot") -> str:
-    return f"{job_id}|{state}|rebuild:{target.rsplit('-', 1)[0]}:{SINCE}:{mode}:{target}"
+def job(job_id: int, state: str, target: str, mode: str = "reboot", since: int = SINCE) -> str:
+    return f"{job_id}|{state}|rebuild:{target.rsplit('-', 1)[0]}:{since}:{mode}:{target}"
 
 
 def slurm_answers(machine, jobs: list[str], nodes: list[dict]) -> None:
@@ -165,6 +165,21 @@ def test_the_status_counts_done_and_rebooting_nodes(ctx, machine, cluster):
 
     assert out.unit_status == ops.MaintenanceStatus("rebuild compute: 1/3 done, 1 rebooting")
     assert not machine.ran("scontrol", "hold")
+
+
+def test_a_new_rollout_counts_from_its_own_start_not_an_earlier_ones(ctx, machine, cluster):
+    slurm_answers(
+        machine,
+        [
+            job(1, "COMPLETED", "compute-0", since=SINCE - 900),  # the earlier rollout
+            job(7, "PENDING", "compute-0"),
+        ],
+        [node("compute-0", SINCE - 800)],  # rebuilt by the earlier rollout only
+    )
+
+    out = ctx.run(ctx.on.update_status(), cluster)
+
+    assert out.unit_status == ops.MaintenanceStatus("rebuild compute: 0/1 done, 0 rebooting")
 
 
 def test_a_finished_rollout_says_so_while_slurm_remembers_it(ctx, machine, cluster):
