@@ -19,6 +19,7 @@ from pathlib import Path
 
 import jubilant
 import pytest
+from slurm_lab.errors import LabError
 from slurm_lab.juju import LabJuju
 from slurm_lab.machines import Lab
 
@@ -140,3 +141,30 @@ def test_juju_reboot_reboots_the_machine_after_the_hook_and_start_runs_again(juj
     assert juju.exec("test -e /run/misuse-up || echo gone", unit="owner/0").stdout == "gone\n"
     status = juju.wait(lambda s: jubilant.all_active(s, "owner"), delay=0.5, timeout=60)
     assert status.apps["owner"].units["owner/0"].workload_status.message == "reboot"
+
+
+def test_reboot_in_the_machine_gives_a_new_boot_time_and_start_runs_again(juju: LabJuju):
+    def boot(unit: str) -> tuple[float, int, int]:
+        """The machine's uptime, boot time (/proc/stat btime) and `start` hooks run so far."""
+        out = juju.exec(
+            "cut -d' ' -f1 /proc/uptime; sed -n 's/^btime //p' /proc/stat;"
+            " cat /var/lib/misuse/starts",
+            unit=unit,
+        ).stdout.split()
+        return float(out[0]), int(out[1]), out[2:].count("start")
+
+    def started_again(_: jubilant.Status) -> bool:
+        try:
+            return boot("consumer/0")[2] == starts + 1
+        except LabError:  # the machine is off (rebooting)
+            return False
+
+    uptime, boot_time, starts = boot("consumer/0")
+    juju.exec("systemd-run --on-active=1 systemctl reboot", unit="consumer/0")
+    juju.wait(started_again, delay=1, timeout=120)
+
+    new_uptime, new_boot_time, _ = boot("consumer/0")
+    assert new_uptime < 60 and new_uptime < uptime + 60  # its own clock, from 0 at each boot
+    assert new_boot_time > boot_time
+    assert uptime < float(Path("/proc/uptime").read_text().split()[0])  # not the host's
+    juju.wait(lambda s: jubilant.all_active(s, "consumer"), delay=0.5, timeout=60)

@@ -15,6 +15,7 @@ import ha
 import ops
 import overrides
 import partitions
+import rebuild
 import retire
 import rotation
 import takeover
@@ -121,6 +122,7 @@ class SlurmctldCharm(SlurmCharm[SlurmctldConfig]):
             bind_endpoint=SLURMD,
         )
         self._placement: ha.Placement | None = None
+        self.rebuild = rebuild.Rebuild(self, self._serving_partitions)
         framework.observe(self.on[SLURMD].relation_departed, self._on_slurmd_unit_departed)
         framework.observe(self.on[SLURMDBD].relation_changed, self._on_slurmdbd_changed)
         framework.observe(self.on.resume_action, self._on_resume_action)
@@ -273,6 +275,7 @@ class SlurmctldCharm(SlurmCharm[SlurmctldConfig]):
         self._publish_controller_data(auth_key, controllers, served, config_digest, srun_ports)
         self.accounting.share_jwt_key(jwt_secret)
         self.auth_rotation.advance(auth_key, key, backups=placement.network_state)
+        self.rebuild.stop_failed()
 
     def statuses(self, config: SlurmctldConfig) -> Iterable[ops.StatusBase]:
         """Each component's word, in a fixed order (see the README's "How this charm is built")."""
@@ -298,6 +301,7 @@ class SlurmctldCharm(SlurmCharm[SlurmctldConfig]):
             if (accounting := self.accounting.status()) is not None:
                 yield accounting
             yield from self.partitions.default_status(memory, config.default_partition)
+            yield from self.rebuild.statuses()
             key = self.slurmctld.key.get() or ""
             if (rotating := self.auth_rotation.status(key, placement.network_state)) is not None:
                 yield rotating
@@ -327,6 +331,10 @@ class SlurmctldCharm(SlurmCharm[SlurmctldConfig]):
         if not self.exporter.service.is_active():
             reason = systemd.journal_reason(exporter_service.SERVICE_UNIT) or "see its journal"
             yield ops.BlockedStatus(f"the Slurm exporter is not running: {reason}")
+
+    def _serving_partitions(self) -> list[str]:
+        """Return the partitions of slurmd applications the controller serves (not retiring)."""
+        return partitions.serving(self.peer.read())
 
     # What the daemons are told.
 

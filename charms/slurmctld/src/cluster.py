@@ -14,6 +14,7 @@ from typing import Any
 import future_nodes
 import overrides
 import partitions as partitions_module
+import rebuild
 from config import SlurmctldConfig
 from ha import Controller
 from hpc_libs.interfaces.slurmctld_peer import PartitionEntry
@@ -108,6 +109,7 @@ def render_slurm_conf(
             **JWT_AUTH,
             **accounting_settings(dbds),
             **failover_settings(config, placement),
+            **rebuild.conf_settings(config.reboot_timeout),
         }
     )
     conf = overrides.with_slurm_conf_parameters(conf, config.slurm_conf_parameters)
@@ -126,6 +128,8 @@ def render_slurm_conf(
         conf.partitions[name] = Partition.from_dict(settings)
     for node_name, node in future_nodes.placeholders(config.future_nodes, partitions).items():
         conf.nodes[node_name] = node
+    if (hidden := rebuild.partition_settings(partitions)) is not None:
+        conf.partitions[rebuild.PARTITION] = Partition.from_dict(hidden)
     return conf
 
 

@@ -37,6 +37,7 @@ class SlurmctldConfig(SlurmCharmConfig):
     ] = pydantic.Field(default_factory=dict[str, Any])
     # A slurmd application's name (Juju's application name grammar), or empty for none.
     default_partition: str = pydantic.Field("", pattern=r"^([a-z][a-z0-9-]{0,62})?$")
+    reboot_timeout: int = pydantic.Field(1800, ge=60, le=86400, strict=True)
     metrics_interval: int = pydantic.Field(30, ge=5, le=3600, strict=True)
     metrics_per_user: bool = pydantic.Field(False, strict=True)
     # Application → placeholder count and shape, parsed: see `future_nodes`.

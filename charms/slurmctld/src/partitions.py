@@ -23,16 +23,23 @@ import ops
 import retire
 from hpc_libs.interfaces.slurmctld_peer import PartitionEntry, SlurmctldPeerData
 from hpc_libs.interfaces.slurmd import ComputeData, SlurmdRequirer, named_partition
+from hpc_libs.slurm.base import REBUILD_PARTITION
 from hpc_libs.slurm.scontrol import Scontrol
 from slurmutils import Partition
 
 logger = logging.getLogger(__name__)
 
 DEFAULT_PARTITION_OPTION = "default-partition"
-RESERVED_NAMES = frozenset({"default", "all"})
+RESERVED_NAMES = frozenset({"default", "all", REBUILD_PARTITION})
 """Slurm gives these partition/node-set names a meaning of their own (`PartitionName=DEFAULT`
-sets defaults for every partition, `Nodes=ALL` selects every node), so a slurmd application
-with such a name cannot become a partition."""
+sets defaults for every partition, `Nodes=ALL` selects every node), and the charm's hidden
+rebuild partition has its own name, so a slurmd application with such a name cannot become
+a partition."""
+
+
+def serving(memory: SlurmctldPeerData) -> list[str]:
+    """Return the partitions of slurmd applications the controller serves (not retiring)."""
+    return sorted(p.name for p in memory.partitions or [] if p.name and not p.retiring)
 
 
 def partition_record(

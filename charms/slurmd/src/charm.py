@@ -11,6 +11,7 @@ import departure
 import hardware
 import node
 import ops
+import reboot
 from config import SlurmdConfig, parse_node_parameters, partition_data
 from hpc_libs.charm.base import SlurmCharm
 from hpc_libs.charm.member import NEEDS_SLURMCTLD, WAITING_FOR_SLURMCTLD
@@ -219,6 +220,7 @@ class SlurmdCharm(SlurmCharm[SlurmdConfig]):
         srun_ports = controller.srun_ports() if controller else None
         self.open_ports(PortRange.single(SLURMD_PORT), srun_ports)  # srun runs in jobs too
         hardware.install_driver(config, self.slurmd.root, self._stored)
+        reboot.install(self.slurmd.root, self.node_name)
         if controller is None or not controller.is_complete:
             return
         try:

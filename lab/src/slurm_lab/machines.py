@@ -48,6 +48,32 @@ MACHINE_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 NAME_PATTERN = re.compile(r"^[a-z][a-z0-9-]{0,40}[a-z0-9]$|^[a-z]$")
 SHARED_MOUNT = "/lab/shared"
 CHARMS_MOUNT = "/lab/charms"
+REBOOTED = 133
+"""systemd-nspawn's exit status when the container rebooted (`reboot`, `systemctl reboot`)."""
+REBOOT_OFF_SECONDS = 5
+"""How long a rebooting machine stays off. A real reboot takes far longer; without a pause the
+new boot time (now - uptime, whole seconds, as slurmd reports it) can fall before the reboot
+request, and Slurm then takes the node for not rebooted yet."""
+BOOT_LOOP_NAME = "slurm-lab-boot"
+_BOOT_LOOP = f"""
+trap 'kill -TERM "$nspawn" 2>/dev/null; wait "$nspawn"; exit 0' TERM
+while :; do
+    uptime=$(cut -d. -f1 /proc/uptime)
+    unshare --time --boottime "-$uptime" systemd-nspawn "$@" &
+    nspawn=$!
+    wait "$nspawn"
+    status=$?
+    [ "$status" -eq {REBOOTED} ] || exit "$status"
+    sleep {REBOOT_OFF_SECONDS}
+done
+"""
+"""A machine's power supply: boots systemd-nspawn, and boots it again when it reboots.
+
+Each boot runs in a new time namespace whose CLOCK_BOOTTIME starts near 0, so the machine's
+/proc/uptime and boot time are its own (a container's are otherwise the host's): slurmd
+reports a new boot time after a reboot, as on a real machine. A reboot keeps the machine off
+for `REBOOT_OFF_SECONDS`. A power-off (init killed) or nspawn's own stop ends the loop.
+"""
 
 
 @dataclass(frozen=True)
@@ -385,7 +411,7 @@ class Lab:
     def machines(self) -> list[Machine]:
         """Every recorded machine, by name."""
         return [
-            Machine(rec.name, rec.address, rec.init_pid)
+            Machine(rec.name, rec.address, self._after_reboot(rec).init_pid)
             for rec in sorted(self._load().values(), key=lambda r: r.name)
         ]
 
@@ -394,7 +420,24 @@ class Lab:
         record = self._load().get(name)
         if record is None:
             raise LabError(f"no lab machine named {name!r}")
+        record = self._after_reboot(record)
         return Machine(record.name, record.address, record.init_pid)
+
+    def _after_reboot(self, record: _Record) -> _Record:
+        """Return the record with the init of the machine's current boot (a reboot starts one).
+
+        During a reboot the old init is gone and the new one may not run yet: the record
+        is returned as it is (commands in the machine fail until it is back).
+        """
+        if not record.nspawn_pid or (record.init_pid and _alive(record.init_pid)):
+            return record
+        init_pid = self._find_init(record)
+        if init_pid and init_pid != record.init_pid:
+            with self._locked() as records:
+                if record.name in records:
+                    records[record.name].init_pid = init_pid
+            record.init_pid = init_pid
+        return record
 
     def host_path(self, name: str, path: str) -> Path:
         """Where a path inside the named machine's filesystem is on the host (read or write).
@@ -524,7 +567,7 @@ class Lab:
 
     def is_running(self, name: str) -> bool:
         """Whether the machine is powered on (its container init runs)."""
-        record = self._record(name)
+        record = self._after_reboot(self._record(name))
         return bool(record.init_pid) and _alive(record.init_pid)
 
     def cut_network(self, name: str) -> None:
@@ -613,9 +656,15 @@ class Lab:
             (root / mountpoint.lstrip("/")).mkdir(parents=True, exist_ok=True)
 
     def _start_nspawn(self, record: _Record) -> int:
-        """Start systemd-nspawn detached, its console going to a log file; return its PID."""
+        """Start the machine's boot loop detached, its console going to a log file; its PID.
+
+        The loop (`_BOOT_LOOP`) runs systemd-nspawn, again after each reboot.
+        """
         argv = [
-            "systemd-nspawn",
+            "sh",
+            "-c",
+            _BOOT_LOOP,
+            BOOT_LOOP_NAME,
             "--boot",
             f"--directory={self._root(record.name)}",
             f"--machine={record.name}",
@@ -629,20 +678,19 @@ class Lab:
             "--link-journal=no",
             "--console=read-only",
         ]
+        if not shutil.which("systemd-nspawn"):
+            raise LabError("systemd-nspawn not found: install systemd-container")
         env = {**os.environ, "SYSTEMD_NSPAWN_UNIFIED_HIERARCHY": "1"}
         log = (self._machine_dir(record.name) / "console.log").open("ab")
         with log:
-            try:
-                process = subprocess.Popen(
-                    argv,
-                    stdin=subprocess.DEVNULL,
-                    stdout=log,
-                    stderr=subprocess.STDOUT,
-                    env=env,
-                    start_new_session=True,
-                )
-            except FileNotFoundError as e:
-                raise LabError("systemd-nspawn not found: install systemd-container") from e
+            process = subprocess.Popen(
+                argv,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                env=env,
+                start_new_session=True,
+            )
         self._children[process.pid] = process
         return process.pid
 
@@ -661,11 +709,18 @@ class Lab:
                 raise LabError(
                     f"systemd-nspawn for {record.name} exited:\n{self.console_log(record.name)}"
                 )
-            for child in _children(record.nspawn_pid):
-                if Path(f"/proc/{child}/ns/pid").exists() and self._in_own_pid_ns(child):
-                    return child
+            if init_pid := self._find_init(record):
+                return init_pid
             time.sleep(0.05)
         raise LabError(f"{record.name}: no container init after {BOOT_TIMEOUT}s")
+
+    def _find_init(self, record: _Record) -> int:
+        """Return the container's init (its boot loop's nspawn's child in a new PID ns), or 0."""
+        for nspawn in _children(record.nspawn_pid):
+            for child in _children(nspawn):
+                if Path(f"/proc/{child}/ns/pid").exists() and self._in_own_pid_ns(child):
+                    return child
+        return 0
 
     @staticmethod
     def _in_own_pid_ns(pid: int) -> bool:
@@ -703,10 +758,10 @@ class Lab:
 
     def _is_ours(self, pid: int) -> bool:
         cmdline = _cmdline(pid)
-        return (
-            bool(cmdline)
-            and "systemd-nspawn" in Path(cmdline[0]).name
-            and any(arg.startswith(f"--directory={self._machines_dir}/") for arg in cmdline)
+        is_nspawn = bool(cmdline) and "systemd-nspawn" in Path(cmdline[0]).name
+        is_boot_loop = len(cmdline) > 3 and cmdline[3] == BOOT_LOOP_NAME
+        return (is_nspawn or is_boot_loop) and any(
+            arg.startswith(f"--directory={self._machines_dir}/") for arg in cmdline
         )
 
     def _stop(self, record: _Record) -> None:

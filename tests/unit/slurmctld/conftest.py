@@ -22,6 +22,7 @@ _MODULES = load_charm(
         "primary_watch",
         "fence",
         "exporter_service",
+        "rebuild",
         "cluster",
         "applied",
         "retire",
@@ -67,6 +68,11 @@ def applied_module() -> ModuleType:
 @pytest.fixture
 def credentials_module() -> ModuleType:
     return _MODULES["credentials"]
+
+
+@pytest.fixture
+def rebuild_module() -> ModuleType:
+    return _MODULES["rebuild"]
 
 
 @pytest.fixture

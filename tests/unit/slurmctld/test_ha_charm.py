@@ -635,7 +635,7 @@ def test_a_peer_with_invalid_host_data_blocks_naming_it_and_is_never_rendered(  
     assert out.unit_status.message.startswith(f"slurmctld/2 sent an invalid {field}: ")
     assert hosts(tmp_path) == ["slurmctldhost=ctl0(192.0.2.0)", "slurmctldhost=ctl1(10.0.0.1)"]
     conf = slurm_conf(tmp_path)
-    assert "evil" not in conf and "10.6.6.6" not in conf and "root" not in conf
+    assert "evil" not in conf and "10.6.6.6" not in conf and "=root" not in conf
     published = out.get_relation(relation.id).local_app_data
     assert conf_servers(published) == ["192.0.2.0:6817", "10.0.0.1:6817"]
 

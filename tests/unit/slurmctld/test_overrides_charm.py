@@ -12,7 +12,12 @@ def cgroup_conf(tmp_path: Path) -> str:
 
 
 def partition_lines(tmp_path: Path) -> list[str]:
-    return [line for line in slurm_conf(tmp_path).splitlines() if line.startswith("partition")]
+    """The slurmd applications' partitions (the hidden rebuild partition has its own tests)."""
+    return [
+        line
+        for line in slurm_conf(tmp_path).splitlines()
+        if line.startswith("partition") and not line.startswith("partitionname=rebuild ")
+    ]
 
 
 def test_slurm_conf_parameters_are_applied_with_one_reconfigure(ctx, machine, tmp_path, settled):

@@ -305,7 +305,7 @@ def test_a_remembered_partition_gets_its_names_forced_again(ctx, machine, tmp_pa
     out = ctx.run(ctx.on.leader_elected(), running(peer, *([relation] if relation else [])))
 
     conf = slurm_conf(tmp_path).splitlines()
-    partition = [line for line in conf if line.startswith("partitionname=")]
+    partition = [line for line in conf if line.startswith("partitionname=old")]
     assert len(partition) == 1
     assert partition[0].startswith("partitionname=old nodes=old ")
     assert "maxtime=60" in partition[0]

@@ -19,7 +19,7 @@ from test_charm_slurmd import (
     installed,
 )
 
-_MODULES = load_charm("slurmd", ("config", "node", "departure", "hardware", "charm"))
+_MODULES = load_charm("slurmd", ("config", "node", "departure", "hardware", "reboot", "charm"))
 HARDWARE = (
     "NodeName=host0 CPUs=2 Boards=1 SocketsPerBoard=1 CoresPerSocket=2 ThreadsPerCore=1 "
     "RealMemory=1000\nUpTime=0-01:00:00\n"

@@ -290,6 +290,7 @@ class Controller:
         """
         self._collect_exec_requests()
         self._recover_lost_hooks()
+        self._notice_reboots()
         while True:
             progressed = self._apply_finished()
             progressed = self._start_runnable() or progressed
@@ -515,9 +516,8 @@ class Controller:
             return
         power_off(machine)
         power_on(machine)
-        on_machine = sorted(u.name for u in self.model.units.values() if u.machine == machine)
-        for name in on_machine:
-            self.model.queue.insert(0, {"unit": name, "kind": "start"})
+        self._boot_seen(machine)
+        self._queue_start(machine)
         if rerun is not None:
             position = next(
                 (
@@ -528,6 +528,41 @@ class Controller:
                 0,
             )
             self.model.queue.insert(position, rerun)
+
+    def _notice_reboots(self) -> None:
+        """Queue `start` on a machine's units once it booted again (`reboot` in it, a power cycle).
+
+        Juju's machine agent starts with each boot and runs `start` again. A boot is told by
+        the machine's init, a new process each time.
+        """
+        for machine in sorted({u.machine for u in self.model.units.values()}):
+            seen = self.model.boots.get(machine)
+            current = self._boot_seen(machine)
+            if seen and current and current != seen:
+                self.log(self._first_unit(machine), "INFO", f"machine {machine} booted again")
+                self._queue_start(machine)
+
+    def _boot_seen(self, machine: str) -> int:
+        """Record the machine's current boot (its init's PID, 0 while it has none); return it."""
+        try:
+            init_pid = int(getattr(self.lab.get(machine), "init_pid", 0) or 0)
+        except LabError:
+            return 0
+        if init_pid and _pid_alive(init_pid):
+            self.model.boots[machine] = init_pid
+            return init_pid
+        return 0
+
+    def _first_unit(self, machine: str) -> Unit:
+        return min(
+            (u for u in self.model.units.values() if u.machine == machine), key=lambda u: u.name
+        )
+
+    def _queue_start(self, machine: str) -> None:
+        """Put `start` first in the queue for every unit on the machine."""
+        on_machine = sorted(u.name for u in self.model.units.values() if u.machine == machine)
+        for name in on_machine:
+            self.model.queue.insert(0, {"unit": name, "kind": "start"})
 
     def _failed(self, unit: Unit, event: JsonDict) -> None:
         """Put the unit in error; the hook is retried with Juju's back-off (5 s, doubling)."""

@@ -1,0 +1,33 @@
+#!/bin/sh
+# RebootProgram of the slurmd charm (slurm.conf's, written by the slurmctld charm).
+#
+# slurmd runs it on this node, as root, before a rebuild job (`sbatch --reboot` in the hidden
+# `rebuild` partition) starts here. It asks Slurm whether that job's comment requests an
+# upgrade (rebuild:<partition>:<start>:upgrade:<node>), applies it, then reboots. The work
+# runs in its own transient unit: an upgrade that restarts slurmd must not kill it.
+# On failure the node is set DOWN with the reason, which stops the rollout.
+set -eu
+
+settings=${SLURMD_CHARM_REBOOT_SETTINGS:-/etc/default/slurmd-charm-reboot}  # NODE_NAME=..., by the charm
+node=$(sed -n 's/^NODE_NAME=//p' "$settings")
+
+if [ "${SLURMD_CHARM_REBOOT:-}" != detached ]; then
+    exec systemd-run --quiet --collect --unit=slurmd-charm-reboot \
+        --setenv=SLURMD_CHARM_REBOOT=detached "$0"
+fi
+
+fail() {
+    scontrol update nodename="$node" state=down reason="rebuild: $1" || true
+    exit 1
+}
+
+comment=$(squeue --noheader --all --partition=rebuild --nodelist="$node" \
+    --states=CONFIGURING --format=%k) || fail "cannot ask Slurm for the rebuild job"
+case "$comment" in
+    rebuild:*:*:upgrade:"$node")
+        export DEBIAN_FRONTEND=noninteractive
+        apt-get update || fail "apt-get update failed"
+        apt-get -y -o Dpkg::Options::=--force-confold upgrade || fail "apt-get upgrade failed"
+        ;;
+esac
+systemctl reboot
