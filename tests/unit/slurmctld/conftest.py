@@ -41,6 +41,11 @@ def cluster_module() -> ModuleType:
 
 
 @pytest.fixture
+def partitions_module() -> ModuleType:
+    return _MODULES["partitions"]
+
+
+@pytest.fixture
 def ha_module() -> ModuleType:
     return _MODULES["ha"]
 

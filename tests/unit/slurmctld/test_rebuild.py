@@ -70,9 +70,9 @@ def test_without_compute_partitions_there_is_no_rebuild_partition(ctx, machine, 
     assert "partitionname=rebuild" not in slurm_conf(tmp_path)
 
 
-def test_a_slurmd_application_named_rebuild_is_refused(cluster_module):
+def test_a_slurmd_application_named_rebuild_is_refused(partitions_module):
     with pytest.raises(ValueError, match="reserved"):
-        cluster_module.partition_record("rebuild", {"partitionname": "rebuild"}, {})
+        partitions_module.partition_record("rebuild", {"partitionname": "rebuild"}, {})
 
 
 # The jobs: one per node, spread over max-unavailable singleton names.
