@@ -17,6 +17,7 @@ import queue
 import shutil
 import subprocess
 import sys
+import sysconfig
 import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -151,8 +152,8 @@ MUTATIONS = [
     Mutation(
         "fenced-controller-started",
         "charms/slurmctld/src/ha.py",
-        "        if parts.fence.reason() is not None:\n            return False",
-        "        if False:\n            return False",
+        "        return parts.fence.reason() is None  # Fenced",
+        "        return True  # Fenced",
         "tests/unit/slurmctld/test_ha_fence.py::test_a_fenced_backup_says_why_and_starts_no_slurmctld",
     ),
     Mutation(
@@ -482,8 +483,7 @@ def digest(data: bytes) -> str:
 
 def pytest(tests: str, tree: Path = ROOT) -> subprocess.CompletedProcess[str]:
     """Run pytest on `tests` (space-separated paths) in the source tree `tree`."""
-    paths = [tree / "libs" / "hpc_libs" / "src", tree / "lab" / "src"]
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(map(str, paths))}
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(map(str, editable_sources(tree)))}
     return subprocess.run(
         [*PYTEST, *tests.split()],
         check=False,
@@ -493,6 +493,21 @@ def pytest(tests: str, tree: Path = ROOT) -> subprocess.CompletedProcess[str]:
         text=True,
         timeout=900,
     )
+
+
+def editable_sources(tree: Path) -> list[Path]:
+    """The source dirs of the workspace's editable installs (hpc_libs, lab...), found in `tree`.
+
+    The venv's `.pth` files name them under ROOT; the same relative paths in `tree`.
+    """
+    site = Path(sysconfig.get_paths()["purelib"])
+    sources: list[Path] = []
+    for pth in sorted(site.glob("_editable_impl_*.pth")):
+        for line in pth.read_text().splitlines():
+            path = Path(line.strip())
+            if path.is_absolute() and path.is_relative_to(ROOT):
+                sources.append(tree / path.relative_to(ROOT))
+    return sources
 
 
 def check_baseline(chosen: list[Mutation]) -> None:

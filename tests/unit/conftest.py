@@ -7,9 +7,20 @@ file, because it is in no package; so every test module and conftest below can i
 
 import pytest
 from charm_testing import FakeMachine, fake_machine
+from hpc_libs.slurm import schema_cache
 
 
 @pytest.fixture
 def machine(monkeypatch: pytest.MonkeyPatch) -> FakeMachine:
     """A fake machine behind hpc_libs' seams (see charm_testing.FakeMachine)."""
     return fake_machine(monkeypatch)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _slurmutils_schema_cache() -> None:
+    """Check slurmutils' schemas once, as every charm does when it is built (SlurmCharm).
+
+    Without it a test of hpc_libs alone (no charm built first) pays the schema check on
+    every model: the grammar's property tests took minutes instead of seconds.
+    """
+    schema_cache.install()
