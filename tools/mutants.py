@@ -496,7 +496,7 @@ def pytest(tests: str, tree: Path = ROOT) -> subprocess.CompletedProcess[str]:
 
 
 def editable_sources(tree: Path) -> list[Path]:
-    """The source dirs of the workspace's editable installs (hpc_libs, lab...), found in `tree`.
+    """Return the source dirs of the editable installs (hpc_libs, lab...) as found in `tree`.
 
     The venv's `.pth` files name them under ROOT; the same relative paths in `tree`.
     """
