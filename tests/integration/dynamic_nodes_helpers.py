@@ -92,9 +92,13 @@ def partition(juju: jubilant.Juju, name: str) -> str:
 
 
 def partitions(juju: jubilant.Juju) -> set[str]:
-    """The names of the cluster's partitions, from `sinfo`."""
+    """The names of the slurmd applications' partitions, from `sinfo`.
+
+    `sh` runs as root, who also sees the charm's hidden `rebuild` partition (users do not):
+    it is left out.
+    """
     out = sh(juju, "sinfo --noheader --format=%R")
-    return {line.strip() for line in out.splitlines() if line.strip()}
+    return {line.strip() for line in out.splitlines() if line.strip()} - {"rebuild"}
 
 
 def reconfigure_count(juju: jubilant.Juju) -> int:
