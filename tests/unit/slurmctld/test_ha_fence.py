@@ -129,9 +129,14 @@ def test_without_network_state_there_is_no_watchdog(ctx, machine, tmp_path):
 # The watchdog itself, run for real.
 
 
+# The watchdog compares whole seconds (`date +%s` against the probe file's mtime), so a loss
+# of under a second can read as up to 2 s: a grace of 3 s keeps the short-loss case honest.
+WATCHDOG_GRACE = 3
+
+
 @pytest.fixture
 def watchdog(fence: ModuleType, tmp_path: Path) -> Iterator[Callable[[], Path]]:
-    """Run the watchdog (grace 2 s) with stand-in commands; yield its working directory.
+    """Run the watchdog (grace WATCHDOG_GRACE s) with stand-in commands; yield its directory.
 
     `writable` present: the probe's write succeeds. `systemctl.log`: what it asked systemd.
     `slurmctld.pid`: a process standing in for slurmctld, which the fence must kill.
@@ -163,7 +168,7 @@ def watchdog(fence: ModuleType, tmp_path: Path) -> Iterator[Callable[[], Path]]:
     (work / "writable").touch()
     env = {**os.environ, "PATH": f"{work / 'bin'}:{os.environ['PATH']}"}
     process = subprocess.Popen(
-        [str(program), str(work), str(work / "state"), "2", "nobody"],
+        [str(program), str(work), str(work / "state"), str(WATCHDOG_GRACE), "nobody"],
         env=env,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
@@ -202,15 +207,17 @@ def test_the_watchdog_kills_slurmctld_without_the_state_and_starts_it_once_back(
     work = watchdog()
     flag = work / "run/fenced"
     assert wait_for((work / "state" / f"fence-probe-{os.uname().nodename}").exists, 5)
-    time.sleep(2.5)  # Writable: longer than the grace, and nothing happens.
+    time.sleep(WATCHDOG_GRACE + 0.5)  # Writable: longer than the grace, and nothing happens.
     assert not flag.exists()
     assert stand_in_runs(work)
 
     (work / "writable").unlink()  # The shared state is lost.
     started = time.monotonic()
-    assert wait_for(flag.exists, 6)
+    # Never before the grace (less the 1 s granularity of the probe's clock). After it, a
+    # loaded host only delays the probe: the late side is liveness, not precision.
+    assert wait_for(flag.exists, 15)
     fenced_after = time.monotonic() - started
-    assert 1.5 <= fenced_after <= 4.5  # The 2 s grace, probed every second.
+    assert fenced_after >= WATCHDOG_GRACE - 1
     assert wait_for(lambda: not stand_in_runs(work), 2)
     assert "cannot write" in flag.read_text()
     assert wait_for(lambda: wakes(fence, work) == 1, 2)  # The charm is woken to show the fence.
