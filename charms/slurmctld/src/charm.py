@@ -142,8 +142,8 @@ class SlurmctldCharm(SlurmCharm[SlurmctldConfig]):
             self.on[SLURMDBD].relation_changed,
             self.slurmdbd.on.slurmdbd_disconnected,
             self.on[SLURMRESTD].relation_joined,
-            self.mount.on.mount_connected,
-            self.mount.on.mount_changed,
+            self.on[MOUNT].relation_created,
+            self.on[MOUNT].relation_changed,
             self.mount.on.mount_disconnected,
         )
 

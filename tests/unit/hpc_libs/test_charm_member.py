@@ -5,6 +5,7 @@ their fingerprint differs from the one it last (re)started with, the key confirm
 runs, the ladder while joining, and leaving on the unit's own departure.
 """
 
+import dataclasses
 import json
 from collections.abc import Iterable
 from typing import Any, ClassVar
@@ -239,12 +240,7 @@ def test_a_key_not_granted_waits_for_the_key(
 def departing(relation: testing.Relation) -> testing.Relation:
     """The relation as this unit's own relation-departed sees it (Scenario names the departing
     unit after the remote application: "member" makes it this unit, member/0)."""
-    return testing.Relation(
-        "slurmctld",
-        id=relation.id,
-        remote_app_name="member",
-        remote_app_data=dict(relation.remote_app_data),
-    )
+    return dataclasses.replace(relation, remote_app_name="member")
 
 
 def test_its_own_departure_leaves_and_needs_the_integration_again(
