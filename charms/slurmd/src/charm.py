@@ -57,6 +57,8 @@ class SlurmdCharm(SlurmCharm[SlurmdConfig]):
         self.scontrol = Scontrol()
         self.slurmctld = SlurmdProvider(self, SLURMCTLD)
         self.member = ClusterMember(self, self.slurmctld, self._stored, self._leave)
+        # The leader publishes its partition as soon as integrated (the member joins on changed).
+        self.reconcile_on(self.on[SLURMCTLD].relation_created)
         self.node_name = node_name(self.unit.name)
         self.hardware = hardware.Hardware(self._stored, self.slurmd)
 

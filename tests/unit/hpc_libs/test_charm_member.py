@@ -198,7 +198,7 @@ def test_an_empty_databag_waits_for_slurmctld(
 ):
     relation = testing.Relation("slurmctld", remote_app_name="slurmctld")
 
-    out = ctx.run(ctx.on.relation_created(relation), state_with(relation, []))
+    out = ctx.run(ctx.on.relation_changed(relation), state_with(relation, []))
 
     assert out.unit_status == ops.WaitingStatus(WAITING_FOR_SLURMCTLD)
     assert machine.service_calls == []
@@ -273,6 +273,8 @@ def test_after_leaving_no_event_runs_the_daemon_until_integrated_again(
 
     out = ctx.run(ctx.on.relation_created(relation), left)
     assert stored(out)["left"] is False
+    assert machine.service_calls == []  # relation-changed follows: it joins then
+    out = ctx.run(ctx.on.relation_changed(relation), out)
     assert machine.calls("restart") == [DAEMON]
     assert out.unit_status == ops.ActiveStatus()
 

@@ -3,8 +3,8 @@
 slurmd, sackd, slurmdbd and slurmrestd each join slurmctld, take its key and controllers,
 restart their daemon on change and leave. `ClusterMember` holds what they share:
 
-* relation tracking: the charm's reconcile runs on the slurmctld relation's own events
-  (created, changed); no event is re-emitted for it. `relation` is None after the unit
+* relation tracking: the charm's reconcile runs on the slurmctld relation's own
+  relation-changed; no event is re-emitted for it. `relation` is None after the unit
   departed it, even while its relation-broken is pending; a new integration (relation-created)
   is joined afresh;
 * leaving: the charm's `leave` runs on the departing hook (the unit's own relation-departed)
@@ -58,7 +58,7 @@ class ClusterMember(ops.Object):
         stored.set_default(applied="", left=False)
         events = charm.on[slurmctld.endpoint]
         self.framework.observe(events.relation_created, self._on_created)
-        charm.reconcile_on(events.relation_created, events.relation_changed)
+        charm.reconcile_on(events.relation_changed)
         if leave is not None:
             self.framework.observe(slurmctld.on.slurmctld_disconnected, self._on_disconnected)
 
@@ -140,7 +140,11 @@ class ClusterMember(ops.Object):
         self.slurmctld.confirm_auth_key(key)
 
     def _on_created(self, _: ops.RelationCreatedEvent) -> None:
-        """Integrated again after leaving: join afresh."""
+        """Integrated again after leaving: join afresh (observed before any charm handler).
+
+        The member reconciles from relation-changed only: relation-created may come before
+        the install hook, which must not install from it.
+        """
         if self._stored.left:
             self._stored.left = False
             self._stored.applied = ""
