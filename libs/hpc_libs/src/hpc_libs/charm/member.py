@@ -9,7 +9,8 @@ restart their daemon on change and leave. `ClusterMember` holds what they share:
   is joined afresh;
 * leaving: the charm's `leave` runs on the departing hook (the unit's own relation-departed)
   and on relation-broken (slurmdbd, which leaves from its reconcile, gives none);
-* the status ladder while joining (`status`, `waiting_status`), one wording for all;
+* the status ladder while joining (`status`: `integration_status`, then `waiting_status`),
+  one wording for all;
 * the restart: the daemon is (re)started when the fingerprint of what it runs with (the
   key, the controllers, ...) differs from the one it was last (re)started with, or it is
   down (`run`). The fingerprint is recorded only once the daemon (re)started: what was
