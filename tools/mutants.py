@@ -178,6 +178,35 @@ MUTATIONS = [
         "        if clash := None:",
         "tests/unit/hpc_libs/test_charm_ports.py tests/unit/sackd/test_sackd_ports.py",
     ),
+    # ClusterMember (issue 24): restart on what was applied, one ladder for the four members.
+    Mutation(
+        "member-restart-ignores-fingerprint",
+        "libs/hpc_libs/src/hpc_libs/charm/member.py",
+        "        changed = not active or fingerprint != self._stored.applied",
+        "        changed = not active",
+        "tests/unit/hpc_libs/test_charm_member.py",
+    ),
+    Mutation(
+        "member-records-fingerprint-before-restart",
+        "libs/hpc_libs/src/hpc_libs/charm/member.py",
+        '            self._stored.applied = ""\n            if not active:',
+        "            self._stored.applied = fingerprint\n            if not active:",
+        "tests/unit/hpc_libs/test_charm_member.py",
+    ),
+    Mutation(
+        "member-ladder-ignores-departure",
+        "libs/hpc_libs/src/hpc_libs/charm/member.py",
+        "NEEDS_SLURMCTLD) if self.relation is None else None",
+        "NEEDS_SLURMCTLD) if self.slurmctld.relation is None else None",
+        "tests/unit/hpc_libs/test_charm_member.py",
+    ),
+    Mutation(
+        "member-ladder-skips-not-ready",
+        "libs/hpc_libs/src/hpc_libs/charm/member.py",
+        "        if not self.slurmctld.is_ready():\n            return ops.WaitingStatus(WAITING",
+        "        if False:\n            return ops.WaitingStatus(WAITING",
+        "tests/unit/hpc_libs/test_charm_member.py",
+    ),
     # Root never follows a link a less trusted user can plant (issue 20, High 1, Medium 8).
     Mutation(
         "no-follow-dropped",

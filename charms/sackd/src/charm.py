@@ -24,9 +24,8 @@ SLURMCTLD = "slurmctld"
 class SackdCharm(SlurmCharm[SackdConfig]):
     """Run sackd against the cluster's controllers while integrated with slurmctld.
 
-    Unit-local fact (`_stored`): `applied`, the fingerprint of the key and options sackd was
-    last restarted with (restart whenever the files differ from it or sackd is not running,
-    so a failed restart is retried). `member` tracks the relation and leaves on departure.
+    `member` tracks the relation, restarts sackd when its key or controllers changed (its
+    fingerprint is kept in `_stored`), confirms the key and leaves on departure.
     """
 
     _stored = ops.StoredState()
@@ -35,10 +34,8 @@ class SackdCharm(SlurmCharm[SackdConfig]):
         self.sackd = SackdManager()
         super().__init__(framework, config_type=SackdConfig, manager=self.sackd)
         self.cos_agent = CosAgentProvider(self, log_files=[SLURM_LOG_FILES])
-        self._stored.set_default(applied="")
         self.slurmctld = SackdProvider(self, SLURMCTLD)
-        self.member = ClusterMember(self, self.slurmctld, self._leave)
-        self.reconcile_on(self.slurmctld.on.slurmctld_ready)
+        self.member = ClusterMember(self, self.slurmctld, self._stored, self._leave)
 
     def reconcile(self, config: SackdConfig) -> None:
         """Write the key and controllers slurmctld shares and (re)start sackd if needed.
@@ -61,12 +58,7 @@ class SackdCharm(SlurmCharm[SackdConfig]):
             return
         self.sackd.key.set(key)
         self.sackd.set_conf_servers(data.conf_servers())
-        wanted = self.sackd.fingerprint()
-        if wanted != self._stored.applied or not self.sackd.service.is_active():
-            self.sackd.service.enable()
-            self.sackd.service.restart()
-            self._stored.applied = wanted
-        self.slurmctld.confirm_auth_key(key)  # sackd runs with it: a key rotation goes on
+        self.member.run(self.sackd.service, self.sackd.fingerprint(), key)
 
     def statuses(self, config: SackdConfig) -> Iterable[ops.StatusBase]:
         """Report what the login node lacks: integration, valid data, key, a running sackd.
@@ -85,7 +77,6 @@ class SackdCharm(SlurmCharm[SackdConfig]):
 
     def _leave(self) -> None:
         """Stop and disable sackd and delete slurm.key, trying every step even if one fails."""
-        self._stored.applied = ""
         for step in (self.sackd.service.stop, self.sackd.service.disable, self.sackd.remove_key):
             try:
                 step()

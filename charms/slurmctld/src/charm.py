@@ -124,7 +124,6 @@ class SlurmctldCharm(SlurmCharm[SlurmctldConfig]):
         self._placement: ha.Placement | None = None
         self.rebuild = rebuild.Rebuild(self, self._serving_partitions)
         framework.observe(self.on[SLURMD].relation_departed, self._on_slurmd_unit_departed)
-        framework.observe(self.on[SLURMDBD].relation_changed, self._on_slurmdbd_changed)
         framework.observe(self.on.resume_action, self._on_resume_action)
         framework.observe(self.on.token_action, self._on_token_action)
         framework.observe(self.on.set_node_state_action, self._on_set_node_state_action)
@@ -136,15 +135,15 @@ class SlurmctldCharm(SlurmCharm[SlurmctldConfig]):
             self.on.slurmctld_wake,
             self.on[PEER].relation_changed,
             self.on[PEER].relation_departed,
-            self.slurmd.on.slurmd_ready,
+            self.on[SLURMD].relation_changed,
             self.slurmd.on.slurmd_disconnected,
             self.on[LOGIN_NODE].relation_joined,
-            self.slurmdbd.on.slurmdbd_connected,
-            self.slurmdbd.on.slurmdbd_ready,
+            self.on[SLURMDBD].relation_created,
+            self.on[SLURMDBD].relation_changed,
             self.slurmdbd.on.slurmdbd_disconnected,
             self.on[SLURMRESTD].relation_joined,
-            self.mount.on.mount_connected,
-            self.mount.on.mount_changed,
+            self.on[MOUNT].relation_created,
+            self.on[MOUNT].relation_changed,
             self.mount.on.mount_disconnected,
         )
 
@@ -163,15 +162,6 @@ class SlurmctldCharm(SlurmCharm[SlurmctldConfig]):
             retire.drain_node(self.scontrol, name, RETIRE_REASON)
             self.peer.write(retire.with_departed(self.peer.read(), name))
         self.converge()
-
-    def _on_slurmdbd_changed(self, event: ops.RelationChangedEvent) -> None:
-        """Stop accounting when slurmdbd withdrew its daemons or sent bad data.
-
-        Usable data fires `slurmdbd_ready`, which reconciles already.
-        """
-        data = self.slurmdbd.slurmdbd_data(event.relation)
-        if data is None or not data.reachable():
-            self.converge()
 
     def _on_token_action(self, event: ops.ActionEvent) -> None:
         toolkit.token(event, self.scontrol)

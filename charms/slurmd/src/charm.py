@@ -14,7 +14,7 @@ import ops
 import reboot
 from config import SlurmdConfig, parse_node_parameters, partition_data
 from hpc_libs.charm.base import SlurmCharm
-from hpc_libs.charm.member import NEEDS_SLURMCTLD, WAITING_FOR_SLURMCTLD
+from hpc_libs.charm.member import WAITING_FOR_SLURMCTLD, ClusterMember
 from hpc_libs.charm.ports import PortRange
 from hpc_libs.errors import ConfigError, IntegrationError, SlurmOpsError
 from hpc_libs.interfaces.cos_agent import SLURM_LOG_FILES, CosAgentProvider
@@ -40,17 +40,15 @@ class SlurmdCharm(SlurmCharm[SlurmdConfig]):
         self.cos_agent = CosAgentProvider(self, log_files=[SLURM_LOG_FILES])
         # `registered`: the node configuration slurmctld holds for this node (JSON, "" when
         # it never enlisted). `parameters`: the operator's parsed node-config (JSON).
-        # `applied`: fingerprint of the key, controllers and name slurmd last (re)started
-        # with. `left`: the unit left the cluster; `departure`: what happened to its jobs.
+        # `departure`: what happened to its jobs when the unit left the cluster (`member`
+        # keeps `left` and `applied`, the fingerprint slurmd was last (re)started with).
         # `hardware`: this machine's last successful detection (JSON, with its Gres);
         # `detection_error`: why the last detection failed ("" when it succeeded).
         # `driver_installed`: the charm installed the NVIDIA driver (`nvidia-driver`).
         self._stored.set_default(
             parameters="{}",
             registered="",
-            applied="",
             initial_state_pending=False,
-            left=False,
             departure="",
             hardware="",
             detection_error="",
@@ -58,16 +56,16 @@ class SlurmdCharm(SlurmCharm[SlurmdConfig]):
         )
         self.scontrol = Scontrol()
         self.slurmctld = SlurmdProvider(self, SLURMCTLD)
+        self.member = ClusterMember(self, self.slurmctld, self._stored, self._leave)
+        # The leader publishes its partition as soon as integrated (the member joins on changed).
+        self.reconcile_on(self.on[SLURMCTLD].relation_created)
         self.node_name = node_name(self.unit.name)
         self.hardware = hardware.Hardware(self._stored, self.slurmd)
 
-        self.reconcile_on(self.slurmctld.on.slurmctld_ready)
         # Detection runs at install (first need), start and upgrade, and on request only.
         framework.observe(self.on.start, self._on_detect_event)
         framework.observe(self.on.upgrade_charm, self._on_detect_event)
         framework.observe(self.on.detect_hardware_action, self._on_detect_hardware_action)
-        framework.observe(self.slurmctld.on.slurmctld_connected, self._on_slurmctld_connected)
-        framework.observe(self.slurmctld.on.slurmctld_disconnected, self._on_departure)
         framework.observe(self.on.stop, self._on_departure)
         framework.observe(self.on.remove, self._on_departure)
         framework.observe(self.on.node_config_action, self._on_node_config_action)
@@ -77,7 +75,7 @@ class SlurmdCharm(SlurmCharm[SlurmdConfig]):
 
     def _on_detect_event(self, _: ops.EventBase) -> None:
         """Detect the hardware again; apply it only when it changed (never on a failure)."""
-        if self.hardware.detect() and not self._stored.left:
+        if self.hardware.detect() and not self.member.left:
             self.converge()
 
     def _on_detect_hardware_action(self, event: ops.ActionEvent) -> None:
@@ -85,7 +83,7 @@ class SlurmdCharm(SlurmCharm[SlurmdConfig]):
         if error := self.hardware.error:
             event.fail(f"detection failed, node config kept: {error}")
             return
-        failure = self.converge() if changed and not self._stored.left else None
+        failure = self.converge() if changed and not self.member.left else None
         known = self.hardware.known() or {}
         event.set_results(
             {
@@ -98,28 +96,24 @@ class SlurmdCharm(SlurmCharm[SlurmdConfig]):
         if failure is not None:
             event.fail(f"detected, but applying it failed (retried later): {failure}")
 
-    def _on_slurmctld_connected(self, _: ops.EventBase) -> None:
-        if self._stored.left:
-            # Integrated again after leaving: the node was deleted, so enlist afresh.
-            self._stored.left = False
-            self._stored.departure = ""
-            self._stored.registered = ""
-            self._stored.applied = ""
-        self.converge()
-
     def _on_departure(self, _: ops.EventBase) -> None:
+        """Leave the cluster when the machine goes (stop, remove), as on the departing hook."""
+        self._leave()
+        self.member.depart()
+
+    def _leave(self) -> None:
         """Leave the cluster, waiting in this hook for the node's jobs (see `departure`).
 
-        Idempotent: the first departure event does the work, later ones find `left`.
+        Idempotent: the first departure event does the work, later ones find it left.
+        Integrated again later, the unit enlists afresh (the node was deleted).
         """
-        if self._stored.left:
+        if self.member.left:
             return
         config = self.valid_config() or SlurmdConfig()
         leaving = departure.Departure(self.node_name, self.slurmd, self._report_leaving)
         outcome = leaving.leave(
             enlisted=bool(self._stored.registered), timeout=config.retire_timeout_seconds
         )
-        self._stored.left = True
         self._stored.departure = outcome.summary()
         self._stored.registered = ""
         self._stored.initial_state_pending = False
@@ -174,11 +168,10 @@ class SlurmdCharm(SlurmCharm[SlurmdConfig]):
     def _node_status(self, config: SlurmdConfig) -> ops.StatusBase | None:  # noqa: PLR0911
         """Return the status of the first matching fact."""
         stored = self._stored
-        related = self.model.get_relation(SLURMCTLD) is not None
-        if stored.left and related:
+        if self.member.left and self.slurmctld.relation is not None:
             return ops.MaintenanceStatus(_left_message(str(stored.departure)))
-        if not related:
-            return ops.BlockedStatus(NEEDS_SLURMCTLD)
+        if (status := self.member.integration_status()) is not None:
+            return status
         if (problem := self._partition_problem(config)) is not None:
             return ops.BlockedStatus(problem)
         if (
@@ -214,7 +207,7 @@ class SlurmdCharm(SlurmCharm[SlurmdConfig]):
         """Publish the partition (leader) and make this unit's node match the charm's state."""
         if self.unit.is_leader():
             self._publish_partition(config)
-        if self._stored.left:
+        if self.member.left:
             return
         controller = self.slurmctld.controller_data
         srun_ports = controller.srun_ports() if controller else None
@@ -232,8 +225,7 @@ class SlurmdCharm(SlurmCharm[SlurmdConfig]):
         desired = self._desired_conf()
         conf_servers = controller.conf_servers()
         self.slurmd.set_start_options(self.node_name, conf_servers, node.conf_string(desired))
-        self._run_slurmd(_fingerprint(key, self.node_name, conf_servers))
-        self.slurmctld.confirm_auth_key(key)  # slurmd runs with it: a key rotation goes on
+        self._run_slurmd(key, _fingerprint(key, self.node_name, conf_servers))
         self._converge_registration(desired)
         self._apply_initial_state(config)
 
@@ -256,23 +248,17 @@ class SlurmdCharm(SlurmCharm[SlurmdConfig]):
             return registered
         return node.desired_conf(known, self.app.name, self._parameters())
 
-    def _run_slurmd(self, fingerprint: str) -> None:
-        """Start slurmd, or restart it when its key, controllers or name changed.
+    def _run_slurmd(self, key: str, fingerprint: str) -> None:
+        """Start slurmd, or restart it when its key, controllers or name changed (`member`).
 
-        The fingerprint is stored only once slurmd (re)started, so a failed restart is
-        retried by the next event even though the files no longer change. A restart never
-        changes a registered dynamic node: node configuration goes the live or the
-        re-registration way (see `node`). Running jobs survive a slurmd restart.
+        A restart never changes a registered dynamic node: node configuration goes the live
+        or the re-registration way (see `node`). Running jobs survive a slurmd restart.
         """
         if self._reregistering():
-            return  # Its transient unit restarts slurmd with the options file as it is then.
-        service = self.slurmd.service
-        if not service.is_active():
-            service.enable()
-            service.start()
-        elif self._stored.applied != fingerprint:
-            service.restart()
-        self._stored.applied = fingerprint
+            # Its transient unit restarts slurmd with the options file (and key) as it is then.
+            self.member.confirm_auth_key(key)
+            return
+        self.member.run(self.slurmd.service, fingerprint, key, start_when_down=True)
 
     def _converge_registration(self, desired: dict[str, Any]) -> None:
         """Bring the registered node to the desired configuration."""

@@ -37,10 +37,9 @@ PARAMETERS_OPTION = "slurmdbd-conf-parameters"
 class SlurmdbdCharm(SlurmCharm[SlurmdbdConfig]):
     """Run slurmdbd against the database the `database` integration grants, for slurmctld.
 
-    Unit-local fact (`_stored.applied`): the fingerprint of slurmdbd.conf, slurm.key and
-    jwt_hs256.key that slurmdbd was last restarted with. slurmdbd is restarted whenever the
-    files differ from it (a new JWT key too) or it is not running, so a failed restart is
-    retried by the next event.
+    `member` restarts slurmdbd whenever the fingerprint of slurmdbd.conf, slurm.key and
+    jwt_hs256.key differs from the one it was last restarted with (a new JWT key too) or it
+    is not running, so a failed restart is retried by the next event; it confirms the key.
 
     Two units run active and backup: every unit writes the same slurmdbd.conf, naming the
     first unit in join order (kept by the leader in the peer application databag) `DbdHost`
@@ -54,16 +53,14 @@ class SlurmdbdCharm(SlurmCharm[SlurmdbdConfig]):
         self.slurmdbd = SlurmdbdManager()
         super().__init__(framework, config_type=SlurmdbdConfig, manager=self.slurmdbd)
         self.cos_agent = CosAgentProvider(self, log_files=[SLURM_LOG_FILES])
-        self._stored.set_default(applied="")
         self.database = MysqlRequirer(self, DATABASE, DATABASE_NAME)
         self.slurmctld = SlurmdbdProvider(self, SLURMCTLD)
-        self.member = ClusterMember(self, self.slurmctld)  # leaves from its reconcile
+        self.member = ClusterMember(self, self.slurmctld, self._stored)  # leaves in reconcile
         self.peer = SlurmdbdPeer(self, PEER)
         database = self.on[DATABASE]
         self.reconcile_on(
             database.relation_changed,
             database.relation_broken,
-            self.slurmctld.on.slurmctld_ready,
             self.slurmctld.on.slurmctld_disconnected,
             self.on[PEER].relation_changed,
         )
@@ -107,25 +104,20 @@ class SlurmdbdCharm(SlurmCharm[SlurmdbdConfig]):
             return
         if dbds.role_of(self.unit.name) == "idle":
             self._stop_and_remove_files()
-            self.slurmctld.confirm_auth_key(keys[0])  # runs no daemon with an older key
+            self.member.confirm_auth_key(keys[0])  # runs no daemon with an older key
             self._publish(dbds.active())
             return
         auth_key, jwt_key = keys
         self.slurmdbd.key.set(auth_key)
         self.slurmdbd.jwt_key.set(jwt_key)
         self.slurmdbd.write_config(_hosts(dbds), _storage(connection), parameters)
-        wanted = self.slurmdbd.fingerprint()
-        if wanted != self._stored.applied or not self.slurmdbd.service.is_active():
-            self._stored.applied = ""
-            self.slurmdbd.service.enable()
-            self.slurmdbd.service.restart()  # ServiceError: blocked with slurmdbd's reason
-            self._stored.applied = wanted
+        # ServiceError: blocked with slurmdbd's reason.
+        if self.member.run(self.slurmdbd.service, self.slurmdbd.fingerprint(), auth_key):
             logger.info(
                 "slurmdbd (%s) started with the database at %s",
                 dbds.role_of(self.unit.name),
                 connection.primary.host,
             )
-        self.slurmctld.confirm_auth_key(auth_key)  # slurmdbd runs with it: a rotation goes on
         self._publish(dbds.active())
 
     def statuses(self, config: SlurmdbdConfig) -> Iterable[ops.StatusBase]:

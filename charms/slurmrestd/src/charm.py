@@ -11,7 +11,6 @@ from hpc_libs.charm.base import SlurmCharm
 from hpc_libs.charm.member import ClusterMember
 from hpc_libs.charm.ports import PortRange
 from hpc_libs.errors import IntegrationError, ScontrolError, SlurmOpsError
-from hpc_libs.interfaces.controller import ControllerData
 from hpc_libs.interfaces.cos_agent import SLURM_LOG_FILES, CosAgentProvider
 from hpc_libs.interfaces.slurmrestd import RestApiProvider, SlurmrestdProvider, rest_url
 from hpc_libs.machine.systemd import journal_reason
@@ -48,11 +47,11 @@ class SlurmrestdCharmEvents(ops.CharmEvents):
 class SlurmrestdCharm(SlurmCharm[SlurmrestdConfig]):
     """Run sackd and slurmrestd against the cluster's controllers while integrated with slurmctld.
 
-    Unit-local facts (`_stored`): `applied_sackd` and `applied`, the fingerprints sackd and
-    slurmrestd were last restarted with (a daemon is restarted whenever its fingerprint
-    differs or it is not running, so a failed restart is retried, and a slurm.conf sackd
-    re-fetched reaches slurmrestd at the next event). `member` tracks the relation and leaves
-    on departure.
+    `member` tracks the relation, restarts sackd when its key or controllers changed,
+    confirms the key and leaves on departure. Unit-local fact (`_stored.applied_slurmrestd`):
+    the fingerprint slurmrestd was last restarted with (restarted whenever it differs or
+    slurmrestd is not running, so a failed restart is retried, and a slurm.conf sackd
+    re-fetched reaches slurmrestd at the next event).
     """
 
     on = SlurmrestdCharmEvents()  # pyright: ignore[reportAssignmentType, reportIncompatibleVariableOverride]
@@ -63,12 +62,11 @@ class SlurmrestdCharm(SlurmCharm[SlurmrestdConfig]):
         self.conf_watch = conf_watch(self.slurmrestd.cached_conf_path, self.slurmrestd.root)
         super().__init__(framework, config_type=SlurmrestdConfig, manager=self.slurmrestd)
         self.cos_agent = CosAgentProvider(self, log_files=[SLURM_LOG_FILES])
-        self._stored.set_default(applied="", applied_sackd="")
+        self._stored.set_default(applied_slurmrestd="")
         self.slurmctld = SlurmrestdProvider(self, SLURMCTLD)
-        self.member = ClusterMember(self, self.slurmctld, self._leave)
+        self.member = ClusterMember(self, self.slurmctld, self._stored, self._leave)
         self.rest_api = RestApiProvider(self, REST_API)
         self.reconcile_on(
-            self.slurmctld.on.slurmctld_ready,
             self.on[REST_API].relation_joined,
             self.on.slurmrestd_conf_changed,
         )
@@ -90,8 +88,10 @@ class SlurmrestdCharm(SlurmCharm[SlurmrestdConfig]):
         except IntegrationError as e:
             logger.warning("not configuring sackd: %s", e)
             return
-        self._run_sackd(key, data)
-        self.slurmctld.confirm_auth_key(key)  # its sackd runs with it: a key rotation goes on
+        sackd = self.slurmrestd.sackd
+        sackd.key.set(key)
+        sackd.set_conf_servers(data.conf_servers())
+        self.member.run(sackd.service, sackd.fingerprint(), key)
         self._watch_conf()
         self.slurmrestd.ensure_user()
         conf = self.slurmrestd.cached_conf()
@@ -105,10 +105,10 @@ class SlurmrestdCharm(SlurmCharm[SlurmrestdConfig]):
         )
         self.slurmrestd.write_drop_in(drop_in)
         wanted = self.slurmrestd.fingerprint()
-        if wanted != self._stored.applied or not self.slurmrestd.service.is_active():
+        if wanted != self._stored.applied_slurmrestd or not self.slurmrestd.service.is_active():
             self.slurmrestd.service.enable()
             self.slurmrestd.service.restart()
-            self._stored.applied = wanted
+            self._stored.applied_slurmrestd = wanted
         self.rest_api.publish_url(self._url(config))
 
     def statuses(self, config: SlurmrestdConfig) -> Iterable[ops.StatusBase]:
@@ -137,17 +137,6 @@ class SlurmrestdCharm(SlurmCharm[SlurmrestdConfig]):
         if not self.slurmrestd.service.is_active():
             return _not_running(self.slurmrestd.daemon)
         return _controller_status(self._url(config) or config.listen)
-
-    def _run_sackd(self, key: str, data: ControllerData) -> None:
-        """Write the key and controllers and (re)start sackd if they changed or it stopped."""
-        sackd = self.slurmrestd.sackd
-        sackd.key.set(key)
-        sackd.set_conf_servers(data.conf_servers())
-        wanted = sackd.fingerprint()
-        if wanted != self._stored.applied_sackd or not sackd.service.is_active():
-            sackd.service.enable()
-            sackd.service.restart()
-            self._stored.applied_sackd = wanted
 
     def _watch_conf(self) -> None:
         """Have a new slurm.conf from sackd wake the charm (`conf_watch`) within seconds.
@@ -179,8 +168,7 @@ class SlurmrestdCharm(SlurmCharm[SlurmrestdConfig]):
         Every step is tried even if one fails; a failure is a status and the next event's
         reconcile tries again.
         """
-        self._stored.applied = ""
-        self._stored.applied_sackd = ""
+        self._stored.applied_slurmrestd = ""
         sackd = self.slurmrestd.sackd
         if not (
             sackd.key.exists()

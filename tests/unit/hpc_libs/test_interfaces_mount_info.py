@@ -33,8 +33,8 @@ class PrincipalCharm(ops.CharmBase):
     def __init__(self, framework: ops.Framework) -> None:
         super().__init__(framework)
         self.mount = MountInfoProvider(self)
-        framework.observe(self.mount.on.mount_connected, self._on_connected)
-        framework.observe(self.mount.on.mount_changed, self._on_changed)
+        framework.observe(self.on["mount"].relation_created, self._on_connected)
+        framework.observe(self.on["mount"].relation_changed, self._on_changed)
         framework.observe(self.mount.on.mount_disconnected, self._on_disconnected)
 
     def _on_connected(self, _: ops.EventBase) -> None:

@@ -11,12 +11,9 @@ from hpc_libs.interfaces.slurmd import (
     ComputeData,
     ControllerData,
     ControllerEntry,
-    SlurmctldConnectedEvent,
     SlurmctldDisconnectedEvent,
-    SlurmctldReadyEvent,
     SlurmdDisconnectedEvent,
     SlurmdProvider,
-    SlurmdReadyEvent,
     SlurmdRequirer,
     get_or_create_auth_key_secret,
 )
@@ -30,21 +27,22 @@ COMPUTE = ComputeData(partition=PARTITION, nodeset=NODESET)
 
 
 class SlurmdCharm(ops.CharmBase):
-    """Publishes compute data when connected and reads the key when ready."""
+    """Publishes compute data when integrated and reads the key once slurmctld is ready."""
 
     seen_keys: ClassVar[list[str]] = []
 
     def __init__(self, framework: ops.Framework) -> None:
         super().__init__(framework)
         self.slurmctld = SlurmdProvider(self, "slurmctld")
-        framework.observe(self.slurmctld.on.slurmctld_connected, self._on_connected)
-        framework.observe(self.slurmctld.on.slurmctld_ready, self._on_ready)
+        framework.observe(self.on["slurmctld"].relation_created, self._on_created)
+        framework.observe(self.on["slurmctld"].relation_changed, self._on_changed)
 
-    def _on_connected(self, _: SlurmctldConnectedEvent) -> None:
+    def _on_created(self, _: ops.RelationCreatedEvent) -> None:
         self.slurmctld.publish_compute_data(COMPUTE)
 
-    def _on_ready(self, _: SlurmctldReadyEvent) -> None:
-        SlurmdCharm.seen_keys.append(self.slurmctld.auth_key())
+    def _on_changed(self, _: ops.RelationChangedEvent) -> None:
+        if self.slurmctld.is_ready():
+            SlurmdCharm.seen_keys.append(self.slurmctld.auth_key())
 
 
 class SlurmctldCharm(ops.CharmBase):
@@ -53,9 +51,12 @@ class SlurmctldCharm(ops.CharmBase):
     def __init__(self, framework: ops.Framework) -> None:
         super().__init__(framework)
         self.slurmd = SlurmdRequirer(self, "slurmd")
-        framework.observe(self.slurmd.on.slurmd_ready, self._on_ready)
+        framework.observe(self.on["slurmd"].relation_changed, self._on_changed)
 
-    def _on_ready(self, event: SlurmdReadyEvent) -> None:
+    def _on_changed(self, event: ops.RelationChangedEvent) -> None:
+        data = self.slurmd.compute_data(event.relation)
+        if data is None or not data.is_complete:
+            return
         secret = get_or_create_auth_key_secret(self, lambda: AUTH_KEY)
         self.slurmd.publish_controller_data(
             event.relation,
@@ -126,7 +127,6 @@ def test_connected_leader_publishes_compute_data(slurmd_ctx: testing.Context[Slu
         slurmd_ctx.on.relation_created(relation), testing.State(leader=True, relations={relation})
     )
 
-    assert "slurmctld_connected" in kinds(slurmd_ctx)
     data = out.get_relation(relation.id).local_app_data
     assert json.loads(data["partition"]) == PARTITION
     assert json.loads(data["nodeset"]) == NODESET
@@ -175,7 +175,6 @@ def test_ready_reads_the_granted_secret(slurmd_ctx: testing.Context[SlurmdCharm]
         testing.State(relations={relation}, secrets={secret}),
     )
 
-    assert "slurmctld_ready" in kinds(slurmd_ctx)
     assert SlurmdCharm.seen_keys == [AUTH_KEY]
 
 
@@ -203,7 +202,7 @@ def test_incomplete_or_bad_controller_data_is_not_ready(
 
     slurmd_ctx.run(slurmd_ctx.on.relation_changed(relation), testing.State(relations={relation}))
 
-    assert "slurmctld_ready" not in kinds(slurmd_ctx)
+    assert SlurmdCharm.seen_keys == []
 
 
 def test_auth_key_before_ready_is_an_integration_error() -> None:
@@ -293,7 +292,6 @@ def test_slurmd_ready_grants_the_secret_and_publishes_only_its_id(
         testing.State(leader=True, relations={relation}),
     )
 
-    assert "slurmd_ready" in kinds(slurmctld_ctx)
     secret = out.get_secret(label=AUTH_KEY_LABEL)
     assert secret.owner == "app"
     assert secret.tracked_content == {"key": AUTH_KEY}
@@ -350,7 +348,6 @@ def test_incomplete_or_bad_compute_data_is_not_ready(
         testing.State(leader=True, relations={relation}),
     )
 
-    assert "slurmd_ready" not in kinds(slurmctld_ctx)
     assert dict(out.get_relation(relation.id).local_app_data) == {}
 
 
@@ -435,7 +432,7 @@ def test_a_valid_config_digest_is_read_and_ready(
         manager.run()
 
     assert data is not None and data.config_digest == digest
-    assert "slurmctld_ready" in kinds(slurmd_ctx)
+    assert SlurmdCharm.seen_keys == [AUTH_KEY]
 
 
 @pytest.mark.parametrize(
@@ -468,7 +465,7 @@ def test_a_hostile_config_digest_makes_the_data_not_ready(
 
     slurmd_ctx.run(slurmd_ctx.on.relation_changed(relation), testing.State(relations={relation}))
 
-    assert "slurmctld_ready" not in kinds(slurmd_ctx)
+    assert SlurmdCharm.seen_keys == []
 
 
 def test_the_controller_publishes_the_config_digest_with_the_controllers() -> None:
@@ -476,9 +473,9 @@ def test_the_controller_publishes_the_config_digest_with_the_controllers() -> No
         def __init__(self, framework: ops.Framework) -> None:
             super().__init__(framework)
             self.slurmd = SlurmdRequirer(self, "slurmd")
-            framework.observe(self.slurmd.on.slurmd_ready, self._on_ready)
+            framework.observe(self.on["slurmd"].relation_changed, self._on_changed)
 
-        def _on_ready(self, event: SlurmdReadyEvent) -> None:
+        def _on_changed(self, event: ops.RelationChangedEvent) -> None:
             secret = get_or_create_auth_key_secret(self, lambda: AUTH_KEY)
             entries = [ControllerEntry(hostname="ctl-0", address="10.0.0.1")]
             self.slurmd.publish_controller_data(event.relation, secret, entries, "0123abcd")

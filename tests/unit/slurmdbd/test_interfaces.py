@@ -28,11 +28,13 @@ class Client(ops.CharmBase):
         self.database = MysqlRequirer(self, "database", "slurm_acct_db")
         self.slurmdbd = SlurmdbdRequirer(self, "slurmdbd")
         self.ready: list[str] = []
-        framework.observe(self.slurmdbd.on.slurmdbd_ready, self._on_ready)
+        framework.observe(self.on["slurmdbd"].relation_changed, self._on_changed)
         framework.observe(self.slurmdbd.on.slurmdbd_disconnected, self._on_gone)
 
-    def _on_ready(self, _: ops.EventBase) -> None:
-        self.ready.append("ready")
+    def _on_changed(self, event: ops.RelationChangedEvent) -> None:
+        data = self.slurmdbd.slurmdbd_data(event.relation)
+        if data is not None and data.reachable():
+            self.ready.append("ready")
 
     def _on_gone(self, _: ops.EventBase) -> None:
         self.ready.append("gone")

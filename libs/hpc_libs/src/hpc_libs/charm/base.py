@@ -34,7 +34,7 @@ Adopting it in a charm::
             self.sackd = SackdManager()
             super().__init__(framework, config_type=SackdConfig, manager=self.sackd)
             self.slurmctld = SackdProvider(self, "slurmctld")
-            self.reconcile_on(self.slurmctld.on.slurmctld_ready)
+            self.reconcile_on(self.on["slurmctld"].relation_changed)
             framework.observe(self.slurmctld.on.slurmctld_disconnected, self._on_gone)
 
         def reconcile(self, config: SackdConfig) -> None:

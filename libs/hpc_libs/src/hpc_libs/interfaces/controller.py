@@ -25,9 +25,9 @@ consumer unit confirms the key its daemon runs with: once the daemon (re)started
 charm calls `confirm_auth_key`, which writes the key's digest (`auth_key_digest`, 16 hex
 digits of SHA-256: it reveals nothing of the key) to the unit's databag.
 
-* `ControllerConsumer`: the daemon's side (slurmd, sackd). Emits `slurmctld_connected`,
-  `slurmctld_ready` and `slurmctld_disconnected`; reads the controllers and the key, and
-  confirms the key the daemon runs with.
+* `ControllerConsumer`: the daemon's side (slurmd, sackd, slurmdbd, slurmrestd). Emits
+  `slurmctld_disconnected` when the unit leaves (the charm reconciles on the relation's own
+  events); reads the controllers and the key, and confirms the key the daemon runs with.
 * `ControllerPublisher`: slurmctld's side. Grants the key and publishes `ControllerData`;
   tells which units have not confirmed a key.
 """
@@ -159,14 +159,6 @@ class ConsumerUnitData(DatabagModel):
         return value
 
 
-class SlurmctldConnectedEvent(ops.RelationEvent):
-    """A slurmctld application was integrated (relation-created)."""
-
-
-class SlurmctldReadyEvent(ops.RelationEvent):
-    """slurmctld published a complete `ControllerData` (auth key secret id and controllers)."""
-
-
 class SlurmctldDisconnectedEvent(ops.RelationEvent):
     """Fired when this unit leaves the integration (its own relation-departed) or it is broken.
 
@@ -178,8 +170,6 @@ class SlurmctldDisconnectedEvent(ops.RelationEvent):
 class ControllerConsumerEvents(ops.ObjectEvents):
     """Events of `ControllerConsumer`."""
 
-    slurmctld_connected = ops.EventSource(SlurmctldConnectedEvent)
-    slurmctld_ready = ops.EventSource(SlurmctldReadyEvent)
     slurmctld_disconnected = ops.EventSource(SlurmctldDisconnectedEvent)
 
 
@@ -191,17 +181,8 @@ class ControllerConsumer(Interface):
     def __init__(self, charm: ops.CharmBase, endpoint: str = "slurmctld") -> None:
         super().__init__(charm, endpoint)
         events = charm.on[endpoint]
-        self.framework.observe(events.relation_created, self._on_relation_created)
-        self.framework.observe(events.relation_changed, self._on_relation_changed)
         self.framework.observe(events.relation_departed, self._on_relation_departed)
         self.framework.observe(events.relation_broken, self._on_relation_broken)
-
-    def _on_relation_created(self, event: ops.RelationCreatedEvent) -> None:
-        self.on.slurmctld_connected.emit(event.relation, app=event.app, unit=event.unit)
-
-    def _on_relation_changed(self, event: ops.RelationChangedEvent) -> None:
-        if self.is_ready():
-            self.on.slurmctld_ready.emit(event.relation, app=event.app, unit=event.unit)
 
     def _on_relation_departed(self, event: ops.RelationDepartedEvent) -> None:
         if event.departing_unit == self.model.unit:

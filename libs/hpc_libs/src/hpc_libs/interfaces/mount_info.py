@@ -68,14 +68,6 @@ class MountState(DatabagModel):
     mounted: StrictBool | None = None
 
 
-class MountConnectedEvent(ops.RelationEvent):
-    """A filesystem-client application was integrated: the leader should publish `MountInfo`."""
-
-
-class MountChangedEvent(ops.RelationEvent):
-    """The filesystem-client unit on this machine changed its answer (see `is_mounted`)."""
-
-
 class MountDisconnectedEvent(ops.RelationEvent):
     """The integration with the filesystem-client is gone (relation-broken)."""
 
@@ -83,29 +75,22 @@ class MountDisconnectedEvent(ops.RelationEvent):
 class MountInfoProviderEvents(ops.ObjectEvents):
     """Events of `MountInfoProvider`."""
 
-    mount_connected = ops.EventSource(MountConnectedEvent)
-    mount_changed = ops.EventSource(MountChangedEvent)
     mount_disconnected = ops.EventSource(MountDisconnectedEvent)
 
 
 class MountInfoProvider(Interface):
-    """The principal's side of `mount_info`, on its `mount` endpoint (container scope)."""
+    """The principal's side of `mount_info`, on its `mount` endpoint (container scope).
+
+    Emits `mount_disconnected` when the integration is gone; the charm reconciles on the
+    relation's own events otherwise (created: publish; changed: the subordinate's answer).
+    """
 
     on = MountInfoProviderEvents()  # pyright: ignore[reportIncompatibleMethodOverride, reportAssignmentType]
 
     def __init__(self, charm: ops.CharmBase, endpoint: str = MOUNT_ENDPOINT) -> None:
         super().__init__(charm, endpoint)
         events = charm.on[endpoint]
-        self.framework.observe(events.relation_created, self._on_relation_created)
-        self.framework.observe(events.relation_changed, self._on_relation_changed)
         self.framework.observe(events.relation_broken, self._on_relation_broken)
-
-    def _on_relation_created(self, event: ops.RelationCreatedEvent) -> None:
-        self.on.mount_connected.emit(event.relation, app=event.app, unit=event.unit)
-
-    def _on_relation_changed(self, event: ops.RelationChangedEvent) -> None:
-        if event.unit is not None:
-            self.on.mount_changed.emit(event.relation, app=event.app, unit=event.unit)
 
     def _on_relation_broken(self, event: ops.RelationBrokenEvent) -> None:
         self.on.mount_disconnected.emit(event.relation, app=event.app, unit=event.unit)

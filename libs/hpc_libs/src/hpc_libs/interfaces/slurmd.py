@@ -35,9 +35,7 @@ from hpc_libs.interfaces.controller import (
     ControllerData,
     ControllerEntry,
     ControllerPublisher,
-    SlurmctldConnectedEvent,
     SlurmctldDisconnectedEvent,
-    SlurmctldReadyEvent,
     get_or_create_auth_key_secret,
 )
 from hpc_libs.slurm import grammar
@@ -116,14 +114,6 @@ def _check(model: type[Partition] | type[NodeSet], value: dict[str, Any]) -> Non
     grammar.check_fields(model, value)  # GrammarError is a ValueError naming the key.
 
 
-class SlurmdConnectedEvent(ops.RelationEvent):
-    """A slurmd application was integrated (relation-created)."""
-
-
-class SlurmdReadyEvent(ops.RelationEvent):
-    """A slurmd application published a complete, valid `ComputeData`."""
-
-
 class SlurmdDisconnectedEvent(ops.RelationEvent):
     """A slurmd application left (relation-broken): remove its partition."""
 
@@ -131,8 +121,6 @@ class SlurmdDisconnectedEvent(ops.RelationEvent):
 class SlurmdRequirerEvents(ops.ObjectEvents):
     """Events of `SlurmdRequirer`."""
 
-    slurmd_connected = ops.EventSource(SlurmdConnectedEvent)
-    slurmd_ready = ops.EventSource(SlurmdReadyEvent)
     slurmd_disconnected = ops.EventSource(SlurmdDisconnectedEvent)
 
 
@@ -148,24 +136,18 @@ class SlurmdProvider(ControllerConsumer):
 
 
 class SlurmdRequirer(ControllerPublisher):
-    """The slurmctld charm's side, on its `slurmd` endpoint (one relation per partition)."""
+    """The slurmctld charm's side, on its `slurmd` endpoint (one relation per partition).
+
+    Emits `slurmd_disconnected` when an application leaves; the charm reconciles on the
+    relation's own events otherwise.
+    """
 
     on = SlurmdRequirerEvents()  # pyright: ignore[reportIncompatibleMethodOverride, reportAssignmentType]
 
     def __init__(self, charm: ops.CharmBase, endpoint: str = "slurmd") -> None:
         super().__init__(charm, endpoint)
         events = charm.on[endpoint]
-        self.framework.observe(events.relation_created, self._on_relation_created)
-        self.framework.observe(events.relation_changed, self._on_relation_changed)
         self.framework.observe(events.relation_broken, self._on_relation_broken)
-
-    def _on_relation_created(self, event: ops.RelationCreatedEvent) -> None:
-        self.on.slurmd_connected.emit(event.relation, app=event.app, unit=event.unit)
-
-    def _on_relation_changed(self, event: ops.RelationChangedEvent) -> None:
-        data = self.compute_data(event.relation)
-        if data is not None and data.is_complete:
-            self.on.slurmd_ready.emit(event.relation, app=event.app, unit=event.unit)
 
     def _on_relation_broken(self, event: ops.RelationBrokenEvent) -> None:
         self.on.slurmd_disconnected.emit(event.relation, app=event.app, unit=event.unit)
@@ -188,13 +170,9 @@ __all__ = [
     "ComputeData",
     "ControllerData",
     "ControllerEntry",
-    "SlurmctldConnectedEvent",
     "SlurmctldDisconnectedEvent",
-    "SlurmctldReadyEvent",
-    "SlurmdConnectedEvent",
     "SlurmdDisconnectedEvent",
     "SlurmdProvider",
-    "SlurmdReadyEvent",
     "SlurmdRequirer",
     "get_or_create_auth_key_secret",
     "named_partition",

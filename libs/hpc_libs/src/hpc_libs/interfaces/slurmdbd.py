@@ -78,14 +78,6 @@ class JwtKeyData(DatabagModel):
         return value
 
 
-class SlurmdbdConnectedEvent(ops.RelationEvent):
-    """A slurmdbd application was integrated (relation-created)."""
-
-
-class SlurmdbdReadyEvent(ops.RelationEvent):
-    """slurmdbd published at least one reachable daemon."""
-
-
 class SlurmdbdDisconnectedEvent(ops.RelationEvent):
     """The slurmdbd application left (relation-broken): back to no accounting."""
 
@@ -93,8 +85,6 @@ class SlurmdbdDisconnectedEvent(ops.RelationEvent):
 class SlurmdbdRequirerEvents(ops.ObjectEvents):
     """Events of `SlurmdbdRequirer`."""
 
-    slurmdbd_connected = ops.EventSource(SlurmdbdConnectedEvent)
-    slurmdbd_ready = ops.EventSource(SlurmdbdReadyEvent)
     slurmdbd_disconnected = ops.EventSource(SlurmdbdDisconnectedEvent)
 
 
@@ -123,24 +113,18 @@ class SlurmdbdProvider(ControllerConsumer):
 
 
 class SlurmdbdRequirer(ControllerPublisher):
-    """The slurmctld charm's side, on its `slurmdbd` endpoint (limit 1 advised)."""
+    """The slurmctld charm's side, on its `slurmdbd` endpoint (limit 1 advised).
+
+    Emits `slurmdbd_disconnected` when slurmdbd leaves; the charm reconciles on the
+    relation's own events otherwise.
+    """
 
     on = SlurmdbdRequirerEvents()  # pyright: ignore[reportIncompatibleMethodOverride, reportAssignmentType]
 
     def __init__(self, charm: ops.CharmBase, endpoint: str = "slurmdbd") -> None:
         super().__init__(charm, endpoint)
         events = charm.on[endpoint]
-        self.framework.observe(events.relation_created, self._on_relation_created)
-        self.framework.observe(events.relation_changed, self._on_relation_changed)
         self.framework.observe(events.relation_broken, self._on_relation_broken)
-
-    def _on_relation_created(self, event: ops.RelationCreatedEvent) -> None:
-        self.on.slurmdbd_connected.emit(event.relation, app=event.app, unit=event.unit)
-
-    def _on_relation_changed(self, event: ops.RelationChangedEvent) -> None:
-        data = self.slurmdbd_data(event.relation)
-        if data is not None and data.reachable():
-            self.on.slurmdbd_ready.emit(event.relation, app=event.app, unit=event.unit)
 
     def _on_relation_broken(self, event: ops.RelationBrokenEvent) -> None:
         self.on.slurmdbd_disconnected.emit(event.relation, app=event.app, unit=event.unit)
@@ -169,10 +153,8 @@ __all__ = [
     "DEFAULT_SLURMDBD_PORT",
     "DbdEntry",
     "JwtKeyData",
-    "SlurmdbdConnectedEvent",
     "SlurmdbdData",
     "SlurmdbdDisconnectedEvent",
     "SlurmdbdProvider",
-    "SlurmdbdReadyEvent",
     "SlurmdbdRequirer",
 ]
