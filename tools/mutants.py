@@ -306,10 +306,25 @@ MUTATIONS = [
     ),
     Mutation(
         "repeating-watcher-dispatches-once",
-        "libs/hpc_libs/src/hpc_libs/charm/wake.py",
-        """            f'while [ "$(date +%s)" -lt {int(until)} ]; do',""",
-        """            f'for _ in 1; do',""",
+        "libs/hpc_libs/src/hpc_libs/charm/programs/wake-repeat.sh",
+        'while [ "$(date +%s)" -lt "$until" ]; do',
+        "for _ in 1; do",
         "tests/unit/hpc_libs/test_charm_wake.py",
+    ),
+    # Issue 24: the shell programs are files; their values arrive as arguments.
+    Mutation(
+        "wake-watch-dispatches-the-check-words-too",
+        "libs/hpc_libs/src/hpc_libs/charm/programs/wake-watch.sh",
+        '            [ "$i" -lt "$dispatch_words" ] && set -- "$@" "$word"\n',
+        '            set -- "$@" "$word"\n',
+        "tests/unit/hpc_libs/test_charm_wake.py",
+    ),
+    Mutation(
+        "reregister-restarts-after-a-failed-delete",
+        "charms/slurmd/src/programs/reregister.sh",
+        'scontrol delete nodename="$node" || exit 1\n',
+        'scontrol delete nodename="$node"\n',
+        "tests/unit/slurmd/test_charm_slurmd_transient.py",
     ),
     Mutation(
         "exporter-drain-as-a-state",
@@ -461,14 +476,14 @@ MUTATIONS = [
     ),
     Mutation(
         "reboot-program-upgrades-for-another-node",
-        "charms/slurmd/src/reboot-program.sh",
+        "charms/slurmd/src/programs/reboot-program.sh",
         '    rebuild:*:*:upgrade:"$node")',
         "    rebuild:*:*:upgrade:*)",
         "tests/unit/slurmd/test_reboot_program.py",
     ),
     Mutation(
         "reboot-program-fails-without-setting-the-node-down",
-        "charms/slurmd/src/reboot-program.sh",
+        "charms/slurmd/src/programs/reboot-program.sh",
         '    scontrol update nodename="$node" state=down reason="rebuild: $1" || true\n',
         "",
         "tests/unit/slurmd/test_reboot_program.py",
