@@ -24,6 +24,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
+import unit_tests
+
 ROOT = Path(__file__).resolve().parents[1]
 PYTEST = [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider"]
 NOT_COPIED = shutil.ignore_patterns(".git", ".venv", "build", "__pycache__", ".*_cache")
@@ -82,7 +84,7 @@ MUTATIONS = [
         "charms/slurmd/src/config.py",
         '"is refused: a dynamic node cannot take it through --conf", "Port", "State", "Reason"',
         '"is refused: a dynamic node cannot take it through --conf", "State", "Reason"',
-        "tests/unit/hpc_libs/test_guards.py",
+        "tests/unit/slurmd/test_slurmd_guards.py",
     ),
     Mutation(
         "scontrol-without-timeout",
@@ -497,17 +499,26 @@ def digest(data: bytes) -> str:
 
 
 def pytest(tests: str, tree: Path = ROOT) -> subprocess.CompletedProcess[str]:
-    """Run pytest on `tests` (space-separated paths) in the source tree `tree`."""
+    """Run pytest on `tests` (space-separated paths) in the source tree `tree`.
+
+    A process per charm's tests (`unit_tests.processes`: their modules share names); the
+    first that fails is the result.
+    """
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(map(str, editable_sources(tree)))}
-    return subprocess.run(
-        [*PYTEST, *tests.split()],
-        check=False,
-        cwd=tree,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=900,
-    )
+    result = subprocess.CompletedProcess[str]([], 0, "", "")
+    for paths in unit_tests.processes(tests.split()):
+        result = subprocess.run(
+            [*PYTEST, *paths],
+            check=False,
+            cwd=tree,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=900,
+        )
+        if result.returncode != 0:
+            break
+    return result
 
 
 def editable_sources(tree: Path) -> list[Path]:
