@@ -37,9 +37,12 @@ alerts:
 typecheck:
     uv run pyright
 
-# Unit tests (charms in ops.testing, hpc_libs, the charmcraft projects) with coverage.
+# Unit tests (charms in ops.testing, hpc_libs, the charmcraft projects) with coverage: a
+# pytest process per charm (their modules share names; tools/unit_tests.py), CPUs at a time.
 unit *args:
-    uv run coverage run -m pytest tests/unit {{ args }}
+    uv run coverage erase
+    uv run python tools/unit_tests.py {{ args }}
+    uv run coverage combine --quiet
     uv run coverage report
 
 # Property-based fuzz suite (hypothesis) over every option, action and databag of the five

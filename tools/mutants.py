@@ -24,6 +24,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
+import unit_tests
+
 ROOT = Path(__file__).resolve().parents[1]
 PYTEST = [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider"]
 NOT_COPIED = shutil.ignore_patterns(".git", ".venv", "build", "__pycache__", ".*_cache")
@@ -82,7 +84,7 @@ MUTATIONS = [
         "charms/slurmd/src/config.py",
         '"is refused: a dynamic node cannot take it through --conf", "Port", "State", "Reason"',
         '"is refused: a dynamic node cannot take it through --conf", "State", "Reason"',
-        "tests/unit/hpc_libs/test_guards.py",
+        "tests/unit/slurmd/test_slurmd_guards.py",
     ),
     Mutation(
         "scontrol-without-timeout",
@@ -335,10 +337,25 @@ MUTATIONS = [
     ),
     Mutation(
         "repeating-watcher-dispatches-once",
-        "libs/hpc_libs/src/hpc_libs/charm/wake.py",
-        """            f'while [ "$(date +%s)" -lt {int(until)} ]; do',""",
-        """            f'for _ in 1; do',""",
+        "libs/hpc_libs/src/hpc_libs/charm/programs/wake-repeat.sh",
+        'while [ "$(date +%s)" -lt "$until" ]; do',
+        "for _ in 1; do",
         "tests/unit/hpc_libs/test_charm_wake.py",
+    ),
+    # Issue 24: the shell programs are files; their values arrive as arguments.
+    Mutation(
+        "wake-watch-dispatches-the-check-words-too",
+        "libs/hpc_libs/src/hpc_libs/charm/programs/wake-watch.sh",
+        '            [ "$i" -lt "$dispatch_words" ] && set -- "$@" "$word"\n',
+        '            set -- "$@" "$word"\n',
+        "tests/unit/hpc_libs/test_charm_wake.py",
+    ),
+    Mutation(
+        "reregister-restarts-after-a-failed-delete",
+        "charms/slurmd/src/programs/reregister.sh",
+        'scontrol delete nodename="$node" || exit 1\n',
+        'scontrol delete nodename="$node"\n',
+        "tests/unit/slurmd/test_charm_slurmd_transient.py",
     ),
     Mutation(
         "exporter-drain-as-a-state",
@@ -490,14 +507,14 @@ MUTATIONS = [
     ),
     Mutation(
         "reboot-program-upgrades-for-another-node",
-        "charms/slurmd/src/reboot-program.sh",
+        "charms/slurmd/src/programs/reboot-program.sh",
         '    rebuild:*:*:upgrade:"$node")',
         "    rebuild:*:*:upgrade:*)",
         "tests/unit/slurmd/test_reboot_program.py",
     ),
     Mutation(
         "reboot-program-fails-without-setting-the-node-down",
-        "charms/slurmd/src/reboot-program.sh",
+        "charms/slurmd/src/programs/reboot-program.sh",
         '    scontrol update nodename="$node" state=down reason="rebuild: $1" || true\n',
         "",
         "tests/unit/slurmd/test_reboot_program.py",
@@ -511,17 +528,26 @@ def digest(data: bytes) -> str:
 
 
 def pytest(tests: str, tree: Path = ROOT) -> subprocess.CompletedProcess[str]:
-    """Run pytest on `tests` (space-separated paths) in the source tree `tree`."""
+    """Run pytest on `tests` (space-separated paths) in the source tree `tree`.
+
+    A process per charm's tests (`unit_tests.processes`: their modules share names); the
+    first that fails is the result.
+    """
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(map(str, editable_sources(tree)))}
-    return subprocess.run(
-        [*PYTEST, *tests.split()],
-        check=False,
-        cwd=tree,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=900,
-    )
+    result = subprocess.CompletedProcess[str]([], 0, "", "")
+    for paths in unit_tests.processes(tests.split()):
+        result = subprocess.run(
+            [*PYTEST, *paths],
+            check=False,
+            cwd=tree,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=900,
+        )
+        if result.returncode != 0:
+            break
+    return result
 
 
 def editable_sources(tree: Path) -> list[Path]:

@@ -7,6 +7,8 @@ uncaught exception) and returns what the machine looks like afterwards (`Outcome
 """
 
 import contextlib
+import importlib
+import sys
 import tempfile
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -16,7 +18,7 @@ from types import ModuleType
 
 import ops
 import pytest
-from charm_testing import FakeMachine, charm_context, fake_machine, load_charm
+from charm_testing import CHARMS_DIR, FakeMachine, charm_context, fake_machine
 from hpc_libs.errors import SlurmOpsError
 from hpc_libs.slurm.base import SlurmManager
 from hpc_libs.slurm.slurmctld import SlurmctldManager
@@ -62,8 +64,27 @@ REGISTERED = '{"nodes": [{"name": "slurmd-0", "state": ["IDLE"]}]}'
 
 @cache
 def modules(charm: str) -> dict[str, ModuleType]:
-    """The charm's modules, loaded once (see charm_testing.load_charm)."""
-    return load_charm(charm, _MODULES[charm])
+    """Import the charm's modules once (dependencies first) and keep them as `<charm>_<module>`.
+
+    Unlike the unit tests (a process per charm, tests/unit/charm_testing.py `use_charm`),
+    one fuzz session drives all five charms, whose modules share names (`charm`,
+    `config`): each charm's are imported with its `src` on sys.path, then taken out of
+    sys.modules, so that the next charm imports its own.
+    """
+    names = _MODULES[charm]
+    src = str(CHARMS_DIR / charm / "src")
+    shadowed = {name: sys.modules.pop(name) for name in names if name in sys.modules}
+    sys.path.insert(0, src)
+    try:
+        loaded = {name: importlib.import_module(name) for name in names}
+    finally:
+        sys.path.remove(src)
+        for name in names:
+            sys.modules.pop(name, None)
+        sys.modules.update(shadowed)
+    for name, module in loaded.items():
+        sys.modules[f"{charm}_{name}"] = module
+    return loaded
 
 
 def context(charm: str) -> testing.Context[ops.CharmBase]:

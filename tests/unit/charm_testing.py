@@ -1,9 +1,11 @@
 """Helpers for the charms' unit tests: load a charm's modules, build its Context, fake the machine.
 
-Every charm has modules called `charm` and `config`, so their `src` directories cannot all
-sit on sys.path. `load_charm` imports a charm's modules once with its `src` on sys.path and
-keeps them under unique names (`sackd_charm`, ...), which lets `uv run pytest tests/unit` run
-every charm's tests in one process.
+Every charm has modules called `charm` and `config`, so one process tests one charm: each
+charm's folder here starts its conftest.py with `use_charm(<name>)`, which puts that charm's
+`src` on sys.path, and then imports the charm's modules by their own names, as the charm
+does (`import charm`, `from config import ...`). `just unit` runs each charm's folder in a
+pytest process of its own (tools/unit_tests.py); a second charm in one process is refused
+with a message saying so, never tested against the first one's `config`.
 
 The machine is faked at hpc_libs' seams by `fake_machine`: `host.run` (every command hpc_libs
 runs, including `dpkg-query`, `systemctl`, `journalctl` and `add-apt-repository`),
@@ -16,14 +18,12 @@ This folder is on sys.path because pytest's default import mode puts the folder 
 conftest.py outside any package there (tests/unit/conftest.py).
 """
 
-import importlib
 import re
 import subprocess
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import ModuleType
 
 import ops
 import pytest
@@ -38,31 +38,27 @@ SLURM_VERSION = "24.11.5-1"
 """The version `dpkg-query` reports for every installed package."""
 
 
-def load_charm(name: str, modules: Sequence[str] = ("config", "charm")) -> dict[str, ModuleType]:
-    """Import charm `name`'s `modules` (dependencies first) and keep them as `<name>_<module>`.
+def use_charm(name: str) -> None:
+    """Put charm `name`'s `src` first on sys.path, so its modules import by their own names.
 
-    Modules of another charm with the same names are put back afterwards.
+    Raises:
+        pytest.UsageError: Another charm's `src` is on sys.path: its `charm` and `config`
+            would shadow this one's. Run each charm's tests in a process of its own.
+
     """
-    src = str(CHARMS_DIR / name / "src")
-    shadowed = {module: sys.modules.pop(module) for module in modules if module in sys.modules}
-    sys.path.insert(0, src)
-    try:
-        loaded = {module: importlib.import_module(module) for module in modules}
-    finally:
-        sys.path.remove(src)
-        for module in modules:
-            sys.modules.pop(module, None)
-        sys.modules.update(shadowed)
-    for module_name, module in loaded.items():
-        sys.modules[f"{name}_{module_name}"] = module
-    return loaded
+    src = CHARMS_DIR / name / "src"
+    others = [p for p in map(Path, sys.path) if p.parent.parent == CHARMS_DIR and p != src]
+    if others:
+        raise pytest.UsageError(
+            f"the tests of charm {name} and of {others[0].parent.name} need a process each "
+            "(their modules share names): run `just unit`, or one charm's folder at a time"
+        )
+    if str(src) not in sys.path:
+        sys.path.insert(0, str(src))
 
 
 def charm_context(name: str, charm_type: type[ops.CharmBase]) -> testing.Context[ops.CharmBase]:
-    """A Context for charm `name`, with metadata, config and actions from its charmcraft.yaml.
-
-    Given explicitly because the charm module is not importable under its own name.
-    """
+    """A Context for charm `name`, with metadata, config and actions from its charmcraft.yaml."""
     project = yaml.safe_load((CHARMS_DIR / name / "charmcraft.yaml").read_text())
     config = {"options": project.pop("config", {}).get("options", {})}
     actions = project.pop("actions", None)

@@ -23,9 +23,9 @@ responding", which slurmctld itself set (ReturnToService=1, Slurm's default).
 """
 
 import logging
-import shlex
 import time
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from hpc_libs.errors import ConfigError, SlurmOpsError
@@ -40,14 +40,11 @@ logger = logging.getLogger(__name__)
 
 # Node fields `scontrol update` changes on a registered dynamic node (verified on 24.11).
 LIVE_FIELDS = frozenset({"weight", "features"})
-POLL_SECONDS = 5
 # How long (seconds) the hook waits for a freshly started slurmd to register before leaving
 # the initial state to a later event. Registration takes about 2 s.
 REGISTRATION_ATTEMPTS = 30
-DELETE_ATTEMPTS = 12
-# How often the transient unit tries to give the re-registered node its operator state
-# back, a second apart: the node is unknown to slurmctld until slurmd has registered.
-RESTORE_ATTEMPTS = 60
+PROGRAMS_DIR = Path(__file__).parent / "programs"
+"""The shell programs the charm ships (`just lint` runs shellcheck over them)."""
 CHARM_REASONS = frozenset({REREGISTER_REASON, RETIRE_REASON})
 """Reasons the charms themselves drain a node with: such a state is never restored."""
 UNRESPONSIVE_REASON = "Not responding"
@@ -191,60 +188,12 @@ def reregister_unit(node: str) -> str:
 def reregister_command(node: str, restore: OperatorState | None = None) -> list[str]:
     """Wait until no job runs on the drained node, delete it, restart slurmd to register anew.
 
-    slurmd restarts only if the delete succeeded; otherwise the node stays drained with the
-    reason saying why, for an administrator to look at. With `restore`, the node gets that
-    state and reason back once it has registered again.
+    The program is `programs/reregister.sh`, its text on the command line (a charm upgrade
+    cannot change a run that waits) and every value an argument of its own. slurmd restarts
+    only if the delete succeeded; otherwise the node stays drained with the reason saying
+    why, for an administrator to look at. With `restore`, the node gets that state and
+    reason back once it has registered again.
     """
-    steps = [_delete_with_retries(node), "systemctl restart slurmd"]
-    if restore is not None:
-        steps.append(_restore_with_retries(node, restore))
-    return _sh(_wait_for_no_jobs(node), " && ".join(steps))
-
-
-def _wait_for_no_jobs(node: str) -> str:
-    """Poll every few seconds until `scontrol listjobs <node>` reports no job on this node.
-
-    The node name is required: without it scontrol looks up the hostname, which is not the
-    node's name, and reports no job while jobs run.
-
-    Only if `scontrol listjobs` itself fails (a crashed slurmd takes the configless
-    configuration with it) does the absence of any slurmstepd process count as "no job":
-    otherwise such a node would be polled forever.
-    """
-    return (
-        f"no_jobs() {{ out=$(scontrol listjobs {shlex.quote(node)} 2>&1); status=$?; "
-        f'case "$out" in *{shlex.quote(NO_JOBS_MESSAGE)}*) return 0;; esac; '
-        '[ "$status" -ne 0 ] && ! pgrep -x slurmstepd >/dev/null; }; '
-        f"until no_jobs; do sleep {POLL_SECONDS}; done"
-    )
-
-
-def _delete_with_retries(node: str) -> str:
-    delete = f"scontrol delete nodename={shlex.quote(node)}"
-    return _retried(delete, DELETE_ATTEMPTS, POLL_SECONDS)
-
-
-def _restore_with_retries(node: str, restore: OperatorState) -> str:
-    """`scontrol update` the state back; each argument shell-quoted (the reason is untrusted)."""
-    update = shlex.join(
-        [
-            "scontrol",
-            "update",
-            f"nodename={node}",
-            f"state={restore.state}",
-            f"reason={restore.reason}",
-        ]
-    )
-    return _retried(update, RESTORE_ATTEMPTS, 1)
-
-
-def _retried(command: str, attempts: int, pause: int) -> str:
-    """Run `command` until it succeeds, at most `attempts` times; exit 1 if it never does."""
-    return (
-        f"( n=0; until {command}; do n=$((n+1)); "
-        f"[ $n -ge {attempts} ] && exit 1; sleep {pause}; done )"
-    )
-
-
-def _sh(*steps: str) -> list[str]:
-    return ["/bin/sh", "-c", "; ".join(steps)]
+    text = (PROGRAMS_DIR / "reregister.sh").read_text()
+    kept = [] if restore is None else [restore.state, restore.reason]
+    return ["/bin/sh", "-c", text, "reregister", NO_JOBS_MESSAGE, node, *kept]

@@ -11,7 +11,7 @@ from pathlib import Path
 from hpc_libs.machine import files
 from hpc_libs.slurm.base import REBOOT_PROGRAM
 
-SOURCE = Path(__file__).parent / "reboot-program.sh"
+SOURCE = Path(__file__).parent / "programs/reboot-program.sh"
 SETTINGS = "etc/default/slurmd-charm-reboot"  # under the machine's root; read by the program
 
 

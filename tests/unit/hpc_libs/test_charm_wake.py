@@ -45,16 +45,24 @@ def test_watch_command_is_exact():
     assert command == [
         "/bin/sh",
         "-c",
-        "end=$(( $(date +%s) + 21600 ))\n"
-        'while [ "$(date +%s)" -lt "$end" ]; do\n'
-        "  if out=$(timeout 30 squeue -p 'a b') && [ -z \"$out\" ]; then\n"
-        '    echo "fact reached; dispatching"\n'
-        "    exec timeout 600 juju-exec -u x/0 'y z'\n"
-        "  fi\n"
-        "  sleep 3\n"
-        "done\n"
-        'echo "gave up after 21600 s"',
+        (wake.PROGRAMS_DIR / "wake-watch.sh").read_text(),
+        "wake-watch",
+        *["21600", "3", "30", "600", "4"],
+        *["juju-exec", "-u", "x/0", "y z"],
+        *["squeue", "-p", "a b"],
     ]
+
+
+def test_no_word_of_a_watched_command_reaches_the_shell(tmp_path):
+    """Run the real loop with words that would be shell syntax: each arrives as it is."""
+    words = ["$(touch injected)", "a;b", "'q'", "*", "--"]
+    check = ["sh", "-c", 'printf "%s\\n" "$@" > check', "sh", *words]
+    command = wake.watch_command(check, ["true", *words], poll_seconds=0, bound=30)
+
+    subprocess.run(command, cwd=tmp_path, timeout=30, check=True)
+
+    assert (tmp_path / "check").read_text().splitlines() == words
+    assert not (tmp_path / "injected").exists()
 
 
 @pytest.mark.parametrize("subject", ["a b", "a;b", "a/b", "$(x)", "", "a\nb", "a=b"])
@@ -147,7 +155,9 @@ def test_a_repeating_watcher_that_runs_is_left_to_run(machine: FakeMachine):
     assert wake.wake_every("w.service", DISPATCH, "Wake", period=10, until=100) is True
     [run] = machine.ran("systemd-run")
     assert run[1] == "--unit=w.service"
-    assert systemd_expands(run[-1]).startswith('while [ "$(date +%s)" -lt 100 ]; do\n  sleep 10\n')
+    argv = [systemd_expands(word) for word in run[run.index("--") + 1 :]]
+    assert argv[:3] == ["/bin/sh", "-c", (wake.PROGRAMS_DIR / "wake-repeat.sh").read_text()]
+    assert argv[3:] == ["wake-repeat", "10", "100", "600", *DISPATCH]
 
 
 def test_a_flag_wake_is_level_triggered_and_retried(machine: FakeMachine, tmp_path):

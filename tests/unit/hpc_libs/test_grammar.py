@@ -335,3 +335,9 @@ def test_any_controller_entry_is_refused_or_one_argument(text: str) -> None:
     except ValueError:
         return
     assert text and not any(c.isspace() or c in ",\"'\\" for c in text)
+
+
+@pytest.mark.parametrize("entry", ["ctl --foo", "a,b", "ctl:0", "-ctl"])
+def test_conf_server_option_refuses_an_entry_that_is_not_host_port(entry: str) -> None:
+    with pytest.raises(ValueError):
+        conf_server_option(["ctl0", entry])

@@ -1,12 +1,12 @@
-"""Guards that tools/mutants.py checks can fail: key file mode while written, the Port refusal."""
+"""Guards that tools/mutants.py checks can fail: key file mode while written.
+
+slurmd's Port refusal is checked in tests/unit/slurmd/test_slurmd_guards.py."""
 
 import os
 from pathlib import Path
 from typing import Any
 
 import pytest
-from charm_testing import load_charm
-from hpc_libs.errors import ConfigError
 from hpc_libs.machine import files
 
 
@@ -38,12 +38,3 @@ def test_a_key_is_never_readable_by_others_while_its_bytes_are_written(
     files.write_atomic(tmp_path / "slurm.key", b"secret", mode=0o600, owner="slurm")
 
     assert modes and all(mode == 0o600 for mode in modes)
-
-
-def test_node_config_refuses_port() -> None:
-    config = load_charm("slurmd", ("config",))["config"]
-
-    with pytest.raises(ConfigError) as caught:
-        config.parse_node_parameters("Port=6999")
-
-    assert caught.value.key.lower() == "port"

@@ -14,6 +14,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+import cos_agent_reader
 import ops
 import pytest
 from hpc_libs.interfaces import cos_agent
@@ -87,7 +88,7 @@ def _published(charm_root: Path, event: str = "joined") -> dict[str, Any]:
 def test_the_unit_databag_holds_every_field_the_collector_requires(charm_root: Path) -> None:
     config = _published(charm_root)
     assert set(config) >= REQUIRED
-    assert cos_agent.read_unit_data({"config": json.dumps(config)}) is not None
+    assert cos_agent_reader.read_unit_data({"config": json.dumps(config)}) is not None
 
 
 def test_the_exporter_is_scraped_on_this_machine(charm_root: Path) -> None:
@@ -137,7 +138,7 @@ def test_dashboards_are_lzma_base64_with_a_path_uid(charm_root: Path) -> None:
 
 
 def test_the_published_librarys_vector_reads() -> None:
-    data = cos_agent.read_unit_data(PUBLISHED_VECTOR)
+    data = cos_agent_reader.read_unit_data(PUBLISHED_VECTOR)
     assert data is not None
     assert data.metrics_scrape_jobs[0]["static_configs"] == [{"targets": ["localhost:9341"]}]
 
@@ -152,7 +153,7 @@ def test_the_published_librarys_vector_reads() -> None:
     ],
 )
 def test_bad_data_reads_as_none(databag: dict[str, str]) -> None:
-    assert cos_agent.read_unit_data(databag) is None
+    assert cos_agent_reader.read_unit_data(databag) is None
 
 
 def test_a_bad_rule_file_publishes_nothing_and_says_why(charm_root: Path, caplog) -> None:
@@ -166,4 +167,4 @@ def test_a_bad_rule_file_publishes_nothing_and_says_why(charm_root: Path, caplog
 
 def test_a_dashboard_that_is_not_lzma_base64_is_refused() -> None:
     with pytest.raises(ValueError, match="LZMA"):
-        cos_agent.decode_dashboard(base64.b64encode(b"plain").decode())
+        cos_agent_reader.decode_dashboard(base64.b64encode(b"plain").decode())

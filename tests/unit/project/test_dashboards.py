@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 from types import ModuleType
 
+import cos_agent_reader
 import pytest
 from hpc_libs.interfaces import cos_agent
 
@@ -85,7 +86,7 @@ def test_cos_agent_sends_each_dashboard_with_its_path_uid() -> None:
     root = TOOL.parents[1] / "charms/slurmctld"
     for path in FILES:
         relative = str(path.relative_to(root))
-        decoded = cos_agent.decode_dashboard(
+        decoded = cos_agent_reader.decode_dashboard(
             cos_agent.encode_dashboard(path.read_text(), "slurmctld", relative)
         )
         assert len(decoded["uid"]) == 40 and int(decoded["uid"], 16) >= 0

@@ -1,12 +1,13 @@
 """The sackd charm's own scenarios (the ones it shares with slurmdbd and slurmrestd are in
-tests/unit/small_charms)."""
+test_small_charm_scenarios.py)."""
 
 import ops
 import pytest
-from charm_testing import charm_context, load_charm
+from charm_testing import charm_context, use_charm
 from ops import testing
 
-SackdCharm = load_charm("sackd")["charm"].SackdCharm
+use_charm("sackd")
+from charm import SackdCharm  # noqa: E402 (the charm's src first on sys.path)
 
 
 @pytest.fixture

@@ -1,5 +1,7 @@
 """Load the slurmctld charm's modules; fake its machine, with its files under tmp_path."""
 
+# ruff: noqa: E402 (the charm's src goes first on sys.path before its modules are imported)
+
 from collections.abc import Callable
 from functools import partial
 from pathlib import Path
@@ -7,99 +9,89 @@ from types import ModuleType
 
 import ops
 import pytest
-from charm_testing import FakeMachine, charm_context, load_charm
+from charm_testing import FakeMachine, charm_context, use_charm
 from hpc_libs.slurm.slurmctld import SlurmctldManager
 from ops import testing
 
-_MODULES = load_charm(
-    "slurmctld",
-    (
-        "overrides",
-        "future_nodes",
-        "config",
-        "ha",
-        "partitions",
-        "primary_watch",
-        "fence",
-        "exporter_service",
-        "rebuild",
-        "cluster",
-        "applied",
-        "retire",
-        "credentials",
-        "takeover",
-        "charm",
-    ),
-)
+use_charm("slurmctld")
+import applied
+import charm
+import cluster
+import credentials
+import exporter_service
+import fence
+import ha
+import partitions
+import primary_watch
+import rebuild
+import takeover
 
-_REAL_EXPORTER_INSTALL = _MODULES["exporter_service"].ExporterService.install
+_REAL_EXPORTER_INSTALL = exporter_service.ExporterService.install
 
 
 @pytest.fixture
 def cluster_module() -> ModuleType:
-    return _MODULES["cluster"]
+    return cluster
 
 
 @pytest.fixture
 def partitions_module() -> ModuleType:
-    return _MODULES["partitions"]
+    return partitions
 
 
 @pytest.fixture
 def ha_module() -> ModuleType:
-    return _MODULES["ha"]
+    return ha
 
 
 @pytest.fixture
 def primary_watch_module() -> ModuleType:
-    return _MODULES["primary_watch"]
+    return primary_watch
 
 
 @pytest.fixture
 def fence_module() -> ModuleType:
-    return _MODULES["fence"]
+    return fence
 
 
 @pytest.fixture
 def exporter_service_module() -> ModuleType:
-    return _MODULES["exporter_service"]
+    return exporter_service
 
 
 @pytest.fixture
 def applied_module() -> ModuleType:
-    return _MODULES["applied"]
+    return applied
 
 
 @pytest.fixture
 def credentials_module() -> ModuleType:
-    return _MODULES["credentials"]
+    return credentials
 
 
 @pytest.fixture
 def rebuild_module() -> ModuleType:
-    return _MODULES["rebuild"]
+    return rebuild
 
 
 @pytest.fixture
 def takeover_module() -> ModuleType:
-    return _MODULES["takeover"]
+    return takeover
 
 
 @pytest.fixture
 def ctx() -> testing.Context[ops.CharmBase]:
-    return charm_context("slurmctld", _MODULES["charm"].SlurmctldCharm)
+    return charm_context("slurmctld", charm.SlurmctldCharm)
 
 
 @pytest.fixture
 def machine(machine: FakeMachine, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> FakeMachine:
     """The shared fake machine (tests/unit/conftest.py), named ctl0."""
-    charm = _MODULES["charm"]
     monkeypatch.setattr(charm, "SlurmctldManager", partial(SlurmctldManager, root=tmp_path))
     monkeypatch.setattr(charm.socket, "gethostname", lambda: "ctl0")
     # The exporter's service is its own concern (test_exporter_service.py, `exporter` fixture):
     # the other scenarios count slurmctld's service calls without it.
     # It runs already there, so they see no call for it.
-    exporter_service = _MODULES["exporter_service"]
     monkeypatch.setattr(exporter_service.ExporterService, "install", _no_exporter)
     machine.active.add(exporter_service.SERVICE_UNIT)
     return machine
@@ -112,7 +104,7 @@ def _no_exporter(*_: object) -> bool:
 @pytest.fixture
 def exporter(machine: FakeMachine, monkeypatch: pytest.MonkeyPatch) -> FakeMachine:
     """The fake machine, with the charm installing the exporter's service as it does."""
-    module = _MODULES["exporter_service"]
+    module = exporter_service
     monkeypatch.setattr(module.ExporterService, "install", _REAL_EXPORTER_INSTALL)
     machine.active.discard(module.SERVICE_UNIT)
     return machine
@@ -146,5 +138,5 @@ def shared_fs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
         "22 1 8:1 / / rw shared:1 - ext4 /dev/sda1 rw\n"
         f"52 22 0:46 / {checkpoint} rw shared:31 - nfs4 10.0.0.5:/export/slurm rw\n"
     )
-    monkeypatch.setattr(_MODULES["ha"], "MOUNTINFO", table)
+    monkeypatch.setattr(ha, "MOUNTINFO", table)
     return checkpoint

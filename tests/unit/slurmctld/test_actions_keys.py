@@ -2,9 +2,9 @@
 
 import base64
 import json
-import sys
 from typing import ClassVar
 
+import charm
 import ops
 import pytest
 from hpc_libs.interfaces.controller import ControllerPublisher, auth_key_digest
@@ -17,7 +17,7 @@ NEW = base64.b64encode(b"n" * 1024).decode()
 @pytest.fixture
 def rotation():
     """The charm's `rotation` module, as the charm imported it."""
-    return sys.modules["slurmctld_charm"].rotation
+    return charm.rotation
 
 
 def auth_secret(content: str) -> testing.Secret:
@@ -282,7 +282,7 @@ class Controller(ops.CharmBase):
 
     def __init__(self, framework: ops.Framework) -> None:
         super().__init__(framework)
-        module = sys.modules["slurmctld_charm"].rotation
+        module = charm.rotation
         publisher = ControllerPublisher(self, "login-node")
         self.rotation = module.AuthKeyRotation(self, [publisher], PEER, wake=[])  # type: ignore[arg-type]
         framework.observe(self.on.update_status, self._check)

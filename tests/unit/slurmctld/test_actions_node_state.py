@@ -1,7 +1,6 @@
 """Scenarios: the `set-node-state` action (and `resume`, its alias), every parameter checked."""
 
-import sys
-
+import charm
 import pytest
 from ops import testing
 from test_charm_slurmctld import running
@@ -10,7 +9,7 @@ from test_charm_slurmctld import running
 @pytest.fixture
 def slurmctld_toolkit():
     """The charm's `toolkit` module, as the charm imported it."""
-    return sys.modules["slurmctld_charm"].toolkit
+    return charm.toolkit
 
 
 def run_action(ctx, params):

@@ -1,14 +1,11 @@
 """slurmctld's `future-nodes`: FUTURE placeholders keep a partition with 0 units usable."""
 
-import sys
-from types import ModuleType
-
+import future_nodes
 import pytest
 from hpc_libs.errors import ConfigError
 from ops import testing
 from test_charm_slurmctld import RECONFIGURE, compute_relation, later, running, slurm_conf
 
-future_nodes: ModuleType = sys.modules["slurmctld_future_nodes"]  # Loaded by conftest.py.
 parse = future_nodes.parse
 
 

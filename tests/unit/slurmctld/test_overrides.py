@@ -4,9 +4,8 @@ Pure functions of the slurmctld charm's `overrides` module; the charm's scenario
 test_overrides_charm.py.
 """
 
-import sys
-from types import ModuleType
-
+import overrides
+import partitions as partitions_module
 import pytest
 from hpc_libs.errors import ConfigError
 from hpc_libs.interfaces.slurmctld_peer import PartitionEntry
@@ -15,9 +14,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from ops import testing
 from slurmutils import CGroupConfig, SlurmConfig
-
-overrides: ModuleType = sys.modules["slurmctld_overrides"]  # Loaded by conftest.py.
-partitions_module: ModuleType = sys.modules["slurmctld_partitions"]
 
 CHARM_CONF = {
     "clustername": "charmed-hpc",

@@ -6,18 +6,15 @@ each accepted example is merged into the charm's slurm.conf, written and read ba
 come back as the same field, never as a `ConfigError` or `ModelError` at write time.
 """
 
-import sys
 from pathlib import Path
-from types import ModuleType
 
+import overrides
 import pytest
 from hpc_libs.errors import ConfigError
 from hpc_libs.slurm import grammar
 from hpc_libs.slurm.slurmctld import SlurmctldManager
 from hpc_libs.slurm.text import yes_no_as_literals
 from slurmutils import SlurmConfig
-
-overrides: ModuleType = sys.modules["slurmctld_overrides"]  # Loaded by conftest.py.
 
 PROBES = ("1", "60", "yes", "0", "/etc/slurm/x", "a", "1-0", "UNLIMITED", "infinite", "10.0.0.1")
 """Values tried for every key: integers, a boolean, a path, a name, a time, host, unlimited."""

@@ -122,9 +122,9 @@ def test_the_window_keeps_the_charm_awake(ctx, machine, tmp_path, share, clock):
     [run] = [c for c in machine.commands if c[0] == "systemd-run"]
     until = int(NOTICED) + 180
     assert f"--unit=slurmctld-wake-takeover-until-{until}.service" in run
-    script = systemd_expands(run[-1])
-    assert script.startswith(f'while [ "$(date +%s)" -lt {until} ]; do\n  sleep 10\n')
-    assert "JUJU_DISPATCH_PATH=hooks/slurmctld-wake" in script
+    argv = [systemd_expands(word) for word in run[run.index("--") + 1 :]]
+    assert argv[3:6] == ["wake-repeat", "10", str(until)]  # Every 10 s until `until`.
+    assert "JUJU_DISPATCH_PATH=hooks/slurmctld-wake" in argv[-1]
 
 
 def test_a_look_the_watcher_dispatched_leaves_it_running(ctx, machine, tmp_path, share, clock):
@@ -143,7 +143,8 @@ def test_a_look_the_watcher_dispatched_leaves_it_running(ctx, machine, tmp_path,
     ctx.run(_Event("slurmctld_wake"), state)
 
     assert len(machine.ran("systemd-run")) == 1
-    assert f"-lt {int(NOTICED) + 180} ]" in run[-1]  # It still dispatches at NOTICED + 20.
+    until = run[run.index("wake-repeat") + 2]
+    assert until == str(int(NOTICED) + 180)  # It still dispatches at NOTICED + 20.
 
 
 def test_a_wake_before_the_new_primarys_first_beat_keeps_looking(

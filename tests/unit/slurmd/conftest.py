@@ -1,5 +1,7 @@
 """Load the slurmd charm's modules; fake its machine, with its files under tmp_path."""
 
+# ruff: noqa: E402 (the charm's src goes first on sys.path before its modules are imported)
+
 from collections.abc import Callable
 from functools import partial
 from pathlib import Path
@@ -7,10 +9,15 @@ from types import ModuleType
 
 import ops
 import pytest
-from charm_testing import FakeMachine, charm_context, load_charm
+from charm_testing import FakeMachine, charm_context, use_charm
 from hpc_libs.errors import SlurmOpsError
 from hpc_libs.slurm.slurmd import SlurmdManager
 from ops import testing
+
+use_charm("slurmd")
+import charm
+import departure
+import node
 from test_charm_slurmd import (
     REGISTERED,
     SHOW_NODE,
@@ -19,7 +26,6 @@ from test_charm_slurmd import (
     installed,
 )
 
-_MODULES = load_charm("slurmd", ("config", "node", "departure", "hardware", "reboot", "charm"))
 HARDWARE = (
     "NodeName=host0 CPUs=2 Boards=1 SocketsPerBoard=1 CoresPerSocket=2 ThreadsPerCore=1 "
     "RealMemory=1000\nUpTime=0-01:00:00\n"
@@ -49,8 +55,8 @@ class FakeTime:
 def clock(monkeypatch: pytest.MonkeyPatch) -> FakeTime:
     """The time the departure and the registration wait see; sleeping takes no time."""
     fake = FakeTime()
-    monkeypatch.setattr(_MODULES["departure"], "time", fake)
-    monkeypatch.setattr(_MODULES["node"], "time", fake)
+    monkeypatch.setattr(departure, "time", fake)
+    monkeypatch.setattr(node, "time", fake)
     return fake
 
 
@@ -67,18 +73,18 @@ def machine(
     machine.responses[SHOW_NODE] = REGISTERED
     machine.responses[("nvidia-smi",)] = SlurmOpsError("nvidia-smi not found")
     machine.fail("pgrep", returncode=1)  # No slurmstepd runs.
-    monkeypatch.setattr(_MODULES["charm"], "SlurmdManager", partial(SlurmdManager, root=tmp_path))
+    monkeypatch.setattr(charm, "SlurmdManager", partial(SlurmdManager, root=tmp_path))
     return machine
 
 
 @pytest.fixture
 def ctx() -> testing.Context[ops.CharmBase]:
-    return charm_context("slurmd", _MODULES["charm"].SlurmdCharm)
+    return charm_context("slurmd", charm.SlurmdCharm)
 
 
 @pytest.fixture
 def node_module() -> ModuleType:
-    return _MODULES["node"]
+    return node
 
 
 @pytest.fixture

@@ -328,10 +328,11 @@ def test_node_config_hardware_fields_drain_and_reregister_without_killing_jobs(
     ]
     (transient,) = machine.ran("systemd-run")
     assert transient[1:3] == [f"--unit=slurmd-reregister-{NODE}", "--collect"]
-    script = transient[-1]
-    delete = script.index(f"scontrol delete nodename={NODE}")
-    assert script.index(f"scontrol listjobs {NODE}") < delete
-    assert script.index("scontrol delete") < script.index("systemctl restart slurmd")
+    assert transient[-1] == NODE  # An argument of its own; no state to restore.
+    script = transient[transient.index("-c") + 1]
+    delete = script.index('scontrol delete nodename="$$node"')
+    assert script.index('scontrol listjobs "$$node"') < delete
+    assert delete < script.index("systemctl restart slurmd")
     assert machine.ran("scontrol", "delete") == []
     assert machine.service_calls == []
     assert "realmemory=900" in options(tmp_path)["SLURMD_CONF"]

@@ -66,8 +66,8 @@ def test_broken_listjobs_with_a_running_step_keeps_waiting(run_script, node_modu
     # listjobs cannot run (slurmd crashed) but a slurmstepd is alive: never delete.
     # The script is made to give up after three polls, instead of waiting forever.
     argv = node_module.reregister_command("compute-0")
-    argv[-1] = argv[-1].replace(
-        "sleep 5", 'sleep 5; [ "$(grep -c pgrep "$LOG")" -lt 3 ] || exit 2'
+    argv[2] = argv[2].replace(
+        'sleep "$POLL"; done', 'sleep "$POLL"; [ "$(grep -c pgrep "$LOG")" -lt 3 ] || exit 2; done'
     )
 
     log = run_script(argv, BROKEN="1", STEPD="0")

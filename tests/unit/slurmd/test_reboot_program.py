@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-PROGRAM = Path(__file__).parents[3] / "charms/slurmd/src/reboot-program.sh"
+PROGRAM = Path(__file__).parents[3] / "charms/slurmd/src/programs/reboot-program.sh"
 NODE = "compute-1"
 
 

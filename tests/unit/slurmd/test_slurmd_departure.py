@@ -1,8 +1,8 @@
 """Scenarios for a slurmd unit leaving the cluster: the wait happens in its own hook."""
 
 import json
-import sys
 
+import config
 import pytest
 from hpc_libs.interfaces.slurmd import RETIRE_REASON
 from hpc_libs.slurm.scontrol import NO_JOBS_MESSAGE
@@ -300,8 +300,6 @@ def test_an_invalid_retire_timeout_at_departure_waits_for_the_jobs(ctx, on_node,
 
 @pytest.mark.parametrize(("value", "seconds"), [("0", 0), ("3600", 3600), ("UNLIMITED", None)])
 def test_valid_retire_timeouts(value, seconds):
-    config = sys.modules["slurmd_config"]
-
     assert config.SlurmdConfig(retire_timeout=value).retire_timeout_seconds == seconds
 
 

@@ -1,17 +1,18 @@
 """The slurmdbd charm's own scenarios (install and packaging scenarios it shares with sackd and
-slurmrestd are in tests/unit/small_charms)."""
+slurmrestd are in test_small_charm_scenarios.py)."""
 
 from collections.abc import Callable
 from pathlib import Path
 
 import ops
 import pytest
-from charm_testing import charm_context, load_charm
+from charm_testing import charm_context, use_charm
 from hpc_libs.machine import files
 from hpc_libs.slurm.slurmdbd import SlurmdbdManager
 from ops import testing
 
-SlurmdbdCharm = load_charm("slurmdbd", ("config", "roles", "charm"))["charm"].SlurmdbdCharm
+use_charm("slurmdbd")
+from charm import SlurmdbdCharm  # noqa: E402 (the charm's src first on sys.path)
 
 
 @pytest.fixture

@@ -1,15 +1,16 @@
 """The slurmrestd charm's scenarios (install and package-source cases it shares with sackd and
-slurmdbd are in tests/unit/small_charms)."""
+slurmdbd are in test_small_charm_scenarios.py)."""
 
 from pathlib import Path
 
 import ops
 import pytest
-from charm_testing import charm_context, load_charm
+from charm_testing import charm_context, use_charm
 from hpc_libs.slurm.slurmrestd import SlurmrestdManager
 from ops import testing
 
-SlurmrestdCharm = load_charm("slurmrestd")["charm"].SlurmrestdCharm
+use_charm("slurmrestd")
+from charm import SlurmrestdCharm  # noqa: E402 (the charm's src first on sys.path)
 
 
 @pytest.fixture

@@ -4,11 +4,10 @@ import json
 
 import ops
 import pytest
+from hpc_libs.interfaces.base import DatabagModel, Interface
 from hpc_libs.interfaces.controller import ControllerData, ControllerEntry
 from hpc_libs.interfaces.slurmrestd import (
-    RestApiEndpoint,
     RestApiProvider,
-    RestApiRequirer,
     RestApiUnitData,
     SlurmrestdProvider,
     SlurmrestdRequirer,
@@ -16,6 +15,33 @@ from hpc_libs.interfaces.slurmrestd import (
     rest_url,
 )
 from ops import testing
+
+# A portal's side (no charm here is one): how a requirer reads the contract.
+
+
+class RestApiEndpoint(DatabagModel):
+    """One slurmrestd unit as a portal sees it."""
+
+    unit: str | None = None
+    url: str | None = None
+
+
+class RestApiRequirer(Interface):
+    """A portal's side of `slurm_rest_api`: the URLs the slurmrestd units serve."""
+
+    def endpoints(self) -> list[RestApiEndpoint]:
+        """Every slurmrestd unit with a valid URL, over every relation, by unit name.
+
+        A unit whose databag is invalid is logged and skipped.
+        """
+        found: list[RestApiEndpoint] = []
+        for relation in self.relations:
+            for unit in relation.units:
+                data = self.load(RestApiUnitData, relation, unit)
+                if data is not None and data.url:
+                    found.append(RestApiEndpoint(unit=unit.name, url=data.url))
+        return sorted(found, key=lambda e: e.unit or "")
+
 
 META = {
     "name": "probe",

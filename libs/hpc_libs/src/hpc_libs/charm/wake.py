@@ -44,6 +44,8 @@ DISPATCH_TIMEOUT = 600
 """Seconds `juju-exec` may wait for the unit's hook lock and run the hook."""
 WATCH_BOUND = 6 * 3600
 """Seconds a watcher polls before it gives up (the charm's next event starts another)."""
+PROGRAMS_DIR = Path(__file__).parent / "programs"
+"""The watchers' shell programs, package data (`just lint` runs shellcheck over them)."""
 
 _EVENT_RE = re.compile(r"[a-z][a-z0-9-]{0,63}")
 _UNIT_RE = re.compile(r"[a-z][a-z0-9-]*/[0-9]+")
@@ -87,37 +89,31 @@ def watch_command(
     poll_seconds: int = POLL_SECONDS,
     bound: int = WATCH_BOUND,
 ) -> list[str]:
-    """Build a shell loop: poll `check` until it succeeds printing nothing, then run `dispatch`.
+    """Build the watcher: poll `check` until it succeeds printing nothing, then run `dispatch`.
 
-    Every argument is quoted with `shlex`, so no name in `check` can add shell syntax.
+    The loop is `programs/wake-watch.sh`; every word of both commands is an argument of its
+    own, so no name in `check` can add shell syntax.
     """
-    script = "\n".join(
-        [
-            f"end=$(( $(date +%s) + {int(bound)} ))",
-            'while [ "$(date +%s)" -lt "$end" ]; do',
-            f'  if out=$(timeout {POLL_TIMEOUT} {shlex.join(check)}) && [ -z "$out" ]; then',
-            '    echo "fact reached; dispatching"',
-            f"    exec timeout {DISPATCH_TIMEOUT} {shlex.join(dispatch)}",
-            "  fi",
-            f"  sleep {int(poll_seconds)}",
-            "done",
-            f'echo "gave up after {int(bound)} s"',
-        ]
-    )
-    return ["/bin/sh", "-c", script]
+    numbers = (bound, poll_seconds, POLL_TIMEOUT, DISPATCH_TIMEOUT, len(dispatch))
+    return _program("wake-watch", *map(str, numbers), *dispatch, *check)
 
 
 def repeat_command(dispatch: Sequence[str], *, period: int, until: int) -> list[str]:
-    """Build a shell loop: every `period` s until epoch `until`, run `dispatch` (bounded)."""
-    script = "\n".join(
-        [
-            f'while [ "$(date +%s)" -lt {int(until)} ]; do',
-            f"  sleep {int(period)}",
-            f'  timeout {DISPATCH_TIMEOUT} {shlex.join(dispatch)} || echo "dispatch failed: $?"',
-            "done",
-        ]
-    )
-    return ["/bin/sh", "-c", script]
+    """Build a watcher: every `period` s until epoch `until`, run `dispatch` (bounded).
+
+    The loop is `programs/wake-repeat.sh`.
+    """
+    return _program("wake-repeat", str(period), str(until), str(DISPATCH_TIMEOUT), *dispatch)
+
+
+def _program(name: str, *args: str) -> list[str]:
+    """`/bin/sh -c <programs/<name>.sh> <name> <args>`: the text is read once, at the start.
+
+    The program's text goes on the command line, not its path: a charm upgrade that replaces
+    the file cannot change a watcher that runs.
+    """
+    text = (PROGRAMS_DIR / f"{name}.sh").read_text()
+    return ["/bin/sh", "-c", text, name, *args]
 
 
 def wake_every(

@@ -14,10 +14,12 @@ import base64
 import json
 import logging
 from collections.abc import Callable
-from typing import Any, TypeVar, cast
+from functools import partial
+from typing import Annotated, Any, TypeVar, cast
 
 import ops
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
+from slurmutils import ModelError, NodeSet, Partition
 
 from hpc_libs.errors import IntegrationError
 from hpc_libs.slurm import grammar
@@ -78,25 +80,47 @@ def _depth(value: Any) -> int:
     return deepest
 
 
+_Checked = TypeVar("_Checked")
+
+
+def checked(rule: Callable[[_Checked], object]) -> AfterValidator:
+    """Return a field validator: `rule` (a grammar rule, raising ValueError) judges the value.
+
+    Used as `Annotated[str, checked(grammar.NAME)] | None`: an absent field is not judged.
+    """
+
+    def check(value: _Checked) -> _Checked:
+        rule(value)
+        return value
+
+    return AfterValidator(check)
+
+
+def check_slurm_model(model: type[Partition] | type[NodeSet], value: dict[str, Any]) -> None:
+    """Raise ValueError if slurmutils or Slurm's grammar refuses `value` as a `model`.
+
+    ValueError is what pydantic expects; a GrammarError is one, naming the key.
+    """
+    try:
+        model.from_dict(value)
+    except (ModelError, ValueError, TypeError) as e:
+        raise ValueError(f"invalid {model.__name__}: {e}") from e
+    grammar.check_fields(model, value)
+
+
+SlurmName = Annotated[str, checked(grammar.NAME)]
+"""A Slurm name (node, partition, application): letters, digits, `_`, `.`, `-`."""
+PartitionFields = Annotated[dict[str, Any], checked(partial(check_slurm_model, Partition))]
+"""A partition's fields as slurmutils reads them, each judged by Slurm's grammar."""
+NodeSetFields = Annotated[dict[str, Any], checked(partial(check_slurm_model, NodeSet))]
+"""A node set's fields as slurmutils reads them, each judged by Slurm's grammar."""
+
+
 class HostEntry(DatabagModel):
     """A daemon's host: `hostname` as Slurm names it, `address` (IP or name) to connect to."""
 
-    hostname: str | None = None
-    address: str | None = None
-
-    @field_validator("hostname")
-    @classmethod
-    def _valid_hostname(cls, value: str | None) -> str | None:
-        if value is not None:
-            grammar.hostname(value)
-        return value
-
-    @field_validator("address")
-    @classmethod
-    def _valid_address(cls, value: str | None) -> str | None:
-        if value is not None:
-            grammar.host(value)
-        return value
+    hostname: Annotated[str, checked(grammar.hostname)] | None = None
+    address: Annotated[str, checked(grammar.host)] | None = None
 
 
 class ServiceEntry(HostEntry):

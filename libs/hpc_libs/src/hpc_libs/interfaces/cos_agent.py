@@ -24,17 +24,16 @@ here once, against raw databag vectors (tests/unit/hpc_libs/test_interfaces_cos_
   `metrics_scrape_jobs` and `log_slots`, so they are always written, empty when empty.
 * The collector may answer `receivers` (tracing endpoints) in its unit databag: not read.
 
-`read_unit_data` is the requirer's reading (the lab's COS stand-in uses it): bad data is
-logged and read as None, never raised.
+The collector's reading of the contract (bad data logged and read as None, never raised) is
+in the unit tests (tests/unit/cos_agent_reader.py): no charm here requires `cos_agent`.
 """
 
 import base64
-import binascii
 import hashlib
 import json
 import logging
 import lzma
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
@@ -170,34 +169,6 @@ def encode_dashboard(text: str, charm_name: str, path: str) -> str:
         tags.append(f"charm: {charm_name}")
     dashboard = {**dashboard, "uid": dashboard_uid(charm_name, path), "tags": tags}
     return base64.b64encode(lzma.compress(json.dumps(dashboard).encode())).decode()
-
-
-def decode_dashboard(encoded: str) -> dict[str, Any]:
-    """Return the dashboard a `dashboards` entry holds.
-
-    Raises:
-        ValueError: It is not base64 of LZMA of a JSON object.
-
-    """
-    try:
-        document: Any = json.loads(lzma.decompress(base64.b64decode(encoded, validate=True)))
-    except (binascii.Error, lzma.LZMAError) as e:
-        raise ValueError(f"not an LZMA and base64 dashboard: {e}") from e
-    if not isinstance(document, dict):
-        raise ValueError("the dashboard is not a JSON object")
-    return cast(dict[str, Any], document)
-
-
-def read_unit_data(databag: Mapping[str, str]) -> CosAgentData | None:
-    """Read a principal unit's databag as the collector does; None (logged) if it is invalid."""
-    raw = databag.get(DATA_KEY)
-    if raw is None:
-        return None
-    try:
-        return CosAgentData.model_validate_json(raw)
-    except ValidationError as e:
-        logger.warning("ignoring invalid cos_agent data: %s", e)
-        return None
 
 
 class CosAgentProvider(Interface):

@@ -29,66 +29,35 @@ from typing import Any, cast
 
 import ops
 from pydantic import BaseModel, ValidationError, field_validator
-from slurmutils import ModelError, NodeSet, Partition
 
-from hpc_libs.interfaces.base import DatabagModel, HostEntry, Interface, bounded_text
-from hpc_libs.slurm import grammar
+from hpc_libs.interfaces.base import (
+    DatabagModel,
+    HostEntry,
+    Interface,
+    NodeSetFields,
+    PartitionFields,
+    SlurmName,
+    bounded_text,
+)
 
 logger = logging.getLogger(__name__)
-
-
-def check_slurmutils(model: type[Partition] | type[NodeSet], value: dict[str, Any]) -> None:
-    """Raise ValueError if slurmutils or Slurm's grammar refuses `value` as a `model`."""
-    try:
-        model.from_dict(value)
-    except (ModelError, ValueError, TypeError) as e:
-        raise ValueError(f"invalid {model.__name__}: {e}") from e
-    grammar.check_fields(model, value)
 
 
 class PartitionEntry(DatabagModel):
     """One partition the controller serves (named after its slurmd application)."""
 
-    name: str | None = None
-    partition: dict[str, Any] | None = None
-    nodeset: dict[str, Any] | None = None
+    name: SlurmName | None = None
+    partition: PartitionFields | None = None
+    nodeset: NodeSetFields | None = None
     relation_id: int | None = None
     retiring: bool | None = None
     drained: bool | None = None
-
-    @field_validator("name")
-    @classmethod
-    def _valid_name(cls, value: str | None) -> str | None:
-        if value is not None:
-            grammar.NAME(value)
-        return value
-
-    @field_validator("partition")
-    @classmethod
-    def _valid_partition(cls, value: dict[str, Any] | None) -> dict[str, Any] | None:
-        if value is not None:
-            check_slurmutils(Partition, value)
-        return value
-
-    @field_validator("nodeset")
-    @classmethod
-    def _valid_nodeset(cls, value: dict[str, Any] | None) -> dict[str, Any] | None:
-        if value is not None:
-            check_slurmutils(NodeSet, value)
-        return value
 
 
 class DepartedNode(DatabagModel):
     """The node of a slurmd unit that left, to delete once idle."""
 
-    name: str | None = None
-
-    @field_validator("name")
-    @classmethod
-    def _valid_name(cls, value: str | None) -> str | None:
-        if value is not None:
-            grammar.NAME(value)
-        return value
+    name: SlurmName | None = None
 
 
 class ControllerSlot(DatabagModel):

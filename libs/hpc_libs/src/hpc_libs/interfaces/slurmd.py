@@ -24,10 +24,8 @@ from collections.abc import Mapping
 from typing import Any
 
 import ops
-from pydantic import field_validator
-from slurmutils import ModelError, NodeSet, Partition
 
-from hpc_libs.interfaces.base import DatabagModel
+from hpc_libs.interfaces.base import DatabagModel, NodeSetFields, PartitionFields
 from hpc_libs.interfaces.controller import (
     AUTH_KEY_FIELD,
     AUTH_KEY_LABEL,
@@ -38,7 +36,6 @@ from hpc_libs.interfaces.controller import (
     SlurmctldDisconnectedEvent,
     get_or_create_auth_key_secret,
 )
-from hpc_libs.slurm import grammar
 
 logger = logging.getLogger(__name__)
 
@@ -82,36 +79,13 @@ class ComputeData(DatabagModel):
     both again, so its content is never taken as sent.
     """
 
-    partition: dict[str, Any] | None = None
-    nodeset: dict[str, Any] | None = None
-
-    @field_validator("partition")
-    @classmethod
-    def _valid_partition(cls, value: dict[str, Any] | None) -> dict[str, Any] | None:
-        if value is not None:
-            _check(Partition, value)
-        return value
-
-    @field_validator("nodeset")
-    @classmethod
-    def _valid_nodeset(cls, value: dict[str, Any] | None) -> dict[str, Any] | None:
-        if value is not None:
-            _check(NodeSet, value)
-        return value
+    partition: PartitionFields | None = None
+    nodeset: NodeSetFields | None = None
 
     @property
     def is_complete(self) -> bool:
         """Whether both the partition and the nodeset are present."""
         return self.partition is not None and self.nodeset is not None
-
-
-def _check(model: type[Partition] | type[NodeSet], value: dict[str, Any]) -> None:
-    """Raise ValueError (what pydantic expects) if slurmutils or Slurm's grammar rejects it."""
-    try:
-        model.from_dict(value)
-    except (ModelError, ValueError, TypeError) as e:
-        raise ValueError(f"invalid {model.__name__}: {e}") from e
-    grammar.check_fields(model, value)  # GrammarError is a ValueError naming the key.
 
 
 class SlurmdDisconnectedEvent(ops.RelationEvent):

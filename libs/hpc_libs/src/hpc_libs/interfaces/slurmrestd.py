@@ -22,8 +22,8 @@ secret's label and field are defined here, for slurmctld (which creates it) and 
 
 `slurm_rest_api` (slurmrestd, provider, endpoint `rest-api`) <-> a portal or workflow tool
 (requirer): each slurmrestd unit publishes in its unit databag the URL it serves
-(`RestApiUnitData`). A requirer reads every unit's entry with `RestApiRequirer.endpoints()`;
-an entry whose URL is not `http[s]://host:port[/]` is logged and skipped.
+(`RestApiUnitData`). A requirer reads every unit's entry and logs and skips one whose URL
+is not `http[s]://host:port[/]` (the unit tests' portal does, against raw databag vectors).
 """
 
 import ipaddress
@@ -117,13 +117,6 @@ class RestApiUnitData(DatabagModel):
         return value
 
 
-class RestApiEndpoint(DatabagModel):
-    """One slurmrestd unit as a portal sees it."""
-
-    unit: str | None = None
-    url: str | None = None
-
-
 class RestApiProvider(Interface):
     """The slurmrestd charm's side of `slurm_rest_api`: each unit publishes its own URL."""
 
@@ -143,20 +136,3 @@ class RestApiProvider(Interface):
                 relation.data[self.model.unit].pop("url", None)
             elif self.load(RestApiUnitData, relation, self.model.unit) != data:
                 relation.save(data, self.model.unit)
-
-
-class RestApiRequirer(Interface):
-    """A portal's side of `slurm_rest_api`: the URLs the slurmrestd units serve."""
-
-    def endpoints(self) -> list[RestApiEndpoint]:
-        """Every slurmrestd unit with a valid URL, over every relation, by unit name.
-
-        A unit whose databag is invalid is logged and skipped.
-        """
-        found: list[RestApiEndpoint] = []
-        for relation in self.relations:
-            for unit in relation.units:
-                data = self.load(RestApiUnitData, relation, unit)
-                if data is not None and data.url:
-                    found.append(RestApiEndpoint(unit=unit.name, url=data.url))
-        return sorted(found, key=lambda e: e.unit or "")

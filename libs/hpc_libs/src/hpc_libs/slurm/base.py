@@ -19,7 +19,7 @@ from slurmutils import BaseEditor, Model, ModelError
 from hpc_libs.errors import ConfigError, PackageError, SlurmOpsError
 from hpc_libs.machine import apt, files
 from hpc_libs.machine.systemd import Service
-from hpc_libs.slurm import check, version
+from hpc_libs.slurm import check, grammar, version
 from hpc_libs.slurm.ports import SLURMCTLD_PORT
 from hpc_libs.slurm.text import literals_as_yes_no, yes_no_as_literals
 
@@ -353,5 +353,16 @@ class SlurmManager:
 
 
 def conf_server_option(controllers: Sequence[str]) -> str:
-    """`host[:port]` list for `--conf-server`, in the given order (primary first)."""
-    return ",".join(c if ":" in c else f"{c}:{SLURMCTLD_PORT}" for c in controllers)
+    """`host[:port]` list for `--conf-server`, in the given order (primary first).
+
+    Each entry is checked against Slurm's grammar (`grammar.controller_entry`) here, where it
+    joins a daemon's command line, whatever checked it before.
+
+    Raises:
+        ValueError: An entry is not `host[:port]`, `[IPv6]:port` or a bare IPv6 address.
+
+    """
+    servers = [c if ":" in c else f"{c}:{SLURMCTLD_PORT}" for c in controllers]
+    for server in servers:
+        grammar.controller_entry(server)
+    return ",".join(servers)

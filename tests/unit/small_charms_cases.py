@@ -45,3 +45,9 @@ CHARMS = [
         "waiting for slurmctld",
     ),
 ]
+
+
+def named(name: str) -> Charm:
+    """The `Charm` called `name`."""
+    [charm] = [charm for charm in CHARMS if charm.name == name]
+    return charm

@@ -1,6 +1,7 @@
 """Scenarios for the sackd, slurmdbd and slurmrestd charms: install, start and their status.
 
-Each scenario runs once per charm (see conftest.py); `charm` says what differs.
+Each scenario runs once per charm, collected in that charm's folder (its
+`test_small_charm_scenarios.py`, in the charm's own process); `charm` says what differs.
 """
 
 import ops
