@@ -227,11 +227,17 @@ class Progress:
     failed: dict[str, str]  # node -> Slurm's reason
     waiting_jobs: list[int]  # pending jobs of the rollout (held when it stops)
     upgrade: bool
+    open: bool = True  # whether one of its jobs has not ended yet
 
     @property
     def finished(self) -> bool:
         """Whether every node of the partition was rebuilt."""
         return len(self.done) == self.total
+
+    @property
+    def cancelled(self) -> bool:
+        """Whether its jobs all ended before every node was rebuilt, none having failed."""
+        return not self.open and not self.finished and not self.failed
 
     def message(self) -> str:
         """Return the status line, e.g. `rebuild compute: 3/8 done, 1 rebooting`."""
@@ -242,6 +248,8 @@ class Progress:
                 f"rebuild {self.partition} stopped: {node} failed"
                 f" ({reason or 'no reason given'}); {counts}"
             )
+        if self.cancelled:
+            return f"rebuild {self.partition} cancelled: {counts}"
         return f"rebuild {self.partition}: {counts}, {len(self.rebooting)} rebooting"
 
 
@@ -290,14 +298,20 @@ def progress(jobs: Sequence[RebuildJob], nodes: Sequence[BootNode]) -> list[Prog
                 failed=failed,
                 waiting_jobs=sorted(j.job_id for j in its_jobs if j.job_state == "PENDING"),
                 upgrade=any(m["mode"] == "upgrade" for m in matches),
+                open=any(j.waiting for j in its_jobs),
             )
         )
     return found
 
 
 def in_progress(rollouts: Iterable[Progress], partition: str) -> bool:
-    """Whether a rollout of the partition still has nodes to go and has not failed."""
-    return any(r.partition == partition and not r.finished and not r.failed for r in rollouts)
+    """Whether a rollout of the partition still has jobs and nodes to go and has not failed.
+
+    A cancelled one (its jobs ended, Slurm remembers them for MinJobAge) is not.
+    """
+    return any(
+        r.partition == partition and r.open and not r.finished and not r.failed for r in rollouts
+    )
 
 
 def stop_failed(rollouts: Iterable[Progress]) -> list[int]:
@@ -465,7 +479,7 @@ class Rebuild(ops.Object):
         for rollout in rollouts:
             if rollout.failed:
                 yield ops.BlockedStatus(rollout.message())
-            elif not rollout.finished:
+            elif not rollout.finished and not rollout.cancelled:
                 yield ops.MaintenanceStatus(rollout.message())
             else:
                 yield ops.ActiveStatus(rollout.message())

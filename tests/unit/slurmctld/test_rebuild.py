@@ -143,6 +143,21 @@ def test_rebuild_nodes_refuses_a_second_rollout_of_a_partition_in_progress(ctx, 
     assert not machine.ran("sbatch")
 
 
+def test_a_cancelled_rollout_does_not_block_a_new_one(ctx, machine, cluster):
+    """Slurm remembers the cancelled jobs (MinJobAge): none is waiting, so a new one starts."""
+    slurm_answers(
+        machine,
+        [job(1, "COMPLETED", "compute-0"), job(2, "CANCELLED", "compute-1")],
+        [node("compute-0", SINCE + 30), node("compute-1", 100)],
+    )
+    machine.responses[("sbatch",)] = "9\n"
+
+    out = ctx.run(ctx.on.action("rebuild-nodes", params={"partition": "compute"}), cluster)
+
+    assert machine.ran("sbatch")
+    assert out.unit_status == ops.ActiveStatus("rebuild compute cancelled: 1/2 done")
+
+
 # Progress, from Slurm's facts.
 
 
