@@ -13,11 +13,20 @@ related application can make a reader raise RecursionError or spend a hook decod
 import base64
 import json
 import logging
+import re
 from collections.abc import Callable
 from typing import Any, TypeVar, cast
 
 import ops
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializerFunctionWrapHandler,
+    ValidationError,
+    field_validator,
+    model_serializer,
+)
 
 from hpc_libs.errors import IntegrationError
 from hpc_libs.slurm import grammar
@@ -78,11 +87,36 @@ def _depth(value: Any) -> int:
     return deepest
 
 
+SLURM_VERSION = re.compile(r"[0-9]{1,4}\.[0-9]{1,2}\.[0-9]{1,4}")
+"""A published Slurm version: `major.minor.micro`, such as `24.11.5`."""
+
+
 class HostEntry(DatabagModel):
-    """A daemon's host: `hostname` as Slurm names it, `address` (IP or name) to connect to."""
+    """A daemon's host: `hostname` as Slurm names it, `address` (IP or name) to connect to.
+
+    `version` is the Slurm release the daemon on that host runs (`24.11.5`): the other
+    daemons' charms wait for it in a major upgrade (`hpc_libs.slurm.upgrade`). A daemon's
+    charm publishes it once the daemon runs that release.
+    """
 
     hostname: str | None = None
     address: str | None = None
+    version: str | None = None
+
+    @field_validator("version")
+    @classmethod
+    def _valid_version(cls, value: str | None) -> str | None:
+        if value is not None and not SLURM_VERSION.fullmatch(value):
+            raise ValueError(f"{value!r} is not a Slurm version such as 24.11.5")
+        return value
+
+    @model_serializer(mode="wrap")
+    def _without_unknown_version(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        """Leave `version` out until it is known: the entry reads as it did before it existed."""
+        data: dict[str, Any] = handler(self)
+        if data.get("version") is None:
+            data.pop("version", None)
+        return data
 
     @field_validator("hostname")
     @classmethod
