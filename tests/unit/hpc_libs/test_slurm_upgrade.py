@@ -7,7 +7,10 @@ import pytest
 from hpc_libs.slurm import upgrade
 from hpc_libs.slurm.upgrade import DebSource
 
-FORKY = "deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] http://deb.debian.org/debian forky main"
+FORKY = (
+    "deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] "
+    "http://deb.debian.org/debian forky main"
+)
 MADISON = """\
    slurmctld | 26.05.5-1 | http://deb.debian.org/debian forky/main amd64 Packages
    slurmctld | 24.11.5-1 | http://deb.debian.org/debian trixie/main amd64 Packages
