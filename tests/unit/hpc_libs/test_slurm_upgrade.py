@@ -44,7 +44,8 @@ def test_a_deb_line_is_rebuilt_from_its_checked_parts() -> None:
         ("ppa:owner/name --yes", "not a PPA"),
         ("deb http://h/debian forky main\ndeb http://evil/ x y", "new line"),
         ("deb http://h/debian forky main # comment", "new line, #"),
-        ("deb [trusted=yes] http://h/debian forky main", "'trusted' is not allowed"),
+        ("deb [trusted=no] http://h/debian forky main", "trusted takes yes only"),
+        ("deb [allow-insecure=yes] http://h/debian forky main", "is not allowed"),
         ("deb [signed-by=/tmp/key.gpg] http://h/debian forky main", "signed-by must name"),
         ("deb [signed-by=/etc/apt/keyrings/../../k] http://h/d forky main", "signed-by must"),
         ("deb [arch=amd64 http://h/debian forky main", "closing ']'"),
@@ -120,14 +121,17 @@ def test_no_wait_once_every_daemon_runs_the_target_or_newer() -> None:
     assert upgrade.wait_reason("26.05", "slurmdbd", []) is None
 
 
-def test_the_pin_holds_slurm_at_one_major_and_the_source_low() -> None:
-    source = upgrade.parse_source(FORKY)
-    assert isinstance(source, DebSource)
+def test_trusted_yes_is_kept_as_the_operators_choice() -> None:
+    source = upgrade.parse_source("deb [trusted=yes] http://10.151.0.1/debian forky main")
 
-    text = upgrade.pin_text("24.11", source)
+    assert isinstance(source, DebSource) and source.trusted
+    assert source.line() == "deb [trusted=yes] http://10.151.0.1/debian forky main"
 
-    assert "Package: slurm* libslurm* libpmi* libpam-slurm* sackd\nPin: version 24.11.*\n" in text
-    assert "Pin-Priority: 1001" in text
-    assert "Package: *\nPin: release n=forky\nPin-Priority: 100\n" in text
-    assert "Package: *\nPin: release a=forky\nPin-Priority: 100\n" in text
-    assert "release" not in upgrade.pin_text("24.11", None)
+
+def test_the_pin_holds_slurms_packages_at_one_major() -> None:
+    assert upgrade.pin_text("24.11") == (
+        "Explanation: Written by the Slurm charms: Slurm stays at 24.11 until its turn\n"
+        "Package: slurm* libslurm* libpmi* libpam-slurm* sackd\n"
+        "Pin: version 24.11.*\n"
+        "Pin-Priority: 1001\n"
+    )

@@ -247,10 +247,10 @@ class SlurmCharm(ops.CharmBase, Generic[C]):
         if plan.target is None or self.upgrade_waits_for(plan.target) is not None:
             return
         if not self.upgrades_in_charm:
-            self.major_upgrade.release(plan.target, source)
+            self.major_upgrade.release(plan.target)
             return
         self.before_upgrade(plan)
-        self.major_upgrade.apply(plan.target, source)
+        self.major_upgrade.apply(plan.target)
         self.installer.record_version(self.manager.version())
 
     def _upgrade_status(self, config: C) -> ops.StatusBase | None:

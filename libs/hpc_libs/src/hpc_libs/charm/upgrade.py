@@ -65,7 +65,7 @@ class MajorUpgrade(ops.Object):
         if key == self._stored.checked:
             return
         self._manager.name_source(source)
-        self._manager.hold(major(running), source)
+        self._manager.hold(major(running))
         offered = self._manager.offered_majors()
         logger.info("Slurm majors offered for %s: %s", self._manager.daemon, offered or "none")
         self._stored.offered = offered
@@ -82,11 +82,11 @@ class MajorUpgrade(ops.Object):
             return Plan(running=now, refused=refused)
         return Plan(running=now, target=choose_target(now, offered, wanted))
 
-    def release(self, target: str, source: str | DebSource) -> bool:
+    def release(self, target: str) -> bool:
         """Let apt take `target` (move the pin), installing nothing; return if the pin moved."""
-        return self._manager.hold(target, source)
+        return self._manager.hold(target)
 
-    def apply(self, target: str, source: str | DebSource) -> None:
+    def apply(self, target: str) -> None:
         """Move the pin to `target` and upgrade the daemon's packages now (daemon down briefly).
 
         Raises:
@@ -94,7 +94,7 @@ class MajorUpgrade(ops.Object):
             ServiceError: The daemon could not be stopped or started again.
 
         """
-        self.release(target, source)
+        self.release(target)
         logger.info("upgrading %s to Slurm %s", self._manager.daemon, target)
         self._manager.upgrade_packages()
 

@@ -372,15 +372,14 @@ class SlurmManager:
             apt.add_repository(source)
         return changed
 
-    def hold(self, major: str, source: str | DebSource) -> bool:
+    def hold(self, major: str) -> bool:
         """Pin Slurm's packages to `major` (`upgrade.pin_text`); return whether the pin changed.
 
         Raises:
             SlurmOpsError: The preferences file could not be written.
 
         """
-        deb = source if isinstance(source, DebSource) else None
-        return files.write_if_changed(self.root / PIN_FILE, pin_text(major, deb), mode=0o644)
+        return files.write_if_changed(self.root / PIN_FILE, pin_text(major), mode=0o644)
 
     def offered_majors(self) -> list[str]:
         """Refresh the apt cache; return the Slurm majors its sources offer for the daemon.

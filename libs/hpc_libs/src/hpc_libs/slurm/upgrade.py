@@ -50,11 +50,14 @@ class DebSource:
     components: tuple[str, ...]
     signed_by: str | None = None
     arch: str | None = None
+    trusted: bool = False
+    """`[trusted=yes]`: the operator's explicit choice of an unsigned repository."""
 
     def line(self) -> str:
         """Return the sources.list line, rebuilt from the checked parts only."""
         options = [f"signed-by={self.signed_by}"] if self.signed_by else []
         options += [f"arch={self.arch}"] if self.arch else []
+        options += ["trusted=yes"] if self.trusted else []
         prefix = f"deb [{' '.join(options)}]" if options else "deb"
         return " ".join((prefix, self.uri, self.suite, *self.components))
 
@@ -105,7 +108,14 @@ def _parse_deb(text: str) -> DebSource:
     for component in components:
         if not _COMPONENT.fullmatch(component):
             raise ValueError(f"{component!r} is not a component name")
-    return DebSource(uri, suite, tuple(components), options.get("signed-by"), options.get("arch"))
+    return DebSource(
+        uri,
+        suite,
+        tuple(components),
+        options.get("signed-by"),
+        options.get("arch"),
+        trusted="trusted" in options,
+    )
 
 
 def _deb_options(items: Sequence[str]) -> dict[str, str]:
@@ -122,8 +132,13 @@ def _deb_options(items: Sequence[str]) -> dict[str, str]:
         elif key == "arch":
             if not _ARCH.fullmatch(value):
                 raise ValueError(f"{value!r} is not a list of architectures")
+        elif key == "trusted":
+            if value != "yes":
+                raise ValueError("trusted takes yes only (an unsigned repository)")
         else:
-            raise ValueError(f"deb source option {key!r} is not allowed (only signed-by, arch)")
+            raise ValueError(
+                f"deb source option {key!r} is not allowed (only signed-by, arch, trusted=yes)"
+            )
         options[key] = value
     return options
 
@@ -259,26 +274,19 @@ def _major_or_none(version: str | None) -> str | None:
         return None
 
 
-def pin_text(hold_major: str, source: DebSource | None) -> str:
-    """Return apt preferences keeping Slurm at `hold_major`, and a `deb` source's rest aside.
+def pin_text(hold_major: str) -> str:
+    """Return apt preferences keeping Slurm's packages at `hold_major`, whatever the sources.
 
-    Slurm's packages get priority 1001 at `hold_major` only, so apt installs that major (and
-    its patch releases) and no other, newer or older. A `deb` source's other packages get
-    priority 100: installed packages are never upgraded from it (a source of another
-    release, such as Debian testing on Debian 13, upgrades Slurm and what Slurm needs only).
+    Priority 1001 at `hold_major` only: apt installs that major (and its patch releases) and
+    no other, newer or older, so neither the charm's own apt runs nor a patch rollout's
+    `apt-get upgrade` move Slurm to another major before the unit's turn. Other packages are
+    not pinned: a named source should carry Slurm and the libraries it needs (a PPA, a
+    partial mirror), not a whole newer release, whose every package `apt-get upgrade` would
+    take.
     """
-    stanzas = [
+    return (
         f"Explanation: Written by the Slurm charms: Slurm stays at {hold_major} until its turn\n"
         f"Package: {' '.join(SLURM_PACKAGE_PATTERNS)}\n"
         f"Pin: version {hold_major}.*\n"
         "Pin-Priority: 1001\n"
-    ]
-    if source is not None:
-        for field in ("n", "a"):
-            stanzas.append(
-                f"Explanation: other packages of {source.suite} are not upgraded from it\n"
-                "Package: *\n"
-                f"Pin: release {field}={source.suite}\n"
-                "Pin-Priority: 100\n"
-            )
-    return "\n".join(stanzas)
+    )
