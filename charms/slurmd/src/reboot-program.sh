@@ -5,7 +5,7 @@
 # `rebuild` partition) starts here. It asks Slurm whether that job's comment requests an
 # upgrade (rebuild:<partition>:<start>:upgrade:<node>), applies it, then reboots. The work
 # runs in its own transient unit: an upgrade that restarts slurmd must not kill it.
-# On failure the node is set DOWN with the reason, which stops the rollout.
+# On failure the rollout's waiting jobs are held and the node is set DOWN with the reason.
 set -eu
 
 settings=${SLURMD_CHARM_REBOOT_SETTINGS:-/etc/default/slurmd-charm-reboot}  # NODE_NAME=..., by the charm
@@ -16,11 +16,25 @@ if [ "${SLURMD_CHARM_REBOOT:-}" != detached ]; then
         --setenv=SLURMD_CHARM_REBOOT=detached "$0"
 fi
 
+# Stop the rollout first: hold its jobs not started yet (same partition and start), so that
+# this job's end does not let the next one (`--dependency=singleton`) reboot another node
+# before the slurmctld charm sees the failure. The operator releases them or rebuild-cancels.
+hold_rollout() {
+    case "$comment" in rebuild:*:*:*:*) ;; *) return 0 ;; esac
+    rollout=${comment%:*:*}:
+    squeue --noheader --all --partition=rebuild --states=PENDING --format='%i %k' |
+        while read -r job job_comment; do
+            case "$job_comment" in "$rollout"*) scontrol hold "$job" || true ;; esac
+        done
+}
+
 fail() {
+    hold_rollout || true
     scontrol update nodename="$node" state=down reason="rebuild: $1" || true
     exit 1
 }
 
+comment=""
 comment=$(squeue --noheader --all --partition=rebuild --nodelist="$node" \
     --states=CONFIGURING --format=%k) || fail "cannot ask Slurm for the rebuild job"
 case "$comment" in

@@ -186,7 +186,7 @@ def nspawn(
         raise LabError(f"timed out after {timeout}s in the build machine: {script}") from e
 
 
-def _host_tls() -> tuple[dict[Path, str], dict[str, str]]:
+def host_tls() -> tuple[dict[Path, str], dict[str, str]]:
     """Return the host's TLS trust and proxy settings (the build machine uses its network)."""
     certs = Path("/etc/ssl/certs")
     read_only = {certs: str(certs)} if certs.is_dir() else {}
@@ -198,7 +198,7 @@ def _network_env(uv: Path) -> tuple[dict[Path, str], dict[Path, str], dict[str, 
     """Binds and variables of a build machine: uv, its cache, TLS trust, proxies."""
     uv_cache = rootfs.cache_dir() / "uv"
     uv_cache.mkdir(parents=True, exist_ok=True)
-    read_only, env = _host_tls()
+    read_only, env = host_tls()
     read_only[uv] = "/usr/local/bin/uv"
     return {uv_cache: "/var/cache/uv"}, read_only, {"UV_CACHE_DIR": "/var/cache/uv", **env}
 

@@ -122,11 +122,22 @@ def _requirements(args: argparse.Namespace) -> int:
     return 0
 
 
+def _mirror(args: argparse.Namespace) -> int:
+    print(_lab(args).serve_mirror())
+    return 0
+
+
 add_command("up", "create and boot lab machines", _setup_up, _up)
 add_command("down", "remove every lab machine and the lab network", _no_args, _down)
 add_command("status", "list lab machines and their systemd state", _no_args, _status)
 add_command("exec", "run a command in a machine: exec MACHINE -- CMD...", _setup_exec, _exec)
 add_command("shell", "an interactive shell in a machine", _setup_machine, _shell)
+add_command(
+    "mirror",
+    "serve forky's Slurm (the newer major) on the lab network; print its apt source line",
+    _no_args,
+    _mirror,
+)
 add_command("host-requirements", "Debian packages the host needs", _no_args, _requirements)
 
 

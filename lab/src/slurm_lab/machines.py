@@ -28,7 +28,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from slurm_lab import network, rootfs
+from slurm_lab import mirror, network, rootfs
 from slurm_lab.errors import LabError
 from slurm_lab.proc import run
 
@@ -512,6 +512,15 @@ class Lab:
         if errors:
             raise LabError("lab teardown incomplete: " + "; ".join(errors))
 
+    def serve_mirror(self) -> str:
+        """Serve the newer Slurm's apt mirror on the lab bridge; return its apt source line.
+
+        See `slurm_lab.mirror`; `down` stops the server.
+        """
+        network.ensure_bridge(self.lab_netns)
+        self.state_dir.mkdir(parents=True, exist_ok=True)
+        return mirror.serve(self.lab_netns, self.state_dir / "mirror.log")
+
     # --- faults --------------------------------------------------------------------------
 
     def power_off(self, name: str) -> None:
@@ -793,6 +802,8 @@ class Lab:
         for entry in Path("/proc").iterdir():
             if entry.name.isdigit() and self._is_ours(int(entry.name)):
                 _kill_and_wait(int(entry.name), signal.SIGKILL, 5)
+        for pid in network.pids_in(self.lab_netns):  # the mirror's server (`serve_mirror`)
+            _kill_and_wait(pid, signal.SIGKILL, 5)
         for lab_dir in (self._machines_dir, self.shared_dir, self.charms_dir):
             rootfs.unmount_under(lab_dir)
         for name in network.list_netns(self.netns_prefix):

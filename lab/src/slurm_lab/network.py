@@ -66,6 +66,31 @@ def attach(lab_ns: str, machine_ns: str, veth: str, address: str) -> None:
     run(["ip", "-n", machine_ns, "link", "set", MACHINE_IFACE, "up"])
 
 
+def ensure_address(name: str, cidr: str, device: str = BRIDGE) -> None:
+    """Give `device` in namespace `name` the address `cidr`, if it does not have it yet."""
+    shown = run(["ip", "-n", name, "-o", "addr", "show", "dev", device]).stdout
+    if f" {cidr} " not in shown:
+        run(["ip", "-n", name, "addr", "add", cidr, "dev", device])
+
+
+def pids_in(name: str) -> list[int]:
+    """Return the processes in the named network namespace (servers the lab runs there)."""
+    if not netns_exists(name):
+        return []
+    wanted = netns_path(name).stat()
+    found: list[int] = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            current = (entry / "ns/net").stat()
+        except OSError:
+            continue
+        if (current.st_dev, current.st_ino) == (wanted.st_dev, wanted.st_ino):
+            found.append(int(entry.name))
+    return found
+
+
 def set_link(lab_ns: str, veth: str, *, up: bool) -> None:
     """Set a machine's veth (its end in the lab namespace) up or down: cut or restore its cable."""
     run(["ip", "-n", lab_ns, "link", "set", veth, "up" if up else "down"])

@@ -22,7 +22,8 @@ def bin_dir(tmp_path: Path) -> Path:
             "#!/bin/sh\n"
             f'echo "{name} $*" >> "$LOG"\n'
             f'[ -e "$FAIL_DIR/{name}" ] && exit 1\n'
-            f'[ "{name}" = squeue ] && cat "$COMMENT_FILE"\n'
+            f'[ "{name}" = squeue ] && case "$*" in *--states=PENDING*) cat "$PENDING_FILE" ;;'
+            ' *) cat "$COMMENT_FILE" ;; esac\n'
             "exit 0\n"
         )
         stub.chmod(stub.stat().st_mode | stat.S_IEXEC)
@@ -30,11 +31,18 @@ def bin_dir(tmp_path: Path) -> Path:
 
 
 def run_program(
-    tmp_path: Path, bin_dir: Path, comment: str, fail: tuple[str, ...] = (), detached=True
+    tmp_path: Path,
+    bin_dir: Path,
+    comment: str,
+    fail: tuple[str, ...] = (),
+    *,
+    detached=True,
+    pending: str = "",
 ) -> tuple[int, list[str]]:
     settings = tmp_path / "settings"
     settings.write_text(f"NODE_NAME={NODE}\n")
     (tmp_path / "comment").write_text(comment + "\n")
+    (tmp_path / "pending").write_text(pending)
     fail_dir = tmp_path / "fail"
     fail_dir.mkdir(exist_ok=True)
     for name in fail:
@@ -45,6 +53,7 @@ def run_program(
         "LOG": str(log),
         "FAIL_DIR": str(fail_dir),
         "COMMENT_FILE": str(tmp_path / "comment"),
+        "PENDING_FILE": str(tmp_path / "pending"),
         "SLURMD_CHARM_REBOOT_SETTINGS": str(settings),
     }
     if detached:
@@ -97,6 +106,26 @@ def test_a_failure_sets_the_node_down_with_its_reason_and_does_not_reboot(
     assert code == 1
     assert f"scontrol update nodename={NODE} state=down reason={reason}" in calls
     assert "systemctl reboot" not in calls
+
+
+def test_a_failure_holds_the_rest_of_its_rollout_before_the_node_goes_down(tmp_path, bin_dir):
+    pending = (
+        "12 rebuild:compute:5000:upgrade:compute-2\n"  # the same rollout: held
+        "13 rebuild:other:5000:upgrade:other-0\n"  # another partition's rollout
+        "14 rebuild:compute:4000:upgrade:compute-3\n"  # an earlier rollout of compute
+        "15 rebuild:compute:50000:upgrade:compute-4\n"  # a start that only begins the same
+    )
+    comment = f"rebuild:compute:5000:upgrade:{NODE}"
+
+    code, calls = run_program(tmp_path, bin_dir, comment, fail=("apt-get",), pending=pending)
+
+    assert code == 1
+    holds = [call for call in calls if call.startswith("scontrol hold")]
+    assert holds == ["scontrol hold 12"]
+    down = calls.index(
+        f"scontrol update nodename={NODE} state=down reason=rebuild: apt-get update failed"
+    )
+    assert calls.index("scontrol hold 12") < down  # held before the job can end
 
 
 def test_slurmd_runs_it_and_it_moves_to_its_own_transient_unit(tmp_path, bin_dir):
