@@ -30,6 +30,8 @@ ARCHIVE_TIMEOUT = 1800.0
 """Seconds for archiving StateSaveLocation or dumping the database (large sites)."""
 MYSQL_CLIENT = "default-mysql-client"
 """The package with `mysqldump` (MySQL's or MariaDB's, whichever the release defaults to)."""
+MYSQL_CLIENTS = (MYSQL_CLIENT, "mariadb-client", "mysql-client")
+"""Packages that ship `mysqldump`: with one installed, nothing is installed."""
 
 
 def backup_dir(root: Path) -> Path:
@@ -113,14 +115,15 @@ def dump_database(
 ) -> Path:
     """Dump `database` through the account `user` to `<backup dir>/<name>.sql`; return its path.
 
-    Installs the MySQL client first if `mysqldump` is missing.
+    Installs the MySQL client first unless a package with `mysqldump` is installed.
 
     Raises:
         SlurmOpsError: The client cannot be installed, or the dump failed (no partial dump
             is left).
 
     """
-    apt.install([MYSQL_CLIENT])
+    if all(apt.installed_version(p) is None for p in MYSQL_CLIENTS):
+        apt.install([MYSQL_CLIENT])
     directory = backup_dir(root)
     target = directory / f"{name}.sql"
     credentials = directory / f".{name}.cnf"
