@@ -44,6 +44,23 @@ def message(juju: jubilant.Juju, unit: str) -> tuple[str, str]:
     return status.current, status.message
 
 
+def wait_message(juju: jubilant.Juju, unit: str, prefix: str, timeout: float) -> tuple[str, str]:
+    """Wait until the unit's status message starts with `prefix`; return (status, message)."""
+
+    def probe() -> tuple[str, str] | None:
+        current = message(juju, unit)
+        return current if current[1].startswith(prefix) else None
+
+    return poll(probe, timeout=timeout, what=f"{unit}: {prefix}")
+
+
+def node_back_on(juju: jubilant.Juju, major: str) -> bool | None:
+    """Whether compute-0 registered with Slurm `major` and is idle again."""
+    line = sh(juju, "scontrol show node compute-0 --oneliner")
+    idle = "IDLE" in sh(juju, "sinfo -h -n compute-0 -o %T").upper()
+    return (f"Version={major}" in line and idle) or None
+
+
 def slurm_version(juju: jubilant.Juju, unit: str) -> str:
     """The Slurm release the unit's packages are (`dpkg-query`), such as `26.05.5-1`."""
     return sh(juju, "dpkg-query --show --showformat='${Version}' slurm-client", unit=unit)
@@ -80,23 +97,11 @@ def test_a_major_upgrade_in_slurms_order_keeps_the_accounting_and_runs_jobs(
     for app in ("compute", "login"):
         juju.config(app, {"slurm-package-source": source})
     waits_for_controller = f"slurmctld must run {TARGET} first"
-    login_wait = poll(
-        lambda: (m := message(juju, LOGIN))[1].startswith(waits_for_controller) and m or None,
-        timeout=180,
-        what="the login node waiting for slurmctld",
-    )
+    login_wait = wait_message(juju, LOGIN, waits_for_controller, 180)
     compute_wait = message(juju, "compute/0")
     say(f"login: {login_wait}; compute: {compute_wait}")
     juju.config("slurmctld", {"slurm-package-source": source})
-    controller_wait = poll(
-        lambda: (
-            (m := message(juju, CONTROLLER))[1].startswith(f"slurmdbd must run {TARGET}")
-            and m
-            or None
-        ),
-        timeout=180,
-        what="slurmctld waiting for slurmdbd",
-    )
+    controller_wait = wait_message(juju, CONTROLLER, f"slurmdbd must run {TARGET} first", 180)
     say(f"slurmctld: {controller_wait}")
     assert slurm_version(juju, CONTROLLER).startswith("24.11")  # Nothing moved out of turn.
     assert slurm_version(juju, LOGIN).startswith("24.11")
@@ -109,15 +114,7 @@ def test_a_major_upgrade_in_slurms_order_keeps_the_accounting_and_runs_jobs(
         what="slurmdbd, slurmctld and sackd on 26.05",
     )
     say(f"slurmdbd, slurmctld and the login node on {TARGET} in {time.monotonic() - began:.0f} s")
-    pending = poll(
-        lambda: (
-            (m := message(juju, "compute/0"))[1].startswith(f"Slurm {TARGET} pending")
-            and m
-            or None
-        ),
-        timeout=180,
-        what="the compute node's upgrade left to the rollout",
-    )
+    pending = wait_message(juju, "compute/0", f"Slurm {TARGET} pending", 180)
     say(f"compute: {pending}")
     assert slurm_version(juju, "compute/0").startswith("24.11")
 
@@ -125,11 +122,7 @@ def test_a_major_upgrade_in_slurms_order_keeps_the_accounting_and_runs_jobs(
     task = juju.run(CONTROLLER, "rebuild-nodes", {"partition": "compute", "upgrade": True})
     say(f"rebuild-nodes upgrade=true: {task.results}")
     poll(
-        lambda: (
-            f"Version={TARGET}" in sh(juju, "scontrol show node compute-0 --oneliner")
-            and "IDLE" in sh(juju, "sinfo -h -n compute-0 -o %T").upper()
-            or None
-        ),
+        lambda: node_back_on(juju, TARGET),
         timeout=UPGRADE,
         what="compute-0 back on 26.05",
     )
