@@ -39,7 +39,7 @@ def say(text: str) -> None:
 
 
 def message(juju: jubilant.Juju, unit: str) -> tuple[str, str]:
-    app = unit.split("/")[0]
+    app = unit.split("/", 1)[0]
     status = juju.status().apps[app].units[unit].workload_status
     return status.current, status.message
 
