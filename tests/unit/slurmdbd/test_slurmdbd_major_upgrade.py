@@ -116,3 +116,16 @@ def test_list_backups_gives_the_dump_path(
         "directory": str(dbd_root / "var/backups/slurm-charms"),
         "backups": str(backups(dbd_root)[0]),
     }
+
+
+def test_an_installed_mariadb_client_is_used_as_it_is(
+    unit_ctx: UnitContext, hostname: Callable[[int], None], machine: FakeMachine, dbd_root: Path
+):
+    hostname(0)
+    machine.responses[("apt-cache", "madison")] = MADISON
+    machine.installed.add("mariadb-client")  # Debian's MariaDB server brings it.
+
+    unit_ctx(0).run(unit_ctx(0).on.config_changed(), in_upgrade(0, 1, "24.11.5"))
+
+    assert machine.ran("mysqldump")
+    assert machine.apt_installs == [["slurmdbd", "slurm-wlm-jwt-plugin"]]
