@@ -130,7 +130,7 @@ def test_a_major_upgrade_in_slurms_order_keeps_the_accounting_and_runs_jobs(
 
     ping = sh(juju, "scontrol ping")
     assert "is UP" in ping, ping
-    assert re.search(rf"slurm {TARGET}\.\d+", sh(juju, "scontrol --version")), "controller CLI"
+    assert re.search(rf"\b{TARGET}\.\d+", sh(juju, "scontrol --version")), "controller CLI"
     config = sh(juju, "scontrol show config")
     assert re.search(rf"SLURM_VERSION\s*=\s*{TARGET}\.", config), "slurmctld's own version"
     accounted = sh(juju, f"sacct -X -n -P -j {done_before},{running} -o JobID,State")
