@@ -519,6 +519,80 @@ MUTATIONS = [
         "",
         "tests/unit/slurmd/test_reboot_program.py",
     ),
+    Mutation(
+        "upgrade-sackd-before-the-controllers",
+        "charms/sackd/src/charm.py",
+        "        return controllers_wait_reason(target, self.slurmctld.controller_data)",
+        "        return None",
+        "tests/unit/sackd/test_sackd_major_upgrade.py",
+    ),
+    Mutation(
+        "upgrade-slurmd-in-the-charm",
+        "charms/slurmd/src/charm.py",
+        "    upgrades_in_charm = False\n",
+        "",
+        "tests/unit/slurmd/test_slurmd_major_upgrade.py",
+    ),
+    Mutation(
+        "upgrade-slurmdbd-backup-before-the-primary",
+        "charms/slurmdbd/src/charm.py",
+        "        earlier = order[: order.index(self.unit.name)]"
+        " if self.unit.name in order else order",
+        "        earlier: list[str] = []",
+        "tests/unit/slurmdbd/test_slurmdbd_major_upgrade.py",
+    ),
+    Mutation(
+        "upgrade-slurmctld-before-slurmdbd",
+        "charms/slurmctld/src/charm.py",
+        '        dbds = [(d.host or "slurmdbd", d.version) for d in self.accounting.dbds()]',
+        "        dbds: list[tuple[str, str | None]] = []",
+        "tests/unit/slurmctld/test_slurmctld_major_upgrade.py",
+    ),
+    Mutation(
+        "upgrade-slurmctld-backup-before-the-primary",
+        "charms/slurmctld/src/charm.py",
+        "        earlier = order[: order.index(self.unit.name)]"
+        " if self.unit.name in order else order",
+        "        earlier: list[str] = []",
+        "tests/unit/slurmctld/test_slurmctld_major_upgrade.py",
+    ),
+    Mutation(
+        "upgrade-without-a-backup",
+        "libs/hpc_libs/src/hpc_libs/charm/base.py",
+        "        self.before_upgrade(plan)\n",
+        "",
+        "tests/unit/slurmctld/test_slurmctld_major_upgrade.py "
+        "tests/unit/slurmdbd/test_slurmdbd_major_upgrade.py",
+    ),
+    Mutation(
+        "upgrade-pin-moves-out-of-turn",
+        "libs/hpc_libs/src/hpc_libs/charm/base.py",
+        "        if plan.target is None or self.upgrade_waits_for(plan.target) is not None:",
+        "        if plan.target is None:",
+        "tests/unit/sackd/test_sackd_major_upgrade.py "
+        "tests/unit/slurmd/test_slurmd_major_upgrade.py",
+    ),
+    Mutation(
+        "upgrade-wait-ignores-an-older-daemon",
+        "libs/hpc_libs/src/hpc_libs/slurm/upgrade.py",
+        "        elif is_newer(target, runs):",
+        "        elif False:",
+        "tests/unit/hpc_libs/test_slurm_upgrade.py",
+    ),
+    Mutation(
+        "upgrade-controllers-hide-their-version",
+        "libs/hpc_libs/src/hpc_libs/interfaces/slurmctld_peer.py",
+        '                shared["version"] = host.version',
+        "                pass",
+        "tests/unit/hpc_libs/test_interfaces_versions.py",
+    ),
+    Mutation(
+        "upgrade-backup-dir-open-to-all",
+        "libs/hpc_libs/src/hpc_libs/slurm/backup.py",
+        '    files.make_dir(path, mode=0o700, owner="root", group="root", under=root)',
+        '    files.make_dir(path, mode=0o755, owner="root", group="root", under=root)',
+        "tests/unit/slurmdbd/test_slurmdbd_major_upgrade.py",
+    ),
 ]
 
 

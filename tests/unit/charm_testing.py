@@ -201,8 +201,10 @@ class FakeMachine:
             self.active.discard(name)
         return subprocess.CompletedProcess(command, 0, "", "")
 
-    def apt_install(self, packages: Sequence[str], *, upgrade: bool = False) -> bool:
-        del upgrade
+    def apt_install(
+        self, packages: Sequence[str], *, upgrade: bool = False, refresh: bool = True
+    ) -> bool:
+        del upgrade, refresh
         if self.apt_fails:
             raise PackageError(f"cannot install {list(packages)}", stderr="E: unable to fetch")
         self.apt_installs.append(list(packages))

@@ -9,6 +9,7 @@ from config import SackdConfig
 from hpc_libs.charm.base import SlurmCharm
 from hpc_libs.charm.member import ClusterMember
 from hpc_libs.charm.ports import PortRange
+from hpc_libs.charm.upgrade import controllers_wait_reason
 from hpc_libs.errors import IntegrationError, SlurmOpsError
 from hpc_libs.interfaces.cos_agent import SLURM_LOG_FILES, CosAgentProvider
 from hpc_libs.interfaces.sackd import SackdProvider
@@ -36,6 +37,10 @@ class SackdCharm(SlurmCharm[SackdConfig]):
         self.cos_agent = CosAgentProvider(self, log_files=[SLURM_LOG_FILES])
         self.slurmctld = SackdProvider(self, SLURMCTLD)
         self.member = ClusterMember(self, self.slurmctld, self._stored, self._leave)
+
+    def upgrade_waits_for(self, target: str) -> str | None:
+        """Wait until every controller runs `target` (Slurm's order: controllers first)."""
+        return controllers_wait_reason(target, self.slurmctld.controller_data)
 
     def reconcile(self, config: SackdConfig) -> None:
         """Write the key and controllers slurmctld shares and (re)start sackd if needed.

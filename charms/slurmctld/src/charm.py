@@ -24,6 +24,7 @@ from applied import AppliedConfig
 from config import SlurmctldConfig
 from hpc_libs.charm.base import SlurmCharm
 from hpc_libs.charm.ports import PortRange
+from hpc_libs.charm.upgrade import Plan, list_backups
 from hpc_libs.errors import SlurmOpsError
 from hpc_libs.interfaces.controller import PortRangeEntry
 from hpc_libs.interfaces.cos_agent import SLURM_LOG_FILES, CosAgentProvider, scrape_job
@@ -46,6 +47,7 @@ from hpc_libs.interfaces.slurmd import (
 from hpc_libs.interfaces.slurmdbd import SlurmdbdRequirer
 from hpc_libs.interfaces.slurmrestd import SlurmrestdRequirer
 from hpc_libs.machine import systemd
+from hpc_libs.slurm import backup, upgrade
 from hpc_libs.slurm.base import SLURM_USER
 from hpc_libs.slurm.ports import SLURMCTLD_PORT
 from hpc_libs.slurm.scontrol import Scontrol
@@ -120,6 +122,7 @@ class SlurmctldCharm(SlurmCharm[SlurmctldConfig]):
             takeover=self.takeover,
             wake_event=WAKE_EVENT,
             bind_endpoint=SLURMD,
+            slurm_version=self.running_slurm,
         )
         self._placement: ha.Placement | None = None
         self.rebuild = rebuild.Rebuild(self, self._serving_partitions)
@@ -131,6 +134,7 @@ class SlurmctldCharm(SlurmCharm[SlurmctldConfig]):
         framework.observe(self.on.rotate_jwt_key_action, self._on_rotate_jwt_key_action)
         framework.observe(self.on.rotate_auth_key_action, self._on_rotate_auth_key_action)
         framework.observe(self.on.secret_remove, self._on_secret_remove)
+        framework.observe(self.on.list_backups_action, self._on_list_backups_action)
         self.reconcile_on(
             self.on.slurmctld_wake,
             self.on[PEER].relation_changed,
@@ -204,6 +208,9 @@ class SlurmctldCharm(SlurmCharm[SlurmctldConfig]):
         event.set_results(
             {"new-key-id": new_kid, "next": "each daemon loads it; `juju status` shows progress"}
         )
+
+    def _on_list_backups_action(self, event: ops.ActionEvent) -> None:
+        list_backups(event, self.slurmctld.root)
 
     def _on_secret_remove(self, event: ops.SecretRemoveEvent) -> None:
         if self.unit.is_leader():  # Only the leader manages the application's secrets.
@@ -300,6 +307,31 @@ class SlurmctldCharm(SlurmCharm[SlurmctldConfig]):
         if (roles := placement.role_status()) is not None:
             yield roles
 
+    def upgrade_waits_for(self, target: str) -> str | None:
+        """Wait for every slurmdbd in use, then for the controllers before this one.
+
+        Slurm's order: slurmdbd converts the database first; then the primary controller
+        (first in join order) converts StateSaveLocation, and the backups follow it.
+        """
+        dbds = [(d.host or "slurmdbd", d.version) for d in self.accounting.dbds()]
+        if (reason := upgrade.wait_reason(target, "slurmdbd", dbds)) is not None:
+            return reason
+        hosts = self.peer.hosts()
+        order = [c.unit for c in self.peer.read().controllers or [] if c.unit]
+        earlier = order[: order.index(self.unit.name)] if self.unit.name in order else order
+        versions = [(u, hosts[u].version if u in hosts else None) for u in earlier]
+        return upgrade.wait_reason(target, "slurmctld", versions)
+
+    def before_upgrade(self, plan: Plan) -> None:
+        """Archive StateSaveLocation (the shared one with network state) before converting it."""
+        config = self.valid_config()
+        network = config is not None and self._placed(config).network_state
+        manager = self.slurmctld
+        state = manager.network_state_save_location if network else manager.state_save_location
+        name = backup.backup_name("slurmctld-state", plan.running, str(plan.target))
+        path = backup.archive_state(state, manager.root, name)
+        logger.info("StateSaveLocation %s saved to %s before the upgrade", state, path)
+
     def _placed(self, config: SlurmctldConfig) -> ha.Placement:
         """Placement for this dispatch, chosen once (`ha.placement` reads use-network-state)."""
         if self._placement is None:
@@ -346,7 +378,9 @@ class SlurmctldCharm(SlurmCharm[SlurmctldConfig]):
         """
         try:
             entries = [
-                ControllerEntry(hostname=c.hostname, address=c.address, port=SLURMCTLD_PORT)
+                ControllerEntry(
+                    hostname=c.hostname, address=c.address, port=SLURMCTLD_PORT, version=c.version
+                )
                 for c in controllers
             ]
         except ValueError as e:

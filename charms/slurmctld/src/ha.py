@@ -16,7 +16,7 @@ controller: another unit cannot help and says so.
 import dataclasses
 import logging
 import socket
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -236,6 +236,8 @@ class Controller:
 
     hostname: str
     address: str
+    version: str | None = None
+    """The Slurm release it runs, as it published it (None: not said)."""
 
     @property
     def slurmctld_host(self) -> str:
@@ -261,6 +263,8 @@ class Machinery:
     takeover: "TakeoverRepair"
     wake_event: str
     bind_endpoint: str
+    slurm_version: Callable[[], str | None]
+    """The Slurm release this unit runs (`24.11.5`), shared with the other controllers."""
 
 
 class Placement:
@@ -294,11 +298,15 @@ class Placement:
             logger.error("this unit cannot be a controller: %s", e.errors()[0]["msg"])
             return None
         self.parts.peer.share_host(host)
-        return Controller(str(host.hostname), str(host.address))
+        return Controller(str(host.hostname), str(host.address), host.version)
 
     def _own_host(self) -> ControllerHost:
         """Return this unit's host name and address, checked as peers' (ValidationError)."""
-        return ControllerHost(hostname=socket.gethostname(), address=self._bind_address())
+        return ControllerHost(
+            hostname=socket.gethostname(),
+            address=self._bind_address(),
+            version=self.parts.slurm_version(),
+        )
 
     def _bind_address(self) -> str:
         binding = self.parts.charm.model.get_binding(self.parts.bind_endpoint)
@@ -337,7 +345,7 @@ class Placement:
         """
         present = {self._unit.name: me}
         for unit, host in self.parts.peer.hosts().items():  # Only data Slurm's grammar accepts.
-            present[unit] = Controller(str(host.hostname), str(host.address))
+            present[unit] = Controller(str(host.hostname), str(host.address), host.version)
         recorded = [c.unit for c in memory.controllers or [] if c.unit]
         order = order_controllers(recorded, list(present))
         return order, [present[name] for name in order]

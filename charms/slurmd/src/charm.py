@@ -16,6 +16,7 @@ from config import SlurmdConfig, parse_node_parameters, partition_data
 from hpc_libs.charm.base import SlurmCharm
 from hpc_libs.charm.member import WAITING_FOR_SLURMCTLD, ClusterMember
 from hpc_libs.charm.ports import PortRange
+from hpc_libs.charm.upgrade import controllers_wait_reason
 from hpc_libs.errors import ConfigError, IntegrationError, SlurmOpsError
 from hpc_libs.interfaces.cos_agent import SLURM_LOG_FILES, CosAgentProvider
 from hpc_libs.interfaces.slurmd import REREGISTER_REASON, SlurmdProvider, node_name
@@ -202,6 +203,14 @@ class SlurmdCharm(SlurmCharm[SlurmdConfig]):
         return ops.BlockedStatus(f"slurmd is not running: {reason or 'see its journal'}")
 
     # The one reconcile path.
+
+    upgrades_in_charm = False
+    """The rebuild rollout's RebootProgram upgrades Slurm (`rebuild-nodes upgrade=true`),
+    draining the node first; the charm moves the pin once the controllers run the target."""
+
+    def upgrade_waits_for(self, target: str) -> str | None:
+        """Wait until every controller runs `target` (Slurm's order: controllers first)."""
+        return controllers_wait_reason(target, self.slurmctld.controller_data)
 
     def reconcile(self, config: SlurmdConfig) -> None:
         """Publish the partition (leader) and make this unit's node match the charm's state."""

@@ -12,12 +12,14 @@ from config import SlurmdbdConfig
 from hpc_libs.charm.base import SlurmCharm
 from hpc_libs.charm.member import NEEDS_SLURMCTLD, ClusterMember
 from hpc_libs.charm.ports import PortRange
+from hpc_libs.charm.upgrade import Plan, list_backups
 from hpc_libs.errors import ConfigError, IntegrationError, SlurmOpsError
 from hpc_libs.interfaces.cos_agent import SLURM_LOG_FILES, CosAgentProvider
 from hpc_libs.interfaces.mysql_client import MysqlConnection, MysqlRequirer
 from hpc_libs.interfaces.slurmdbd import DbdEntry, JwtKeyData, SlurmdbdData, SlurmdbdProvider
 from hpc_libs.interfaces.slurmdbd_peer import DbdHost, SlurmdbdPeer, join_order
 from hpc_libs.machine.systemd import journal_reason
+from hpc_libs.slurm import backup, upgrade
 from hpc_libs.slurm.ports import SLURMDBD_PORT
 from hpc_libs.slurm.slurmdbd import (
     DbdHosts,
@@ -66,6 +68,10 @@ class SlurmdbdCharm(SlurmCharm[SlurmdbdConfig]):
         )
         self._leaving = False
         framework.observe(self.on[PEER].relation_departed, self._on_peer_departed)
+        framework.observe(self.on.list_backups_action, self._on_list_backups_action)
+
+    def _on_list_backups_action(self, event: ops.ActionEvent) -> None:
+        list_backups(event, self.slurmdbd.root)
 
     def _on_peer_departed(self, event: ops.RelationDepartedEvent) -> None:
         """Let the next unit move up when one leaves; stop slurmdbd if this unit leaves.
@@ -119,6 +125,37 @@ class SlurmdbdCharm(SlurmCharm[SlurmdbdConfig]):
                 connection.primary.host,
             )
         self._publish(dbds.active())
+
+    def upgrade_waits_for(self, target: str) -> str | None:
+        """Wait for the units before this one in join order: the primary converts first."""
+        dbds = self._roles()
+        hosts = {**self.peer.hosts(), self.unit.name: self._my_host()}
+        order = list(dbds.order)
+        earlier = order[: order.index(self.unit.name)] if self.unit.name in order else order
+        versions = [(u, hosts[u].version if u in hosts else None) for u in earlier]
+        return upgrade.wait_reason(target, "slurmdbd", versions)
+
+    def before_upgrade(self, plan: Plan) -> None:
+        """Dump the database through slurmdbd's account before the primary converts it.
+
+        The backup unit upgrades once the primary converted the database: nothing to save.
+        """
+        if self._roles().role_of(self.unit.name) != "primary":
+            return
+        connection = self.database.connection()
+        if connection is None:
+            raise SlurmOpsError("cannot back up the database before upgrading: no credentials")
+        name = backup.backup_name(connection.database, plan.running, str(plan.target))
+        path = backup.dump_database(
+            self.slurmdbd.root,
+            name,
+            host_name=connection.primary.host,
+            port=connection.primary.port,
+            user=connection.username,
+            password=connection.password,
+            database=connection.database,
+        )
+        logger.info("database %s saved to %s before the upgrade", connection.database, path)
 
     def statuses(self, config: SlurmdbdConfig) -> Iterable[ops.StatusBase]:
         """Say what is missing: integrations, valid data, the key, a running slurmdbd.
@@ -210,7 +247,9 @@ class SlurmdbdCharm(SlurmCharm[SlurmdbdConfig]):
         binding = self.model.get_binding(SLURMCTLD)
         address = binding.network.ingress_address if binding is not None else None
         return DbdHost(
-            hostname=_short_hostname(), address=str(address) if address is not None else None
+            hostname=_short_hostname(),
+            address=str(address) if address is not None else None,
+            version=self.running_slurm(),
         )
 
     def _roles(self) -> roles.Roles:
@@ -221,7 +260,8 @@ class SlurmdbdCharm(SlurmCharm[SlurmdbdConfig]):
     def _publish(self, dbds: list[roles.Dbd]) -> None:
         """Tell slurmctld where the slurmdbd daemons listen, primary first (leader only)."""
         entries = [
-            DbdEntry(hostname=d.hostname, address=d.address, port=SLURMDBD_PORT) for d in dbds
+            DbdEntry(hostname=d.hostname, address=d.address, port=SLURMDBD_PORT, version=d.version)
+            for d in dbds
         ]
         self.slurmctld.publish_slurmdbd_data(SlurmdbdData(dbds=entries))
 

@@ -25,6 +25,8 @@ class Dbd:
     unit: str
     hostname: str
     address: str
+    version: str | None = None
+    """The Slurm release it runs, as it shared it (None: not said)."""
 
 
 @dataclass(frozen=True)
@@ -66,6 +68,6 @@ def assign(order: Sequence[str], hosts: Mapping[str, DbdHost]) -> Roles:
             missing.append(unit)
             found.append(None)
         else:
-            found.append(Dbd(unit, host.hostname, host.address))
+            found.append(Dbd(unit, host.hostname, host.address, host.version))
     found += [None] * (2 - len(found))
     return Roles(tuple(order), found[0], found[1], tuple(missing))

@@ -10,6 +10,7 @@ from config import SlurmrestdConfig
 from hpc_libs.charm.base import SlurmCharm
 from hpc_libs.charm.member import ClusterMember
 from hpc_libs.charm.ports import PortRange
+from hpc_libs.charm.upgrade import controllers_wait_reason
 from hpc_libs.errors import IntegrationError, ScontrolError, SlurmOpsError
 from hpc_libs.interfaces.cos_agent import SLURM_LOG_FILES, CosAgentProvider
 from hpc_libs.interfaces.slurmrestd import RestApiProvider, SlurmrestdProvider, rest_url
@@ -70,6 +71,10 @@ class SlurmrestdCharm(SlurmCharm[SlurmrestdConfig]):
             self.on[REST_API].relation_joined,
             self.on.slurmrestd_conf_changed,
         )
+
+    def upgrade_waits_for(self, target: str) -> str | None:
+        """Wait until every controller runs `target` (Slurm's order: controllers first)."""
+        return controllers_wait_reason(target, self.slurmctld.controller_data)
 
     def reconcile(self, config: SlurmrestdConfig) -> None:
         """Run sackd with slurmctld's key and controllers, then slurmrestd on its copy.

@@ -85,7 +85,9 @@ def test_the_message_names_the_option_as_the_operator_spells_it():
         ExampleConfig(slurm_package_source="snap")  # pyright: ignore[reportArgumentType]
 
     assert describe_validation_error(error.value) == (
-        "invalid config option 'slurm-package-source': Input should be 'auto', 'ppa' or 'archive'"
+        "invalid config option 'slurm-package-source': expected auto, ppa, archive, "
+        "ppa:owner/name or a one-line 'deb [signed-by=/etc/apt/keyrings/KEY] URI SUITE "
+        "COMPONENT...' source"
     )
 
 

@@ -71,7 +71,7 @@ def test_an_upgrade_request_upgrades_then_reboots(tmp_path, bin_dir):
     assert calls[0].startswith(f"squeue --noheader --all --partition=rebuild --nodelist={NODE}")
     assert calls[1:] == [
         "apt-get update",
-        "apt-get -y -o Dpkg::Options::=--force-confold upgrade",
+        "apt-get -y -o Dpkg::Options::=--force-confold upgrade --with-new-pkgs",
         "systemctl reboot",
     ]
 

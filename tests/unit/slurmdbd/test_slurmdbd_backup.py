@@ -31,6 +31,8 @@ from test_slurmdbd_accounting import (
 UnitContext = Callable[[int], testing.Context[ops.CharmBase]]
 HOSTS = {0: ("dbd-0", "10.0.0.10"), 1: ("dbd-1", "10.0.0.11"), 2: ("dbd-2", "10.0.0.12")}
 WHERE = "accounting in slurm_acct_db on 10.0.0.5"
+RUNS = "24.11.5"
+"""The Slurm release each unit shares (the fake machine's dpkg reports 24.11.5-1)."""
 
 
 @pytest.fixture
@@ -46,7 +48,11 @@ def hostname(monkeypatch: pytest.MonkeyPatch) -> Callable[[int], None]:
 def shared(unit_id: int) -> dict[str, str]:
     """What unit `unit_id` puts in its peer unit databag."""
     name, address = HOSTS[unit_id]
-    return {"hostname": json.dumps(name), "address": json.dumps(address)}
+    return {
+        "hostname": json.dumps(name),
+        "address": json.dumps(address),
+        "version": json.dumps(RUNS),
+    }
 
 
 def order(*unit_ids: int) -> dict[str, str]:
@@ -135,8 +141,8 @@ def test_the_leader_records_the_join_order_and_names_the_backup(
     )
     assert machine.calls("restart") == ["slurmdbd"]
     assert published(out) == [
-        {"hostname": "dbd-0", "address": "10.0.0.10", "port": 6819},
-        {"hostname": "dbd-1", "address": "10.0.0.11", "port": 6819},
+        {"hostname": "dbd-0", "address": "10.0.0.10", "port": 6819, "version": RUNS},
+        {"hostname": "dbd-1", "address": "10.0.0.11", "port": 6819, "version": RUNS},
     ]
     assert out.unit_status == ops.ActiveStatus(f"primary slurmdbd, backup dbd-1; {WHERE}")
 
@@ -258,7 +264,9 @@ def test_the_backup_becomes_the_lone_primary_when_the_primary_leaves(
     assert "dbdbackuphost" not in written
     assert "dbdaddr" not in written
     assert peer_out(out).local_app_data == order(1)
-    assert published(out) == [{"hostname": "dbd-1", "address": "10.0.0.11", "port": 6819}]
+    assert published(out) == [
+        {"hostname": "dbd-1", "address": "10.0.0.11", "port": 6819, "version": RUNS}
+    ]
     assert machine.calls("restart") == ["slurmdbd", "slurmdbd"]
     assert out.unit_status == ops.ActiveStatus(WHERE)
 

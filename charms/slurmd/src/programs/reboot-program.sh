@@ -41,7 +41,9 @@ case "$comment" in
     rebuild:*:*:upgrade:"$node")
         export DEBIAN_FRONTEND=noninteractive
         apt-get update || fail "apt-get update failed"
-        apt-get -y -o Dpkg::Options::=--force-confold upgrade || fail "apt-get upgrade failed"
+        # --with-new-pkgs: a new Slurm major brings a new libslurm package; the charm's apt
+        # pin decides which Slurm major is taken (hpc_libs.slurm.upgrade.pin_text).
+        apt-get -y -o Dpkg::Options::=--force-confold upgrade --with-new-pkgs || fail "apt-get upgrade failed"
         ;;
 esac
 systemctl reboot

@@ -56,7 +56,7 @@ returns. Unit tests seed an installed unit with `charm_testing.already_installed
 
 import logging
 from collections.abc import Iterable
-from typing import Generic
+from typing import ClassVar, Generic
 
 import ops
 import pydantic
@@ -65,9 +65,11 @@ from hpc_libs.charm import ports
 from hpc_libs.charm.config import C, describe_validation_error
 from hpc_libs.charm.install import SlurmInstaller
 from hpc_libs.charm.ports import PortRange
+from hpc_libs.charm.upgrade import MajorUpgrade, Plan
 from hpc_libs.errors import SlurmOpsError
 from hpc_libs.slurm import schema_cache
 from hpc_libs.slurm.base import SlurmManager
+from hpc_libs.slurm.version import parse as parse_version
 from hpc_libs.slurm.version import unsupported_reason
 
 logger = logging.getLogger(__name__)
@@ -89,6 +91,7 @@ class SlurmCharm(ops.CharmBase, Generic[C]):
         self._config: C | pydantic.ValidationError | None = None
         self.manager = manager
         self.installer = SlurmInstaller(self, manager)
+        self.major_upgrade = MajorUpgrade(self, manager)
         self.failure: SlurmOpsError | None = None
         """The workload failure captured during this dispatch, if any (a fact for status)."""
         framework.observe(self.on.upgrade_charm, self._on_upgrade_charm)
@@ -118,12 +121,43 @@ class SlurmCharm(ops.CharmBase, Generic[C]):
         del config
         return ()
 
+    upgrades_in_charm: ClassVar[bool] = True
+    """Whether the charm upgrades Slurm itself on its turn; slurmd's RebootProgram does it
+    in the rebuild rollout instead (the charm only moves the pin)."""
+
+    def upgrade_waits_for(self, target: str) -> str | None:
+        """Say what must run major `target` before this unit upgrades; None: its turn.
+
+        From the versions the other daemons publish (`hpc_libs.slurm.upgrade.wait_reason`).
+        """
+        del target
+        return None
+
+    def before_upgrade(self, plan: Plan) -> None:
+        """Take what must be saved before the upgrade (slurmctld's state, the database).
+
+        Raise `SlurmOpsError` to keep the old Slurm: the failure is the unit's status, and
+        the next event tries again.
+        """
+        del plan
+
     # What the charm calls.
 
     def reconcile_on(self, *events: ops.BoundEvent) -> None:
         """Run the guarded reconcile on `events` too (the charm's relation events, ...)."""
         for event in events:
             self.framework.observe(event, self._on_reconcile_event)
+
+    def running_slurm(self) -> str | None:
+        """Return the Slurm release installed (`24.11.5`), which the charm publishes, or None.
+
+        The charm upgrades and restarts its daemon in one step (slurmd: upgrade and reboot),
+        so the installed release is the one the daemon runs.
+        """
+        try:
+            return str(parse_version(self.installer.version))
+        except ValueError:
+            return None
 
     def open_ports(self, *wanted: PortRange | None) -> None:
         """Make `wanted` the unit's only opened ports (None stands for a range not configured).
@@ -144,7 +178,9 @@ class SlurmCharm(ops.CharmBase, Generic[C]):
 
     # Internals.
 
-    def _on_reconcile_event(self, _: ops.EventBase) -> None:
+    def _on_reconcile_event(self, event: ops.EventBase) -> None:
+        if isinstance(event, ops.StartEvent):  # After a reboot, slurmd may run a new Slurm.
+            self.installer.refresh_version()
         self._converge(refresh=False)
 
     def _on_upgrade_charm(self, _: ops.UpgradeCharmEvent) -> None:
@@ -179,6 +215,7 @@ class SlurmCharm(ops.CharmBase, Generic[C]):
             if (reason := self._unsupported_slurm()) is not None:
                 logger.warning("not configuring Slurm: %s", reason)
                 return None
+            self._upgrade(config)
             self.reconcile(config)
         except SlurmOpsError as e:
             logger.warning("%s (the next event tries again)", e)
@@ -188,13 +225,48 @@ class SlurmCharm(ops.CharmBase, Generic[C]):
 
     def _install(self, config: C, *, refresh: bool) -> None:
         """Install once; on upgrade-charm, or while Slurm is too old, install again."""
-        source = config.slurm_package_source
+        source = config.package_source
         if not self.installer.installed:
             self.installer.install(source)
         elif self._unsupported_slurm() is not None:
             self.installer.install(source, upgrade=True)
         elif refresh:
             self.installer.install(source)
+
+    def _upgrade(self, config: C) -> None:
+        """Upgrade Slurm's major when the options name a newer one and this unit's turn came.
+
+        Out of turn nothing moves: the pin holds Slurm at the running major, and the status
+        says what the unit waits for (`_upgrade_status`).
+        """
+        source = config.package_source
+        self.major_upgrade.check(
+            config.slurm_package_source, source, config.slurm_major, self.installer.version
+        )
+        plan = self.major_upgrade.plan(self.installer.version, config.slurm_major)
+        if plan.target is None or self.upgrade_waits_for(plan.target) is not None:
+            return
+        if not self.upgrades_in_charm:
+            self.major_upgrade.release(plan.target)
+            return
+        self.before_upgrade(plan)
+        self.major_upgrade.apply(plan.target)
+        self.installer.record_version(self.manager.version())
+
+    def _upgrade_status(self, config: C) -> ops.StatusBase | None:
+        """Return the upgrade's word: refused, waiting for its turn, or left to the rollout."""
+        plan = self.major_upgrade.plan(self.installer.version, config.slurm_major)
+        if plan.refused is not None:
+            return ops.BlockedStatus(plan.refused)
+        if plan.target is None:
+            return None
+        if (reason := self.upgrade_waits_for(plan.target)) is not None:
+            return ops.WaitingStatus(reason)
+        if not self.upgrades_in_charm:
+            return ops.ActiveStatus(
+                f"Slurm {plan.target} pending: slurmctld's rebuild-nodes upgrade=true applies it"
+            )
+        return ops.MaintenanceStatus(f"upgrading to Slurm {plan.target}")
 
     def _unsupported_slurm(self) -> str | None:
         version = self.installer.version
@@ -204,6 +276,8 @@ class SlurmCharm(ops.CharmBase, Generic[C]):
         for status in self._preamble():
             event.add_status(status)
         if (config := self.valid_config()) is not None and not (self._blocked_before_reconcile()):
+            if (upgrade := self._upgrade_status(config)) is not None:
+                event.add_status(upgrade)
             for status in self.statuses(config):
                 event.add_status(status)
         event.add_status(ops.ActiveStatus())

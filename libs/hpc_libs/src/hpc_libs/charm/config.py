@@ -19,7 +19,7 @@ import pydantic
 from pydantic_core import PydanticCustomError
 
 from hpc_libs.errors import ConfigError
-from hpc_libs.slurm.base import PackageSource
+from hpc_libs.slurm.upgrade import DebSource, parse_major, parse_source
 
 
 class SlurmCharmConfig(pydantic.BaseModel):
@@ -30,7 +30,24 @@ class SlurmCharmConfig(pydantic.BaseModel):
 
     model_config = pydantic.ConfigDict(frozen=True)
 
-    slurm_package_source: PackageSource = "auto"
+    slurm_package_source: str = "auto"
+    slurm_major: str = ""
+
+    @pydantic.field_validator("slurm_package_source")
+    @classmethod
+    def _valid_source(cls, value: str) -> str:
+        parse_source(value)
+        return value
+
+    @pydantic.field_validator("slurm_major")
+    @classmethod
+    def _valid_major(cls, value: str) -> str:
+        return parse_major(value)
+
+    @property
+    def package_source(self) -> str | DebSource:
+        """`slurm-package-source` as checked: a base source or PPA, or a `deb` source."""
+        return parse_source(self.slurm_package_source)
 
 
 C = TypeVar("C", bound=SlurmCharmConfig)
@@ -44,7 +61,8 @@ def describe_validation_error(error: pydantic.ValidationError) -> str:
     """
     first = error.errors()[0]
     option = str(first["loc"][0]).replace("_", "-") if first["loc"] else "config"
-    return f"invalid config option '{option}': {first['msg']}"
+    message = str(first["msg"]).removeprefix("Value error, ")
+    return f"invalid config option '{option}': {message}"
 
 
 Parse = Callable[[str], dict[str, Any]]

@@ -2,7 +2,9 @@
 
 import ops
 
-from hpc_libs.slurm.base import PackageSource, SlurmManager
+from hpc_libs.machine import apt
+from hpc_libs.slurm.base import SlurmManager
+from hpc_libs.slurm.upgrade import DebSource
 
 
 class SlurmInstaller(ops.Object):
@@ -31,10 +33,22 @@ class SlurmInstaller(ops.Object):
         """The daemon's package version recorded at the last install ("" if not recorded)."""
         return str(self._stored.version)
 
-    def install(self, source: PackageSource, *, upgrade: bool = False) -> None:
+    def install(self, source: str | DebSource, *, upgrade: bool = False) -> None:
         """Install the packages from `source`; with `upgrade`, also upgrade those present."""
         self._manager.install(source, upgrade=upgrade)
-        version = self._manager.version()
         self._stored.installed = True
+        self.record_version(self._manager.version())
+
+    def record_version(self, version: str) -> None:
+        """Record `version` as the installed one, and show it as the workload version."""
         self._stored.version = version
         self.model.unit.set_workload_version(version)
+
+    def refresh_version(self) -> None:
+        """Record the version dpkg reports now; keep the recorded one if dpkg has none.
+
+        After an upgrade outside the charm (slurmd's RebootProgram, then a reboot).
+        """
+        version = apt.installed_version(self._manager.daemon) if self.installed else None
+        if version and version != self.version:
+            self.record_version(version)

@@ -13,12 +13,22 @@ related application can make a reader raise RecursionError or spend a hook decod
 import base64
 import json
 import logging
+import re
 from collections.abc import Callable
 from functools import partial
 from typing import Annotated, Any, TypeVar, cast
 
 import ops
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializerFunctionWrapHandler,
+    ValidationError,
+    field_validator,
+    model_serializer,
+)
 from slurmutils import ModelError, NodeSet, Partition
 
 from hpc_libs.errors import IntegrationError
@@ -116,11 +126,36 @@ NodeSetFields = Annotated[dict[str, Any], checked(partial(check_slurm_model, Nod
 """A node set's fields as slurmutils reads them, each judged by Slurm's grammar."""
 
 
+SLURM_VERSION = re.compile(r"[0-9]{1,4}\.[0-9]{1,2}\.[0-9]{1,4}")
+"""A published Slurm version: `major.minor.micro`, such as `24.11.5`."""
+
+
 class HostEntry(DatabagModel):
-    """A daemon's host: `hostname` as Slurm names it, `address` (IP or name) to connect to."""
+    """A daemon's host: `hostname` as Slurm names it, `address` (IP or name) to connect to.
+
+    `version` is the Slurm release the daemon on that host runs (`24.11.5`): the other
+    daemons' charms wait for it in a major upgrade (`hpc_libs.slurm.upgrade`). A daemon's
+    charm publishes it once the daemon runs that release.
+    """
 
     hostname: Annotated[str, checked(grammar.hostname)] | None = None
     address: Annotated[str, checked(grammar.host)] | None = None
+    version: str | None = None
+
+    @field_validator("version")
+    @classmethod
+    def _valid_version(cls, value: str | None) -> str | None:
+        if value is not None and not SLURM_VERSION.fullmatch(value):
+            raise ValueError(f"{value!r} is not a Slurm version such as 24.11.5")
+        return value
+
+    @model_serializer(mode="wrap")
+    def _without_unknown_version(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        """Leave `version` out until it is known: the entry reads as it did before it existed."""
+        data: dict[str, Any] = handler(self)
+        if data.get("version") is None:
+            data.pop("version", None)
+        return data
 
 
 class ServiceEntry(HostEntry):

@@ -132,12 +132,17 @@ class SlurmctldPeer(Interface):
         return self.save(data, relation, self.model.app)
 
     def share_host(self, host: ControllerHost) -> None:
-        """Put this unit's host name and address in its peer unit databag (plain strings)."""
+        """Put this unit's host name, address and Slurm version in its peer unit databag.
+
+        Plain strings; the version (`24.11.5`) only once known: the other controllers wait
+        for it in a major upgrade.
+        """
         relation = self.relation
         if relation is not None and host.hostname and host.address:
-            relation.data[self.model.unit].update(
-                {"hostname": host.hostname, "address": host.address}
-            )
+            shared = {"hostname": host.hostname, "address": host.address}
+            if host.version:
+                shared["version"] = host.version
+            relation.data[self.model.unit].update(shared)
 
     def hosts(self) -> dict[str, ControllerHost]:
         """Return each peer unit's complete, valid host data (invalid data is logged, left out)."""

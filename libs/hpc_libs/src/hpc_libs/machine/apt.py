@@ -70,6 +70,29 @@ def candidate_version(package: str) -> str | None:
     return None
 
 
+def madison(package: str) -> str:
+    """Return `apt-cache madison <package>`: every version the sources offer, one a line.
+
+    Reads the cache as it is: run `update` first for a fresh answer. Empty if none.
+    """
+    result = host.run(["apt-cache", "madison", package], timeout=QUERY_TIMEOUT, check=False)
+    return result.stdout if result.returncode == 0 else ""
+
+
+def download(packages: Sequence[str]) -> None:
+    """Download `packages` at their candidate versions into apt's cache, installing nothing.
+
+    Raises:
+        PackageError: The download failed.
+
+    """
+    _apt_get(
+        ["install", "--yes", "--download-only", _LOCK_OPTION, *packages],
+        list(packages),
+        timeout=INSTALL_TIMEOUT,
+    )
+
+
 def update(packages: Sequence[str] = ()) -> None:
     """Refresh the package cache (`apt-get update`); `packages` only name the failure.
 

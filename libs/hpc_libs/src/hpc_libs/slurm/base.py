@@ -22,13 +22,19 @@ from hpc_libs.machine.systemd import Service
 from hpc_libs.slurm import check, grammar, version
 from hpc_libs.slurm.ports import SLURMCTLD_PORT
 from hpc_libs.slurm.text import literals_as_yes_no, yes_no_as_literals
+from hpc_libs.slurm.upgrade import DebSource, offered_majors, pin_text
 
 logger = logging.getLogger(__name__)
 
 PackageSource = Literal["auto", "ppa", "archive"]
 """Where Slurm packages come from: the Ubuntu HPC team's PPA, the machine's own archive, or
 `auto`: the archive when it has a Slurm the charms support (Ubuntu 26.04, Debian 13), else
-the PPA (Ubuntu 24.04, whose archive has Slurm 23.11)."""
+the PPA (Ubuntu 24.04, whose archive has Slurm 23.11). `slurm-package-source` may also name
+a repository of its own (`hpc_libs.slurm.upgrade.parse_source`): a PPA, or a `deb` line."""
+SOURCES_FILE = Path("etc/apt/sources.list.d/slurm-charms.list")
+"""The `deb` source `slurm-package-source` names, relative to the manager's root."""
+PIN_FILE = Path("etc/apt/preferences.d/slurm-charms")
+"""The apt preferences holding Slurm at one major (`hpc_libs.slurm.upgrade.pin_text`)."""
 
 SLURM_PPA = "ppa:ubuntu-hpc/slurm-wlm-24.11"
 JWT_KEY_NAME = "jwt_hs256.key"
@@ -313,14 +319,15 @@ class SlurmManager:
         """The EnvironmentFile variable the packaged unit passes to the daemon."""
         return f"{self.daemon.upper()}_OPTIONS"
 
-    def install(self, source: PackageSource = "auto", *, upgrade: bool = False) -> bool:
+    def install(self, source: str | DebSource = "auto", *, upgrade: bool = False) -> bool:
         """Install the daemon's packages; return whether apt ran.
 
         With `ppa` the Ubuntu HPC team's Slurm PPA is added first (Ubuntu only); with
         `archive` the machine's configured archive is used as is; with `auto` the archive
-        if its candidate Slurm is supported (`version.MINIMUM`), else the PPA. Already
-        installed packages are left alone (no cache refresh) unless `upgrade`: then they
-        are upgraded from `source`, for a Slurm too old for the charms.
+        if its candidate Slurm is supported (`version.MINIMUM`), else the PPA; a PPA of the
+        operator's (`ppa:owner/name`) or a `deb` source is added first (`name_source`).
+        Already installed packages are left alone (no cache refresh) unless `upgrade`: then
+        they are upgraded from `source`, for a Slurm too old for the charms.
 
         Raises:
             PackageError: The repository or the packages could not be installed.
@@ -335,9 +342,75 @@ class SlurmManager:
             logger.info("%s candidate %s in the archive: using %s", self.daemon, candidate, source)
             if source == "archive":  # the cache was just refreshed
                 return apt.install(self.packages, upgrade=upgrade, refresh=False)
+        self.name_source(source)
+        return apt.install(self.packages, upgrade=upgrade)
+
+    def name_source(self, source: str | DebSource) -> bool:
+        """Make apt see `source`'s repository (none for `auto`/`archive`); return if one changed.
+
+        A `deb` source is written to `SOURCES_FILE` (rebuilt from its checked parts); any
+        other source removes that file, so naming another source withdraws the former.
+
+        Raises:
+            PackageError: The PPA could not be added.
+            SlurmOpsError: The sources file could not be written or removed.
+
+        """
+        sources_file = self.root / SOURCES_FILE
+        if isinstance(source, DebSource):
+            return files.write_if_changed(sources_file, source.line() + "\n", mode=0o644)
+        changed = False
+        if sources_file.exists():
+            try:
+                sources_file.unlink()
+            except OSError as e:
+                raise SlurmOpsError(f"cannot remove {sources_file}: {e}") from e
+            changed = True
         if source == "ppa":
             apt.add_repository(SLURM_PPA)
-        return apt.install(self.packages, upgrade=upgrade)
+        elif source.startswith("ppa:"):
+            apt.add_repository(source)
+        return changed
+
+    def hold(self, major: str) -> bool:
+        """Pin Slurm's packages to `major` (`upgrade.pin_text`); return whether the pin changed.
+
+        Raises:
+            SlurmOpsError: The preferences file could not be written.
+
+        """
+        return files.write_if_changed(self.root / PIN_FILE, pin_text(major), mode=0o644)
+
+    def offered_majors(self) -> list[str]:
+        """Refresh the apt cache; return the Slurm majors its sources offer for the daemon.
+
+        Raises:
+            PackageError: The cache could not be refreshed.
+
+        """
+        apt.update(self.packages)
+        return offered_majors(apt.madison(self.daemon))
+
+    def upgrade_packages(self) -> None:
+        """Upgrade the daemon's packages to the pinned major, with the daemon down briefly.
+
+        The packages are downloaded first, while the daemon runs; it is then stopped, the
+        packages installed from the cache and the daemon started again (if it ran), so it is
+        down only while dpkg unpacks: a backup controller does not take over
+        (`SlurmctldTimeout`) and nodes are not marked down (`SlurmdTimeout`).
+
+        Raises:
+            PackageError: The download or the installation failed.
+            ServiceError: The daemon could not be stopped or started.
+
+        """
+        apt.download(self.packages)
+        was_running = self.service.is_active()
+        if was_running:
+            self.service.stop()
+        apt.install(self.packages, upgrade=True, refresh=False)
+        if was_running:
+            self.service.start()
 
     def version(self) -> str:
         """Return the installed version of the daemon's package.

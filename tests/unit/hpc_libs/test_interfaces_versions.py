@@ -1,0 +1,116 @@
+"""The Slurm version each daemon publishes, read from raw databag vectors.
+
+`version` (`24.11.5`) is an optional field of every host entry: slurmctld's controllers
+(`controllers` in `ControllerData`), slurmdbd's daemons (`dbds` in `SlurmdbdData`), and each
+peer unit's own host (slurmctld's plain strings, slurmdbd's JSON). A reader keeps an entry
+without one, and refuses data whose version is not a Slurm version.
+"""
+
+import json
+
+import ops
+import pytest
+from hpc_libs.interfaces.base import bounded_json
+from hpc_libs.interfaces.controller import ControllerData, ControllerEntry
+from hpc_libs.interfaces.slurmctld_peer import ControllerHost, SlurmctldPeer
+from hpc_libs.interfaces.slurmdbd import DbdEntry, SlurmdbdData
+from ops import testing
+from pydantic import ValidationError
+
+BAD_VERSIONS = ["24.11", "v24.11.5", "24.11.5-1", "24.11.5\n", "1:24.11.5", "24.11.5; rm", ""]
+
+
+def controllers(raw: str) -> ControllerData:
+    return ControllerData.model_validate({"controllers": bounded_json(raw)})
+
+
+def test_controllers_carry_their_version():
+    data = controllers('[{"hostname": "ctl-0", "address": "10.0.0.1", "version": "26.05.5"}]')
+
+    assert data.controllers == [
+        ControllerEntry(hostname="ctl-0", address="10.0.0.1", version="26.05.5")
+    ]
+
+
+def test_an_entry_without_a_version_reads_as_not_said():
+    data = controllers('[{"hostname": "ctl-0", "address": "10.0.0.1"}]')
+
+    assert data.controllers is not None and data.controllers[0].version is None
+
+
+@pytest.mark.parametrize("version", BAD_VERSIONS)
+def test_a_version_that_is_not_slurms_is_refused(version: str):
+    raw = json.dumps([{"hostname": "ctl-0", "version": version}])
+
+    with pytest.raises(ValidationError, match="not a Slurm version"):
+        controllers(raw)
+    with pytest.raises(ValidationError, match="not a Slurm version"):
+        SlurmdbdData.model_validate({"dbds": json.loads(raw)})
+
+
+@pytest.mark.parametrize("version", [True, 24.11, ["24.11.5"]])
+def test_a_version_that_is_not_text_is_refused(version: object):
+    with pytest.raises(ValidationError):
+        DbdEntry.model_validate({"hostname": "dbd-0", "version": version})
+
+
+def test_an_unknown_version_is_left_out_of_the_databag():
+    written = SlurmdbdData(dbds=[DbdEntry(hostname="dbd-0", port=6819)]).model_dump()
+
+    assert written == {"dbds": [{"hostname": "dbd-0", "address": None, "port": 6819}]}
+    with_version = DbdEntry(hostname="dbd-0", version="26.05.5").model_dump()
+    assert with_version["version"] == "26.05.5"
+
+
+META = {"name": "ctl", "peers": {"slurmctld-peer": {"interface": "slurmctld-peer"}}}
+
+
+class PeerCharm(ops.CharmBase):
+    def __init__(self, framework: ops.Framework) -> None:
+        super().__init__(framework)
+        self.peer = SlurmctldPeer(self)
+        self.hosts: dict[str, ControllerHost] = {}
+        framework.observe(self.on.update_status, self._on_update_status)
+        framework.observe(self.on.config_changed, self._on_config_changed)
+
+    def _on_update_status(self, _: ops.EventBase) -> None:
+        self.hosts = self.peer.hosts()
+
+    def _on_config_changed(self, _: ops.EventBase) -> None:
+        self.peer.share_host(
+            ControllerHost(hostname="ctl-0", address="10.0.0.1", version="26.05.5")
+        )
+
+
+def test_a_controller_shares_its_version_as_a_plain_string():
+    ctx = testing.Context(PeerCharm, meta=META)
+    peer = testing.PeerRelation("slurmctld-peer")
+
+    out = ctx.run(ctx.on.config_changed(), testing.State(relations=[peer]))
+
+    assert out.get_relation(peer.id).local_unit_data == {
+        "hostname": "ctl-0",
+        "address": "10.0.0.1",
+        "version": "26.05.5",
+        **testing.PeerRelation("x").local_unit_data,  # Juju's default keys.
+    }
+
+
+@pytest.mark.parametrize(
+    ("version", "kept"), [("24.11.5", "24.11.5"), (None, None), ("24.11.5-1", "refused")]
+)
+def test_peer_controllers_are_read_with_their_version(version: str | None, kept: str | None):
+    raw = {"hostname": "ctl-1", "address": "10.0.0.2"}
+    if version is not None:
+        raw["version"] = version
+    ctx = testing.Context(PeerCharm, meta=META)
+    peer = testing.PeerRelation("slurmctld-peer", peers_data={1: raw})
+
+    with ctx(ctx.on.update_status(), testing.State(relations=[peer])) as manager:
+        manager.run()
+        hosts = manager.charm.hosts
+
+    if kept == "refused":
+        assert hosts == {}  # Logged and left out, as any invalid host data.
+    else:
+        assert hosts["ctl/1"].version == kept

@@ -1,0 +1,147 @@
+"""slurmctld in a major upgrade: after every slurmdbd, the primary first, StateSaveLocation saved.
+
+The controllers run 24.11; the operator names a source with 26.05. Each scenario fires one
+event and checks what the unit waits for, the archive of StateSaveLocation taken before the
+packages move, and that nothing moves out of turn.
+"""
+
+import json
+import stat
+from pathlib import Path
+
+import ops
+from charm_testing import FakeMachine
+from ops import testing
+from test_charm_slurmctld import PEER, databag, running
+from test_slurmctld_accounting_and_jwt import DBD, slurmdbd_relation
+
+FORKY = "deb http://deb.debian.org/debian forky main"
+MADISON = """\
+ slurmctld | 26.05.5-1 | http://deb.debian.org/debian forky/main amd64 Packages
+ slurmctld | 24.11.5-1 | http://deb.debian.org/debian trixie/main amd64 Packages
+"""
+PACKAGES = ["slurmctld", "slurm-client", "slurm-wlm-jwt-plugin"]
+
+
+def with_dbd(version: str) -> testing.State:
+    relation = slurmdbd_relation({**DBD, "version": version})
+    return running(relation, config={"slurm-package-source": FORKY})
+
+
+def state_dir(root: Path) -> Path:
+    path = root / "var/lib/slurm/slurmctld"
+    path.mkdir(parents=True, exist_ok=True)
+    (path / "job_state").write_bytes(b"state")
+    return path
+
+
+def backups(root: Path) -> list[Path]:
+    return sorted((root / "var/backups/slurm-charms").glob("*"))
+
+
+def test_out_of_turn_the_controller_waits_for_slurmdbd(ctx, machine: FakeMachine, tmp_path):
+    machine.responses[("apt-cache", "madison")] = MADISON
+    state_dir(tmp_path)
+
+    out = ctx.run(ctx.on.config_changed(), with_dbd("24.11.5"))
+
+    assert out.unit_status == ops.WaitingStatus(
+        "slurmdbd must run 26.05 first (10.0.0.5 runs 24.11)"
+    )
+    assert machine.ran("tar") == []
+    assert machine.apt_installs == []
+    pin = (tmp_path / "etc/apt/preferences.d/slurm-charms").read_text()
+    assert "Pin: version 24.11.*" in pin
+
+
+def test_in_turn_state_save_location_is_archived_before_the_packages_move(
+    ctx, machine: FakeMachine, tmp_path
+):
+    machine.responses[("apt-cache", "madison")] = MADISON
+    state = state_dir(tmp_path)
+
+    ctx.run(ctx.on.config_changed(), with_dbd("26.05.5"))
+
+    [tar] = machine.ran("tar")
+    [archive] = backups(tmp_path)
+    assert tar == [
+        "tar",
+        "--create",
+        "--gzip",
+        "--file",
+        str(archive),
+        "--directory",
+        str(state.parent),
+        "--",
+        "slurmctld",
+    ]
+    assert archive.name.startswith("slurmctld-state-24.11-to-26.05-")
+    assert stat.S_IMODE(archive.stat().st_mode) == 0o600
+    download = machine.ran("apt-get", "install", "--yes", "--download-only")
+    assert machine.commands.index(tar) < machine.commands.index(download[0])
+    assert machine.apt_installs == [PACKAGES]
+
+
+def test_a_state_save_location_replaced_by_a_link_is_not_followed_nor_upgraded(
+    ctx, machine: FakeMachine, tmp_path
+):
+    machine.responses[("apt-cache", "madison")] = MADISON
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    link = tmp_path / "var/lib/slurm/slurmctld"
+    link.parent.mkdir(parents=True)
+    link.symlink_to(elsewhere)
+
+    out = ctx.run(ctx.on.config_changed(), with_dbd("26.05.5"))
+
+    assert machine.ran("tar") == []
+    assert machine.apt_installs == []
+    assert backups(tmp_path) == []
+    assert isinstance(out.unit_status, ops.BlockedStatus)
+    assert "a link is refused" in out.unit_status.message
+
+
+def test_a_backup_controller_waits_for_the_primary(ctx, machine: FakeMachine, tmp_path):
+    machine.responses[("apt-cache", "madison")] = MADISON
+    peer = testing.PeerRelation(
+        PEER,
+        local_app_data=databag(controllers=[{"unit": "slurmctld/0"}, {"unit": "slurmctld/1"}]),
+        peers_data={0: {"hostname": "ctl-0", "address": "10.0.0.1", "version": "24.11.5"}},
+    )
+    ctx_unit1 = testing.Context(
+        type(ctx.charm_spec.charm_type) if False else ctx.charm_spec.charm_type,
+        meta=ctx.charm_spec.meta,
+        config=ctx.charm_spec.config,
+        actions=ctx.charm_spec.actions,
+        unit_id=1,
+    )
+    state = running(slurmdbd_relation({**DBD, "version": "26.05.5"}), peer)
+    state = testing.State(
+        leader=False,
+        relations=state.relations,
+        secrets=state.secrets,
+        stored_states=state.stored_states,
+        config={"slurm-package-source": FORKY},
+    )
+
+    with ctx_unit1(ctx_unit1.on.config_changed(), state) as manager:
+        manager.run()
+        reason = manager.charm.upgrade_waits_for("26.05")
+
+    assert reason == "slurmctld must run 26.05 first (slurmctld/0 runs 24.11)"
+    assert machine.apt_installs == []
+    assert machine.ran("tar") == []
+
+
+def test_list_backups_gives_the_archive_path(ctx, machine: FakeMachine, tmp_path):
+    machine.responses[("apt-cache", "madison")] = MADISON
+    state_dir(tmp_path)
+    ctx.run(ctx.on.config_changed(), with_dbd("26.05.5"))
+
+    ctx.run(ctx.on.action("list-backups"), with_dbd("26.05.5"))
+
+    assert ctx.action_results == {
+        "directory": str(tmp_path / "var/backups/slurm-charms"),
+        "backups": str(backups(tmp_path)[0]),
+    }
+    assert json.dumps(ctx.action_results)  # Plain strings only.
