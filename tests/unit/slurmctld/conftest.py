@@ -22,6 +22,7 @@ _MODULES = load_charm(
         "primary_watch",
         "fence",
         "exporter_service",
+        "native_metrics",
         "rebuild",
         "cluster",
         "applied",
