@@ -355,6 +355,17 @@ MUTATIONS = [
         "tests/unit/hpc_libs/test_exporter.py",
     ),
     Mutation(
+        # The gate itself gone: a backup exports the cluster too (after the handover delay),
+        # as exporters that run on both HA controllers do.
+        "exporter-backup-exports-the-cluster",
+        "libs/hpc_libs/src/hpc_libs/slurm/exporter.py",
+        "        if not in_control:\n"
+        "            self._exports_from = None\n"
+        "        elif self._exports_from is None:\n",
+        "        if self._exports_from is None:\n",
+        "tests/unit/hpc_libs/test_exporter.py",
+    ),
+    Mutation(
         "exporter-new-primary-exports-at-once",
         "libs/hpc_libs/src/hpc_libs/slurm/exporter.py",
         "self._exports_from = now if first_pass else now + self.handover",

@@ -226,7 +226,7 @@ class SlurmctldCharm(SlurmCharm[SlurmctldConfig]):
     def reconcile(self, config: SlurmctldConfig) -> None:
         """Make the controller match the model; a no-op when nothing changed.
 
-        In order: ports, the exporter, placement (where and how slurmctld runs: a unit
+        In order: ports, the exporter and the cos-agent jobs, placement (where and how slurmctld runs: a unit
         besides the leader stops here), then the leader's work: partitions, departed nodes,
         the rendered files, what the daemons are told, the key rotation.
         """
