@@ -226,9 +226,10 @@ class SlurmctldCharm(SlurmCharm[SlurmctldConfig]):
     def reconcile(self, config: SlurmctldConfig) -> None:
         """Make the controller match the model; a no-op when nothing changed.
 
-        In order: ports, the exporter and the cos-agent jobs, placement (where and how slurmctld runs: a unit
-        besides the leader stops here), then the leader's work: partitions, departed nodes,
-        the rendered files, what the daemons are told, the key rotation.
+        In order: ports, the exporter and the cos-agent jobs, placement (where and how
+        slurmctld runs: a unit besides the leader stops here), then the leader's work:
+        partitions, departed nodes, the rendered files, what the daemons are told, the key
+        rotation.
         """
         if _is_install_hook():
             return  # Install only installs: keys and config wait for the shared filesystem.
