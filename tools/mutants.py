@@ -358,6 +358,34 @@ MUTATIONS = [
         "tests/unit/slurmd/test_charm_slurmd_transient.py",
     ),
     Mutation(
+        "native-metrics-despite-privatedata",
+        "charms/slurmctld/src/native_metrics.py",
+        '    return not slurm_conf_parameters.get("privatedata")',
+        "    return True",
+        "tests/unit/slurmctld/test_native_metrics.py",
+    ),
+    Mutation(
+        "native-metrics-on-older-slurm",
+        "charms/slurmctld/src/native_metrics.py",
+        "    if (release.major, release.minor) < FIRST_RELEASE:",
+        "    if False:",
+        "tests/unit/slurmctld/test_native_metrics.py",
+    ),
+    Mutation(
+        "native-metrics-backup-follows-the-redirect",
+        "charms/slurmctld/src/native_metrics.py",
+        "            follow_redirects=False,",
+        "            follow_redirects=True,",
+        "tests/unit/slurmctld/test_native_metrics.py",
+    ),
+    Mutation(
+        "native-metrics-not-renamed",
+        "charms/slurmctld/src/native_metrics.py",
+        '            rename=("slurm_", NATIVE_PREFIX),',
+        "            rename=None,",
+        "tests/unit/slurmctld/test_native_metrics.py",
+    ),
+    Mutation(
         "exporter-drain-as-a-state",
         "libs/hpc_libs/src/hpc_libs/slurm/metrics.py",
         "        nodes.add(line.partition, line.state)\n",
@@ -370,6 +398,17 @@ MUTATIONS = [
         "        cluster: list[Family] = []\n"
         "        if self._may_export_cluster(metrics.in_control(pings) == self.hostname):\n",
         "        cluster: list[Family] = []\n        if self._may_export_cluster(bool(pings)):\n",
+        "tests/unit/hpc_libs/test_exporter.py",
+    ),
+    Mutation(
+        # The gate itself gone: a backup exports the cluster too (after the handover delay),
+        # as exporters that run on both HA controllers do.
+        "exporter-backup-exports-the-cluster",
+        "libs/hpc_libs/src/hpc_libs/slurm/exporter.py",
+        "        if not in_control:\n"
+        "            self._exports_from = None\n"
+        "        elif self._exports_from is None:\n",
+        "        if self._exports_from is None:\n",
         "tests/unit/hpc_libs/test_exporter.py",
     ),
     Mutation(

@@ -5,6 +5,7 @@ import logging
 import os
 import socket  # noqa: F401  # Unit tests name the host through `charm.socket`.
 from collections.abc import Iterable, Iterator
+from typing import Any
 
 import accounting
 import cluster
@@ -12,6 +13,7 @@ import credentials
 import exporter_service
 import fence
 import ha
+import native_metrics
 import ops
 import overrides
 import partitions
@@ -86,7 +88,7 @@ class SlurmctldCharm(SlurmCharm[SlurmctldConfig]):
         super().__init__(framework, config_type=SlurmctldConfig, manager=self.slurmctld)
         self.cos_agent = CosAgentProvider(
             self,
-            scrape_jobs=[scrape_job("slurm_exporter", exporter_service.PORT)],
+            scrape_jobs=self._scrape_jobs,
             log_files=[SLURM_LOG_FILES],
         )
         self.scontrol = Scontrol()
@@ -221,15 +223,17 @@ class SlurmctldCharm(SlurmCharm[SlurmctldConfig]):
     def reconcile(self, config: SlurmctldConfig) -> None:
         """Make the controller match the model; a no-op when nothing changed.
 
-        In order: ports, the exporter, placement (where and how slurmctld runs: a unit
-        besides the leader stops here), then the leader's work: partitions, departed nodes,
-        the rendered files, what the daemons are told, the key rotation.
+        In order: ports, the exporter and the cos-agent jobs, placement (where and how
+        slurmctld runs: a unit besides the leader stops here), then the leader's work:
+        partitions, departed nodes, the rendered files, what the daemons are told, the key
+        rotation.
         """
         if _is_install_hook():
             return  # Install only installs: keys and config wait for the shared filesystem.
         self.open_ports(PortRange.single(SLURMCTLD_PORT))  # Any unit may run it once it leads.
         self.slurmctld.bound_stop_time()
         self._run_exporter(config)
+        self.cos_agent.publish()  # The Slurm release may have changed (upgrade, first install).
         placement = self._placed(config)
         me = placement.share_address()
         if me is None:
@@ -262,7 +266,12 @@ class SlurmctldCharm(SlurmCharm[SlurmctldConfig]):
         )
         config_digest = self.applied.apply(
             cluster.render_slurm_conf(
-                config, controllers, served, self.accounting.dbds(), placement.conf_settings()
+                config,
+                controllers,
+                served,
+                self.accounting.dbds(),
+                placement.conf_settings(),
+                native_metrics_on=self._native_metrics_on(config),
             ),
             cluster.render_cgroup_conf(config),
             key,
@@ -348,6 +357,18 @@ class SlurmctldCharm(SlurmCharm[SlurmctldConfig]):
             self.exporter.install(config.metrics_interval, config.metrics_per_user)
         except (ValueError, SlurmOpsError) as e:
             logger.warning("cannot run the Slurm exporter (the next event retries): %s", e)
+
+    def _native_metrics_on(self, config: SlurmctldConfig) -> bool:
+        """Whether slurmctld serves its own metrics here (`native_metrics`)."""
+        return native_metrics.enabled(self.installer.version, config.slurm_conf_parameters)
+
+    def _scrape_jobs(self) -> list[dict[str, Any]]:
+        """Return the exporter's job, and slurmctld's own endpoint's where it is on."""
+        jobs = [scrape_job("slurm_exporter", exporter_service.PORT)]
+        if (config := self.valid_config()) is not None:
+            on = self._native_metrics_on(config)
+            jobs += native_metrics.scrape_jobs(on, config.metrics_per_user)
+        return jobs
 
     def _exporter_status(self) -> Iterator[ops.StatusBase]:
         if not self.exporter.service.is_active():

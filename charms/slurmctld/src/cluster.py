@@ -12,6 +12,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import future_nodes
+import native_metrics
 import overrides
 import partitions as partitions_module
 import rebuild
@@ -86,10 +87,13 @@ def render_slurm_conf(
     partitions: dict[str, PartitionEntry],
     dbds: Sequence[DbdEntry],
     placement: Mapping[str, Any],
+    *,
+    native_metrics_on: bool = False,
 ) -> SlurmConfig:
     """Render the complete slurm.conf for the cluster; `dbds` are the slurmdbd daemons.
 
-    `placement` holds the keys of where the state lives (`ha.Placement.conf_settings`).
+    `placement` holds the keys of where the state lives (`ha.Placement.conf_settings`);
+    `native_metrics_on` adds Slurm's own metrics endpoint (`native_metrics.enabled`).
     """
     conf = SlurmConfig.from_dict(
         {
@@ -110,6 +114,7 @@ def render_slurm_conf(
             **accounting_settings(dbds),
             **failover_settings(config, placement),
             **rebuild.conf_settings(config.reboot_timeout),
+            **native_metrics.conf_settings(native_metrics_on),
         }
     )
     conf = overrides.with_slurm_conf_parameters(conf, config.slurm_conf_parameters)

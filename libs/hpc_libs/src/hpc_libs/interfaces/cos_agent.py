@@ -9,7 +9,8 @@ here once, against raw databag vectors (tests/unit/hpc_libs/test_interfaces_cos_
   container-scoped subordinate, requires it. Subordinate relations carry **unit** data only.
 * Each principal unit writes ONE key, `config`: a JSON object with
   - `metrics_scrape_jobs`: Prometheus `scrape_config` objects; an exporter on this machine is
-    `{"job_name", "metrics_path", "static_configs": [{"targets": ["localhost:<port>"]}]}`;
+    `{"job_name", "metrics_path", "static_configs": [{"targets": ["localhost:<port>"]}]}`,
+    with Prometheus' own `metric_relabel_configs` and `follow_redirects` where needed;
   - `metrics_alert_rules` and `log_alert_rules`: `{"groups": [...]}` Prometheus rule groups
     (PromQL and LogQL), each rule labelled with the Juju topology (`juju_model`,
     `juju_model_uuid`, `juju_application`, `juju_charm`) and each group name prefixed with
@@ -33,7 +34,8 @@ import hashlib
 import json
 import logging
 import lzma
-from collections.abc import Iterable
+import re
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
@@ -100,13 +102,41 @@ class Topology:
         }
 
 
-def scrape_job(name: str, port: int, path: str = "/metrics") -> dict[str, Any]:
-    """Return the scrape job of an exporter listening on this machine's loopback."""
-    return {
+def scrape_job(
+    name: str,
+    port: int,
+    path: str = "/metrics",
+    *,
+    rename: tuple[str, str] | None = None,
+    follow_redirects: bool = True,
+) -> dict[str, Any]:
+    """Return the scrape job of an exporter listening on this machine's loopback.
+
+    `rename` is `(prefix, new prefix)`: each scraped series whose name starts with `prefix`
+    is stored under `new prefix` instead (a `metric_relabel_configs` rule), so two sources
+    of like-named series cannot collide. With `follow_redirects` false a target that
+    redirects (a backup slurmctld sends its primary's address) fails its scrape instead of
+    delivering another machine's series as its own.
+    """
+    job: dict[str, Any] = {
         "job_name": name,
         "metrics_path": path,
         "static_configs": [{"targets": [f"localhost:{port}"]}],
     }
+    if rename is not None:
+        prefix, new_prefix = rename
+        job["metric_relabel_configs"] = [
+            {
+                "source_labels": ["__name__"],
+                "regex": f"{re.escape(prefix)}(.*)",
+                "target_label": "__name__",
+                "replacement": f"{new_prefix}${{1}}",
+                "action": "replace",
+            }
+        ]
+    if not follow_redirects:
+        job["follow_redirects"] = False
+    return job
 
 
 class _Rule(BaseModel):
@@ -178,7 +208,9 @@ class CosAgentProvider(Interface):
     `grafana_dashboards/*.json`; they, the scrape jobs and the log globs are written to this
     unit's databag when the collector joins, on any change of the relation and on
     config-changed and upgrade-charm (a new charm brings new rules). Every unit writes its
-    own: subordinate relations have no application data.
+    own: subordinate relations have no application data. `scrape_jobs` may be a callable,
+    asked at each publication, for jobs that depend on facts (the Slurm release, options); a
+    charm whose facts changed in another event calls `publish`.
     """
 
     def __init__(
@@ -186,11 +218,11 @@ class CosAgentProvider(Interface):
         charm: ops.CharmBase,
         endpoint: str = COS_AGENT_ENDPOINT,
         *,
-        scrape_jobs: Iterable[dict[str, Any]] = (),
+        scrape_jobs: Iterable[dict[str, Any]] | Callable[[], Iterable[dict[str, Any]]] = (),
         log_files: Iterable[str] = (),
     ) -> None:
         super().__init__(charm, endpoint)
-        self.scrape_jobs = list(scrape_jobs)
+        self._scrape_jobs = scrape_jobs if callable(scrape_jobs) else list(scrape_jobs)
         self.log_files = list(log_files)
         events = charm.on[endpoint]
         for event in (events.relation_joined, events.relation_changed):
@@ -210,11 +242,17 @@ class CosAgentProvider(Interface):
         return CosAgentData(
             metrics_alert_rules=rules,
             dashboards=dashboards,
-            metrics_scrape_jobs=self.scrape_jobs,
+            metrics_scrape_jobs=self.scrape_jobs(),
             include_log_files=self.log_files,
         )
 
-    def _publish(self, _: ops.EventBase) -> None:
+    def scrape_jobs(self) -> list[dict[str, Any]]:
+        """Return the scrape jobs offered now (a callable given is asked each time)."""
+        jobs = self._scrape_jobs
+        return list(jobs() if callable(jobs) else jobs)
+
+    def publish(self) -> None:
+        """Write this unit's offer to every collector (the charm calls it when facts change)."""
         for relation in self.relations:
             try:
                 text = self.data().model_dump_json()
@@ -222,3 +260,6 @@ class CosAgentProvider(Interface):
                 logger.error("not publishing telemetry to %s: %s", self.endpoint, e)
                 return
             relation.data[self.charm.unit][DATA_KEY] = text
+
+    def _publish(self, _: ops.EventBase) -> None:
+        self.publish()

@@ -538,7 +538,8 @@ NODESET: Mapping[str, Validator] = {"NodeSet": NAME, "Feature": NAME, "Nodes": H
 # Not admitted, whatever slurmutils knows, because no rule here checks them or the charms do
 # not support what they need: BurstBufferType, NodeFeaturesPlugins, PrEpPlugins,
 # PrioritySiteFactorPlugin and MetricsType (plugins with their own configuration files the
-# charms do not write; MetricsType is not in Slurm 24.11), their parameters (PrEpParameters,
+# charms do not write; MetricsType is not in Slurm 24.11 and the slurmctld charm sets it
+# itself on 25.11 and newer), their parameters (PrEpParameters,
 # PrioritySiteFactorParameters, MCSParameters, FederationParameters, SwitchParameters),
 # InteractiveStepOptions (its value holds blanks: quotes, which the token rule refuses),
 # CpuFreqDef and GpuFreqDef (frequencies per vendor: no rule), and SlurmctldPidFile,
