@@ -56,7 +56,7 @@ def _exporter_command(bench: Bench) -> str:
     return f"env {shlex.quote(path)} {shlex.quote(python)} -c {shlex.quote(ONE_PASS)}"
 
 
-def _cpu_seconds(bench: Bench) -> float:
+def slurmctld_cpu_seconds(bench: Bench) -> float:
     """slurmctld's user and system CPU seconds so far (/proc/<pid>/stat, in clock ticks)."""
     stat = bench.sh(
         CONTROLLER, 'cat "/proc/$(systemctl show -P MainPID slurmctld)/stat"; getconf CLK_TCK'
@@ -79,9 +79,9 @@ def _measure(bench: Bench, command: str, runs: int) -> dict[str, Any]:
     cpu: list[float] = []
     added: dict[str, int] = {}
     for _ in range(runs):
-        before_rpcs, before_cpu = _rpcs(bench), _cpu_seconds(bench)
+        before_rpcs, before_cpu = _rpcs(bench), slurmctld_cpu_seconds(bench)
         out = bench.sh(CONTROLLER, command, timeout=1800)
-        after_cpu, after_rpcs = _cpu_seconds(bench), _rpcs(bench)
+        after_cpu, after_rpcs = slurmctld_cpu_seconds(bench), _rpcs(bench)
         walls.append(float(out.split()[0]))
         cpu.append(after_cpu - before_cpu)
         added = {
@@ -139,12 +139,20 @@ def size_cluster(bench: Bench, nodes: int, jobs: int) -> dict[str, Any]:
     }
 
 
-def exporter_vs_naive(bench: Bench, nodes: int, jobs: int, runs: int) -> dict[str, Any]:
-    """Size the cluster, then measure both exporters (see the module doc)."""
+def size(bench: Bench, nodes: int, jobs: int) -> dict[str, Any]:
+    """Raise MaxJobCount above `jobs`, then size the cluster (`size_cluster`)."""
     juju = bench.juju
     juju.config("slurmctld", {"slurm-conf-parameters": f"MaxJobCount={max(10000, 2 * jobs)}\n"})
     bench.wait_active()
-    sized = size_cluster(bench, nodes, jobs)
+    return size_cluster(bench, nodes, jobs)
+
+
+def exporter_vs_naive(bench: Bench, nodes: int, jobs: int, runs: int) -> dict[str, Any]:
+    """Size the cluster, then measure both exporters (see the module doc).
+
+    The held jobs stay queued for the autoscaler's figure, which cancels them.
+    """
+    sized = size(bench, nodes, jobs)
     scrape = _scrape_seconds(bench, runs)
     command = _exporter_command(bench)
     bench.sh(CONTROLLER, f"systemctl stop {SERVICE}")
@@ -153,5 +161,4 @@ def exporter_vs_naive(bench: Bench, nodes: int, jobs: int, runs: int) -> dict[st
         naive = _measure(bench, NAIVE_PASS, runs)
     finally:
         bench.sh(CONTROLLER, f"systemctl start {SERVICE}")
-    bench.sh(CONTROLLER, "scancel --state=PENDING --user=root", timeout=600)
     return {**sized, "runs": runs, "exporter": {**ours, **scrape}, "naive": naive}
