@@ -201,7 +201,12 @@ class Run:
                     bench, args.exporter_nodes, args.exporter_jobs, args.exporter_runs
                 ),
             ),
-            ("autoscale", self.autoscale),
+            (
+                "autoscale",
+                lambda: autoscale_figure.autoscale(
+                    bench, args.exporter_nodes, args.exporter_jobs, args.exporter_runs
+                ),
+            ),
         ]
         for name, step in steps:
             if args.only and name not in args.only:
@@ -282,14 +287,6 @@ class Run:
         self.figures["failover_setup"] = failover_figure.add_backups(self.bench)
         self.log(f"failover: {self.args.failover_runs} run(s) per fault kind")
         return failover_figure.failover(self.bench, self.args.failover_runs)
-
-    def autoscale(self) -> dict[str, Any]:
-        """Figure 9, after the exporter's: its sized cluster, else sized here first."""
-        args = self.args
-        if "exporter" not in self.figures:
-            self.log(f"sizing: {args.exporter_nodes} nodes, {args.exporter_jobs} held jobs")
-            exporter_figure.size(self.bench, args.exporter_nodes, args.exporter_jobs)
-        return autoscale_figure.autoscale(self.bench, args.exporter_runs)
 
     def enlistment(self) -> None:
         """Figures 1 and 2: one unit at a time from 1 to N, bare floors interleaved."""

@@ -6,8 +6,8 @@ console script would (`slurm_autoscale.cli`), on the benchmark's model; it reach
 with curl on the login unit (`--rest-via-unit`), as the host has no route into the lab.
 
 * Cost per pass, at the exporter figure's size (`--exporter-nodes` nodes, `--exporter-jobs`
-  held jobs: 64 and 10,000 by default; the cluster is sized here when that figure did not
-  run), read from the real slurmrestd: per pass `juju status`, the `token` action, the three
+  held jobs: 64 and 10,000 by default, topped up here the way figure 8 sizes its cluster),
+  read from the real slurmrestd: per pass `juju status`, the `token` action, the three
   GETs (jobs, nodes, reservations; with their sizes and slurmctld's CPU seconds), and the
   program's own work on the answers (JSON decoding, `snapshot`, `decide` for both
   applications; process CPU seconds). The held jobs are parsed like any pending job and then
@@ -38,7 +38,7 @@ from slurm_autoscale.policy import parse
 from slurm_autoscale.slurm import RestClient, snapshot
 
 from .cluster import CHARMS, COMPUTE, CONTROLLER, LAB_OPTIONS, LOGIN, SETTLE, Bench
-from .exporter import slurmctld_cpu_seconds
+from .exporter import size_cluster, slurmctld_cpu_seconds
 
 APP = "burst"
 JOB_NODES = 2
@@ -57,23 +57,43 @@ step = 8
 ENDPOINTS = ("jobs", "nodes", "reservations")
 
 
-def deploy_autoscaled(bench: Bench) -> float:
-    """slurmrestd, and `burst` with 0 units and its FUTURE placeholders; seconds taken."""
+def deploy_autoscaled(bench: Bench, jobs: int) -> float:
+    """slurmrestd, and `burst` with 0 units and its FUTURE placeholders; seconds taken.
+
+    MaxJobCount is raised above `jobs` in the same change (as figure 8 does).
+    """
     juju = bench.juju
     started = time.monotonic()
     juju.deploy(CHARMS / "slurmrestd", "slurmrestd", config=LAB_OPTIONS)
     juju.integrate("slurmctld:slurmrestd", "slurmrestd:slurmctld")
     juju.deploy(CHARMS / "slurmd", APP, num_units=0, config=LAB_OPTIONS)
     juju.integrate("slurmctld:slurmd", f"{APP}:slurmctld")
-    juju.config("slurmctld", {"future-nodes": f"{APP}={JOB_NODES}"})
+    options = {
+        "future-nodes": f"{APP}={JOB_NODES}",
+        "slurm-conf-parameters": f"MaxJobCount={max(10000, 2 * jobs)}\n",
+    }
+    juju.config("slurmctld", options)
     juju.wait(
         lambda status: jubilant.all_active(status, "slurmctld", "slurmrestd", "login"),
         error=jubilant.any_error,
         timeout=SETTLE,
         successes=2,
     )
-    bench.sh(CONTROLLER, f"scontrol show partition {APP} --oneliner")  # Raises if missing.
+    _partition_shown(bench)
     return time.monotonic() - started
+
+
+def _partition_shown(bench: Bench, timeout: float = 120) -> None:
+    """Wait until slurmctld shows the partition (it restarts for the placeholders)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            bench.sh(CONTROLLER, f"scontrol show partition {APP} --oneliner")
+            return
+        except RuntimeError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(2)
 
 
 def _argv(folder: Path) -> list[str]:
@@ -110,17 +130,17 @@ def _one_pass_cost(bench: Bench, args: argparse.Namespace) -> dict[str, Any]:
     units = {app: sorted(status.apps[app].units) for app in policies}
     wall = dt.datetime.now(dt.UTC)
 
-    def own_work() -> int:
+    def own_work() -> tuple[int, int]:
         answers = {endpoint: json.loads(bodies[endpoint]) for endpoint in ENDPOINTS}
         slurm = snapshot(
             answers["jobs"], answers["nodes"], answers["reservations"], int(time.time())
         )
         for app, rule in policies.items():
             decide(app, rule, units[app], slurm, now=wall)
-        return len(slurm.pending)
+        return len(slurm.nodes), len(slurm.pending)
 
     cpu_started = time.process_time()
-    pending = own_work()
+    nodes, pending = own_work()
     own_cpu = time.process_time() - cpu_started
     return {
         "juju_status_s": round(read_model - started, 3),
@@ -130,12 +150,19 @@ def _one_pass_cost(bench: Bench, args: argparse.Namespace) -> dict[str, Any]:
         "own_cpu_s": round(own_cpu, 3),
         "pass_s": round(read_slurm - started + own_cpu, 3),
         "bytes": {endpoint: len(bodies[endpoint]) for endpoint in ENDPOINTS},
+        "nodes": nodes,
         "pending_jobs": pending,
     }
 
 
-def pass_cost(bench: Bench, runs: int) -> dict[str, Any]:
-    """`runs` passes over the sized cluster (read only); medians and the last pass's detail."""
+def pass_cost(bench: Bench, nodes: int, jobs: int, runs: int) -> dict[str, Any]:
+    """`runs` read-only passes at `nodes` nodes and `jobs` pending jobs; medians and sizes.
+
+    The cluster is topped up to that size first (figure 8's way; the reconfigure for the
+    placeholders drops the nodes figure 8 created, not its queued jobs).
+    """
+    queued = int(bench.sh(CONTROLLER, "squeue -h -t pending -o %i | wc -l").strip())
+    size_cluster(bench, nodes, max(0, jobs - queued), prefix="scale")
     with tempfile.TemporaryDirectory() as folder:
         args = cli.parse_args([*_argv(Path(folder)), "--dry-run"])
         passes = [_one_pass_cost(bench, args) for _ in range(runs)]
@@ -143,10 +170,9 @@ def pass_cost(bench: Bench, runs: int) -> dict[str, Any]:
     medians = {
         f"{key}_median": round(statistics.median(p[key] for p in passes), 3) for key in keys
     }
-    nodes = len(bench.sh(CONTROLLER, "sinfo -h -N -o %N | sort -u").split())
     return {
         "runs": runs,
-        "nodes": nodes,
+        "nodes": passes[-1]["nodes"],
         "pending_jobs": passes[-1]["pending_jobs"],
         "pass_s_median": round(statistics.median(p["pass_s"] for p in passes), 3),
         **medians,
@@ -185,11 +211,11 @@ def scale_from_zero(bench: Bench) -> dict[str, Any]:
     }
 
 
-def autoscale(bench: Bench, runs: int) -> dict[str, Any]:
+def autoscale(bench: Bench, nodes: int, jobs: int, runs: int) -> dict[str, Any]:
     """Both figures; the held jobs of the sizing are cancelled between them."""
     logging.getLogger("slurm-autoscale").setLevel(logging.INFO)
-    result: dict[str, Any] = {"deploy_s": round(deploy_autoscaled(bench), 1)}
-    result["pass_cost"] = pass_cost(bench, runs)
+    result: dict[str, Any] = {"deploy_s": round(deploy_autoscaled(bench, jobs), 1)}
+    result["pass_cost"] = pass_cost(bench, nodes, jobs, runs)
     bench.sh(CONTROLLER, "scancel --state=PENDING --user=root", timeout=600)
     result["scale_from_zero"] = scale_from_zero(bench)
     return result

@@ -110,8 +110,9 @@ def _scrape_seconds(bench: Bench, runs: int) -> dict[str, Any]:
     }
 
 
-def size_cluster(bench: Bench, nodes: int, jobs: int) -> dict[str, Any]:
-    """Add down nodes to the compute partition up to `nodes` and queue `jobs` held jobs."""
+def size_cluster(bench: Bench, nodes: int, jobs: int, prefix: str = "bench") -> dict[str, Any]:
+    """Add down nodes (`<prefix>-<i>`) to the compute partition up to `nodes` nodes shown
+    by sinfo, and queue `jobs` held jobs."""
     feature = bench.sh(CONTROLLER, f"sinfo -h -N -p {COMPUTE} -o %f | head -1").strip()
     feature = feature.split(",")[0]
     real = len(bench.sh(CONTROLLER, "sinfo -h -N -o %N | sort -u").split())
@@ -119,9 +120,9 @@ def size_cluster(bench: Bench, nodes: int, jobs: int) -> dict[str, Any]:
     if extra:
         bench.sh(
             CONTROLLER,
-            f"scontrol create NodeName=bench-[1-{extra}] CPUs=4 RealMemory=1000 "
+            f"scontrol create NodeName={prefix}-[1-{extra}] CPUs=4 RealMemory=1000 "
             f"Features={shlex.quote(feature)} State=FUTURE && "
-            f"scontrol update NodeName=bench-[1-{extra}] State=DOWN Reason='bench: no slurmd'",
+            f"scontrol update NodeName={prefix}-[1-{extra}] State=DOWN Reason='bench: no slurmd'",
         )
     started = time.monotonic()
     bench.sh(
@@ -139,20 +140,15 @@ def size_cluster(bench: Bench, nodes: int, jobs: int) -> dict[str, Any]:
     }
 
 
-def size(bench: Bench, nodes: int, jobs: int) -> dict[str, Any]:
-    """Raise MaxJobCount above `jobs`, then size the cluster (`size_cluster`)."""
-    juju = bench.juju
-    juju.config("slurmctld", {"slurm-conf-parameters": f"MaxJobCount={max(10000, 2 * jobs)}\n"})
-    bench.wait_active()
-    return size_cluster(bench, nodes, jobs)
-
-
 def exporter_vs_naive(bench: Bench, nodes: int, jobs: int, runs: int) -> dict[str, Any]:
     """Size the cluster, then measure both exporters (see the module doc).
 
     The held jobs stay queued for the autoscaler's figure, which cancels them.
     """
-    sized = size(bench, nodes, jobs)
+    juju = bench.juju
+    juju.config("slurmctld", {"slurm-conf-parameters": f"MaxJobCount={max(10000, 2 * jobs)}\n"})
+    bench.wait_active()
+    sized = size_cluster(bench, nodes, jobs)
     scrape = _scrape_seconds(bench, runs)
     command = _exporter_command(bench)
     bench.sh(CONTROLLER, f"systemctl stop {SERVICE}")

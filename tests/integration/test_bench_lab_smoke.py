@@ -39,6 +39,7 @@ FIGURES = (
     "throughput_shared",
     "throughput_accounting",
     "failover",
+    "autoscale",
 )
 
 
