@@ -196,14 +196,18 @@ class Run:
             ("throughput_pairs", self.throughput_pairs),
             ("failover", self.failover),
             (
+                "autoscale_from_zero",
+                lambda: autoscale_figure.from_zero_figure(bench, args.exporter_jobs),
+            ),
+            (
                 "exporter",
                 lambda: exporter_figure.exporter_vs_naive(
                     bench, args.exporter_nodes, args.exporter_jobs, args.exporter_runs
                 ),
             ),
             (
-                "autoscale",
-                lambda: autoscale_figure.autoscale(
+                "autoscale_pass",
+                lambda: autoscale_figure.pass_cost_figure(
                     bench, args.exporter_nodes, args.exporter_jobs, args.exporter_runs
                 ),
             ),

@@ -39,7 +39,8 @@ FIGURES = (
     "throughput_shared",
     "throughput_accounting",
     "failover",
-    "autoscale",
+    "autoscale_from_zero",
+    "autoscale_pass",
 )
 
 
