@@ -468,6 +468,20 @@ MUTATIONS = [
         "tests/unit/autoscaler",
     ),
     Mutation(
+        "autoscale-cooldown-ignored-for-scale-in",
+        "autoscaler/src/slurm_autoscale/decide.py",
+        "    if last_action is not None and slurm.now - last_action < policy.cooldown:\n",
+        "    if False:\n",
+        "tests/unit/autoscaler",
+    ),
+    Mutation(
+        "autoscale-past-max",
+        "autoscaler/src/slurm_autoscale/decide.py",
+        "    add = min(add, policy.max - len(staying), policy.step)\n",
+        "    add = min(add, policy.step)\n",
+        "tests/unit/autoscaler",
+    ),
+    Mutation(
         "future-nodes-not-rendered",
         "charms/slurmctld/src/cluster.py",
         "        conf.nodes[node_name] = node\n",

@@ -20,6 +20,7 @@ import jubilant
 from slurm_lab.juju import LabJuju
 from slurm_lab.machines import Lab
 
+from . import autoscale as autoscale_figure
 from . import exporter as exporter_figure
 from . import failover as failover_figure
 from . import figures as fig
@@ -195,8 +196,18 @@ class Run:
             ("throughput_pairs", self.throughput_pairs),
             ("failover", self.failover),
             (
+                "autoscale_from_zero",
+                lambda: autoscale_figure.from_zero_figure(bench, args.exporter_jobs),
+            ),
+            (
                 "exporter",
                 lambda: exporter_figure.exporter_vs_naive(
+                    bench, args.exporter_nodes, args.exporter_jobs, args.exporter_runs
+                ),
+            ),
+            (
+                "autoscale_pass",
+                lambda: autoscale_figure.pass_cost_figure(
                     bench, args.exporter_nodes, args.exporter_jobs, args.exporter_runs
                 ),
             ),

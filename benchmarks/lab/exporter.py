@@ -56,7 +56,7 @@ def _exporter_command(bench: Bench) -> str:
     return f"env {shlex.quote(path)} {shlex.quote(python)} -c {shlex.quote(ONE_PASS)}"
 
 
-def _cpu_seconds(bench: Bench) -> float:
+def slurmctld_cpu_seconds(bench: Bench) -> float:
     """slurmctld's user and system CPU seconds so far (/proc/<pid>/stat, in clock ticks)."""
     stat = bench.sh(
         CONTROLLER, 'cat "/proc/$(systemctl show -P MainPID slurmctld)/stat"; getconf CLK_TCK'
@@ -79,9 +79,9 @@ def _measure(bench: Bench, command: str, runs: int) -> dict[str, Any]:
     cpu: list[float] = []
     added: dict[str, int] = {}
     for _ in range(runs):
-        before_rpcs, before_cpu = _rpcs(bench), _cpu_seconds(bench)
+        before_rpcs, before_cpu = _rpcs(bench), slurmctld_cpu_seconds(bench)
         out = bench.sh(CONTROLLER, command, timeout=1800)
-        after_cpu, after_rpcs = _cpu_seconds(bench), _rpcs(bench)
+        after_cpu, after_rpcs = slurmctld_cpu_seconds(bench), _rpcs(bench)
         walls.append(float(out.split()[0]))
         cpu.append(after_cpu - before_cpu)
         added = {
@@ -110,8 +110,9 @@ def _scrape_seconds(bench: Bench, runs: int) -> dict[str, Any]:
     }
 
 
-def size_cluster(bench: Bench, nodes: int, jobs: int) -> dict[str, Any]:
-    """Add down nodes to the compute partition up to `nodes` and queue `jobs` held jobs."""
+def size_cluster(bench: Bench, nodes: int, jobs: int, prefix: str = "bench") -> dict[str, Any]:
+    """Add down nodes (`<prefix>-<i>`) to the compute partition up to `nodes` nodes shown
+    by sinfo, and queue `jobs` held jobs."""
     feature = bench.sh(CONTROLLER, f"sinfo -h -N -p {COMPUTE} -o %f | head -1").strip()
     feature = feature.split(",")[0]
     real = len(bench.sh(CONTROLLER, "sinfo -h -N -o %N | sort -u").split())
@@ -119,9 +120,9 @@ def size_cluster(bench: Bench, nodes: int, jobs: int) -> dict[str, Any]:
     if extra:
         bench.sh(
             CONTROLLER,
-            f"scontrol create NodeName=bench-[1-{extra}] CPUs=4 RealMemory=1000 "
+            f"scontrol create NodeName={prefix}-[1-{extra}] CPUs=4 RealMemory=1000 "
             f"Features={shlex.quote(feature)} State=FUTURE && "
-            f"scontrol update NodeName=bench-[1-{extra}] State=DOWN Reason='bench: no slurmd'",
+            f"scontrol update NodeName={prefix}-[1-{extra}] State=DOWN Reason='bench: no slurmd'",
         )
     started = time.monotonic()
     bench.sh(
@@ -140,7 +141,10 @@ def size_cluster(bench: Bench, nodes: int, jobs: int) -> dict[str, Any]:
 
 
 def exporter_vs_naive(bench: Bench, nodes: int, jobs: int, runs: int) -> dict[str, Any]:
-    """Size the cluster, then measure both exporters (see the module doc)."""
+    """Size the cluster, then measure both exporters (see the module doc).
+
+    The held jobs stay queued for the autoscaler's figure, which cancels them.
+    """
     juju = bench.juju
     juju.config("slurmctld", {"slurm-conf-parameters": f"MaxJobCount={max(10000, 2 * jobs)}\n"})
     bench.wait_active()
@@ -153,5 +157,4 @@ def exporter_vs_naive(bench: Bench, nodes: int, jobs: int, runs: int) -> dict[st
         naive = _measure(bench, NAIVE_PASS, runs)
     finally:
         bench.sh(CONTROLLER, f"systemctl start {SERVICE}")
-    bench.sh(CONTROLLER, "scancel --state=PENDING --user=root", timeout=600)
     return {**sized, "runs": runs, "exporter": {**ours, **scrape}, "naive": naive}

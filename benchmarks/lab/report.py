@@ -317,6 +317,7 @@ def table(figures: dict[str, Any]) -> str:
         *hook_tool_rows(figures),
         *scale_rows(figures),
         *exporter_rows(figures),
+        *autoscale_rows(figures),
     ]
     return markdown(["#", "Figure", "Charms", "Comparator (same run)", "Ratio"], rows)
 
@@ -339,6 +340,45 @@ def exporter_rows(figures: dict[str, Any]) -> list[list[str]]:
             f"{naive['wall_s_median'] / max(ours['scrape_s_median'], 1e-6):.0f}x (scrape)",
         ]
     ]
+
+
+def autoscale_rows(figures: dict[str, Any]) -> list[list[str]]:
+    """Figure 9: slurm-autoscale's scale-from-zero latency and its cost per pass."""
+    zero, cost = figures.get("autoscale_from_zero"), figures.get("autoscale_pass")
+    enlistment = _median(figures.get("enlistment", []), "total_s")
+    rows: list[list[str]] = []
+    if not zero:
+        rows.append(["9", "slurm-autoscale, scale from zero", "not measured", "-", "-"])
+    else:
+        rows.append(
+            [
+                "9",
+                f"Scale from zero: a {zero['job_nodes']}-node job, submission to running "
+                "(one pass adding the units; then to running)",
+                f"{_s(zero['submit_to_running_s'])} ({_s(zero['pass_s'])}; "
+                f"{_s(zero['pass_to_running_s'])})",
+                f"enlistment of one unit (figure 1): {_s(enlistment)}",
+                _ratio(zero["submit_to_running_s"], enlistment),
+            ]
+        )
+    if not cost:
+        rows.append(["9b", "slurm-autoscale, cost per pass", "not measured", "-", "-"])
+        return rows
+    rows.append(
+        [
+            "9b",
+            f"Autoscaler pass at {cost['nodes']} nodes, {cost['pending_jobs']} pending jobs "
+            f"({cost['runs']} runs): pass / juju status / token / 3 GETs / own CPU; "
+            "slurmctld CPU",
+            f"{_s(cost['pass_s_median'])} / {_s(cost['juju_status_s_median'])} / "
+            f"{_s(cost['token_action_s_median'])} / {_s(cost['rest_gets_s_median'])} / "
+            f"{cost['own_cpu_s_median']:.2f} s; {cost['slurmctld_cpu_s_median']:.2f} s",
+            f"jobs answer {cost['bytes']['jobs'] / 2**20:.1f} MiB; "
+            f"{len(cost['failed_passes'])} passes failed",
+            "-",
+        ]
+    )
+    return rows
 
 
 def hook_table(figures: dict[str, Any]) -> str:

@@ -1,11 +1,25 @@
-"""Issue 23: `slurm-autoscale` scales a slurmd application from 0 units and back to 0.
+"""Issue 23: `slurm-autoscale` on one lab, from 0 units, up to `max` and back to 0.
 
 slurmctld, slurmrestd, a login node and a slurmd application `compute` with no unit. The
-controller's `future-nodes` keeps 3 FUTURE placeholders in the partition, so a 2-node job is
-accepted and pends. One `slurm-autoscale --once` pass adds 2 units and the job runs; once the
-nodes have been idle for the policy's idle-timeout, another pass removes both units, and the
-job ended COMPLETED (not cancelled, not requeued). That a node is not removed before
-idle-timeout is checked by the unit tests over recorded responses, not here.
+controller's `future-nodes` keeps 4 FUTURE placeholders of 4 CPUs in the partition, so jobs
+pend instead of being refused; the policy's `max` is 3 and the lab's machines have 2 CPUs, so
+a 4-node job and a 4-CPU job are accepted by Slurm but can never fit. The tests run in order
+on the same cluster:
+
+1. the jobs that can never fit add nothing;
+2. a 2-node job pends, one pass adds 2 units and the job runs (submission to running is
+   printed, next to `bench-lab`'s enlistment figure);
+3. a burst of 20 one-node jobs: a pass after another until the queue is empty, the unit count
+   sampled after every pass never exceeds `max`;
+4. a node drained by the operator stays while the idle ones are removed, even idle past
+   idle-timeout, and goes once resumed: the application is back to 0;
+5. no job was cancelled or requeued (MinJobAge keeps ended jobs' records; the lab has no
+   accounting), and the empty partition still takes jobs.
+
+The cooldown holds scale-in only (see the policy reference); it is 0 here so removals follow
+the idle-timeout alone, and the unit tests check it over recorded responses. That a node is
+not removed before idle-timeout is also checked there (a pass's time on a loaded host would
+make it a race here).
 
 The program runs in this process (`slurm_autoscale.cli.run`, the console script's code) on
 the test's model; it reaches slurmrestd with curl on the login unit (`--rest-via-unit`), as
@@ -14,68 +28,132 @@ this host has no route into the lab's network.
 
 from __future__ import annotations
 
+import json
 import logging
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import jubilant
 import pytest
 from deploy_helpers import deploy_rest_api, deploy_slurm
-from dynamic_nodes_helpers import job, job_state, node_states, nodes, poll, sh, try_sh
+from dynamic_nodes_helpers import job_state, node_states, nodes, poll, sh, try_sh
+from hpc_libs.interfaces.slurmd import node_name
 from slurm_autoscale import cli
+from slurm_autoscale.slurm import number
 
 APP = "compute"
 LOGIN = "login/0"
 IDLE_TIMEOUT = 20
+MAX = 3
+NODE_CPUS = 2
+"""CPUs of a lab machine (slurmd -C)."""
+PLACEHOLDERS = MAX + 1
+OPERATOR_REASON = "operator: disk check"
 POLICY = f"""
 [{APP}]
 min = 0
-max = 3
+max = {MAX}
 idle-timeout = {IDLE_TIMEOUT}
 step = 3
 cooldown = 0
-cpus = 1
+cpus = {NODE_CPUS}
 memory = 1
 """
+
+Autoscale = Callable[[], int]
 
 
 @pytest.fixture(scope="module")
 def cluster(juju: jubilant.Juju, charm_path: Callable[[str], Path]) -> jubilant.Juju:
     deploy_slurm(juju, charm_path, computes=((APP, 0),))
     deploy_rest_api(juju, charm_path)
-    juju.config("slurmctld", {"future-nodes": f"{APP}=3 cpus=1 realmemory=1"})
+    placeholders = f"{APP}={PLACEHOLDERS} cpus={2 * NODE_CPUS} realmemory=1"
+    juju.config(
+        "slurmctld",
+        {"future-nodes": placeholders, "slurm-conf-parameters": "MinJobAge=3600"},
+    )
     juju.wait(lambda s: jubilant.all_active(s, "slurmctld", "slurmrestd", "login"), timeout=900)
     return juju
 
 
-def autoscale(juju: jubilant.Juju, tmp_path: Path) -> int:
-    policy = tmp_path / "policy.toml"
+@pytest.fixture(scope="module")
+def autoscale(cluster: jubilant.Juju, tmp_path_factory: pytest.TempPathFactory) -> Autoscale:
+    """One `slurm-autoscale --once` pass; the state file is kept across the module."""
+    folder = tmp_path_factory.mktemp("autoscale")
+    policy = folder / "policy.toml"
     policy.write_text(POLICY)
-    argv = ["--policy", str(policy), "--once", "--state-file", str(tmp_path / "state.json")]
-    return cli.run([*argv, "--rest-via-unit", LOGIN], juju=juju)
+    argv = ["--policy", str(policy), "--once", "--state-file", str(folder / "state.json")]
+    return lambda: cli.run([*argv, "--rest-via-unit", LOGIN], juju=cluster)
+
+
+@pytest.fixture(scope="module")
+def served() -> list[str]:
+    """The jobs the autoscaler served, checked at the end."""
+    return []
+
+
+@pytest.fixture(autouse=True)
+def decisions(caplog: pytest.LogCaptureFixture) -> pytest.LogCaptureFixture:
+    caplog.set_level(logging.INFO, logger="slurm-autoscale")
+    return caplog
 
 
 def units(juju: jubilant.Juju) -> list[str]:
     return sorted(juju.status().apps[APP].units)
 
 
-def test_scale_from_zero_runs_the_job_then_returns_to_zero(
-    cluster: jubilant.Juju, tmp_path: Path, caplog: pytest.LogCaptureFixture
+def all_jobs(juju: jubilant.Juju) -> list[dict[str, Any]]:
+    """Every job slurmctld knows, ended ones included (for MinJobAge)."""
+    return json.loads(sh(juju, "scontrol show jobs --json"))["jobs"]
+
+
+def submit(juju: jubilant.Juju, options: str, command: str = "true") -> str:
+    out = sh(
+        juju, f"sbatch --parsable -p {APP} {options} -o /dev/null --wrap '{command}'", unit=LOGIN
+    )
+    return out.strip().split(";")[0]
+
+
+def test_a_job_that_can_never_fit_adds_nothing(
+    cluster: jubilant.Juju, autoscale: Autoscale, decisions: pytest.LogCaptureFixture
 ):
-    caplog.set_level(logging.INFO, logger="slurm-autoscale")
     assert units(cluster) == []
-    too_big = try_sh(cluster, f"sbatch -p {APP} -N4 -o /dev/null --wrap true", unit=LOGIN)
-    assert too_big is None  # More nodes than placeholders: refused at submission.
+    refused = try_sh(cluster, f"sbatch -p {APP} -N{PLACEHOLDERS + 1} --wrap true", unit=LOGIN)
+    assert refused is None  # More nodes than placeholders: refused at submission.
+    too_wide = submit(cluster, f"-N{MAX + 1}")
+    too_fat = submit(cluster, f"-N1 -c{2 * NODE_CPUS}")
+    assert job_state(cluster, too_wide) == job_state(cluster, too_fat) == "PENDING"
+
+    assert autoscale() == 0
+
+    never = f"2 can never fit (job {too_wide}, {too_fat})"
+    assert f"{APP}: no change, 0 pending jobs need 0 nodes, 0 idle, 0 enlisting; {never}" in (
+        decisions.text
+    )
+    assert units(cluster) == []
+    # The test's own jobs: left pending, they would head the queue and hold the others until
+    # the backfill scheduler's next cycle.
+    sh(cluster, f"scancel {too_wide} {too_fat}", unit=LOGIN)
+
+
+def test_scale_from_zero_runs_a_two_node_job(
+    cluster: jubilant.Juju,
+    autoscale: Autoscale,
+    served: list[str],
+    decisions: pytest.LogCaptureFixture,
+):
     submitted = time.monotonic()
-    out = sh(cluster, f"sbatch --parsable -p {APP} -N2 -o /dev/null --wrap 'sleep 5'", unit=LOGIN)
-    job_id = out.strip().split(";")[0]
+    job_id = submit(cluster, "-N2", "sleep 5")
+    served.append(job_id)
     assert job_state(cluster, job_id) == "PENDING"
 
-    assert autoscale(cluster, tmp_path) == 0
+    assert autoscale() == 0
+
     pass_done = time.monotonic()
-    assert "compute: +2, 1 pending jobs need 2 nodes, 0 idle, 0 enlisting" in caplog.text
-    assert units(cluster) == ["compute/0", "compute/1"]
+    assert f"{APP}: +2, 1 pending jobs need 2 nodes, 0 idle, 0 enlisting" in decisions.text
+    assert units(cluster) == [f"{APP}/0", f"{APP}/1"]
     poll(
         lambda: job_state(cluster, job_id) in ("RUNNING", "COMPLETED"),
         timeout=120,
@@ -89,22 +167,73 @@ def test_scale_from_zero_runs_the_job_then_returns_to_zero(
     )
     poll(lambda: job_state(cluster, job_id) == "COMPLETED", timeout=60, what="job completed")
 
-    # Not removed before idle-timeout: the unit tests check that over recorded responses
-    # (here the time a pass takes on a loaded host would make it a race).
-    time.sleep(IDLE_TIMEOUT)
-    poll(
-        lambda: all("IDLE" in node_states(n) for n in nodes(cluster).values()),
-        timeout=30,
-        what="nodes idle",
-    )
+
+def test_a_burst_of_20_jobs_never_takes_it_past_max(
+    cluster: jubilant.Juju, autoscale: Autoscale, served: list[str]
+):
+    one = f"sbatch --parsable -p {APP} -N1 -o /dev/null --wrap 'sleep 1'"
+    out = sh(cluster, f"for i in $(seq 20); do {one}; done", unit=LOGIN)
+    burst = [line.split(";")[0] for line in out.split()]
+    assert len(burst) == 20
+    served.extend(burst)
+    counts: list[int] = []
+    deadline = time.monotonic() + 300
+    while sh(cluster, f"squeue --noheader --partition={APP} --format=%i").strip():
+        assert time.monotonic() < deadline, f"burst not done in 300 s; units per pass {counts}"
+        assert autoscale() == 0
+        counts.append(len(units(cluster)))
+        assert counts[-1] <= MAX, f"past max {MAX}: units per pass {counts}"
+    print(f"\nunits after each pass of the burst: {counts}")
+    assert MAX in counts  # The burst asked for 20 nodes: the guard was what held it.
+
+
+def test_a_node_drained_by_the_operator_is_not_removed(
+    cluster: jubilant.Juju, autoscale: Autoscale, decisions: pytest.LogCaptureFixture
+):
+    present = units(cluster)
+    assert len(present) == MAX
+    drained = present[1]
+    drained_node = node_name(drained)
+    sh(cluster, f"scontrol update nodename={drained_node} state=drain reason='{OPERATOR_REASON}'")
+
+    def others_removed() -> bool:
+        assert autoscale() == 0
+        left = units(cluster)
+        assert drained in left, f"{drained} (drained by the operator) removed"
+        return left == [drained]
+
     removal = time.monotonic()
-    assert autoscale(cluster, tmp_path) == 0
-    assert "compute: -2 (compute/0, compute/1)" in caplog.text
-    poll(lambda: units(cluster) == [], timeout=300, what="compute back to 0 units")
-    print(f"scale in to 0: {time.monotonic() - removal:.1f} s (one pass, 2 units)")
-    record = job(cluster, job_id)
-    assert record is not None
-    assert record["job_state"] == ["COMPLETED"] and record["restart_cnt"] == 0
+    poll(others_removed, timeout=IDLE_TIMEOUT + 300, interval=3, what="the idle units removed")
+    print(f"\nscale in to 1 (the drained unit): {time.monotonic() - removal:.1f} s")
+    record = nodes(cluster)[drained_node]
+    idle_for = time.time() - number(record["last_busy"])
+    assert idle_for >= IDLE_TIMEOUT and {"IDLE", "DRAIN"} <= node_states(record)
+    decisions.clear()
+    assert autoscale() == 0
+    assert f"{APP}: no change" in decisions.text
+    assert units(cluster) == [drained]
+
+    sh(cluster, f"scontrol update nodename={drained_node} state=resume")
+
+    def resumed_and_removed() -> bool:
+        assert autoscale() == 0
+        return f"{APP}: -1 ({drained})" in decisions.text
+
+    poll(
+        resumed_and_removed,
+        timeout=IDLE_TIMEOUT + 120,
+        interval=3,
+        what="the resumed unit removed",
+    )
+    poll(lambda: units(cluster) == [], timeout=300, what=f"{APP} back to 0 units")
+
+
+def test_no_job_was_cancelled_or_requeued(cluster: jubilant.Juju, served: list[str]):
+    assert len(served) == 21
+    known = {str(record["job_id"]): record for record in all_jobs(cluster)}
+    ended = {
+        job_id: (known[job_id]["job_state"], known[job_id]["restart_cnt"]) for job_id in served
+    }
+    assert ended == dict.fromkeys(served, (["COMPLETED"], 0))
     # The partition is still there and takes jobs with 0 units.
-    out = sh(cluster, f"sbatch --parsable -p {APP} -N1 -o /dev/null --wrap true", unit=LOGIN)
-    assert job_state(cluster, out.strip().split(";")[0]) == "PENDING"
+    assert job_state(cluster, submit(cluster, "-N1")) == "PENDING"

@@ -39,6 +39,8 @@ FIGURES = (
     "throughput_shared",
     "throughput_accounting",
     "failover",
+    "autoscale_from_zero",
+    "autoscale_pass",
 )
 
 

@@ -90,7 +90,14 @@ def decide(
     now: dt.datetime,
     last_action: float | None = None,
 ) -> Decision:
-    """Decide for `app`, whose Juju units are `units`, from one look at Slurm."""
+    """Decide for `app`, whose Juju units are `units`, from one look at Slurm.
+
+    Scale-up is never held back: pending work is served at once, and units still enlisting
+    already count as capacity, so a second pass does not add them again. The cooldown (from
+    `last_action`, this application's last add or removal) holds only scale-in, so a node
+    that just joined is not taken away before its jobs are scheduled, and removals follow
+    each other no faster than one step per cooldown.
+    """
     by_name = {node.name: node for node in slurm.nodes}
     node_of = {unit: by_name.get(node_name(unit)) for unit in units}
     leaving = {u for u, n in node_of.items() if n is not None and n.reason == RETIRE_REASON}
@@ -98,10 +105,6 @@ def decide(
     enlisting = [u for u in staying if node_of[u] is None]
     registered = [n for u in staying if (n := node_of[u]) is not None]
     floor = policy.minimum_at(now)
-
-    if last_action is not None and slurm.now - last_action < policy.cooldown:
-        left = policy.cooldown - (slurm.now - last_action)
-        return Decision(app, reason=f"cooling down ({left:.0f} s left)")
 
     waiting = [job for job in slurm.pending if waits_for_capacity(job, app)]
     shape = shape_of(registered, policy)
@@ -123,6 +126,9 @@ def decide(
         return Decision(app, reason=f"{demand}; at max {policy.max}")
     if fitting:
         return Decision(app, reason=demand)
+    if last_action is not None and slurm.now - last_action < policy.cooldown:
+        left = policy.cooldown - (slurm.now - last_action)
+        return Decision(app, reason=f"{demand}; scale-in cooling down ({left:.0f} s left)")
     return _scale_in(app, policy, staying, node_of, slurm, floor=floor, demand=demand)
 
 

@@ -6,7 +6,7 @@ min = 0
 max = 3
 idle-timeout = "10m"      # a node idle this long may be removed (seconds or 90s/10m/1h)
 step = 2                  # at most this many units added or removed per pass
-cooldown = "2m"           # no action on this application sooner than this after the last one
+cooldown = "2m"           # no scale-in sooner than this after the last add or removal
 cpus = 4                  # optional: CPUs of one machine, to judge fit while no node is up
 memory = 8000             # optional: RealMemory (MB) of one machine, likewise
 

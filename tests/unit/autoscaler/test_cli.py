@@ -6,7 +6,9 @@ remove_unit) and records the changes, so each test asserts on what would change 
 
 from __future__ import annotations
 
+import json
 import logging
+import time
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -46,6 +48,8 @@ class FakeModel:
 
     def add_unit(self, app: str, *, num_units: int = 1):
         self.changes.append(("add", app, num_units))
+        start = len(self.units[app])
+        self.units[app] += [f"{app}/{start + i}" for i in range(num_units)]
 
     def remove_unit(self, *units: str):
         self.changes.append(("remove", *units))
@@ -92,10 +96,10 @@ def test_one_pass_adds_the_units_pending_jobs_need(tmp_path, slurm_state, caplog
     assert juju.changes == [("add", "compute", 3)]
     assert "compute: +3, 2 pending jobs need 4 nodes, 1 idle, 0 enlisting" in caplog.text
     assert slurm_state[1][0] == "http://10.0.0.1:6820/slurm/v0.0.41/jobs"
-    # The cooldown is kept in the state file: the next pass does nothing.
+    # The next pass counts the 3 new units as enlisting: nothing is added twice.
     assert run(tmp_path, juju) == 0
     assert juju.changes == [("add", "compute", 3)]
-    assert "cooling down" in caplog.text
+    assert "compute: no change, 2 pending jobs need 4 nodes, 1 idle, 3 enlisting" in caplog.text
 
 
 def test_dry_run_changes_nothing(tmp_path, slurm_state, caplog):
@@ -111,6 +115,16 @@ def test_scale_in_removes_the_idle_unit(tmp_path, slurm_state):
     juju = model()
     assert run(tmp_path, juju) == 0
     assert juju.changes == [("remove", "compute/1")]
+
+
+def test_the_cooldown_in_the_state_file_holds_scale_in(tmp_path, slurm_state, caplog):
+    slurm_state[0]["name"] = "busy"
+    (tmp_path / "state.json").write_text(json.dumps({"compute": time.time() - 60}))
+    juju = model()
+    caplog.set_level(logging.INFO)
+    assert run(tmp_path, juju) == 0
+    assert juju.changes == []
+    assert "scale-in cooling down (" in caplog.text
 
 
 def test_an_unknown_application_is_bad_input(tmp_path, slurm_state, caplog):

@@ -152,26 +152,62 @@ def test_pending_demand_blocks_scale_in():
     assert "at max 2" in decision.reason
 
 
-def test_cooldown_holds_every_action():
-    slurm = recorded("pending")
-    cooling = decide(
+def test_cooldown_never_holds_scale_up_for_pending_work():
+    # Jobs 8 and 9 pend (-N2 each), compute-1 is idle: 3 more, 60 s after the last action.
+    decision = decide(
         "compute",
         policy(max=10, cooldown=120),
         UNITS,
-        slurm,
+        recorded("pending"),
         now=MONDAY_NOON,
         last_action=RECORDED - 60,
     )
-    assert (cooling.add, cooling.reason) == (0, "cooling down (60 s left)")
-    done = decide(
+    assert decision.add == 3
+
+
+def test_cooldown_never_holds_raising_to_the_floor():
+    slurm = recorded("busy", now=RECORDED + 3600)
+    decision = decide(
         "compute",
-        policy(max=10, cooldown=120),
+        policy(min=3, cooldown=120),
         UNITS,
         slurm,
         now=MONDAY_NOON,
-        last_action=RECORDED - 120,
+        last_action=slurm.now,
     )
-    assert done.add == 3
+    assert decision.add == 1
+
+
+def test_units_added_by_the_last_pass_are_not_added_again_within_the_cooldown():
+    # The last pass added compute/2..4 for jobs 8 and 9: still enlisting, they are capacity.
+    units = [*UNITS, "compute/2", "compute/3", "compute/4"]
+    decision = decide(
+        "compute",
+        policy(max=10, cooldown=120),
+        units,
+        recorded("pending"),
+        now=MONDAY_NOON,
+        last_action=RECORDED - 10,
+    )
+    assert (decision.add, decision.remove) == (0, ())
+    assert "2 pending jobs need 4 nodes, 1 idle, 3 enlisting" in decision.reason
+
+
+@pytest.mark.parametrize(("since", "removed"), [(119, ()), (120, ("compute/1",))])
+def test_cooldown_holds_scale_in_after_the_last_action(since, removed):
+    # compute-1 has been idle for an hour; the last add or removal was `since` s ago.
+    slurm = recorded("busy", now=RECORDED + 3600)
+    decision = decide(
+        "compute",
+        policy(cooldown=120),
+        UNITS,
+        slurm,
+        now=MONDAY_NOON,
+        last_action=slurm.now - since,
+    )
+    assert decision.remove == removed
+    if not removed:
+        assert decision.reason.endswith("; scale-in cooling down (1 s left)")
 
 
 def test_schedule_raises_the_floor_in_working_hours():

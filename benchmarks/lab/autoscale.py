@@ -1,0 +1,238 @@
+"""Issue 23's figures: `slurm-autoscale`'s scale-from-zero latency and its cost per pass.
+
+Set-up: slurmrestd, and a slurmd application `burst` with no unit whose partition holds 2
+FUTURE placeholders (slurmctld's `future-nodes`). The program runs in this process, as the
+console script would (`slurm_autoscale.cli`), on the benchmark's model; it reaches slurmrestd
+with curl on the login unit (`--rest-via-unit`), as the host has no route into the lab.
+
+* Cost per pass, at the exporter figure's size (`--exporter-nodes` nodes, `--exporter-jobs`
+  held jobs: 64 and 10,000 by default, topped up here the way figure 8 sizes its cluster),
+  read from the real slurmrestd: per pass `juju status`, the `token` action, the three
+  GETs (jobs, nodes, reservations; with their sizes and slurmctld's CPU seconds), and the
+  program's own work on the answers (JSON decoding, `snapshot`, `decide` for both
+  applications; process CPU seconds). The held jobs are parsed like any pending job and then
+  left out as not waiting for capacity; `benchmarks/test_bench_autoscale.py` times the same
+  work over 10,000 jobs that all count (synthesised from the recorded responses).
+* Scale from zero, before the cluster is sized (an empty queue: cancelled jobs would stay
+  in slurmrestd's answer for MinJobAge): a 2-node job submitted from the login node to
+  `burst`, then one pass (`--once`); submission to the job running, split into the pass (with
+  `juju add-unit`) and the rest (the units' enlistment and the job's start). The table puts
+  it beside figure 1's enlistment of one unit.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import logging
+import statistics
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import jubilant
+from slurm_autoscale import cli
+from slurm_autoscale.decide import decide
+from slurm_autoscale.policy import parse
+from slurm_autoscale.slurm import RestClient, SlurmUnreadable, snapshot
+
+from .cluster import CHARMS, COMPUTE, CONTROLLER, LAB_OPTIONS, LOGIN, SETTLE, Bench
+from .exporter import size_cluster, slurmctld_cpu_seconds
+
+APP = "burst"
+JOB_NODES = 2
+POLICY = f"""
+[{APP}]
+min = 0
+max = {JOB_NODES}
+step = {JOB_NODES}
+cooldown = 0
+
+[{COMPUTE}]
+min = 0
+max = 128
+step = 8
+"""
+ENDPOINTS = ("jobs", "nodes", "reservations")
+
+
+def deploy_autoscaled(bench: Bench, jobs: int) -> float:
+    """slurmrestd, and `burst` with 0 units and its FUTURE placeholders; seconds taken.
+
+    MaxJobCount is raised above `jobs` in the same change (as figure 8 does).
+    """
+    juju = bench.juju
+    started = time.monotonic()
+    if "slurmrestd" in juju.status().apps:
+        return 0.0  # Deployed by the other figure of this module.
+    juju.deploy(CHARMS / "slurmrestd", "slurmrestd", config=LAB_OPTIONS)
+    juju.integrate("slurmctld:slurmrestd", "slurmrestd:slurmctld")
+    juju.deploy(CHARMS / "slurmd", APP, num_units=0, config=LAB_OPTIONS)
+    juju.integrate("slurmctld:slurmd", f"{APP}:slurmctld")
+    options = {
+        "future-nodes": f"{APP}={JOB_NODES}",
+        "slurm-conf-parameters": f"MaxJobCount={max(10000, 2 * jobs)}\n",
+    }
+    juju.config("slurmctld", options)
+    juju.wait(
+        lambda status: jubilant.all_active(status, "slurmctld", "slurmrestd", "login"),
+        error=jubilant.any_error,
+        timeout=SETTLE,
+        successes=2,
+    )
+    _partition_shown(bench)
+    return time.monotonic() - started
+
+
+def _partition_shown(bench: Bench, timeout: float = 120) -> None:
+    """Wait until slurmctld shows the partition (it restarts for the placeholders)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            bench.sh(CONTROLLER, f"scontrol show partition {APP} --oneliner")
+            return
+        except RuntimeError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(2)
+
+
+def _argv(folder: Path) -> list[str]:
+    """The command line of a pass with the policy (written in `folder`)."""
+    policy = folder / "policy.toml"
+    policy.write_text(POLICY)
+    argv = ["--policy", str(policy), "--state-file", str(folder / "state.json")]
+    return [*argv, "--rest-via-unit", LOGIN]
+
+
+def _one_pass_cost(bench: Bench, args: argparse.Namespace) -> dict[str, Any]:
+    """One pass, each part timed; the program's own work timed over the same answers."""
+    juju = bench.juju
+    started = time.monotonic()
+    status = juju.status()
+    read_model = time.monotonic()
+    client = cli.rest_client(juju, status, args)
+    token = time.monotonic()
+    bodies: dict[str, str] = {}
+    inner = client.transport
+
+    def keep(url: str, headers: Any) -> tuple[int, str]:
+        code, body = inner(url, headers)
+        bodies[url.rsplit("/", 1)[1]] = body
+        return code, body
+
+    client = RestClient(client.base_url, client.user, client.token, keep, client.version)
+    cpu_before = slurmctld_cpu_seconds(bench)
+    for endpoint in ENDPOINTS:
+        client.get(endpoint)
+    cpu_after = slurmctld_cpu_seconds(bench)
+    read_slurm = time.monotonic()
+    policies = parse(args.policy.read_text())
+    units = {app: sorted(status.apps[app].units) for app in policies}
+    wall = dt.datetime.now(dt.UTC)
+
+    def own_work() -> tuple[int, int]:
+        answers = {endpoint: json.loads(bodies[endpoint]) for endpoint in ENDPOINTS}
+        slurm = snapshot(
+            answers["jobs"], answers["nodes"], answers["reservations"], int(time.time())
+        )
+        for app, rule in policies.items():
+            decide(app, rule, units[app], slurm, now=wall)
+        return len(slurm.nodes), len(slurm.pending)
+
+    cpu_started = time.process_time()
+    nodes, pending = own_work()
+    own_cpu = time.process_time() - cpu_started
+    return {
+        "juju_status_s": round(read_model - started, 3),
+        "token_action_s": round(token - read_model, 3),
+        "rest_gets_s": round(read_slurm - token, 3),
+        "slurmctld_cpu_s": round(cpu_after - cpu_before, 3),
+        "own_cpu_s": round(own_cpu, 3),
+        "pass_s": round(read_slurm - started + own_cpu, 3),
+        "bytes": {endpoint: len(bodies[endpoint]) for endpoint in ENDPOINTS},
+        "nodes": nodes,
+        "pending_jobs": pending,
+    }
+
+
+def pass_cost(bench: Bench, nodes: int, jobs: int, runs: int) -> dict[str, Any]:
+    """`runs` read-only passes at `nodes` nodes and `jobs` pending jobs; medians and sizes.
+
+    The cluster is topped up to that size first (figure 8's way; the reconfigure for the
+    placeholders drops the nodes figure 8 created, not its queued jobs).
+    """
+    queued = int(bench.sh(CONTROLLER, "squeue -h -t pending -o %i | wc -l").strip())
+    size_cluster(bench, nodes, max(0, jobs - queued), prefix="scale")
+    with tempfile.TemporaryDirectory() as folder:
+        args = cli.parse_args([*_argv(Path(folder)), "--dry-run"])
+        passes, failures = [], []
+        for _ in range(runs):
+            try:
+                passes.append(_one_pass_cost(bench, args))
+            except SlurmUnreadable as e:  # Recorded: e.g. a GET longer than the timeout.
+                failures.append(str(e).splitlines()[0])
+    if not passes:
+        raise RuntimeError(f"every pass failed: {failures}")
+    keys = ("juju_status_s", "token_action_s", "rest_gets_s", "slurmctld_cpu_s", "own_cpu_s")
+    medians = {
+        f"{key}_median": round(statistics.median(p[key] for p in passes), 3) for key in keys
+    }
+    return {
+        "runs": runs,
+        "failed_passes": failures,
+        "nodes": passes[-1]["nodes"],
+        "pending_jobs": passes[-1]["pending_jobs"],
+        "pass_s_median": round(statistics.median(p["pass_s"] for p in passes), 3),
+        **medians,
+        "bytes": passes[-1]["bytes"],
+        "transport": "curl on the login unit through juju exec (--rest-via-unit)",
+    }
+
+
+def _job_state(bench: Bench, job_id: str) -> str:
+    return bench.sh(CONTROLLER, f"squeue -h -j {job_id} -o %T || true").strip()
+
+
+def scale_from_zero(bench: Bench) -> dict[str, Any]:
+    """A 2-node job into the empty `burst` partition, one pass, until the job runs."""
+    script = f"sbatch --parsable -p {APP} -N{JOB_NODES} -o /dev/null --wrap 'sleep 30'"
+    submitted = time.monotonic()
+    job_id = bench.sh(LOGIN, script).strip().split(";")[0]
+    with tempfile.TemporaryDirectory() as folder:
+        code = cli.run([*_argv(Path(folder)), "--once"], juju=bench.juju)
+    pass_done = time.monotonic()
+    if code != 0:
+        raise RuntimeError(f"the autoscaler's pass exited {code}")
+    added = len(bench.juju.status().apps[APP].units)
+    deadline = time.monotonic() + SETTLE
+    while _job_state(bench, job_id) != "RUNNING":
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"job {job_id} not running after {SETTLE} s")
+        bench.tick()  # The lab runs the new units' hooks while its model is read.
+    running = time.monotonic()
+    return {
+        "job_nodes": JOB_NODES,
+        "units_added": added,
+        "submit_to_running_s": round(running - submitted, 1),
+        "pass_s": round(pass_done - submitted, 1),
+        "pass_to_running_s": round(running - pass_done, 1),
+    }
+
+
+def from_zero_figure(bench: Bench, jobs: int) -> dict[str, Any]:
+    """Figure 9: deploy (once), then scale from zero on an empty queue."""
+    logging.getLogger("slurm-autoscale").setLevel(logging.INFO)
+    deployed = deploy_autoscaled(bench, jobs)
+    return {"deploy_s": round(deployed, 1), **scale_from_zero(bench)}
+
+
+def pass_cost_figure(bench: Bench, nodes: int, jobs: int, runs: int) -> dict[str, Any]:
+    """Figure 9b: deploy (once), size, measure the passes; the held jobs are cancelled."""
+    deployed = deploy_autoscaled(bench, jobs)
+    try:
+        return {"deploy_s": round(deployed, 1), **pass_cost(bench, nodes, jobs, runs)}
+    finally:
+        bench.sh(CONTROLLER, "scancel --state=PENDING --user=root", timeout=600)
