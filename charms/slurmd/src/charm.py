@@ -267,11 +267,16 @@ class SlurmdCharm(SlurmCharm[SlurmdConfig]):
         if self._reregistering():
             return  # Its transient unit restarts slurmd with the options file as it is then.
         service = self.slurmd.service
-        if not service.is_active():
-            service.enable()
+        stopped = not service.is_active()
+        if stopped:
             service.start()
         elif self._stored.applied != fingerprint:
             service.restart()
+        if stopped or self._stored.applied != fingerprint:
+            # After the start: slurmd registers while `enable` runs (its SysV script makes
+            # that about a second). A failed enable leaves the fingerprint unapplied, so the
+            # next event enables again.
+            service.enable()
         self._stored.applied = fingerprint
 
     def _converge_registration(self, desired: dict[str, Any]) -> None:
