@@ -39,6 +39,35 @@ def test_slurmd_that_cannot_start_shows_slurms_reason_and_is_retried(ctx, machin
     assert out.unit_status == testing.ActiveStatus()
 
 
+def test_slurmd_starts_before_it_is_enabled(ctx, machine):
+    """The node registers while `systemctl enable` runs Debian's SysV script (about 1 s)."""
+    secret = auth_secret()
+    relation = controller_relation(secret)
+
+    ctx.run(ctx.on.relation_changed(relation), installed(relation, secrets=[secret]))
+
+    assert machine.service_calls == [("start", "slurmd"), ("enable", "slurmd")]
+
+
+def test_slurmd_that_could_not_be_enabled_is_enabled_by_the_next_event(ctx, machine):
+    machine.service_fails("slurmd", "Failed to enable unit", verbs=("enable",))
+    secret = auth_secret()
+    relation = controller_relation(secret)
+
+    out = ctx.run(ctx.on.relation_changed(relation), installed(relation, secrets=[secret]))
+
+    assert machine.calls("start") == ["slurmd"]
+    assert stored(out)["applied"] == ""
+    machine.heal()
+
+    out = ctx.run(ctx.on.update_status(), again(out))
+
+    assert machine.calls("enable") == ["slurmd", "slurmd"]
+    assert stored(out)["applied"] != ""
+    ctx.run(ctx.on.update_status(), again(out))
+    assert machine.calls("enable") == ["slurmd", "slurmd"]  # Applied: enabled once more only.
+
+
 def test_slurmd_down_keeps_saying_why_on_events_that_do_not_reconcile(ctx, machine, enlisted):
     machine.active.discard("slurmd")
     machine.journals["slurmd"] = ["slurmd: error: something", FATAL]

@@ -123,12 +123,15 @@ class ClusterMember(ops.Object):
         changed = not active or fingerprint != self._stored.applied
         if changed:
             self._stored.applied = ""
-            if not active:
-                service.enable()
             if not active and start_when_down:
                 service.start()
             else:
                 service.restart()
+            if not active:
+                # After the start: the daemon comes up while `enable` runs (Debian's SysV
+                # script makes that about a second). A failed enable leaves no fingerprint,
+                # so the next event enables again.
+                service.enable()
             self._stored.applied = fingerprint
         self.confirm_auth_key(key)
         return changed

@@ -1,0 +1,152 @@
+"""`python -m benchmarks.lab.enlist_compare --before <slurmd charm dir>`: enlistment, A/B.
+
+Issue 19's target (enlistment within 2x a bare `slurmd -Z`) compared across two slurmd charms
+in one lab: `compute` is this tree's charm (after), `before` another checkout's (for example
+`git worktree add /tmp/before main`, then `--before /tmp/before/charms/slurmd`; it is packed
+with that checkout's charmcraft-common.yaml). Both join the same slurmctld. Each round runs
+one bare `slurmd -Z` floor (figure 1's) and one `add_unit` on each application, in turns
+(before first in even rounds), so load and cluster growth weigh on both. Each enlistment
+keeps the new unit's hooks (start and end, seconds after `add_unit`), its machine's boot
+and slurmd's start, for the per-hook timeline. Medians, ratios and the JSON on stdout and
+in `--out`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from slurm_lab.juju import LabJuju
+from slurm_lab.machines import Lab, Machine
+
+from . import figures as fig
+from .cluster import (
+    CHARMS,
+    COMPUTE,
+    CONTROLLER,
+    CONTROLLER_OPTIONS,
+    LAB_OPTIONS,
+    REPO,
+    SETTLE,
+    Bench,
+    BootLog,
+    slurmd_started,
+)
+from .watch import ControllerWatch
+
+BEFORE = "before"
+"""The application of the `--before` charm (this tree's is `compute`)."""
+
+
+class HookClock:
+    """Wraps the controller's hook runner: each hook's unit, name, start and end (epoch s)."""
+
+    def __init__(self, juju: LabJuju) -> None:
+        self.runs: list[tuple[str, str, float, float]] = []
+        controller = juju.ctl
+        execute = controller.execute
+
+        def timed(unit: Any, machine: Any, run: Any) -> Any:
+            started = time.time()
+            response = execute(unit, machine, run)
+            self.runs.append((unit.name, run.name, started, time.time()))
+            return response
+
+        controller.execute = timed  # type: ignore[method-assign]
+
+
+def enlist(bench: Bench, watch: ControllerWatch, clock: HookClock, app: str) -> dict[str, Any]:
+    """`add_unit` on app until its node is idle; the new unit's hook timeline."""
+    before = set(bench.juju.state.apps[app].units)
+    started, wall = time.monotonic(), time.time()
+    bench.juju.add_unit(app)
+    (unit,) = set(bench.juju.state.apps[app].units) - before
+    node = fig.node_of(unit)
+    watch.until(ControllerWatch.idle(node), timeout=fig.ENLIST_TIMEOUT, what=node, tick=bench.tick)
+    idle = watch.seen(node).first_idle
+    assert idle is not None
+    bench.wait_active()
+    machine: Machine = bench.machine(unit)
+    slurmd = slurmd_started(machine)
+    return {
+        "unit": unit,
+        "total_s": round(idle - started, 2),
+        "boot_s": bench.boots.boots.get(machine.name),
+        "slurmd_start_s": round(slurmd - started, 2) if slurmd else None,
+        "hooks": [
+            [hook, round(start - wall, 2), round(end - wall, 2)]
+            for name, hook, start, end in clock.runs
+            if name == unit
+        ],
+    }
+
+
+def medians(rounds: list[dict[str, Any]]) -> dict[str, Any]:
+    """Median enlistment of each charm and of the floor, and their ratios to the floor."""
+    floor = statistics.median(r["bare"]["total_s"] for r in rounds)
+    found: dict[str, Any] = {"bare_s": floor}
+    for mode in (BEFORE, "after"):
+        total = statistics.median(r[mode]["total_s"] for r in rounds)
+        found[mode] = {"enlistment_s": total, "ratio_to_bare": round(total / floor, 2)}
+    return found
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Deploy, compare, print and write the result; the lab always goes."""
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.lab.enlist_compare")
+    parser.add_argument("--before", type=Path, required=True, help="the other slurmd charm dir")
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--out", type=Path, default=REPO / "build" / "enlist-compare.json")
+    args = parser.parse_args(argv)
+    state_dir = Path(tempfile.mkdtemp(prefix="bench-enlist-"))
+    lab = Lab(state_dir)
+    boots = BootLog()
+    boots.install()
+    bench = Bench(lab, LabJuju(lab, wait_timeout=SETTLE), boots)
+    clock = HookClock(bench.juju)
+    result: dict[str, Any] = {"before": str(args.before), "rounds": []}
+    try:
+        juju = bench.juju
+        juju.deploy(CHARMS / "slurmctld", "slurmctld", config=CONTROLLER_OPTIONS)
+        juju.deploy(CHARMS / "slurmd", COMPUTE, config=LAB_OPTIONS)
+        juju.deploy(args.before, BEFORE, config=LAB_OPTIONS)
+        juju.integrate("slurmctld:slurmd", f"{COMPUTE}:slurmctld")
+        juju.integrate("slurmctld:slurmd", f"{BEFORE}:slurmctld")
+        bench.wait_active()
+        watch = ControllerWatch(bench.machine(CONTROLLER))
+        watch.start()
+        for index in range(args.rounds):
+            found: dict[str, Any] = {"load": round(os.getloadavg()[0], 1)}
+            found["bare"] = fig.bare_enlistment(bench, watch, 300 + index)
+            order = [(BEFORE, BEFORE), ("after", COMPUTE)]
+            for mode, app in order if index % 2 == 0 else order[::-1]:
+                found[mode] = enlist(bench, watch, clock, app)
+            found["bare"]["departure_s"] = fig.departure_floor(bench, watch, found["bare"])
+            result["rounds"].append(found)
+            print(
+                f"round {index} (load {found['load']}): bare {found['bare']['total_s']} s, "
+                f"before {found[BEFORE]['total_s']} s, after {found['after']['total_s']} s",
+                file=sys.stderr,
+                flush=True,
+            )
+        watch.stop()
+        result["medians"] = medians(result["rounds"])
+    finally:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(json.dumps(result, indent=1) + "\n")
+        lab.down()
+        shutil.rmtree(state_dir, ignore_errors=True)
+    print(json.dumps(result.get("medians"), indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
