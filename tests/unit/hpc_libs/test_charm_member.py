@@ -117,7 +117,7 @@ def test_joining_starts_the_daemon_records_what_it_runs_with_and_confirms_the_ke
 
     out = ctx.run(ctx.on.relation_changed(relation), state)
 
-    assert machine.service_calls == [("enable", DAEMON), ("restart", DAEMON)]
+    assert machine.service_calls == [("restart", DAEMON), ("enable", DAEMON)]
     assert stored(out)["applied"] == fingerprint(KEY, "10.0.0.1")
     assert confirmed(out, relation) == auth_key_digest(KEY)
     assert out.unit_status == ops.ActiveStatus()
