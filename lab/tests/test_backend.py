@@ -88,6 +88,7 @@ def test_deploy_runs_setup_hooks_in_juju_order(juju: LabJuju):
     assert events(juju, "beta/1") == [
         "install",
         "peers_relation_created",
+        "leader_settings_changed",
         "config_changed",
         "start",
         "peers_relation_joined:beta/0",

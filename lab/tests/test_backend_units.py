@@ -101,6 +101,7 @@ def test_a_second_unit_joins_its_peer_both_ways_after_its_setup():
     assert _kinds(model, "a/1") == [
         "install",
         "relation_created",
+        "leader_settings_changed",
         "config_changed",
         "start",
         "relation_joined:a/0",

@@ -1,8 +1,8 @@
 """Which hooks Juju runs, in which order, when the model changes.
 
 Orders follow Juju's documented charm lifecycle: a new unit runs install, relation-created for
-the relations it is born into (peers first), leader-elected (leader only), config-changed and
-start, then relation-joined/changed per remote unit; integrate runs relation-created on both
+the relations it is born into (peers first), leader-elected (the leader) or
+leader-settings-changed (any other unit), config-changed and start, then relation-joined/changed per remote unit; integrate runs relation-created on both
 sides, then relation-joined and relation-changed per remote unit; a leaving unit makes the other
 units run relation-departed, runs relation-departed and relation-broken itself, then stop and
 remove.
@@ -49,8 +49,9 @@ def unit_added(ctl: Controller, unit: Unit) -> None:
     relations = sorted(model.relations_of(unit.app), key=lambda r: (not r.is_peer, r.id))
     for rel in relations:
         ctl.enqueue(unit.name, "relation_created", relation_id=rel.id)
-    if app.leader == unit.name:
-        ctl.enqueue(unit.name, "leader_elected")
+    # Juju runs leader-settings-changed once on a new unit that is not the leader.
+    leadership = "leader_elected" if app.leader == unit.name else "leader_settings_changed"
+    ctl.enqueue(unit.name, leadership)
     ctl.enqueue(unit.name, "config_changed")
     ctl.enqueue(unit.name, "start")
     for rel in relations:
