@@ -361,10 +361,11 @@ def test_scale_up_joins_the_new_unit_everywhere(juju: LabJuju):
     juju.add_unit("alpha")
 
     seen = events(juju, "alpha/1")
-    assert seen[:11] == [
+    assert seen[:12] == [
         "install",
         "peers_relation_created",
         "provide_relation_created",
+        "leader_settings_changed",
         "config_changed",
         "start",
         "peers_relation_joined:alpha/0",
