@@ -90,10 +90,11 @@ def test_per_user_option_adds_the_users_and_accounts_path(ctx, machine):
     [
         (OLDER, {}),
         ("25.05.3-1", {}),
+        ("", {}),
         (NEWER, {"slurm-conf-parameters": "PrivateData=usage\n"}),
         (NEWER, {"slurm-conf-parameters": "PrivateData=jobs,nodes\n"}),
     ],
-    ids=["24.11", "25.05", "privatedata-usage", "privatedata-jobs-nodes"],
+    ids=["24.11", "25.05", "version-unrecorded", "privatedata-usage", "privatedata-jobs-nodes"],
 )
 def test_no_endpoint_and_only_the_exporter_offered(
     ctx, machine, tmp_path: Path, package_version: str, config: dict
