@@ -10,7 +10,8 @@ slurmctld (after archiving StateSaveLocation), sackd, and the compute node throu
 `sacct` still lists the jobs from before, `scontrol ping` and every daemon on 26.05, and a
 new job runs. The lab only: real Juju has no mirror to name.
 
-Run with `-s` to see the timings.
+Run with `-s` to see the timings. On the 2-core lab host: about 8 min 15 s in all (deploy
+5 min; slurmdbd, slurmctld and sackd upgraded in 2-3 min; the node's rollout 67 s).
 """
 
 from __future__ import annotations
