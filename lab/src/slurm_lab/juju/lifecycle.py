@@ -2,10 +2,10 @@
 
 Orders follow Juju's documented charm lifecycle: a new unit runs install, relation-created for
 the relations it is born into (peers first), leader-elected (the leader) or
-leader-settings-changed (any other unit), config-changed and start, then relation-joined/changed per remote unit; integrate runs relation-created on both
-sides, then relation-joined and relation-changed per remote unit; a leaving unit makes the other
-units run relation-departed, runs relation-departed and relation-broken itself, then stop and
-remove.
+leader-settings-changed (any other unit), config-changed and start, then relation-joined/changed
+per remote unit; integrate runs relation-created on both sides, then relation-joined and
+relation-changed per remote unit; a leaving unit makes the other units run relation-departed,
+runs relation-departed and relation-broken itself, then stop and remove.
 """
 
 from __future__ import annotations
