@@ -23,6 +23,7 @@ from slurm_lab.machines import Lab
 from . import exporter as exporter_figure
 from . import failover as failover_figure
 from . import figures as fig
+from . import rebuild as rebuild_figure
 from .cluster import (
     COMPUTE,
     CONTROLLER,
@@ -184,6 +185,7 @@ class Run:
             ("enlistment", self.enlistment),
             ("static_method", lambda: fig.static_method(bench, watch, args.nodes)),
             ("throughput", lambda: fig.throughput(bench, args.jobs)),
+            ("rebuild", lambda: rebuild_figure.rebuild(bench)),
             ("scale_in_idle", lambda: fig.scale_in(bench, watch, f"{COMPUTE}/{last}", 0)),
             (
                 "scale_in_busy",
