@@ -24,6 +24,7 @@ from . import autoscale as autoscale_figure
 from . import exporter as exporter_figure
 from . import failover as failover_figure
 from . import figures as fig
+from . import rebuild as rebuild_figure
 from .cluster import (
     COMPUTE,
     CONTROLLER,
@@ -185,6 +186,7 @@ class Run:
             ("enlistment", self.enlistment),
             ("static_method", lambda: fig.static_method(bench, watch, args.nodes)),
             ("throughput", lambda: fig.throughput(bench, args.jobs)),
+            ("rebuild", lambda: rebuild_figure.rebuild(bench)),
             ("scale_in_idle", lambda: fig.scale_in(bench, watch, f"{COMPUTE}/{last}", 0)),
             (
                 "scale_in_busy",

@@ -318,8 +318,33 @@ def table(figures: dict[str, Any]) -> str:
         *scale_rows(figures),
         *exporter_rows(figures),
         *autoscale_rows(figures),
+        *rebuild_rows(figures),
     ]
     return markdown(["#", "Figure", "Charms", "Comparator (same run)", "Ratio"], rows)
+
+
+def rebuild_rows(figures: dict[str, Any]) -> list[list[str]]:
+    """Figure 10: a node's time out in a rollout (upgrade=true) beside a bare scontrol reboot."""
+    out = figures.get("rebuild")
+    if not out:
+        return [["10", "Rolling rebuild", "not measured", "-", "-"]]
+    bare, ours = out["bare_reboot_s"], out["rollout_node_s"]
+    per_node = out["rollout_per_node_s"]
+    return [
+        [
+            "10",
+            f"Rollout of {out['nodes']} node(s), upgrade=true, max-unavailable=1: {out['node']}"
+            " out (reboot issued to idle on its new boot); all nodes: median / max; "
+            "rollout total per node",
+            f"{ours} s; {per_node['median']} / {per_node['max']} s; "
+            f"{out['rollout_total_per_node_s']} s",
+            f"bare `scontrol reboot {out['node']}`: {bare} s out; {out['bare_total_s']} s "
+            "command to back",
+            f"{out['rollout_total_per_node_s'] / out['bare_total_s']:.1f}x (command to back)"
+            if out["bare_total_s"]
+            else "-",
+        ]
+    ]
 
 
 def exporter_rows(figures: dict[str, Any]) -> list[list[str]]:

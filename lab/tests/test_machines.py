@@ -248,3 +248,29 @@ def test_cli_up_exec_status_down_leaves_nothing(
         assert cli.main(["--state-dir", str(state), "down"]) == 0
     assert_nothing_left(lab, links)
     assert lab.machines() == []
+
+
+def test_the_mirror_serves_the_newer_slurm_on_the_lab_network_only_until_down(
+    base: Path, tmp_path: Path
+):
+    """`serve_mirror`: a machine's apt sees forky's slurmd as the candidate; `down` stops it."""
+    del base
+    lab = Lab(tmp_path / "state")
+    links = _host_links()
+    servers: list[int] = []
+    try:
+        machine = lab.create("mirror-user")
+        source = lab.serve_mirror()
+        assert lab.serve_mirror() == source  # idempotent: the running server is kept
+        servers = network.pids_in(lab.lab_netns)
+        assert len(servers) == 1
+        machine.write_file("/etc/apt/sources.list.d/slurm-newer.list", source + "\n")
+        machine.exec(["apt-get", "-q", "update"], check=True, timeout=120)
+        policy = machine.exec(["apt-cache", "policy", "slurmd"], check=True).stdout
+        candidate = policy.split("Candidate:", 1)[1].split()[0]
+        assert not candidate.startswith("24.11"), policy
+        assert "http://10.151.0.1/debian forky/main" in policy
+    finally:
+        lab.down()
+    assert_nothing_left(lab, links)
+    assert not any(Path(f"/proc/{pid}").exists() for pid in servers)
