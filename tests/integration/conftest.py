@@ -22,13 +22,17 @@ REPO = Path(__file__).resolve().parents[2]
 CHARM_DIRS = (REPO / "charms", REPO / "lab" / "tests" / "charms")
 LONGEST_MODULES = (
     "test_ha.py",
+    "test_observability.py",
+    "test_major_upgrade.py",
+    "test_rebuild.py",
     "test_ha_key_rotation.py",
     "test_operator_toolkit.py",
     "test_ha_worst_moment.py",
 )
 """Started first when modules run in parallel (`just integration`): the failover suite alone
-takes about 15 minutes, so starting it last would add to the whole run. The worst-moment
-failover waits out Slurm's 121 s requeue delay and a 40 s job (5 to 9 minutes in all)."""
+takes about 15 minutes, so starting it last would add to the whole run. Observability, the
+major upgrade and the rolling rebuild take 8 to 10 minutes each; the worst-moment failover
+waits out Slurm's 121 s requeue delay and a 40 s job (5 to 9 minutes in all)."""
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
