@@ -191,8 +191,8 @@ MUTATIONS = [
     Mutation(
         "member-records-fingerprint-before-restart",
         "libs/hpc_libs/src/hpc_libs/charm/member.py",
-        '            self._stored.applied = ""\n            if not active and start_when_down:',
-        "            self._stored.applied = fingerprint\n            if not active and start_when_down:",
+        '            self._stored.applied = ""\n            if not active and start_when',
+        "            self._stored.applied = fingerprint\n            if not active and start_when",
         "tests/unit/hpc_libs/test_charm_member.py",
     ),
     Mutation(
