@@ -360,7 +360,7 @@ MUTATIONS = [
     Mutation(
         "native-metrics-despite-privatedata",
         "charms/slurmctld/src/native_metrics.py",
-        '    return not slurm_conf_parameters.get("privatedata")',
+        '    return not config.slurm_conf_parameters.get("privatedata")',
         "    return True",
         "tests/unit/slurmctld/test_native_metrics.py",
     ),
@@ -596,17 +596,16 @@ MUTATIONS = [
     ),
     Mutation(
         "upgrade-slurmctld-before-slurmdbd",
-        "charms/slurmctld/src/charm.py",
-        '        dbds = [(d.host or "slurmdbd", d.version) for d in self.accounting.dbds()]',
-        "        dbds: list[tuple[str, str | None]] = []",
+        "charms/slurmctld/src/major_upgrade.py",
+        '    versions = [(d.host or "slurmdbd", d.version) for d in dbds]',
+        "    versions: list[tuple[str, str | None]] = []",
         "tests/unit/slurmctld/test_slurmctld_major_upgrade.py",
     ),
     Mutation(
         "upgrade-slurmctld-backup-before-the-primary",
-        "charms/slurmctld/src/charm.py",
-        "        earlier = order[: order.index(self.unit.name)]"
-        " if self.unit.name in order else order",
-        "        earlier: list[str] = []",
+        "charms/slurmctld/src/major_upgrade.py",
+        "    earlier = order[: order.index(unit)] if unit in order else order",
+        "    earlier: list[str] = []",
         "tests/unit/slurmctld/test_slurmctld_major_upgrade.py",
     ),
     Mutation(

@@ -10,9 +10,11 @@ from typing import Any
 import accounting
 import cluster
 import credentials
+import daemons
 import exporter_service
 import fence
 import ha
+import major_upgrade
 import native_metrics
 import ops
 import overrides
@@ -28,20 +30,17 @@ from hpc_libs.charm.base import SlurmCharm
 from hpc_libs.charm.ports import PortRange
 from hpc_libs.charm.upgrade import Plan, list_backups
 from hpc_libs.errors import SlurmOpsError
-from hpc_libs.interfaces.controller import PortRangeEntry
 from hpc_libs.interfaces.cos_agent import SLURM_LOG_FILES, CosAgentProvider, scrape_job
 from hpc_libs.interfaces.mount_info import MountInfoProvider
 from hpc_libs.interfaces.sackd import SackdRequirer
 from hpc_libs.interfaces.slurmctld_peer import (
     ControllerSlot,
     DepartedNode,
-    PartitionEntry,
     SlurmctldPeer,
     SlurmctldPeerData,
 )
 from hpc_libs.interfaces.slurmd import (
     RETIRE_REASON,
-    ControllerEntry,
     SlurmdRequirer,
     get_or_create_auth_key_secret,
     node_name,
@@ -49,7 +48,6 @@ from hpc_libs.interfaces.slurmd import (
 from hpc_libs.interfaces.slurmdbd import SlurmdbdRequirer
 from hpc_libs.interfaces.slurmrestd import SlurmrestdRequirer
 from hpc_libs.machine import systemd
-from hpc_libs.slurm import backup, upgrade
 from hpc_libs.slurm.base import SLURM_USER
 from hpc_libs.slurm.ports import SLURMCTLD_PORT
 from hpc_libs.slurm.scontrol import Scontrol
@@ -100,6 +98,7 @@ class SlurmctldCharm(SlurmCharm[SlurmctldConfig]):
         self.rest_api = SlurmrestdRequirer(self, SLURMRESTD)
         self.mount = MountInfoProvider(self, MOUNT)
         self.exporter = exporter_service.ExporterService(self.slurmctld.root)
+        self.daemons = daemons.Daemons(self.slurmd, self.login_nodes, self.slurmdbd, self.rest_api)
         self.auth_rotation = rotation.AuthKeyRotation(
             self,
             [self.slurmd, self.login_nodes, self.slurmdbd, self.rest_api],
@@ -271,14 +270,14 @@ class SlurmctldCharm(SlurmCharm[SlurmctldConfig]):
                 served,
                 self.accounting.dbds(),
                 placement.conf_settings(),
-                native_metrics_on=self._native_metrics_on(config),
+                native_metrics_on=native_metrics.enabled(self.installer.version, config),
             ),
             cluster.render_cgroup_conf(config),
             key,
             credentials.jwt_key(jwt_secret),
         )
         srun_ports = overrides.srun_port_range(config.slurm_conf_parameters)
-        self._publish_controller_data(auth_key, controllers, served, config_digest, srun_ports)
+        self.daemons.publish(auth_key, controllers, served, config_digest, srun_ports)
         self.accounting.share_jwt_key(jwt_secret)
         self.auth_rotation.advance(auth_key, key, backups=placement.network_state)
         self.rebuild.stop_failed()
@@ -317,29 +316,14 @@ class SlurmctldCharm(SlurmCharm[SlurmctldConfig]):
             yield roles
 
     def upgrade_waits_for(self, target: str) -> str | None:
-        """Wait for every slurmdbd in use, then for the controllers before this one.
-
-        Slurm's order: slurmdbd converts the database first; then the primary controller
-        (first in join order) converts StateSaveLocation, and the backups follow it.
-        """
-        dbds = [(d.host or "slurmdbd", d.version) for d in self.accounting.dbds()]
-        if (reason := upgrade.wait_reason(target, "slurmdbd", dbds)) is not None:
-            return reason
-        hosts = self.peer.hosts()
-        order = [c.unit for c in self.peer.read().controllers or [] if c.unit]
-        earlier = order[: order.index(self.unit.name)] if self.unit.name in order else order
-        versions = [(u, hosts[u].version if u in hosts else None) for u in earlier]
-        return upgrade.wait_reason(target, "slurmctld", versions)
+        """Every slurmdbd in use, then the controllers before this one (`major_upgrade`)."""
+        return major_upgrade.waits_for(target, self.accounting.dbds(), self.peer, self.unit.name)
 
     def before_upgrade(self, plan: Plan) -> None:
-        """Archive StateSaveLocation (the shared one with network state) before converting it."""
+        """Archive StateSaveLocation before slurmctld converts it (`major_upgrade`)."""
         config = self.valid_config()
         network = config is not None and self._placed(config).network_state
-        manager = self.slurmctld
-        state = manager.network_state_save_location if network else manager.state_save_location
-        name = backup.backup_name("slurmctld-state", plan.running, str(plan.target))
-        path = backup.archive_state(state, manager.root, name)
-        logger.info("StateSaveLocation %s saved to %s before the upgrade", state, path)
+        major_upgrade.archive_state(self.slurmctld, plan, network_state=network)
 
     def _placed(self, config: SlurmctldConfig) -> ha.Placement:
         """Placement for this dispatch, chosen once (`ha.placement` reads use-network-state)."""
@@ -358,16 +342,11 @@ class SlurmctldCharm(SlurmCharm[SlurmctldConfig]):
         except (ValueError, SlurmOpsError) as e:
             logger.warning("cannot run the Slurm exporter (the next event retries): %s", e)
 
-    def _native_metrics_on(self, config: SlurmctldConfig) -> bool:
-        """Whether slurmctld serves its own metrics here (`native_metrics`)."""
-        return native_metrics.enabled(self.installer.version, config.slurm_conf_parameters)
-
     def _scrape_jobs(self) -> list[dict[str, Any]]:
         """Return the exporter's job, and slurmctld's own endpoint's where it is on."""
         jobs = [scrape_job("slurm_exporter", exporter_service.PORT)]
         if (config := self.valid_config()) is not None:
-            on = self._native_metrics_on(config)
-            jobs += native_metrics.scrape_jobs(on, config.metrics_per_user)
+            jobs += native_metrics.scrape_jobs(self.installer.version, config)
         return jobs
 
     def _exporter_status(self) -> Iterator[ops.StatusBase]:
@@ -378,49 +357,6 @@ class SlurmctldCharm(SlurmCharm[SlurmctldConfig]):
     def _serving_partitions(self) -> list[str]:
         """Return the partitions of slurmd applications the controller serves (not retiring)."""
         return partitions.serving(self.peer.read())
-
-    # What the daemons are told.
-
-    def _publish_controller_data(
-        self,
-        auth_key: ops.Secret,
-        controllers: list[ha.Controller],
-        partitions: dict[str, PartitionEntry],
-        config_digest: str,
-        srun_ports: tuple[int, int] | None,
-    ) -> None:
-        """Share the auth key, the controllers and the applied config's digest with every daemon.
-
-        Login nodes, slurmdbd and the REST API get them at once; a slurmd application once
-        its partition is in slurm.conf. A new `config_digest` (published only once slurmctld
-        accepted the configuration) gives each of them a relation-changed, so a daemon that
-        failed to start with the former configuration retries now. Where srun runs (login and
-        compute nodes) the units also get `SrunPortRange`, to open it.
-        """
-        try:
-            entries = [
-                ControllerEntry(
-                    hostname=c.hostname, address=c.address, port=SLURMCTLD_PORT, version=c.version
-                )
-                for c in controllers
-            ]
-        except ValueError as e:
-            logger.error("not publishing controllers that break Slurm's grammar: %s", e)
-            return
-        srun = PortRangeEntry(first=srun_ports[0], last=srun_ports[1]) if srun_ports else None
-        for relation in self.model.relations[SLURMD]:
-            if relation.app is not None and relation.app.name in partitions:
-                self.slurmd.publish_controller_data(
-                    relation, auth_key, entries, config_digest, srun
-                )
-        for relation in self.model.relations[LOGIN_NODE]:
-            self.login_nodes.publish_controller_data(
-                relation, auth_key, entries, config_digest, srun
-            )
-        for relation in self.model.relations[SLURMDBD]:
-            self.slurmdbd.publish_controller_data(relation, auth_key, entries, config_digest)
-        for relation in self.model.relations[SLURMRESTD]:
-            self.rest_api.publish_controller_data(relation, auth_key, entries, config_digest)
 
 
 def _is_install_hook() -> bool:

@@ -20,9 +20,9 @@ slurmdbd's queue, and carry memory in MB and times in microseconds.
   offered only with `metrics-per-user`, like the exporter's per-user series.
 """
 
-from collections.abc import Mapping
 from typing import Any
 
+from config import SlurmctldConfig
 from hpc_libs.interfaces.cos_agent import scrape_job
 from hpc_libs.slurm import version
 from hpc_libs.slurm.ports import SLURMCTLD_PORT
@@ -35,11 +35,11 @@ NATIVE_PREFIX = "slurm_native_"
 """Where native series are stored: `slurm_jobs_pending` becomes `slurm_native_jobs_pending`."""
 
 
-def enabled(package_version: str, slurm_conf_parameters: Mapping[str, Any]) -> bool:
+def enabled(package_version: str, config: SlurmctldConfig) -> bool:
     """Whether slurmctld serves its metrics: Slurm 25.11 or newer, and no PrivateData set.
 
     `package_version` is the installed slurmctld package's ("" or unreadable: not enabled);
-    `slurm_conf_parameters` are the operator's parsed parameters (slurmutils' lower-case keys).
+    the operator's parsed parameters (slurmutils' lower-case keys) say whether PrivateData is.
     """
     try:
         release = version.parse(package_version)
@@ -47,7 +47,7 @@ def enabled(package_version: str, slurm_conf_parameters: Mapping[str, Any]) -> b
         return False
     if (release.major, release.minor) < FIRST_RELEASE:
         return False
-    return not slurm_conf_parameters.get("privatedata")
+    return not config.slurm_conf_parameters.get("privatedata")
 
 
 def conf_settings(on: bool) -> dict[str, Any]:
@@ -55,11 +55,11 @@ def conf_settings(on: bool) -> dict[str, Any]:
     return {"metricstype": "metrics/openmetrics"} if on else {}
 
 
-def scrape_jobs(on: bool, per_user: bool) -> list[dict[str, Any]]:
-    """Return the collector's jobs for the endpoint on this machine (none when not `on`)."""
-    if not on:
+def scrape_jobs(package_version: str, config: SlurmctldConfig) -> list[dict[str, Any]]:
+    """Return the collector's jobs for the endpoint on this machine (none where it is off)."""
+    if not enabled(package_version, config):
         return []
-    paths = [*PATHS, *([PER_USER_PATH] if per_user else [])]
+    paths = [*PATHS, *([PER_USER_PATH] if config.metrics_per_user else [])]
     return [
         scrape_job(
             f"{NATIVE_PREFIX}{path.replace('-', '_')}",
