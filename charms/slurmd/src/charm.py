@@ -181,8 +181,8 @@ class SlurmdCharm(SlurmCharm[SlurmdConfig]):
             return ops.BlockedStatus(problem)
         if error := self.hardware.error:
             return ops.BlockedStatus(f"hardware detection failed, node config kept: {error}")
-        if not stored.registered:
-            return ops.WaitingStatus(WAITING_FOR_SLURMCTLD)
+        if not stored.registered:  # The member says what slurmctld has not sent yet.
+            return self.member.waiting_status() or ops.WaitingStatus(WAITING_FOR_SLURMCTLD)
         if self._reregistering():
             return ops.MaintenanceStatus("draining to register new configuration")
         if not self.slurmd.service.is_active():
