@@ -365,6 +365,13 @@ MUTATIONS = [
         "tests/unit/slurmctld/test_native_metrics.py",
     ),
     Mutation(
+        "native-metrics-without-being-asked",
+        "charms/slurmctld/src/native_metrics.py",
+        "    if not config.native_metrics:\n        return False\n",
+        "",
+        "tests/unit/slurmctld/test_native_metrics.py",
+    ),
+    Mutation(
         "native-metrics-on-older-slurm",
         "charms/slurmctld/src/native_metrics.py",
         "    if (release.major, release.minor) < FIRST_RELEASE:",

@@ -36,6 +36,7 @@ NATIVE = 'label_replace({__name__=~"slurm_native_.+"}, "name", "$1", "__name__",
 @pytest.fixture(scope="module")
 def cluster(juju: jubilant.Juju, charm_path: Callable[[str], Path]) -> jubilant.Juju:
     deploy_slurm(juju, charm_path, controllers=2, network_state=True, login=False)
+    juju.config("slurmctld", {"native-metrics": True})
     juju.deploy("opentelemetry-collector", "otelcol")
     juju.integrate("slurmctld:cos-agent", "otelcol:cos-agent")
     juju.deploy("prometheus", "prometheus")

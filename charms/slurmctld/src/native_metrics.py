@@ -36,11 +36,18 @@ NATIVE_PREFIX = "slurm_native_"
 
 
 def enabled(package_version: str, config: SlurmctldConfig) -> bool:
-    """Whether slurmctld serves its metrics: Slurm 25.11 or newer, and no PrivateData set.
+    """Whether slurmctld serves its metrics: asked for, Slurm 25.11 or newer, no PrivateData.
+
+    The operator asks (`native-metrics`) once every daemon runs 25.11 or newer: the charm does
+    not know the release of every login node and REST unit, and an older one refuses the
+    slurm.conf that names MetricsType (a major upgrade's nodes keep the old release until
+    their rollout).
 
     `package_version` is the installed slurmctld package's ("" or unreadable: not enabled);
     the operator's parsed parameters (slurmutils' lower-case keys) say whether PrivateData is.
     """
+    if not config.native_metrics:
+        return False
     try:
         release = version.parse(package_version)
     except ValueError:

@@ -39,10 +39,13 @@ NATIVE_NODES_JOB = {
 
 
 def controller(package_version: str, **config: str | bool) -> testing.State:
-    """A leader with slurmctld `package_version` installed and a collector on `cos-agent`."""
+    """A leader with slurmctld `package_version` installed and a collector on `cos-agent`.
+
+    The operator asked for the endpoint (`native-metrics`) unless `config` says otherwise.
+    """
     return testing.State(
         leader=True,
-        config=config,
+        config={"native-metrics": True, **config},
         relations=[
             testing.PeerRelation(PEER),
             testing.Relation("cos-agent", remote_app_name="otelcol"),
@@ -93,13 +96,22 @@ def test_per_user_option_adds_the_users_and_accounts_path(ctx, machine):
         ("", {}),
         (NEWER, {"slurm-conf-parameters": "PrivateData=usage\n"}),
         (NEWER, {"slurm-conf-parameters": "PrivateData=jobs,nodes\n"}),
+        (NEWER, {"native-metrics": False}),
     ],
-    ids=["24.11", "25.05", "version-unrecorded", "privatedata-usage", "privatedata-jobs-nodes"],
+    ids=[
+        "24.11",
+        "25.05",
+        "version-unrecorded",
+        "privatedata-usage",
+        "privatedata-jobs-nodes",
+        "not-asked-for",
+    ],
 )
 def test_no_endpoint_and_only_the_exporter_offered(
     ctx, machine, tmp_path: Path, package_version: str, config: dict
 ):
-    """Before 25.11 there is no plugin; with any PrivateData slurmctld answers every scrape 401."""
+    """Before 25.11 there is no plugin; with any PrivateData slurmctld answers every scrape 401;
+    and an older daemon (a major upgrade's nodes) refuses MetricsType until the operator asks."""
     out = ctx.run(ctx.on.config_changed(), controller(package_version, **config))
 
     assert "metricstype" not in slurm_conf(tmp_path)
