@@ -23,16 +23,20 @@ CHARM_DIRS = (REPO / "charms", REPO / "lab" / "tests" / "charms")
 LONGEST_MODULES = (
     "test_ha.py",
     "test_observability.py",
+    "test_bench_lab_smoke.py",
+    "test_dynamic_nodes.py",
     "test_major_upgrade.py",
     "test_rebuild.py",
+    "test_ha_worst_moment.py",
     "test_ha_key_rotation.py",
     "test_operator_toolkit.py",
-    "test_ha_worst_moment.py",
+    "test_accounting_backup.py",
 )
-"""Started first when modules run in parallel (`just integration`): the failover suite alone
-takes about 15 minutes, so starting it last would add to the whole run. Observability, the
-major upgrade and the rolling rebuild take 8 to 10 minutes each; the worst-moment failover
-waits out Slurm's 121 s requeue delay and a 40 s job (5 to 9 minutes in all)."""
+"""Started first when modules run in parallel (`just integration`), longest first, so that no
+long module starts last. In CI (4 labs on 2 cores): the failover suite 13-15 minutes,
+observability 12, the benchmark smoke run 10, the dynamic-node suite and the major upgrade 8-9,
+the rolling rebuild 7, the worst-moment failover 5 to 9 (Slurm's 121 s requeue delay).
+The rest take 1 to 4 minutes each."""
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
