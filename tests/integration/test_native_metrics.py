@@ -12,6 +12,7 @@ and offers no native job.
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -68,7 +69,10 @@ def test_cos_holds_native_series_from_the_primary_only(cluster: jubilant.Juju):
         timeout=180,
         what="slurmctld's own node series from the primary in COS's Prometheus",
     )
-    # Both collectors scraped several times (every 10 s) since: none stored the backup's.
+    # The endpoint came on with `native-metrics` just now: let both collectors scrape a few
+    # more times (every 10 s) so the 10 s-aligned window below holds them, then none stored
+    # the backup's.
+    time.sleep(35)
     units = prometheus(
         cluster, "query", query=f"count by (juju_unit) (last_over_time(({NATIVE})[2m:10s]))"
     )["result"]
