@@ -12,8 +12,10 @@ from __future__ import annotations
 
 import os
 import shutil
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import jubilant
 import pytest
@@ -33,9 +35,11 @@ LONGEST_MODULES = (
     "test_accounting_backup.py",
 )
 """Started first when modules run in parallel (`just integration`), longest first, so that no
-long module starts last. In CI (4 labs on 2 cores): the failover suite 13-15 minutes,
-observability 12, the benchmark smoke run 10, the dynamic-node suite and the major upgrade 8-9,
-the rolling rebuild 7, the worst-moment failover 5 to 9 (Slurm's 121 s requeue delay).
+long module starts last (`pytest_xdist_make_scheduler`; the module timeline at the end of the
+run shows what each worker ran and for how long). In CI (4 labs on 2 cores): the failover
+suite 13-15 minutes, observability 12, the benchmark smoke run 10, the dynamic-node suite and
+the major upgrade 8-9, the rolling rebuild 7, the worst-moment failover 5 to 9 (Slurm's 121 s
+requeue delay).
 The rest take 1 to 4 minutes each."""
 
 
@@ -43,6 +47,80 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Put the longest modules first; the order inside each module is kept (stable sort)."""
     rank = {name: position for position, name in enumerate(LONGEST_MODULES)}
     items.sort(key=lambda item: rank.get(item.path.name, len(rank)))
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """Modules to workers longest first, each as its worker frees up (`LongestFirst`)."""
+    from xdist.scheduler import LoadFileScheduling
+
+    config.option.loadscopereorder = False  # xdist would sort modules by their test count
+
+    class LongestFirst(LoadFileScheduling):
+        """xdist's file scheduling, with the next module chosen when the worker needs it.
+
+        A worker runs a test only once it knows the next one, so xdist hands a worker its next
+        module early (when 2 tests are left), and at the start a one-test module got the next
+        long module queued behind it while other workers freed up sooner. Here a worker gets
+        the longest module left when its last test is about to run; only a worker whose first
+        module has a single test gets a filler at the start: the shortest module left.
+        """
+
+        filler_round = False
+        """Whether the first round runs: a worker that has a module already gets a filler."""
+
+        def schedule(self) -> None:
+            self.filler_round = self.collection is None
+            super().schedule()
+            self.filler_round = False
+
+        def _reschedule(self, node: Any) -> None:
+            if node.shutting_down:
+                return
+            if not self.workqueue:
+                node.shutdown()
+            elif self._pending_of(self.assigned_work[node]) <= 1:
+                self._assign_work_unit(node)
+
+        def _assign_work_unit(self, node: Any) -> None:
+            if self.filler_round and self.assigned_work.get(node):
+                self.workqueue.move_to_end(next(reversed(self.workqueue)), last=False)
+            super()._assign_work_unit(node)
+
+    return LongestFirst(config, log)
+
+
+TIMELINE = REPO / "build" / "integration-timeline.log"
+"""When each module's lab came up and went down, and on which worker (printed at the end)."""
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    if not hasattr(session.config, "workerinput"):  # the controller, or a run without xdist
+        TIMELINE.parent.mkdir(exist_ok=True)
+        TIMELINE.write_text(f"{time.time():.0f} start\n")
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    lines = TIMELINE.read_text().splitlines() if TIMELINE.is_file() else []
+    if len(lines) > 1:
+        began = float(lines[0].split()[0])
+        terminalreporter.section("module timeline (minutes from the start)")
+        for line in lines[1:]:
+            stamp, rest = line.split(" ", 1)
+            terminalreporter.write_line(f"{(float(stamp) - began) / 60:6.1f} {rest}")
+
+
+@pytest.fixture(scope="module", autouse=True)
+def timeline(request: pytest.FixtureRequest) -> Iterator[None]:
+    """Write the module's start and end to TIMELINE, with its worker and minutes taken."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
+    name = request.module.__name__
+    began = time.time()
+    with TIMELINE.open("a") as log:
+        log.write(f"{began:.0f} {worker} {name} started\n")
+    yield
+    ended = time.time()
+    with TIMELINE.open("a") as log:
+        log.write(f"{ended:.0f} {worker} {name} ended after {(ended - began) / 60:.1f} min\n")
 
 
 def on_real_juju() -> bool:
