@@ -130,10 +130,10 @@ class SlurmdbdCharm(SlurmCharm[SlurmdbdConfig]):
         """Wait for the units before this one in join order: the primary converts first."""
         dbds = self._roles()
         hosts = {**self.peer.hosts(), self.unit.name: self._my_host()}
-        order = list(dbds.order)
-        earlier = order[: order.index(self.unit.name)] if self.unit.name in order else order
-        versions = [(u, hosts[u].version if u in hosts else None) for u in earlier]
-        return upgrade.wait_reason(target, "slurmdbd", versions)
+        versions = {unit: host.version for unit, host in hosts.items()}
+        return upgrade.join_order_wait_reason(
+            target, "slurmdbd", dbds.order, self.unit.name, versions
+        )
 
     def before_upgrade(self, plan: Plan) -> None:
         """Dump the database through slurmdbd's account before the primary converts it.
