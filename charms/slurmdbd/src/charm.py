@@ -14,10 +14,11 @@ from hpc_libs.charm.member import NEEDS_SLURMCTLD, ClusterMember
 from hpc_libs.charm.ports import PortRange
 from hpc_libs.charm.upgrade import Plan, list_backups
 from hpc_libs.errors import ConfigError, IntegrationError, SlurmOpsError
+from hpc_libs.interfaces.base import join_order
 from hpc_libs.interfaces.cos_agent import SLURM_LOG_FILES, CosAgentProvider
 from hpc_libs.interfaces.mysql_client import MysqlConnection, MysqlRequirer
 from hpc_libs.interfaces.slurmdbd import DbdEntry, JwtKeyData, SlurmdbdData, SlurmdbdProvider
-from hpc_libs.interfaces.slurmdbd_peer import DbdHost, SlurmdbdPeer, join_order
+from hpc_libs.interfaces.slurmdbd_peer import DbdHost, SlurmdbdPeer
 from hpc_libs.machine.systemd import journal_reason
 from hpc_libs.slurm import backup, upgrade
 from hpc_libs.slurm.ports import SLURMDBD_PORT
