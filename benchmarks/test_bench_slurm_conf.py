@@ -78,9 +78,9 @@ def test_reconcile_slurm_conf(
     manager.config.write(wanted)
 
     def reconcile() -> bool:
-        with manager.config.edit() as conf:
-            conf.nodesets = wanted.nodesets
-            conf.partitions = wanted.partitions
-        return manager.config.changed
+        conf = manager.config.load()
+        conf.nodesets = wanted.nodesets
+        conf.partitions = wanted.partitions
+        return manager.config.write(conf)
 
     assert benchmark(reconcile) is False

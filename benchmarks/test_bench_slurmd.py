@@ -4,7 +4,7 @@ import json
 
 from hpc_libs.interfaces.slurmd import ComputeData
 from hpc_libs.slurm import parameters, schema_cache
-from hpc_libs.slurm.slurmd import NODE_LINE, merge_node, node_conf_string, parse_slurmd_c
+from hpc_libs.slurm.slurmd import NODE_LINE, merge_node, parse_slurmd_c
 from pytest_benchmark.fixture import BenchmarkFixture
 from slurmutils import Node, Partition
 
@@ -38,11 +38,11 @@ def test_node_config(benchmark: BenchmarkFixture) -> None:
 
     def node_config() -> str:
         admin = Node.from_dict(parameters.parse(NODE_LINE, "Weight=10 Features=fast TmpDisk=1000"))
-        return node_conf_string(merge_node(HARDWARE, "compute", admin))
+        return str(merge_node(HARDWARE, "compute", admin))
 
     conf = benchmark(node_config)
 
-    assert conf.startswith("CPUs=64 ")
+    assert conf.startswith("cpus=64 ")
 
 
 def test_parse_partition_config(benchmark: BenchmarkFixture) -> None:

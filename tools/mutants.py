@@ -595,10 +595,9 @@ MUTATIONS = [
     ),
     Mutation(
         "upgrade-slurmdbd-backup-before-the-primary",
-        "charms/slurmdbd/src/charm.py",
-        "        earlier = order[: order.index(self.unit.name)]"
-        " if self.unit.name in order else order",
-        "        earlier: list[str] = []",
+        "libs/hpc_libs/src/hpc_libs/slurm/upgrade.py",
+        "    earlier = order[: order.index(unit)] if unit in order else order",
+        "    earlier: Sequence[str] = []",
         "tests/unit/slurmdbd/test_slurmdbd_major_upgrade.py",
     ),
     Mutation(
@@ -610,9 +609,9 @@ MUTATIONS = [
     ),
     Mutation(
         "upgrade-slurmctld-backup-before-the-primary",
-        "charms/slurmctld/src/major_upgrade.py",
+        "libs/hpc_libs/src/hpc_libs/slurm/upgrade.py",
         "    earlier = order[: order.index(unit)] if unit in order else order",
-        "    earlier: list[str] = []",
+        "    earlier: Sequence[str] = []",
         "tests/unit/slurmctld/test_slurmctld_major_upgrade.py",
     ),
     Mutation(

@@ -1,12 +1,15 @@
-"""unpack_charm: a .charm unpacked as Juju unpacks a unit's charm (no root needed)."""
+"""unpack_charm: a .charm unpacked as Juju unpacks a unit's charm; a build machine's failure
+(no root needed)."""
 
 from __future__ import annotations
 
 import stat
+import subprocess
 import zipfile
 from pathlib import Path
 
 import pytest
+from slurm_lab import builder
 from slurm_lab.errors import LabError
 from slurm_lab.juju import charms
 
@@ -52,3 +55,15 @@ def test_unpack_refuses_an_entry_leading_out(tmp_path: Path):
     with pytest.raises(LabError, match="leads out"):
         charms.unpack_charm(charm, tmp_path / "charm")
     assert not (tmp_path / "evil").exists()
+
+
+def test_a_failed_build_machine_command_raises_with_its_exit_and_output_tail():
+    ok = subprocess.CompletedProcess(["sh"], 0, stdout="fine", stderr="")
+    failed = subprocess.CompletedProcess(["sh"], 3, stdout="x" * 5000, stderr="E: no such package")
+
+    assert builder.succeeded(ok, "cannot download") is ok
+    with pytest.raises(LabError) as caught:
+        builder.succeeded(failed, "cannot download")
+    message = str(caught.value)
+    assert message.startswith("cannot download (exit 3):\n")
+    assert message.endswith("x" * 3982 + "E: no such package")

@@ -28,24 +28,6 @@ from hpc_libs.slurm.slurmrestd import SlurmrestdManager
 from ops import testing
 from scenario.state import _Event
 
-_MODULES = {
-    "sackd": ("config", "charm"),
-    "slurmctld": (
-        "overrides",
-        "config",
-        "ha",
-        "primary_watch",
-        "fence",
-        "cluster",
-        "applied",
-        "retire",
-        "credentials",
-        "charm",
-    ),
-    "slurmd": ("config", "node", "departure", "hardware", "charm"),
-    "slurmdbd": ("config", "roles", "charm"),
-    "slurmrestd": ("config", "charm"),
-}
 _TYPES = {
     "sackd": "SackdCharm",
     "slurmctld": "SlurmctldCharm",
@@ -64,19 +46,21 @@ REGISTERED = '{"nodes": [{"name": "slurmd-0", "state": ["IDLE"]}]}'
 
 @cache
 def modules(charm: str) -> dict[str, ModuleType]:
-    """Import the charm's modules once (dependencies first) and keep them as `<charm>_<module>`.
+    """Import the charm (`charm.py`, which imports the rest) once, as `<charm>_<module>` too.
 
     Unlike the unit tests (a process per charm, tests/unit/charm_testing.py `use_charm`),
     one fuzz session drives all five charms, whose modules share names (`charm`,
     `config`): each charm's are imported with its `src` on sys.path, then taken out of
-    sys.modules, so that the next charm imports its own.
+    sys.modules, so that the next charm imports its own. The names are those of its `src`,
+    so no list here has to follow the charm's modules.
     """
-    names = _MODULES[charm]
     src = str(CHARMS_DIR / charm / "src")
+    names = sorted(path.stem for path in Path(src).glob("*.py"))
     shadowed = {name: sys.modules.pop(name) for name in names if name in sys.modules}
     sys.path.insert(0, src)
     try:
-        loaded = {name: importlib.import_module(name) for name in names}
+        importlib.import_module("charm")
+        loaded = {name: sys.modules[name] for name in names if name in sys.modules}
     finally:
         sys.path.remove(src)
         for name in names:

@@ -143,6 +143,18 @@ HOST_VALUES = (
 PORT_VALUES = (1, 6817, 65535, 0, 65536, -1, True, "6817", "6_819", 6817.0)
 
 
+def host_entry() -> st.SearchStrategy[dict[str, Any]]:
+    """A daemon's `{hostname, address, port}` entry (controllers, dbds), any field left out."""
+    return st.fixed_dictionaries(
+        {},
+        optional={
+            "hostname": mutated(HOST_VALUES),
+            "address": mutated(HOST_VALUES),
+            "port": st.sampled_from(PORT_VALUES),
+        },
+    )
+
+
 def slurm_conf_grammar() -> list[str]:
     """A `key=value` line for every slurm.conf key with a rule, with an edge value."""
     edge_values = (*UINT_EDGES, "0", *TIME_VALUES[:5], "yes", "no")

@@ -86,17 +86,6 @@ def entries(raw: str) -> int | None:
     return len(value) if isinstance(value, list) else None
 
 
-def controller_entry() -> st.SearchStrategy[dict[str, Any]]:
-    return st.fixed_dictionaries(
-        {},
-        optional={
-            "hostname": s.mutated(s.HOST_VALUES),
-            "address": s.mutated(s.HOST_VALUES),
-            "port": st.sampled_from(s.PORT_VALUES),
-        },
-    )
-
-
 def controller_databag() -> st.SearchStrategy[dict[str, str]]:
     port = st.sampled_from(s.PORT_VALUES)
     return st.fixed_dictionaries(
@@ -104,7 +93,7 @@ def controller_databag() -> st.SearchStrategy[dict[str, str]]:
             "auth_key_id": st.one_of(
                 st.just(json.dumps(AUTH.id)), s.raw_field(s.mutated([AUTH.id]))
             ),
-            "controllers": s.raw_field(st.lists(controller_entry(), min_size=1, max_size=3)),
+            "controllers": s.raw_field(st.lists(s.host_entry(), min_size=1, max_size=3)),
         },
         optional={
             "jwt_key_id": s.raw_field(s.mutated([JWT.id])),

@@ -257,17 +257,6 @@ def test_slurmd_databag(real_slurm: RealSlurm):
     surface.finish(real_slurm)
 
 
-def dbd_entry() -> st.SearchStrategy[dict[str, Any]]:
-    return st.fixed_dictionaries(
-        {},
-        optional={
-            "hostname": s.mutated(s.HOST_VALUES),
-            "address": s.mutated(s.HOST_VALUES),
-            "port": st.sampled_from(s.PORT_VALUES),
-        },
-    )
-
-
 DBD_SEEDS = [
     {"dbds": json.dumps([{"hostname": h, "address": h, "port": p}])}
     for h, p in zip(s.HOST_VALUES, [*s.PORT_VALUES, 6819], strict=False)
@@ -294,8 +283,8 @@ def test_slurmdbd_databag(real_slurm: RealSlurm):
         surface.check(out, raw)
 
     strategy = st.one_of(
-        st.lists(dbd_entry(), max_size=3).map(lambda d: {"dbds": json.dumps(d)}),
-        st.fixed_dictionaries({"dbds": s.raw_field(st.lists(dbd_entry(), max_size=3))}),
+        st.lists(s.host_entry(), max_size=3).map(lambda d: {"dbds": json.dumps(d)}),
+        st.fixed_dictionaries({"dbds": s.raw_field(st.lists(s.host_entry(), max_size=3))}),
     )
     surface.run(DBD_SEEDS, strategy, example)
     surface.finish(real_slurm)

@@ -83,14 +83,14 @@ result = {
 """
 
 COMPUTE_SETUP = """
-from hpc_libs.slurm.slurmd import SlurmdManager, merge_node, node_conf_string
+from hpc_libs.slurm.slurmd import SlurmdManager, merge_node
 from slurmutils import Node
 
 manager = SlurmdManager()
 installed = manager.install("archive")
 key_written = manager.key.set(args["key"])
 hardware = manager.detect_hardware()
-conf = node_conf_string(merge_node(hardware, args["partition"], Node()))
+conf = str(merge_node(hardware, args["partition"], Node()))
 options_written = manager.set_start_options(args["node"], [args["controller"]], conf)
 manager.service.enable()
 manager.service.start()

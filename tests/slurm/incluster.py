@@ -174,6 +174,12 @@ class Cluster:
             name=name,
         )
 
+    def partition(self, name: str) -> dict[str, Any] | None:
+        """`scontrol show partition <name> --json` on the controller (None if unknown)."""
+        argv = ["scontrol", "show", "partition", name, "--json"]
+        shown = json.loads(self.controller.exec(argv, timeout=60).stdout or "{}")
+        return next((p for p in shown.get("partitions", []) if p["name"] == name), None)
+
     def wait_for_node_state(
         self, name: str, state: str, without: tuple[str, ...] = UNHEALTHY, timeout: float = 30
     ) -> dict[str, Any]:

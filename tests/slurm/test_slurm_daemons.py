@@ -102,15 +102,8 @@ def test_show_node_finds_each_dynamic_node_by_its_n_name_idle_in_the_partition(
     assert sorted(everything) == sorted(COMPUTES)
 
 
-def test_show_partition_lists_the_nodeset_and_both_nodes(cluster: Cluster):
-    partition = cluster.py(
-        cluster.controller,
-        SCONTROL + "p = scontrol.show_partition(args['name'])\n"
-        "result = None if p is None else p.model_dump()\n"
-        "missing = scontrol.show_partition('no-such-partition')\n"
-        "assert missing is None, missing",
-        name=PARTITION,
-    )
+def test_the_partition_lists_the_nodeset_and_both_nodes(cluster: Cluster):
+    partition = cluster.partition(PARTITION)
 
     assert partition is not None
     assert partition["nodes"]["total"] == len(COMPUTES)
@@ -163,14 +156,17 @@ def test_update_node_changes_a_live_field_of_a_dynamic_node(cluster: Cluster):
 
 
 def test_update_partition_drains_and_reopens_the_partition(cluster: Cluster):
-    code = (
-        SCONTROL + "scontrol.update_partition(args['name'], state=args['state'])\n"
-        "result = scontrol.show_partition(args['name']).partition.state"
-    )
+    def update(state: str) -> list[str]:
+        code = SCONTROL + "scontrol.update_partition(args['name'], state=args['state'])"
+        cluster.py(cluster.controller, code, name=PARTITION, state=state)
+        partition = cluster.partition(PARTITION)
+        assert partition is not None
+        return partition["partition"]["state"]
+
     try:
-        drained = cluster.py(cluster.controller, code, name=PARTITION, state="drain")
+        drained = update("drain")
     finally:
-        reopened = cluster.py(cluster.controller, code, name=PARTITION, state="up")
+        reopened = update("up")
 
     assert drained == ["DRAIN"]
     assert reopened == ["UP"]
@@ -367,26 +363,25 @@ def test_an_edited_slurm_conf_takes_effect_on_reconfigure(cluster: Cluster):
     edit = (
         "from hpc_libs.slurm.slurmctld import SlurmctldManager\n"
         "from slurmutils import Partition\n" + SCONTROL + "manager = SlurmctldManager()\n"
-        "with manager.config.edit() as conf:\n"
-        "    if args['add']:\n"
-        "        conf.partitions['extra'] = Partition.from_dict(\n"
-        "            {'partitionname': 'extra', 'nodes': ['compute'], 'maxtime': 10}\n"
-        "        )\n"
-        "    else:\n"
-        "        del conf.partitions['extra']\n"
-        "changed = manager.config.changed\n"
+        "conf = manager.config.load()\n"
+        "if args['add']:\n"
+        "    conf.partitions['extra'] = Partition.from_dict(\n"
+        "        {'partitionname': 'extra', 'nodes': ['compute'], 'maxtime': 10}\n"
+        "    )\n"
+        "else:\n"
+        "    del conf.partitions['extra']\n"
+        "result = manager.config.write(conf)\n"
         "scontrol.reconfigure()\n"
-        "p = scontrol.show_partition('extra')\n"
-        "result = {'changed': changed, 'partition': None if p is None else p.model_dump()}"
     )
     try:
-        added = cluster.py(cluster.controller, edit, add=True)
-        assert added["changed"] is True
-        assert added["partition"] is not None, "reconfigure did not load the new partition"
-        assert added["partition"]["nodes"]["total"] == len(COMPUTES)
+        assert cluster.py(cluster.controller, edit, add=True) is True
+        added = cluster.partition("extra")
+        assert added is not None, "reconfigure did not load the new partition"
+        assert added["nodes"]["total"] == len(COMPUTES)
     finally:
         removed = cluster.py(cluster.controller, edit, add=False)
-    assert removed == {"changed": True, "partition": None}
+    assert removed is True
+    assert cluster.partition("extra") is None
     for node in COMPUTES:
         cluster.wait_for_node_state(node, "IDLE")
 

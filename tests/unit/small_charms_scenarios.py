@@ -14,6 +14,16 @@ def relations(*endpoints: str) -> set[testing.Relation]:
     return {testing.Relation(endpoint) for endpoint in endpoints}
 
 
+def assert_installed_and_blocked_on_the_first_integration(
+    state: testing.State, machine: FakeMachine, charm: Charm
+) -> None:
+    """The packages were installed once, Slurm's version is shown, the first integration lacks."""
+    assert machine.apt_installs == [charm.packages]
+    assert state.workload_version == SLURM_VERSION
+    first = charm.integrations[0]
+    assert state.unit_status == ops.BlockedStatus(f"needs a {first} integration")
+
+
 def test_install_from_the_ppa_on_a_fresh_machine(
     ctx: testing.Context[ops.CharmBase], machine: FakeMachine, charm: Charm
 ):
@@ -22,10 +32,7 @@ def test_install_from_the_ppa_on_a_fresh_machine(
     assert machine.ran("add-apt-repository") == [
         ["add-apt-repository", "--yes", "--no-update", "ppa:ubuntu-hpc/slurm-wlm-24.11"]
     ]
-    assert machine.apt_installs == [charm.packages]
-    assert state.workload_version == SLURM_VERSION
-    first = charm.integrations[0]
-    assert state.unit_status == ops.BlockedStatus(f"needs a {first} integration")
+    assert_installed_and_blocked_on_the_first_integration(state, machine, charm)
 
 
 def test_install_from_the_archive_with_packages_present_touches_no_apt(
@@ -66,10 +73,7 @@ def test_a_failed_install_blocks_and_the_next_event_retries_it(
 
     state = ctx.run(ctx.on.update_status(), state)
 
-    assert machine.apt_installs == [charm.packages]
-    assert state.workload_version == SLURM_VERSION
-    first = charm.integrations[0]
-    assert state.unit_status == ops.BlockedStatus(f"needs a {first} integration")
+    assert_installed_and_blocked_on_the_first_integration(state, machine, charm)
 
 
 def test_a_ppa_that_cannot_be_added_blocks_until_the_source_is_changed(

@@ -10,7 +10,7 @@ from hpc_libs.charm.base import SlurmCharm
 from hpc_libs.charm.member import ClusterMember
 from hpc_libs.charm.ports import PortRange
 from hpc_libs.charm.upgrade import controllers_wait_reason
-from hpc_libs.errors import IntegrationError, SlurmOpsError
+from hpc_libs.errors import SlurmOpsError
 from hpc_libs.interfaces.cos_agent import SLURM_LOG_FILES, CosAgentProvider
 from hpc_libs.interfaces.sackd import SackdProvider
 from hpc_libs.machine.systemd import journal_reason
@@ -54,16 +54,7 @@ class SackdCharm(SlurmCharm[SackdConfig]):
             return
         data = self.slurmctld.controller_data
         self.open_ports(PortRange.single(SLURMD_PORT), data.srun_ports() if data else None)
-        if data is None or not data.is_complete:
-            return  # `statuses` says what is missing or invalid
-        try:
-            key = self.slurmctld.auth_key()
-        except IntegrationError as e:
-            logger.warning("not configuring sackd: %s", e)
-            return
-        self.sackd.key.set(key)
-        self.sackd.set_conf_servers(data.conf_servers())
-        self.member.run(self.sackd.service, self.sackd.fingerprint(), key)
+        self.member.run_sackd(self.sackd, data)  # `statuses` says what is missing or invalid
 
     def statuses(self, config: SackdConfig) -> Iterable[ops.StatusBase]:
         """Report what the login node lacks: integration, valid data, key, a running sackd.

@@ -22,7 +22,6 @@ SERVICE_UNIT = "slurmctld-charm-exporter.service"
 UNIT_DIR = "/etc/systemd/system"
 PORT = 9341
 ADDRESS = "127.0.0.1"
-METRICS_PATH = "/metrics"
 
 
 def python_path(entries: Sequence[str] = tuple(sys.path)) -> list[str]:

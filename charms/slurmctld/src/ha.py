@@ -25,6 +25,7 @@ import fence
 import ops
 import primary_watch
 from hpc_libs.errors import SlurmOpsError
+from hpc_libs.interfaces.base import join_order
 from hpc_libs.interfaces.mount_info import MountInfo, MountInfoProvider
 from hpc_libs.interfaces.slurmctld_peer import ControllerHost, SlurmctldPeer, SlurmctldPeerData
 from hpc_libs.machine import mounts
@@ -215,21 +216,6 @@ def controller_states(pings: Sequence[ControllerPing], hostname: str) -> str:
     return f"{mine[0]} ({', '.join(others)})" if others else mine[0]
 
 
-def order_controllers(previous: list[str], present: list[str]) -> list[str]:
-    """Keep the controllers' join order: known units first, newcomers appended.
-
-    `previous` is the order recorded so far (unit names), `present` the units that exist now.
-    The first entry is the primary controller.
-    """
-
-    def unit_number(name: str) -> int:
-        return int(name.rsplit("/", 1)[-1])
-
-    kept = [name for name in previous if name in present]
-    newcomers = sorted((name for name in present if name not in kept), key=unit_number)
-    return kept + newcomers
-
-
 @dataclasses.dataclass(frozen=True)
 class Controller:
     """One slurmctld unit as other hosts reach it."""
@@ -347,7 +333,7 @@ class Placement:
         for unit, host in self.parts.peer.hosts().items():  # Only data Slurm's grammar accepts.
             present[unit] = Controller(str(host.hostname), str(host.address), host.version)
         recorded = [c.unit for c in memory.controllers or [] if c.unit]
-        order = order_controllers(recorded, list(present))
+        order = join_order(recorded, list(present))  # The first is the primary controller.
         return order, [present[name] for name in order]
 
     def role_status(self) -> ops.StatusBase | None:

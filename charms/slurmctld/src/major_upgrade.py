@@ -22,11 +22,9 @@ def waits_for(target: str, dbds: list[DbdEntry], peer: SlurmctldPeer, unit: str)
     versions = [(d.host or "slurmdbd", d.version) for d in dbds]
     if (reason := upgrade.wait_reason(target, "slurmdbd", versions)) is not None:
         return reason
-    hosts = peer.hosts()
+    versions = {name: host.version for name, host in peer.hosts().items()}
     order = [c.unit for c in peer.read().controllers or [] if c.unit]
-    earlier = order[: order.index(unit)] if unit in order else order
-    versions = [(u, hosts[u].version if u in hosts else None) for u in earlier]
-    return upgrade.wait_reason(target, "slurmctld", versions)
+    return upgrade.join_order_wait_reason(target, "slurmctld", order, unit, versions)
 
 
 def archive_state(manager: SlurmctldManager, plan: Plan, *, network_state: bool) -> None:

@@ -45,7 +45,6 @@ class Outcome:
 
     requeued: list[int] = field(default_factory=list[int])
     cancelled: list[int] = field(default_factory=list[int])
-    deleted: bool = False
 
     def summary(self) -> str:
         """One line for the status and the log: which jobs were requeued or cancelled."""
@@ -85,13 +84,13 @@ class Departure:
     def _retire(self, timeout: int | None) -> Outcome:
         if self._already_deleted():
             logger.info("node %s is no longer in the cluster", self.name)
-            return Outcome(deleted=True)
+            return Outcome()
         node.drain(self.scontrol, self.name, RETIRE_REASON)
         outcome = Outcome()
         remaining = self._wait_for_jobs(timeout)
         if remaining is not None:
             outcome = self._evict(remaining)
-        outcome.deleted = self._delete()
+        self._delete()
         return outcome
 
     def _stop_reregistration(self) -> None:
@@ -168,27 +167,26 @@ class Departure:
             return False
         return job is not None and job.requeueable
 
-    def _delete(self) -> bool:
-        """Delete the node, retrying while its last jobs complete; False if it never worked."""
+    def _delete(self) -> None:
+        """Delete the node, retrying while its last jobs complete (a warning if it never works)."""
         for attempt in range(DELETE_ATTEMPTS):
             try:
                 self.scontrol.delete_node(self.name)
             except SlurmOpsError as e:
                 if "Invalid node name" in str(e):
-                    return True
+                    return
                 logger.info("cannot delete node %s yet: %s", self.name, e)
                 if attempt < DELETE_ATTEMPTS - 1:
                     time.sleep(POLL_SECONDS)
                 continue
             logger.info("deleted node %s", self.name)
-            return True
+            return
         logger.warning(
             "could not delete node %s; an administrator can run "
             "`scontrol delete nodename=%s` on a controller",
             self.name,
             self.name,
         )
-        return False
 
     def _stop_slurmd(self) -> None:
         service = self.slurmd.service

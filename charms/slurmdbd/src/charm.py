@@ -14,10 +14,11 @@ from hpc_libs.charm.member import NEEDS_SLURMCTLD, ClusterMember
 from hpc_libs.charm.ports import PortRange
 from hpc_libs.charm.upgrade import Plan, list_backups
 from hpc_libs.errors import ConfigError, IntegrationError, SlurmOpsError
+from hpc_libs.interfaces.base import join_order
 from hpc_libs.interfaces.cos_agent import SLURM_LOG_FILES, CosAgentProvider
 from hpc_libs.interfaces.mysql_client import MysqlConnection, MysqlRequirer
 from hpc_libs.interfaces.slurmdbd import DbdEntry, JwtKeyData, SlurmdbdData, SlurmdbdProvider
-from hpc_libs.interfaces.slurmdbd_peer import DbdHost, SlurmdbdPeer, join_order
+from hpc_libs.interfaces.slurmdbd_peer import DbdHost, SlurmdbdPeer
 from hpc_libs.machine.systemd import journal_reason
 from hpc_libs.slurm import backup, upgrade
 from hpc_libs.slurm.ports import SLURMDBD_PORT
@@ -130,10 +131,10 @@ class SlurmdbdCharm(SlurmCharm[SlurmdbdConfig]):
         """Wait for the units before this one in join order: the primary converts first."""
         dbds = self._roles()
         hosts = {**self.peer.hosts(), self.unit.name: self._my_host()}
-        order = list(dbds.order)
-        earlier = order[: order.index(self.unit.name)] if self.unit.name in order else order
-        versions = [(u, hosts[u].version if u in hosts else None) for u in earlier]
-        return upgrade.wait_reason(target, "slurmdbd", versions)
+        versions = {unit: host.version for unit, host in hosts.items()}
+        return upgrade.join_order_wait_reason(
+            target, "slurmdbd", dbds.order, self.unit.name, versions
+        )
 
     def before_upgrade(self, plan: Plan) -> None:
         """Dump the database through slurmdbd's account before the primary converts it.

@@ -11,7 +11,7 @@ from hpc_libs.charm.base import SlurmCharm
 from hpc_libs.charm.member import ClusterMember
 from hpc_libs.charm.ports import PortRange
 from hpc_libs.charm.upgrade import controllers_wait_reason
-from hpc_libs.errors import IntegrationError, ScontrolError, SlurmOpsError
+from hpc_libs.errors import ScontrolError, SlurmOpsError
 from hpc_libs.interfaces.cos_agent import SLURM_LOG_FILES, CosAgentProvider
 from hpc_libs.interfaces.slurmrestd import RestApiProvider, SlurmrestdProvider, rest_url
 from hpc_libs.machine.systemd import journal_reason
@@ -85,18 +85,8 @@ class SlurmrestdCharm(SlurmCharm[SlurmrestdConfig]):
             self._leave()
             return
         self.open_ports(PortRange.single(config.port), PortRange.single(SLURMD_PORT))
-        data = self.slurmctld.controller_data
-        if data is None or not data.is_complete:
+        if not self.member.run_sackd(self.slurmrestd.sackd, self.slurmctld.controller_data):
             return  # `statuses` says what is missing or invalid
-        try:
-            key = self.slurmctld.auth_key()
-        except IntegrationError as e:
-            logger.warning("not configuring sackd: %s", e)
-            return
-        sackd = self.slurmrestd.sackd
-        sackd.key.set(key)
-        sackd.set_conf_servers(data.conf_servers())
-        self.member.run(sackd.service, sackd.fingerprint(), key)
         self._watch_conf()
         self.slurmrestd.ensure_user()
         conf = self.slurmrestd.cached_conf()

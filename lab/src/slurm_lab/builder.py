@@ -186,6 +186,16 @@ def nspawn(
         raise LabError(f"timed out after {timeout}s in the build machine: {script}") from e
 
 
+def succeeded(
+    result: subprocess.CompletedProcess[str], failure: str
+) -> subprocess.CompletedProcess[str]:
+    """Return `result` of `nspawn`; if it failed, raise `failure` with its exit and output."""
+    if result.returncode != 0:
+        output = (result.stdout + result.stderr)[-4000:]
+        raise LabError(f"{failure} (exit {result.returncode}):\n{output}")
+    return result
+
+
 def host_tls() -> tuple[dict[Path, str], dict[str, str]]:
     """Return the host's TLS trust and proxy settings (the build machine uses its network)."""
     certs = Path("/etc/ssl/certs")
@@ -243,9 +253,7 @@ def ensure_builder(suite: str, charmcraft: Charmcraft) -> Path:
                     env=env,
                     network=True,
                 )
-            if result.returncode != 0:
-                output = (result.stdout + result.stderr)[-4000:]
-                raise LabError(f"cannot set up the {suite} build machine:\n{output}")
+            succeeded(result, f"cannot set up the {suite} build machine")
             versions = re.findall(r"charmcraft \S+?(?=\x1b|\s|$)", result.stdout)
             logger.info("build machine for %s ready: %s", suite, versions[-1:])
             (scratch / "upper").rename(layer)
@@ -295,11 +303,7 @@ def charmcraft_pack(staged: Path, platform: str, suite: str, charmcraft: Charmcr
             )
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
-    if result.returncode != 0:
-        raise LabError(
-            f"charmcraft pack of {staged.name} ({platform}, {suite}) failed "
-            f"(exit {result.returncode}):\n{(result.stdout + result.stderr)[-4000:]}"
-        )
+    succeeded(result, f"charmcraft pack of {staged.name} ({platform}, {suite}) failed")
     packed = sorted(staged.glob("*.charm"))
     if len(packed) != 1:
         raise LabError(f"charmcraft pack of {staged.name} wrote {len(packed)} charms: {packed}")

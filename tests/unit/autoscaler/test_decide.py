@@ -152,17 +152,30 @@ def test_pending_demand_blocks_scale_in():
     assert "at max 2" in decision.reason
 
 
-def test_cooldown_never_holds_scale_up_for_pending_work():
-    # Jobs 8 and 9 pend (-N2 each), compute-1 is idle: 3 more, 60 s after the last action.
+@pytest.mark.parametrize(
+    ("added_by_the_last_pass", "since", "add"),
+    [
+        # Jobs 8 and 9 pend (-N2 each), compute-1 is idle: 3 more, the cooldown or not.
+        (0, 60, 3),
+        # The last pass added compute/2..4 for them: still enlisting, they are capacity.
+        (3, 10, 0),
+    ],
+)
+def test_within_the_cooldown_pending_work_adds_what_enlisting_units_do_not_cover(
+    added_by_the_last_pass, since, add
+):
+    units = [*UNITS, *(f"compute/{n}" for n in range(2, 2 + added_by_the_last_pass))]
     decision = decide(
         "compute",
         policy(max=10, cooldown=120),
-        UNITS,
+        units,
         recorded("pending"),
         now=MONDAY_NOON,
-        last_action=RECORDED - 60,
+        last_action=RECORDED - since,
     )
-    assert decision.add == 3
+    assert (decision.add, decision.remove) == (add, ())
+    enlisting = f"2 pending jobs need 4 nodes, 1 idle, {added_by_the_last_pass} enlisting"
+    assert enlisting in decision.reason
 
 
 def test_cooldown_never_holds_raising_to_the_floor():
@@ -176,21 +189,6 @@ def test_cooldown_never_holds_raising_to_the_floor():
         last_action=slurm.now,
     )
     assert decision.add == 1
-
-
-def test_units_added_by_the_last_pass_are_not_added_again_within_the_cooldown():
-    # The last pass added compute/2..4 for jobs 8 and 9: still enlisting, they are capacity.
-    units = [*UNITS, "compute/2", "compute/3", "compute/4"]
-    decision = decide(
-        "compute",
-        policy(max=10, cooldown=120),
-        units,
-        recorded("pending"),
-        now=MONDAY_NOON,
-        last_action=RECORDED - 10,
-    )
-    assert (decision.add, decision.remove) == (0, ())
-    assert "2 pending jobs need 4 nodes, 1 idle, 3 enlisting" in decision.reason
 
 
 @pytest.mark.parametrize(("since", "removed"), [(119, ()), (120, ("compute/1",))])

@@ -83,4 +83,4 @@ def parse_config_line(model: Any, text: str) -> Any:
 def node_config(hardware: Mapping[str, int | str], feature: str, admin: str = "") -> str:
     """The `--conf` line as the slurmd charm builds it: hardware, feature, admin parameters."""
     admin_node = Node.from_dict(parameters.parse(slurmd.NODE_LINE, admin))
-    return slurmd.node_conf_string(slurmd.merge_node(hardware, feature, admin_node))
+    return str(slurmd.merge_node(hardware, feature, admin_node))

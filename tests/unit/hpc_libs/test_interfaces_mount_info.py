@@ -27,7 +27,7 @@ REQUEST_VECTOR = {
 class PrincipalCharm(ops.CharmBase):
     """Asks for the checkpoint mount when connected; records what it sees."""
 
-    seen: ClassVar[list[tuple[str, bool, list[bool]]]] = []
+    seen: ClassVar[list[tuple[str, list[bool]]]] = []
     info: ClassVar[MountInfo] = MountInfo(mountpoint=CHECKPOINT)
 
     def __init__(self, framework: ops.Framework) -> None:
@@ -41,10 +41,10 @@ class PrincipalCharm(ops.CharmBase):
         self.mount.publish(PrincipalCharm.info)
 
     def _on_changed(self, _: ops.EventBase) -> None:
-        PrincipalCharm.seen.append(("changed", self.mount.is_mounted(), self.mount.answers()))
+        PrincipalCharm.seen.append(("changed", self.mount.answers()))
 
     def _on_disconnected(self, _: ops.EventBase) -> None:
-        PrincipalCharm.seen.append(("disconnected", self.mount.is_mounted(), []))
+        PrincipalCharm.seen.append(("disconnected", []))
 
 
 META: dict[str, Any] = {
@@ -138,30 +138,29 @@ def test_bad_mountpoints_are_refused(mountpoint: str) -> None:
 
 
 @pytest.mark.parametrize(
-    ("unit_data", "mounted", "answers"),
+    ("unit_data", "answers"),
     [
-        ({"mounted": "true"}, True, [True]),
-        ({"mounted": "false"}, False, [False]),
+        ({"mounted": "true"}, [True]),
+        ({"mounted": "false"}, [False]),
         # Juju's own keys are not JSON and are never decoded.
-        ({"mounted": "true", "ingress-address": "10.0.0.1"}, True, [True]),
-        ({}, False, []),
+        ({"mounted": "true", "ingress-address": "10.0.0.1"}, [True]),
+        ({}, []),
         # Invalid answers are logged and skipped.
-        ({"mounted": "yes"}, False, []),
-        ({"mounted": "1"}, False, []),
-        ({"mounted": '"true"'}, False, []),
+        ({"mounted": "yes"}, []),
+        ({"mounted": "1"}, []),
+        ({"mounted": '"true"'}, []),
     ],
 )
 def test_the_subordinate_answer_is_read_from_its_unit_databag(
     ctx: testing.Context[PrincipalCharm],
     unit_data: dict[str, str],
-    mounted: bool,
     answers: list[bool],
 ) -> None:
     relation = mount_relation(remote_unit_data=unit_data)
 
     ctx.run(ctx.on.relation_changed(relation, remote_unit=0), testing.State(relations={relation}))
 
-    assert PrincipalCharm.seen == [("changed", mounted, answers)]
+    assert PrincipalCharm.seen == [("changed", answers)]
 
 
 def test_invalid_answer_is_logged(
@@ -190,4 +189,4 @@ def test_relation_broken_is_reported(ctx: testing.Context[PrincipalCharm]) -> No
 
     ctx.run(ctx.on.relation_broken(relation), testing.State(relations={relation}))
 
-    assert PrincipalCharm.seen == [("disconnected", False, [])]
+    assert PrincipalCharm.seen == [("disconnected", [])]

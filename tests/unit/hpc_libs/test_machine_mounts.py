@@ -76,7 +76,7 @@ def test_a_plain_directory_is_not_a_mount(mountinfo: Path, fake_run: FakeRun) ->
     assert not check.mounted
     assert check.problem == f"{CHECKPOINT} is not a mount point"
     # A prefix of a mount point is no mount either.
-    assert not mounts.is_mounted("/srv/my", mountinfo=mountinfo)
+    assert not mounts.check_mount("/srv/my", mountinfo=mountinfo).mounted
 
 
 def test_autofs_mounts_the_filesystem_when_the_path_is_accessed(

@@ -46,14 +46,6 @@ NODE = {
     "energy": {"current_watts": {"set": False}},
 }
 
-PARTITION = {
-    "name": "compute",
-    "nodes": {"allowed_allocation": "", "configured": "compute", "total": 2},
-    "node_sets": "compute",
-    "partition": {"state": ["UP"]},
-    "maximums": {"nodes": {"set": False, "infinite": True}},
-}
-
 
 def test_ping_lists_controllers_in_order(fake_run: FakeRun) -> None:
     fake_run.on("scontrol", "ping", "--json", stdout=json.dumps(PING))
@@ -105,25 +97,6 @@ def test_show_nodes(fake_run: FakeRun) -> None:
     fake_run.on("scontrol", "show", "nodes", stdout=json.dumps({"nodes": [NODE, other]}))
 
     assert [n.name for n in Scontrol().show_nodes()] == ["compute-0", "compute-1"]
-
-
-def test_show_partition(fake_run: FakeRun) -> None:
-    fake_run.on("scontrol", "show", "partition", stdout=json.dumps({"partitions": [PARTITION]}))
-
-    partition = Scontrol().show_partition("compute")
-
-    assert partition is not None
-    assert partition.nodes.total == 2
-    assert partition.node_sets == "compute"
-    assert partition.partition.state == ["UP"]
-
-
-def test_unknown_partition_is_none(fake_run: FakeRun) -> None:
-    fake_run.on(
-        "scontrol", "show", "partition", returncode=1, stderr="Invalid partition name specified"
-    )
-
-    assert Scontrol().show_partition("gone") is None
 
 
 def test_update_node_passes_reason_as_one_argument(fake_run: FakeRun) -> None:

@@ -5,8 +5,8 @@ The vectors in `vectors/slurm-26.05/` are what Debian testing's Slurm 26.05.5 pr
 application `compute`, dynamic nodes `compute-0` and `compute-1`; job 6 running on
 `compute-1`); the ping vectors of both versions come from a one-machine lab (`pingctl`),
 before and after `systemctl stop slurmctld`. What differs from 24.11: `scontrol ping --json`
-has no `pinged` and no `mode` any more (it has `status`). What reads the same: the node,
-partition and job fields the charms use, unknown objects (exit 0, an empty list and a
+has no `pinged` and no `mode` any more (it has `status`). What reads the same: the node
+and job fields the charms use, unknown objects (exit 0, an empty list and a
 warning), `slurmd -C`, `scontrol listjobs`.
 """
 
@@ -88,23 +88,10 @@ def test_show_nodes_reads_the_dynamic_nodes(fake_run: FakeRun) -> None:
     assert (node.cpus, node.real_memory, node.weight) == (2, 24105, 1)
 
 
-def test_show_partitions_reads_nodes_and_node_sets(fake_run: FakeRun) -> None:
-    fake_run.on("scontrol", "show", "partitions", "--json", stdout=vector("partitions.json"))
-
-    partitions = {p.name: p for p in Scontrol().show_partitions()}
-
-    compute = partitions["compute"]
-    assert compute.node_sets == "compute"
-    assert (compute.nodes.configured, compute.nodes.total) == ("compute-[0-1]", 2)
-    assert compute.partition.state == ["UP"]
-    assert partitions["debug"].node_sets == "debug"
-
-
 @pytest.mark.parametrize(
     ("argv", "file"),
     [
         (("show", "node", "nosuch"), "node-unknown.json"),
-        (("show", "partition", "nosuch"), "partition-unknown.json"),
         (("show", "job", "999999"), "job-unknown.json"),
     ],
 )
@@ -116,7 +103,6 @@ def test_an_unknown_object_exits_0_with_an_empty_list_and_reads_as_none(
 
     found = {
         "node": lambda: scontrol.show_node("nosuch"),
-        "partition": lambda: scontrol.show_partition("nosuch"),
         "job": lambda: scontrol.show_job(999999),
     }[argv[1]]()
 

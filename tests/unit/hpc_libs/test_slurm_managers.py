@@ -142,18 +142,20 @@ def test_jwt_key_is_0600_owned_by_slurm(
 # Configuration files.
 
 
-def test_slurm_conf_edit_writes_once_and_reports_changes(tmp_path: Path, owners: Owners) -> None:
+def test_slurm_conf_write_writes_once_and_reports_changes(tmp_path: Path, owners: Owners) -> None:
     config = SlurmctldManager(tmp_path).config
 
-    with config.edit() as conf:
-        conf.cluster_name = "hpc"
-        conf.auth_type = "auth/slurm"
-        conf.nodesets["compute"] = NodeSet(nodeset="compute", feature="compute")
-        conf.partitions["compute"] = Partition(partitionname="compute", nodes=["compute"])
+    conf = config.load()
+    conf.cluster_name = "hpc"
+    conf.auth_type = "auth/slurm"
+    conf.nodesets["compute"] = NodeSet(nodeset="compute", feature="compute")
+    conf.partitions["compute"] = Partition(partitionname="compute", nodes=["compute"])
+    config.write(conf)
     assert config.changed is True
 
-    with config.edit() as conf:
-        conf.cluster_name = "hpc"
+    conf = config.load()
+    conf.cluster_name = "hpc"
+    config.write(conf)
     assert config.changed is False
 
     path = tmp_path / "etc/slurm/slurm.conf"
@@ -185,13 +187,11 @@ def test_write_returns_whether_the_file_changed(tmp_path: Path, owners: Owners) 
     assert (tmp_path / "etc/slurm/cgroup.conf").read_text() == "cgroupplugin=disabled\n"
 
 
-def test_controller_companion_files_paths_and_modes(tmp_path: Path, owners: Owners) -> None:
+def test_controller_gres_conf_path_and_mode(tmp_path: Path, owners: Owners) -> None:
     manager = SlurmctldManager(tmp_path)
 
     assert manager.gres_config.path == tmp_path / "etc/slurm/gres.conf"
     assert manager.gres_config.mode == 0o644
-    assert manager.acct_gather_config.path == tmp_path / "etc/slurm/acct_gather.conf"
-    assert manager.acct_gather_config.mode == 0o600
 
 
 def test_state_save_location_owned_by_slurm(tmp_path: Path, owners: Owners) -> None:
@@ -342,12 +342,12 @@ def test_node_config_merges_hardware_feature_and_admin_config() -> None:
 
     conf = node_config(hardware, "compute", "Weight=10 RealMemory=30000 Features=fast")
 
-    assert conf == "CPUs=8 RealMemory=30000 Gres=gpu:t4:1 Weight=10 Features=compute,fast"
+    assert conf == "cpus=8 realmemory=30000 gres=gpu:t4:1 weight=10 features=compute,fast"
     assert Node.from_str(conf).features == ["compute", "fast"]
 
 
 def test_node_config_without_admin_config() -> None:
-    assert node_config({"CPUs": 2}, "compute") == "CPUs=2 Features=compute"
+    assert node_config({"CPUs": 2}, "compute") == "cpus=2 features=compute"
 
 
 @pytest.mark.parametrize(
@@ -535,8 +535,9 @@ def test_writes_through_the_link_are_atomic_renames_in_the_shared_dir(
     manager.share_etc()
     reader = (manager.shared_etc_dir / "slurm.conf").open()  # a peer reading the old file
 
-    with manager.config.edit() as config:
-        config.cluster_name = "new"
+    config = manager.config.load()
+    config.cluster_name = "new"
+    manager.config.write(config)
 
     assert reader.read() == "ClusterName=old\n"  # replaced by rename, never rewritten in place
     assert manager.config.load().cluster_name == "new"
@@ -614,8 +615,9 @@ def test_migration_of_a_running_controller_in_the_charms_order(
     manager.service.stop()
     manager.copy_state_to_network()
     manager.share_etc()
-    with manager.config.edit() as config:
-        config.state_save_location = str(manager.network_state_save_location)
+    config = manager.config.load()
+    config.state_save_location = str(manager.network_state_save_location)
+    manager.config.write(config)
     manager.service.start()
 
     assert [c[:2] for c in fake_run.calls if c[0] == "systemctl"] == [

@@ -1,4 +1,4 @@
-"""Scenarios for Slurm's YES/NO booleans and key spelling at the slurmutils boundary."""
+"""Scenarios for Slurm's YES/NO booleans at the slurmutils boundary."""
 
 import typing
 from pathlib import Path
@@ -7,7 +7,6 @@ import pytest
 from hpc_libs.errors import ConfigError
 from hpc_libs.interfaces.slurmd import ComputeData
 from hpc_libs.slurm.slurmctld import SlurmctldManager
-from hpc_libs.slurm.slurmd import NODE_KEYS, node_conf_string
 from hpc_libs.slurm.text import YES_NO_KEYS, literals_as_yes_no, yes_no_as_literals
 from hpc_libs_fakes import parse_config_line
 from slurmutils import Model, Node, NodeSet, Partition, SlurmConfig
@@ -59,16 +58,15 @@ def test_partition_boolean_round_trips_through_slurm_conf(
     assert partition.dict()[key.lower()] is value
 
     config = SlurmctldManager(tmp_path).config
-    with config.edit() as conf:
-        conf.partitions["p"] = partition
+    conf = config.load()
+    conf.partitions["p"] = partition
+    config.write(conf)
 
     assert (tmp_path / "etc/slurm/slurm.conf").read_text() == (
         f"partitionname=p nodes=p {key.lower()}={word}\n"
     )
     assert config.load().partitions["p"].dict()[key.lower()] is value
-    with config.edit():
-        pass
-    assert config.changed is False
+    assert config.write(config.load()) is False
 
 
 @pytest.mark.parametrize(
@@ -107,8 +105,9 @@ def test_operator_partition_config_reaches_slurm_conf_as_yes(
     partition = Partition.from_dict(data.partition)
 
     config = SlurmctldManager(tmp_path).config
-    with config.edit() as conf:
-        conf.partitions["batch"] = partition
+    conf = config.load()
+    conf.partitions["batch"] = partition
+    config.write(conf)
 
     assert (tmp_path / "etc/slurm/slurm.conf").read_text() == (
         "partitionname=batch nodes=batch default=YES maxtime=1-00:00:00\n"
@@ -168,19 +167,3 @@ def test_only_python_literals_become_yes_no() -> None:
     assert literals_as_yes_no("default=True lln=False hidden=yes weight=True\n") == (
         "default=YES lln=NO hidden=yes weight=True\n"
     )
-
-
-# Node keys in Slurm's spelling.
-
-
-def test_every_node_key_has_slurms_spelling() -> None:
-    assert set(NODE_KEYS) == {f.replace("_", "").lower() for f in typing.get_type_hints(Node)}
-
-
-def test_node_conf_string_uses_slurms_spelling_and_reads_back() -> None:
-    node = Node(cpus=4, realmemory=1000, features=["a", "b"], reason="new disks", tmpdisk=10)
-
-    conf = node_conf_string(node)
-
-    assert conf == 'CPUs=4 RealMemory=1000 Features=a,b Reason="new disks" TmpDisk=10'
-    assert Node.from_str(conf).dict() == node.dict()

@@ -4,12 +4,8 @@ import json
 
 import ops
 import pytest
-from hpc_libs.interfaces.slurmdbd_peer import (
-    DbdHost,
-    SlurmdbdPeer,
-    SlurmdbdPeerData,
-    join_order,
-)
+from hpc_libs.interfaces.base import join_order
+from hpc_libs.interfaces.slurmdbd_peer import DbdHost, SlurmdbdPeer, SlurmdbdPeerData
 from ops import testing
 
 META = {"name": "slurmdbd", "peers": {"slurmdbd-peer": {"interface": "slurmdbd_peer"}}}

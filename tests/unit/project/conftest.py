@@ -1,29 +1,11 @@
-"""Load tools/charmcraft_project.py, the tool that renders and validates charmcraft projects.
+"""Load tools/charmcraft_project.py, the tool that renders and validates charmcraft projects."""
 
-`tools/` is a folder of scripts, not a package on sys.path, so the module is loaded from its
-file under a unique name.
-"""
-
-import importlib.util
-import sys
-from pathlib import Path
 from types import ModuleType
 
 import pytest
+from tool_modules import load_tool
 
-TOOL = Path(__file__).parents[3] / "tools" / "charmcraft_project.py"
-
-
-def _load_tool() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("charmcraft_project", TOOL)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up by name
-    spec.loader.exec_module(module)
-    return module
-
-
-_TOOL = _load_tool()
+_TOOL = load_tool("charmcraft_project.py", "charmcraft_project")
 
 
 @pytest.fixture(scope="session")

@@ -4,29 +4,15 @@ expression uses is defined, and cos_agent sends each with a valid UID.
 promtool parses every expression in `just alerts` (tools/dashboards.py rules).
 """
 
-import importlib.util
 import json
-import sys
 from pathlib import Path
-from types import ModuleType
 
 import cos_agent_reader
 import pytest
 from hpc_libs.interfaces import cos_agent
+from tool_modules import TOOLS, load_tool
 
-TOOL = Path(__file__).parents[3] / "tools" / "dashboards.py"
-
-
-def _load() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("dashboards_tool", TOOL)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-DASHBOARDS = _load()
+DASHBOARDS = load_tool("dashboards.py", "dashboards_tool")
 FILES = sorted(DASHBOARDS.DASHBOARD_DIR.glob("*.json"))
 
 
@@ -83,7 +69,7 @@ def test_promtool_gets_parseable_ranges_for_grafanas_variables() -> None:
 
 
 def test_cos_agent_sends_each_dashboard_with_its_path_uid() -> None:
-    root = TOOL.parents[1] / "charms/slurmctld"
+    root = TOOLS.parent / "charms/slurmctld"
     for path in FILES:
         relative = str(path.relative_to(root))
         decoded = cos_agent_reader.decode_dashboard(

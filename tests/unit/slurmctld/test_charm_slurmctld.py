@@ -569,18 +569,6 @@ def test_failed_partition_drain_is_retried_by_the_next_event(ctx, machine, tmp_p
     ]
 
 
-@pytest.mark.parametrize(
-    ("recorded", "present", "order"),
-    [
-        ([], ["slurmctld/2", "slurmctld/0"], ["slurmctld/0", "slurmctld/2"]),
-        (["slurmctld/2"], ["slurmctld/0", "slurmctld/2"], ["slurmctld/2", "slurmctld/0"]),
-        (["slurmctld/1", "slurmctld/2"], ["slurmctld/2"], ["slurmctld/2"]),
-    ],
-)
-def test_controller_order_keeps_join_order(ha_module, recorded, present, order):
-    assert ha_module.order_controllers(recorded, present) == order
-
-
 # The default partition (jobs submitted without `-p`).
 
 

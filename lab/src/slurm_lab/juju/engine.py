@@ -59,7 +59,6 @@ import json
 import logging
 import os
 import re
-import subprocess
 import threading
 import time
 from collections.abc import Callable
@@ -152,23 +151,8 @@ sys.exit("ERROR timed out waiting for the hook to run")
 """The juju-exec installed on every unit machine (see `Controller._collect_exec_requests`)."""
 
 
-class MachineLike(Protocol):
-    """What the backend needs from a lab machine (slurm_lab.machines.Machine)."""
-
-    name: str
-    address: str
-
-    def exec(
-        self,
-        argv: list[str],
-        *,
-        input: str | None = None,
-        timeout: float | None = 120,
-        env: dict[str, str] | None = None,
-        check: bool = False,
-    ) -> subprocess.CompletedProcess[str]:
-        """Run argv inside the machine."""
-        ...
+class MachineLike(runner.MachineLike, Protocol):
+    """What the backend needs from a lab machine: what a hook needs, and its journal."""
 
     def journal(self, unit: str | None = None, lines: int = 500) -> str:
         """Return the machine's journal."""

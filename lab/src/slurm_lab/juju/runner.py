@@ -22,6 +22,7 @@ import os
 import secrets
 import shlex
 import shutil
+import subprocess
 import time
 from pathlib import Path
 from typing import Any, Protocol
@@ -55,7 +56,7 @@ class MachineLike(Protocol):
         timeout: float | None = 120,
         env: dict[str, str] | None = None,
         check: bool = False,
-    ) -> Any:
+    ) -> subprocess.CompletedProcess[str]:
         """Run argv inside the machine."""
         ...
 

@@ -23,6 +23,7 @@ fingerprint) and `left` (the unit left the cluster and was not integrated again 
 Libraries never set status: `status` and `waiting_status` return it for collect-status.
 """
 
+import logging
 from collections.abc import Callable
 from typing import Any
 
@@ -33,6 +34,9 @@ from hpc_libs.errors import IntegrationError
 from hpc_libs.interfaces.base import DatabagModel
 from hpc_libs.interfaces.controller import ControllerConsumer, ControllerData
 from hpc_libs.machine.systemd import Service
+from hpc_libs.slurm.sackd import SackdManager
+
+logger = logging.getLogger(__name__)
 
 NEEDS_SLURMCTLD = "needs a slurmctld integration"
 WAITING_FOR_SLURMCTLD = "waiting for slurmctld"
@@ -135,6 +139,24 @@ class ClusterMember(ops.Object):
             self._stored.applied = fingerprint
         self.confirm_auth_key(key)
         return changed
+
+    def run_sackd(self, sackd: SackdManager, data: ControllerData | None) -> bool:
+        """Run `sackd` with the key and controllers of slurmctld's `data`; return if it could.
+
+        False while `data` is incomplete or the key cannot be read (the charm's statuses
+        say which); sackd is then left as it is.
+        """
+        if data is None or not data.is_complete:
+            return False
+        try:
+            key = self.slurmctld.auth_key()
+        except IntegrationError as e:
+            logger.warning("not configuring sackd: %s", e)
+            return False
+        sackd.key.set(key)
+        sackd.set_conf_servers(data.conf_servers())
+        self.run(sackd.service, sackd.fingerprint(), key)
+        return True
 
     def confirm_auth_key(self, key: str) -> None:
         """Tell slurmctld this unit runs with `key` (no daemon with an older one runs here).

@@ -14,7 +14,7 @@ import base64
 import json
 import logging
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from functools import partial
 from typing import Annotated, Any, TypeVar, cast
 
@@ -163,6 +163,23 @@ class ServiceEntry(HostEntry):
 
     port: int | None = Field(default=None, ge=1, le=grammar.MAX_PORT, strict=True)
     """A JSON integer only: `true`, `6819.0`, `"6819"` or `"6_819"` are refused."""
+
+
+def join_order(recorded: Sequence[str], present: Sequence[str]) -> list[str]:
+    """Keep the recorded join order: known units first, newcomers appended by unit number.
+
+    The peers of slurmctld and slurmdbd keep their units in this order (primary first).
+
+    `recorded` is the order kept so far, `present` the units of the application now. A unit
+    that left is dropped, so the next one moves up; nothing else ever reorders the units.
+    """
+
+    def unit_number(name: str) -> int:
+        return int(name.rsplit("/", 1)[-1])
+
+    kept = [name for name in dict.fromkeys(recorded) if name in present]
+    newcomers = sorted((name for name in set(present) if name not in kept), key=unit_number)
+    return kept + newcomers
 
 
 def get_or_create_app_secret(

@@ -128,8 +128,3 @@ class MountInfoProvider(Interface):
                 if state is not None and state.mounted is not None:
                     found.append(state.mounted)
         return found
-
-    def is_mounted(self) -> bool:
-        """Whether a filesystem-client unit answered `mounted: "true"` and none `"false"`."""
-        found = self.answers()
-        return bool(found) and all(found)

@@ -74,21 +74,6 @@ class SlurmdbdPeerData(DatabagModel):
         return list(dict.fromkeys(names))
 
 
-def join_order(recorded: Sequence[str], present: Sequence[str]) -> list[str]:
-    """Keep the recorded join order: known units first, newcomers appended by unit number.
-
-    `recorded` is the order kept so far, `present` the units of the application now. A unit
-    that left is dropped, so the next one moves up; nothing else ever reorders the units.
-    """
-
-    def unit_number(name: str) -> int:
-        return int(name.rsplit("/", 1)[-1])
-
-    kept = [name for name in dict.fromkeys(recorded) if name in present]
-    newcomers = sorted((name for name in set(present) if name not in kept), key=unit_number)
-    return kept + newcomers
-
-
 class SlurmdbdPeer(Interface):
     """The slurmdbd units' shared memory, on the peer endpoint."""
 
@@ -142,5 +127,4 @@ __all__ = [
     "DbdSlot",
     "SlurmdbdPeer",
     "SlurmdbdPeerData",
-    "join_order",
 ]

@@ -146,8 +146,3 @@ def check_mount(
             where, fstype=AUTOFS, problem=f"{where} is an autofs trigger not mounted"
         )
     return MountCheck(where, problem=f"{where} is not a mount point")
-
-
-def is_mounted(path: str | Path, *, mountinfo: Path = MOUNTINFO) -> bool:
-    """Whether a real filesystem is mounted at `path` (see `check_mount`)."""
-    return check_mount(path, mountinfo=mountinfo).mounted

@@ -9,8 +9,7 @@ import json
 import logging
 import re
 import secrets
-from collections.abc import Generator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, ClassVar, Generic, Literal, TypeVar, cast
 
@@ -275,16 +274,6 @@ class ConfigFile(Generic[M]):
             self.path, text, mode=self.mode, owner=self.owner, group=self.group
         )
         return self.changed
-
-    @contextmanager
-    def edit(self) -> Generator[M]:
-        """Load the file, let the caller change the model, then `write` it.
-
-        After the block, `changed` tells whether the file was rewritten.
-        """
-        config = self.load()
-        yield config
-        self.write(config)
 
 
 class SlurmManager:

@@ -99,28 +99,6 @@ class Node(_Parsed):
         return state.upper() in (s.upper() for s in self.state)
 
 
-class PartitionNodes(_Parsed):
-    """The `nodes` object of a partition."""
-
-    configured: str = ""
-    total: int = 0
-
-
-class PartitionInfo(_Parsed):
-    """The `partition` object of a partition (its state flags)."""
-
-    state: StrList = Field(default_factory=list[str])
-
-
-class Partition(_Parsed):
-    """One partition in `scontrol show partition --json`."""
-
-    name: str
-    nodes: PartitionNodes = Field(default_factory=PartitionNodes)
-    node_sets: str = ""
-    partition: PartitionInfo = Field(default_factory=PartitionInfo)
-
-
 class Job(_Parsed):
     """One job in `scontrol show job --json` (the fields the charms need)."""
 
@@ -159,10 +137,6 @@ class _JobsResponse(_Parsed):
     jobs: list[Job] = Field(default_factory=list[Job])
 
 
-class _PartitionsResponse(_Parsed):
-    partitions: list[Partition] = Field(default_factory=list[Partition])
-
-
 class Scontrol:
     """Run `scontrol` (and `scancel`) through the `host.run` seam, each call bounded by `timeout`.
 
@@ -185,15 +159,6 @@ class Scontrol:
     def show_nodes(self) -> list[Node]:
         """Return every node the controller knows."""
         return self._query(["show", "nodes"], _NodesResponse).nodes
-
-    def show_partition(self, name: str) -> Partition | None:
-        """Return the partition called `name`, or None if Slurm does not know it."""
-        parts = self._query_or_none(["show", "partition", name], _PartitionsResponse)
-        return next((p for p in parts.partitions if p.name == name), None) if parts else None
-
-    def show_partitions(self) -> list[Partition]:
-        """Return every partition."""
-        return self._query(["show", "partitions"], _PartitionsResponse).partitions
 
     def show_job(self, job_id: int) -> Job | None:
         """Return job `job_id`, or None if Slurm does not know it (any more)."""

@@ -17,8 +17,6 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from slurmutils import (
-    AcctGatherConfig,
-    AcctGatherConfigEditor,
     CGroupConfig,
     CGroupConfigEditor,
     GresConfig,
@@ -62,7 +60,6 @@ class SlurmctldManager(SlurmManager):
         config: /etc/slurm/slurm.conf (0644, slurm), judged by Slurm before each write.
         cgroup_config: /etc/slurm/cgroup.conf.
         gres_config: /etc/slurm/gres.conf.
-        acct_gather_config: /etc/slurm/acct_gather.conf (0600: may hold credentials).
         jwt_key: /etc/slurm/jwt_hs256.key for `AuthAltTypes=auth/jwt`.
         state_save_location: /var/lib/slurm/slurmctld, the default `StateSaveLocation`.
         checkpoint_dir: /var/lib/slurm/checkpoint, the shared filesystem's mount point.
@@ -88,12 +85,6 @@ class SlurmctldManager(SlurmManager):
             self.etc_dir / "cgroup.conf", CGroupConfigEditor(), CGroupConfig
         )
         self.gres_config = ConfigFile(self.etc_dir / "gres.conf", GresConfigEditor(), GresConfig)
-        self.acct_gather_config = ConfigFile(
-            self.etc_dir / "acct_gather.conf",
-            AcctGatherConfigEditor(),
-            AcctGatherConfig,
-            mode=0o600,
-        )
         self.jwt_key = KeyFile(self.etc_dir / JWT_KEY_NAME, size=32, owner=self.user)
         self.state_save_location = root / STATE_SAVE_DIR
         self.checkpoint_dir = root / CHECKPOINT_DIR

@@ -24,7 +24,6 @@ from hpc_libs.errors import SlurmOpsError
 from hpc_libs.machine import host, systemd
 from hpc_libs.slurm import gpu, grammar, parameters
 from hpc_libs.slurm.base import SlurmManager, conf_server_option
-from hpc_libs.slurm.text import change_keys
 
 logger = logging.getLogger(__name__)
 
@@ -55,36 +54,6 @@ NODE_LINE = parameters.Policy(Node)
 """Seconds `slurmd -C` may take (hwloc topology and the GPU plugins)."""
 _MAX_DIGITS = 20
 """Longest hardware field read (uint64's 20 digits); a longer one is refused unread."""
-
-NODE_KEYS = {
-    key.lower(): key
-    for key in (
-        "NodeName",
-        "NodeHostname",
-        "NodeAddr",
-        "BcastAddr",
-        "Boards",
-        "CoreSpecCount",
-        "CoresPerSocket",
-        "CpuBind",
-        "CPUs",
-        "CpuSpecList",
-        "Features",
-        "Gres",
-        "MemSpecLimit",
-        "Port",
-        "Procs",
-        "RealMemory",
-        "Reason",
-        "Sockets",
-        "SocketsPerBoard",
-        "State",
-        "ThreadsPerCore",
-        "TmpDisk",
-        "Weight",
-    )
-}
-"""slurmutils' lower-case Node keys -> their spelling in slurm.conf(5)."""
 
 
 class SlurmdManager(SlurmManager):
@@ -199,12 +168,3 @@ def merge_node(hardware: Mapping[str, int | str], feature: str, admin: Node) -> 
     features = [feature, *(f for f in admin.features or [] if f != feature)]
     merged = detected | admin.dict() | {"features": features}
     return Node.from_dict(merged)
-
-
-def node_conf_string(node: Node) -> str:
-    """Render `node` as a slurm.conf node line with Slurm's key spelling (`CPUs=2 ...`).
-
-    Slurm reads keys in any case, but operators read this line in `ps` and
-    `systemctl status slurmd`, so it uses the spelling of slurm.conf(5).
-    """
-    return change_keys(str(node), lambda key: NODE_KEYS.get(key, key))

@@ -69,11 +69,6 @@ def literals_as_yes_no(text: str) -> str:
     return change_values(text, change)
 
 
-def change_keys(text: str, new_key: Callable[[str], str]) -> str:
-    """Replace the key of every `key=value` token with `new_key(key)`, values untouched."""
-    return _rewrite(text, lambda key, value: f"{new_key(key)}={value}")
-
-
 def change_values(text: str, change: KeyValueChange) -> str:
     """Replace the value of every `key=value` token with `change(key, value)`."""
     return _rewrite(text, lambda key, value: f"{key}={change(key, value)}")

@@ -17,7 +17,7 @@ the existing integrations. Slurm 24.11 and later upgrade directly from the 3 pre
 """
 
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
@@ -263,6 +263,23 @@ def wait_reason(
     if not behind:
         return None
     return f"{daemon} must run {target} first ({', '.join(behind)})"
+
+
+def join_order_wait_reason(
+    target: str,
+    daemon: str,
+    order: Sequence[str],
+    unit: str,
+    versions: Mapping[str, str | None],
+) -> str | None:
+    """Say what `unit` waits for: the `daemon` units before it in join `order` go first.
+
+    The first in join order (the primary) converts the state; the others follow it. A unit
+    not in `order` yet waits for all of them. `versions` maps a unit to the Slurm version it
+    published (a unit missing from it has not said).
+    """
+    earlier = order[: order.index(unit)] if unit in order else order
+    return wait_reason(target, daemon, [(u, versions.get(u)) for u in earlier])
 
 
 def _major_or_none(version: str | None) -> str | None:
