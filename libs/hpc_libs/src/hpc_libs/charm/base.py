@@ -137,7 +137,8 @@ class SlurmCharm(ops.CharmBase, Generic[C]):
         """Take what must be saved before the upgrade (slurmctld's state, the database).
 
         Raise `SlurmOpsError` to keep the old Slurm: the failure is the unit's status, and
-        the next event tries again.
+        the next event tries again. Once it succeeded it is not called again for the same
+        upgrade: a retry after a failed install or start keeps the backup taken first.
         """
         del plan
 
@@ -249,7 +250,9 @@ class SlurmCharm(ops.CharmBase, Generic[C]):
         if not self.upgrades_in_charm:
             self.major_upgrade.release(plan.target)
             return
-        self.before_upgrade(plan)
+        if not self.major_upgrade.saved(plan):  # A retry keeps the first backup.
+            self.before_upgrade(plan)
+            self.major_upgrade.record_saved(plan)
         self.major_upgrade.apply(plan.target)
         self.installer.record_version(self.manager.version())
 

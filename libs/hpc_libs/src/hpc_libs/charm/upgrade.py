@@ -48,7 +48,10 @@ class MajorUpgrade(ops.Object):
     def __init__(self, charm: ops.CharmBase, manager: SlurmManager) -> None:
         super().__init__(charm, "major-upgrade")
         self._manager = manager
-        self._stored.set_default(checked=DEFAULT_KEY, offered=[])
+        # `saved`: the upgrade (`<running>-><target>`) whose backup was taken, so a retry
+        # after a failed upgrade keeps that backup instead of saving state a failed start of
+        # the new daemon may already have converted.
+        self._stored.set_default(checked=DEFAULT_KEY, offered=[], saved="")
 
     def check(self, source_text: str, source: str | DebSource, wanted: str, running: str) -> None:
         """Name `source` to apt, hold Slurm at `running`'s major, record what is offered.
@@ -82,6 +85,14 @@ class MajorUpgrade(ops.Object):
             return Plan(running=now, refused=refused)
         return Plan(running=now, target=choose_target(now, offered, wanted))
 
+    def saved(self, plan: Plan) -> bool:
+        """Whether the backup before `plan`'s upgrade was taken already (a retry)."""
+        return self._stored.saved == _upgrade_key(plan)
+
+    def record_saved(self, plan: Plan) -> None:
+        """Record that the backup before `plan`'s upgrade was taken."""
+        self._stored.saved = _upgrade_key(plan)
+
     def release(self, target: str) -> bool:
         """Let apt take `target` (move the pin), installing nothing; return if the pin moved."""
         return self._manager.hold(target)
@@ -97,6 +108,10 @@ class MajorUpgrade(ops.Object):
         self.release(target)
         logger.info("upgrading %s to Slurm %s", self._manager.daemon, target)
         self._manager.upgrade_packages()
+
+
+def _upgrade_key(plan: Plan) -> str:
+    return f"{plan.running}->{plan.target}"
 
 
 def list_backups(event: ops.ActionEvent, root: Path) -> None:
