@@ -10,7 +10,9 @@ import stat
 from pathlib import Path
 
 import ops
+import pytest
 from charm_testing import FakeMachine
+from hpc_libs.machine import apt
 from ops import testing
 from test_charm_slurmctld import PEER, databag, running
 from test_slurmctld_accounting_and_jwt import DBD, slurmdbd_relation
@@ -213,3 +215,45 @@ def later_state(state: testing.State) -> testing.State:
         stored_states=state.stored_states,
         config=dict(state.config),
     )
+
+
+@pytest.mark.parametrize("case", [("24.11.5", "24.11"), ("26.05.5", "26.05")])
+def test_a_controller_added_during_the_upgrade_installs_what_the_primary_allows(
+    ctx, machine: FakeMachine, tmp_path, monkeypatch, case
+):
+    """`juju add-unit slurmctld` with the option naming forky: the new controller installs
+    the major the one before it runs (or, once it runs the target, the target), pinned
+    before apt runs; never a controller newer than the primary."""
+    primary_runs, installed_major = case
+    machine.responses[("apt-cache", "madison")] = MADISON
+    pins: list[str] = []
+    pin_file = tmp_path / "etc/apt/preferences.d/slurm-charms"
+
+    def install(packages, *, upgrade=False, refresh=True):
+        pins.append(pin_file.read_text() if pin_file.exists() else "")
+        return machine.apt_install(packages, upgrade=upgrade, refresh=refresh)
+
+    monkeypatch.setattr(apt, "install", install)
+    peer = testing.PeerRelation(
+        PEER,
+        local_app_data=databag(controllers=[{"unit": "slurmctld/0"}]),
+        peers_data={0: {"hostname": "ctl-0", "address": "10.0.0.1", "version": primary_runs}},
+    )
+    unit1 = testing.Context(
+        ctx.charm_spec.charm_type,
+        meta=ctx.charm_spec.meta,
+        config=ctx.charm_spec.config,
+        actions=ctx.charm_spec.actions,
+        unit_id=1,
+    )
+    state = testing.State(
+        leader=False,
+        relations=[slurmdbd_relation({**DBD, "version": "26.05.5"}), peer],
+        config={"slurm-package-source": FORKY},
+    )
+
+    unit1.run(unit1.on.install(), state)
+
+    [pinned] = pins
+    assert f"Pin: version {installed_major}.*" in pinned
+    assert machine.apt_installs == [PACKAGES]

@@ -67,8 +67,10 @@ from hpc_libs.charm.install import SlurmInstaller
 from hpc_libs.charm.ports import PortRange
 from hpc_libs.charm.upgrade import MajorUpgrade, Plan
 from hpc_libs.errors import SlurmOpsError
+from hpc_libs.machine import apt
 from hpc_libs.slurm import schema_cache
 from hpc_libs.slurm.base import SlurmManager
+from hpc_libs.slurm.upgrade import BASE_SOURCES
 from hpc_libs.slurm.version import parse as parse_version
 from hpc_libs.slurm.version import unsupported_reason
 
@@ -213,6 +215,8 @@ class SlurmCharm(ops.CharmBase, Generic[C]):
             return None
         try:
             self._install(config, refresh=refresh)
+            if not self.installer.installed:  # Its Slurm major may not run yet.
+                return None
             if (reason := self._unsupported_slurm()) is not None:
                 logger.warning("not configuring Slurm: %s", reason)
                 return None
@@ -228,11 +232,46 @@ class SlurmCharm(ops.CharmBase, Generic[C]):
         """Install once; on upgrade-charm, or while Slurm is too old, install again."""
         source = config.package_source
         if not self.installer.installed:
-            self.installer.install(source)
+            self._first_install(config)
         elif self._unsupported_slurm() is not None:
             self.installer.install(source, upgrade=True)
         elif refresh:
             self.installer.install(source)
+
+    def _first_install(self, config: C) -> None:
+        """Install, from a named repository only the Slurm major Slurm's order allows now.
+
+        A unit added while `slurm-package-source` names a newer Slurm (`juju add-unit`
+        during an upgrade, a deploy with the option set) would otherwise take the newest:
+        a slurmd newer than its slurmctld, which Slurm does not support. It installs the
+        newest major offered whose turn has come (`MajorUpgrade.install_major`), pinned, and
+        the upgrade then moves it with the rest; when none may run yet (slurmd before any
+        controller said which Slurm it runs), it installs nothing and waits (status).
+        Packages already on the machine (a prepared image) are only recorded, as before.
+        """
+        source = config.package_source
+        if _names_own_repository(config.slurm_package_source) and apt.missing(
+            self.manager.packages
+        ):
+            self.major_upgrade.check(config.slurm_package_source, source, config.slurm_major, "")
+            chosen, reason = self.major_upgrade.install_major(
+                config.slurm_major, self.upgrade_waits_for
+            )
+            if reason is not None:
+                logger.info("not installing %s yet: %s", self.manager.daemon, reason)
+                return
+            if chosen is not None:
+                self.manager.hold(chosen)
+        self.installer.install(source)
+
+    def _install_wait(self, config: C) -> str | None:
+        """Why a unit not installed yet waits to install (see `_first_install`), or None."""
+        if not _names_own_repository(config.slurm_package_source):
+            return None
+        if not self.major_upgrade.checked(config.slurm_package_source, config.slurm_major):
+            return None
+        _, reason = self.major_upgrade.install_major(config.slurm_major, self.upgrade_waits_for)
+        return reason
 
     def _upgrade(self, config: C) -> None:
         """Upgrade Slurm's major when the options name a newer one and this unit's turn came.
@@ -296,10 +335,20 @@ class SlurmCharm(ops.CharmBase, Generic[C]):
         if self.failure is not None:
             statuses.append(_failure_status(self.failure))
         if not self.installer.installed:
-            statuses.append(ops.MaintenanceStatus(f"installing {self.manager.daemon}"))
+            config = self.valid_config()
+            waits = self._install_wait(config) if config is not None else None
+            if waits is not None:
+                statuses.append(ops.WaitingStatus(f"{self.manager.daemon} not installed: {waits}"))
+            else:
+                statuses.append(ops.MaintenanceStatus(f"installing {self.manager.daemon}"))
         elif reason := self._unsupported_slurm():
             statuses.append(ops.BlockedStatus(reason))
         return statuses
+
+
+def _names_own_repository(source_text: str) -> bool:
+    """Whether `slurm-package-source` names a repository (a PPA, a `deb` line) of its own."""
+    return source_text not in BASE_SOURCES
 
 
 def _failure_status(error: SlurmOpsError) -> ops.StatusBase:
