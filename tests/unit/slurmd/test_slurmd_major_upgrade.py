@@ -207,3 +207,15 @@ def test_the_default_source_installs_as_before_without_reading_the_offer(
     assert machine.apt_installs == [PACKAGES]
     assert machine.ran("apt-cache", "madison") == []
     assert not (tmp_path / "etc/apt/preferences.d/slurm-charms").exists()
+
+
+def test_a_waiting_new_unit_does_not_detect_hardware_without_slurmd(
+    ctx: testing.Context[ops.CharmBase], machine: FakeMachine
+):
+    machine.responses[("apt-cache", "madison")] = MADISON
+    waiting = ctx.run(ctx.on.install(), new_unit())
+
+    out = ctx.run(ctx.on.start(), waiting)
+
+    assert machine.ran("slurmd", "-C") == []
+    assert out.unit_status == waiting.unit_status
