@@ -11,8 +11,10 @@ What the skeleton does:
   events given to `reconcile_on`.
 - Before `reconcile`: loads the config (an invalid option: nothing is done), installs the
   packages once (`SlurmInstaller`; upgrade-charm installs again, which refreshes the
-  workload version) and checks the Slurm version (older than 24.11: nothing is done; the
-  installed packages are upgraded from the configured source at the next event).
+  workload version; from a repository the operator names, only the Slurm major whose turn
+  has come, else it waits: `_first_install`) and checks the Slurm version (older than
+  24.11: nothing is done; the installed packages are upgraded from the configured source
+  at the next event).
 - Captures workload failures: a `SlurmOpsError` (a daemon that cannot start, restart or
   reconfigure, a timed-out `scontrol`, failed detection, a failed apt run) raised by
   `reconcile` or by installing is logged and kept as a fact for collect-status, and the hook

@@ -8,8 +8,13 @@
 2. `plan`: from the facts (the recorded offer, the options, the installed version) the
    target major, or why none can be reached (`refusal`).
 3. The charm asks its own gate (`SlurmCharm.upgrade_waits_for`); on its turn it takes its
-   backup (`SlurmCharm.before_upgrade`) and `apply` moves the pin and upgrades, or, for
-   slurmd, `release` moves the pin only and the rebuild rollout's RebootProgram upgrades.
+   backup (`SlurmCharm.before_upgrade`, once per upgrade: `saved`) and `apply` moves the pin
+   and upgrades, or, for slurmd, `release` moves the pin only and the rebuild rollout's
+   RebootProgram upgrades.
+
+A unit not installed yet goes through the same gate first: `check` records the offer and
+`install_major` picks the newest major whose turn has come, which the charm pins before apt
+installs anything (`SlurmCharm._first_install`).
 
 This component sets no status; the charm reports the plan.
 """
