@@ -617,7 +617,7 @@ MUTATIONS = [
     Mutation(
         "upgrade-without-a-backup",
         "libs/hpc_libs/src/hpc_libs/charm/base.py",
-        "        self.before_upgrade(plan)\n",
+        "            self.before_upgrade(plan)\n",
         "",
         "tests/unit/slurmctld/test_slurmctld_major_upgrade.py "
         "tests/unit/slurmdbd/test_slurmdbd_major_upgrade.py",
@@ -650,6 +650,57 @@ MUTATIONS = [
         '    files.make_dir(path, mode=0o700, owner="root", group="root", under=root)',
         '    files.make_dir(path, mode=0o755, owner="root", group="root", under=root)',
         "tests/unit/slurmdbd/test_slurmdbd_major_upgrade.py",
+    ),
+    Mutation(
+        "upgrade-first-install-outside-the-gate",
+        "libs/hpc_libs/src/hpc_libs/charm/base.py",
+        "        if _names_own_repository(config.slurm_package_source) and apt.missing(",
+        "        if False and apt.missing(",
+        "tests/unit/slurmd/test_slurmd_major_upgrade.py "
+        "tests/unit/slurmctld/test_slurmctld_major_upgrade.py",
+    ),
+    Mutation(
+        "upgrade-first-install-takes-the-newest",
+        "libs/hpc_libs/src/hpc_libs/charm/upgrade.py",
+        "            if waits_for(candidate) is None:",
+        "            if True:",
+        "tests/unit/slurmd/test_slurmd_major_upgrade.py "
+        "tests/unit/slurmctld/test_slurmctld_major_upgrade.py",
+    ),
+    Mutation(
+        "upgrade-retry-takes-another-backup",
+        "libs/hpc_libs/src/hpc_libs/charm/base.py",
+        "        if not self.major_upgrade.saved(plan):",
+        "        if True:",
+        "tests/unit/slurmctld/test_slurmctld_major_upgrade.py",
+    ),
+    Mutation(
+        "upgrade-failed-install-leaves-the-daemon-down",
+        "libs/hpc_libs/src/hpc_libs/slurm/base.py",
+        "                self._start_after_failed_install()\n",
+        "                pass\n",
+        "tests/unit/slurmctld/test_slurmctld_major_upgrade.py",
+    ),
+    Mutation(
+        "apt-update-passes-an-unreachable-source",
+        "libs/hpc_libs/src/hpc_libs/machine/apt.py",
+        '    _apt_get(["update", ERROR_ON_ANY, _LOCK_OPTION]',
+        '    _apt_get(["update", _LOCK_OPTION]',
+        "tests/unit/hpc_libs/test_machine.py",
+    ),
+    Mutation(
+        "reboot-program-update-passes-an-unreachable-source",
+        "charms/slurmd/src/programs/reboot-program.sh",
+        "        apt-get update --error-on=any ||",
+        "        apt-get update ||",
+        "tests/unit/slurmd/test_reboot_program.py",
+    ),
+    Mutation(
+        "reboot-program-reboots-with-slurmd-kept-back",
+        "charms/slurmd/src/programs/reboot-program.sh",
+        '            "$installed") ;;',
+        "            *) ;;",
+        "tests/unit/slurmd/test_reboot_program.py",
     ),
 ]
 

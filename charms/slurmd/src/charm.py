@@ -75,7 +75,13 @@ class SlurmdCharm(SlurmCharm[SlurmdConfig]):
     # Event handlers.
 
     def _on_detect_event(self, _: ops.EventBase) -> None:
-        """Detect the hardware again; apply it only when it changed (never on a failure)."""
+        """Detect the hardware again; apply it only when it changed (never on a failure).
+
+        Not before slurmd is installed (a unit may wait for its Slurm major's turn): the
+        first reconcile after the install detects it.
+        """
+        if not self.installer.installed:
+            return
         if self.hardware.detect() and not self.member.left:
             self.converge()
 

@@ -661,6 +661,7 @@ class Lab:
         (root / "etc/machine-id").write_text(f"{uuid.uuid4().hex}\n")
         others = [rec for rec in self._load().values() if rec.name != record.name]
         (root / "etc/hosts").write_text(_hosts_file([*others, record]))
+        _name_no_unreachable_archive(root)
         for mountpoint in (SHARED_MOUNT, CHARMS_MOUNT):
             (root / mountpoint.lstrip("/")).mkdir(parents=True, exist_ok=True)
 
@@ -808,3 +809,17 @@ class Lab:
             rootfs.unmount_under(lab_dir)
         for name in network.list_netns(self.netns_prefix):
             network.delete_netns(name)
+
+
+def _name_no_unreachable_archive(root: Path) -> None:
+    """Leave the machine no apt source outside the lab, which it could never reach.
+
+    The base names the Debian archive it was built from; a machine reaches only the lab
+    (`network`), as an air-gapped site's machine reaches only its own mirrors, which are
+    all its apt sources name. The charms' `apt-get update` fails on any source it cannot
+    fetch (`hpc_libs.machine.apt.ERROR_ON_ANY`), as it must on a real site; the Slurm the
+    machines run is in the base already, and a newer one comes from the lab's mirror.
+    """
+    (root / "etc/apt/sources.list").write_text(
+        "# A lab machine reaches only the lab: no archive outside it (slurm_lab.machines).\n"
+    )

@@ -257,9 +257,19 @@ def test_install_updates_then_installs_only_missing_packages(fake_run: FakeRun) 
 
     assert apt.install(["slurmd", "slurm-client"]) is True
     assert fake_run.calls[-2:] == [
-        ["apt-get", "update", "--option=DPkg::Lock::Timeout=120"],
+        ["apt-get", "update", "--error-on=any", "--option=DPkg::Lock::Timeout=120"],
         ["apt-get", "install", "--yes", "--option=DPkg::Lock::Timeout=120", "slurmd"],
     ]
+
+
+def test_an_update_fails_when_any_source_cannot_be_fetched(fake_run: FakeRun) -> None:
+    """Without `--error-on=any`, apt-get update exits 0 on an unreachable source (a warning):
+    an upgrade against an unreachable mirror would install nothing and succeed."""
+    apt.update()
+
+    [update] = fake_run.calls
+    assert update[:2] == ["apt-get", "update"]
+    assert "--error-on=any" in update
 
 
 def test_upgrade_installs_every_package_again(fake_run: FakeRun) -> None:

@@ -14,7 +14,7 @@ from hpc_libs.slurm.slurmd import SlurmdManager
 from hpc_libs_fakes import FakeRun
 
 LOCK = "--option=DPkg::Lock::Timeout=120"
-UPDATE = ["apt-get", "update", LOCK]
+UPDATE = ["apt-get", "update", "--error-on=any", LOCK]
 ADD_PPA = ["add-apt-repository", "--yes", "--no-update", SLURM_PPA]
 
 # `apt-cache show --no-all-versions slurmd`, trimmed, as each series answers it.

@@ -10,7 +10,9 @@ import stat
 from pathlib import Path
 
 import ops
+import pytest
 from charm_testing import FakeMachine
+from hpc_libs.machine import apt
 from ops import testing
 from test_charm_slurmctld import PEER, databag, running
 from test_slurmctld_accounting_and_jwt import DBD, slurmdbd_relation
@@ -145,3 +147,113 @@ def test_list_backups_gives_the_archive_path(ctx, machine: FakeMachine, tmp_path
         "backups": str(backups(tmp_path)[0]),
     }
     assert json.dumps(ctx.action_results)  # Plain strings only.
+
+
+def test_a_failed_install_after_the_backup_is_a_status_and_the_retry_completes(
+    ctx, machine: FakeMachine, tmp_path
+):
+    """The source fails mid-upgrade: blocked with apt's reason (no hook error), slurmctld
+    back on the old release, the backup kept; after the fix the next event upgrades, and
+    keeps the one backup taken before anything moved."""
+    machine.responses[("apt-cache", "madison")] = MADISON
+    state_dir(tmp_path)
+    machine.active.add("slurmctld")
+    machine.apt_fails = True
+
+    failed = ctx.run(ctx.on.config_changed(), with_dbd("26.05.5"))
+
+    assert isinstance(failed.unit_status, ops.BlockedStatus)
+    assert failed.unit_status.message.startswith("cannot install")
+    assert "E: unable to fetch" in failed.unit_status.message
+    assert machine.calls("stop") == ["slurmctld"]
+    assert "slurmctld" in machine.active  # started again, on the release dpkg left
+    [backup] = backups(tmp_path)
+
+    machine.apt_fails = False
+    machine.version = "26.05.5-1"
+    retried = ctx.run(ctx.on.update_status(), later_state(failed))
+
+    assert machine.apt_installs == [PACKAGES]
+    assert retried.workload_version == "26.05.5-1"
+    assert backups(tmp_path) == [backup]
+    assert len(machine.ran("tar")) == 1
+    assert not isinstance(retried.unit_status, ops.BlockedStatus), retried.unit_status
+
+
+def test_a_new_release_that_does_not_start_is_a_status_and_the_retry_completes(
+    ctx, machine: FakeMachine, tmp_path
+):
+    """The packages moved but slurmctld 26.05 does not start: blocked with its own reason;
+    once the operator fixed it, the next event starts it, with no second backup."""
+    machine.responses[("apt-cache", "madison")] = MADISON
+    state_dir(tmp_path)
+    machine.active.add("slurmctld")
+    machine.service_fails("slurmctld", "fatal: cannot convert the state", verbs=("start",))
+
+    failed = ctx.run(ctx.on.config_changed(), with_dbd("26.05.5"))
+
+    assert isinstance(failed.unit_status, ops.BlockedStatus)
+    assert "fatal: cannot convert the state" in failed.unit_status.message
+    [backup] = backups(tmp_path)
+
+    machine.heal()
+    machine.version = "26.05.5-1"
+    retried = ctx.run(ctx.on.update_status(), later_state(failed))
+
+    assert "slurmctld" in machine.active
+    assert retried.workload_version == "26.05.5-1"
+    assert backups(tmp_path) == [backup]
+    assert not isinstance(retried.unit_status, ops.BlockedStatus), retried.unit_status
+
+
+def later_state(state: testing.State) -> testing.State:
+    """The next event's state: the output's, with the slurmdbd and the config kept."""
+    return testing.State(
+        leader=state.leader,
+        relations=state.relations,
+        secrets=state.secrets,
+        stored_states=state.stored_states,
+        config=dict(state.config),
+    )
+
+
+@pytest.mark.parametrize("case", [("24.11.5", "24.11"), ("26.05.5", "26.05")])
+def test_a_controller_added_during_the_upgrade_installs_what_the_primary_allows(
+    ctx, machine: FakeMachine, tmp_path, monkeypatch, case
+):
+    """`juju add-unit slurmctld` with the option naming forky: the new controller installs
+    the major the one before it runs (or, once it runs the target, the target), pinned
+    before apt runs; never a controller newer than the primary."""
+    primary_runs, installed_major = case
+    machine.responses[("apt-cache", "madison")] = MADISON
+    pins: list[str] = []
+    pin_file = tmp_path / "etc/apt/preferences.d/slurm-charms"
+
+    def install(packages, *, upgrade=False, refresh=True):
+        pins.append(pin_file.read_text() if pin_file.exists() else "")
+        return machine.apt_install(packages, upgrade=upgrade, refresh=refresh)
+
+    monkeypatch.setattr(apt, "install", install)
+    peer = testing.PeerRelation(
+        PEER,
+        local_app_data=databag(controllers=[{"unit": "slurmctld/0"}]),
+        peers_data={0: {"hostname": "ctl-0", "address": "10.0.0.1", "version": primary_runs}},
+    )
+    unit1 = testing.Context(
+        ctx.charm_spec.charm_type,
+        meta=ctx.charm_spec.meta,
+        config=ctx.charm_spec.config,
+        actions=ctx.charm_spec.actions,
+        unit_id=1,
+    )
+    state = testing.State(
+        leader=False,
+        relations=[slurmdbd_relation({**DBD, "version": "26.05.5"}), peer],
+        config={"slurm-package-source": FORKY},
+    )
+
+    unit1.run(unit1.on.install(), state)
+
+    [pinned] = pins
+    assert f"Pin: version {installed_major}.*" in pinned
+    assert machine.apt_installs == [PACKAGES]

@@ -11,23 +11,45 @@ PROGRAM = Path(__file__).parents[3] / "charms/slurmd/src/programs/reboot-program
 NODE = "compute-1"
 
 
+OLD, NEW = "24.11.5-1", "24.11.6-1"
+"""slurmd's installed version before the rollout, and the candidate the sources offer."""
+
+
 @pytest.fixture
 def bin_dir(tmp_path: Path) -> Path:
-    """Stand-ins for squeue, apt-get, scontrol, systemctl, systemd-run: each logs its argv."""
+    """Stand-ins for the commands the program runs: each logs its argv.
+
+    apt's stand-ins keep slurmd's version in files: `apt-cache policy` answers the
+    candidate, `dpkg-query` the installed one, and `apt-get upgrade` installs the candidate
+    (unless `$FAIL_DIR/upgrade-keeps` exists: apt left slurmd as it was).
+    """
     folder = tmp_path / "bin"
     folder.mkdir()
-    for name in ("squeue", "apt-get", "scontrol", "systemctl", "systemd-run"):
-        stub = folder / name
-        stub.write_text(
-            "#!/bin/sh\n"
-            f'echo "{name} $*" >> "$LOG"\n'
-            f'[ -e "$FAIL_DIR/{name}" ] && exit 1\n'
-            f'[ "{name}" = squeue ] && case "$*" in *--states=PENDING*) cat "$PENDING_FILE" ;;'
-            ' *) cat "$COMMENT_FILE" ;; esac\n'
-            "exit 0\n"
-        )
-        stub.chmod(stub.stat().st_mode | stat.S_IEXEC)
+    answers = {
+        "squeue": 'case "$*" in *--states=PENDING*) cat "$PENDING_FILE" ;;'
+        ' *) cat "$COMMENT_FILE" ;; esac',
+        "apt-cache": 'echo "slurmd:"; echo "  Installed: $(cat "$INSTALLED")";'
+        ' echo "  Candidate: $(cat "$CANDIDATE")"',
+        "dpkg-query": 'cat "$INSTALLED"',
+        "apt-get": 'case "$*" in *upgrade*) [ -e "$FAIL_DIR/upgrade-keeps" ] ||'
+        ' cp "$CANDIDATE" "$INSTALLED" ;; esac',
+    }
+    for name in ("squeue", "apt-get", "apt-cache", "dpkg-query"):
+        write_stub(folder / name, name, answers.get(name, ""))
+    for name in ("scontrol", "systemctl", "systemd-run"):
+        write_stub(folder / name, name, "")
     return folder
+
+
+def write_stub(path: Path, name: str, answer: str) -> None:
+    path.write_text(
+        "#!/bin/sh\n"
+        f'echo "{name} $*" >> "$LOG"\n'
+        f'[ -e "$FAIL_DIR/{name}" ] && exit 1\n'
+        f"{answer}\n"
+        "exit 0\n"
+    )
+    path.chmod(path.stat().st_mode | stat.S_IEXEC)
 
 
 def run_program(
@@ -38,7 +60,10 @@ def run_program(
     *,
     detached=True,
     pending: str = "",
+    candidate: str = NEW,
 ) -> tuple[int, list[str]]:
+    (tmp_path / "installed").write_text(OLD)
+    (tmp_path / "candidate").write_text(candidate)
     settings = tmp_path / "settings"
     settings.write_text(f"NODE_NAME={NODE}\n")
     (tmp_path / "comment").write_text(comment + "\n")
@@ -55,6 +80,8 @@ def run_program(
         "COMMENT_FILE": str(tmp_path / "comment"),
         "PENDING_FILE": str(tmp_path / "pending"),
         "SLURMD_CHARM_REBOOT_SETTINGS": str(settings),
+        "INSTALLED": str(tmp_path / "installed"),
+        "CANDIDATE": str(tmp_path / "candidate"),
     }
     if detached:
         env["SLURMD_CHARM_REBOOT"] = "detached"
@@ -70,10 +97,44 @@ def test_an_upgrade_request_upgrades_then_reboots(tmp_path, bin_dir):
     assert code == 0
     assert calls[0].startswith(f"squeue --noheader --all --partition=rebuild --nodelist={NODE}")
     assert calls[1:] == [
-        "apt-get update",
+        "apt-get update --error-on=any",
+        "apt-cache policy slurmd",
         "apt-get -y -o Dpkg::Options::=--force-confold upgrade --with-new-pkgs",
+        "dpkg-query --show --showformat=${Version} slurmd",
         "systemctl reboot",
     ]
+
+
+def test_an_upgrade_that_leaves_slurmd_behind_its_candidate_fails_before_the_reboot(
+    tmp_path, bin_dir
+):
+    """apt kept slurmd back (held, a conflict): the node must not come back on the old
+    release and count as rebuilt. It is DOWN with the versions, its rollout stopped."""
+    comment = f"rebuild:compute:5000:upgrade:{NODE}"
+    pending = "12 rebuild:compute:5000:upgrade:compute-2\n"
+
+    code, calls = run_program(tmp_path, bin_dir, comment, fail=("upgrade-keeps",), pending=pending)
+
+    assert code == 1
+    assert "scontrol hold 12" in calls
+    reason = f"rebuild: slurmd is {OLD} after the upgrade, not {NEW}"
+    assert f"scontrol update nodename={NODE} state=down reason={reason}" in calls
+    assert "systemctl reboot" not in calls
+
+
+@pytest.mark.parametrize("candidate", [OLD, "(none)"])
+def test_an_upgrade_with_nothing_newer_for_slurmd_still_reboots(tmp_path, bin_dir, candidate):
+    """A patch cycle of the OS alone: slurmd's candidate is the installed one (or none)."""
+    code, calls = run_program(
+        tmp_path,
+        bin_dir,
+        f"rebuild:compute:5000:upgrade:{NODE}",
+        fail=("upgrade-keeps",),
+        candidate=candidate,
+    )
+
+    assert code == 0
+    assert calls[-1] == "systemctl reboot"
 
 
 @pytest.mark.parametrize(

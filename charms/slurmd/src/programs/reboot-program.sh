@@ -37,13 +37,28 @@ fail() {
 comment=""
 comment=$(squeue --noheader --all --partition=rebuild --nodelist="$node" \
     --states=CONFIGURING --format=%k) || fail "cannot ask Slurm for the rebuild job"
+# The slurmd release apt would install (the charm's pin decides the major), and the one
+# installed: after the upgrade they must be the same, or the node would come back on the
+# old release and the rollout count it done.
+slurmd_candidate() { apt-cache policy slurmd | sed -n 's/^ *Candidate: *//p'; }
+slurmd_installed() { dpkg-query --show --showformat='${Version}' slurmd 2>/dev/null || true; }
+
 case "$comment" in
     rebuild:*:*:upgrade:"$node")
         export DEBIAN_FRONTEND=noninteractive
-        apt-get update || fail "apt-get update failed"
+        # --error-on=any: an unreachable source fails the update (by default it is only a
+        # warning, and the upgrade then installs nothing new and succeeds).
+        apt-get update --error-on=any || fail "apt-get update failed"
+        wanted=$(slurmd_candidate)
         # --with-new-pkgs: a new Slurm major brings a new libslurm package; the charm's apt
         # pin decides which Slurm major is taken (hpc_libs.slurm.upgrade.pin_text).
         apt-get -y -o Dpkg::Options::=--force-confold upgrade --with-new-pkgs || fail "apt-get upgrade failed"
+        installed=$(slurmd_installed)
+        case "$wanted" in
+            "" | "(none)") ;;
+            "$installed") ;;
+            *) fail "slurmd is ${installed:-not installed} after the upgrade, not $wanted" ;;
+        esac
         ;;
 esac
 systemctl reboot

@@ -11,8 +11,10 @@ What the skeleton does:
   events given to `reconcile_on`.
 - Before `reconcile`: loads the config (an invalid option: nothing is done), installs the
   packages once (`SlurmInstaller`; upgrade-charm installs again, which refreshes the
-  workload version) and checks the Slurm version (older than 24.11: nothing is done; the
-  installed packages are upgraded from the configured source at the next event).
+  workload version; from a repository the operator names, only the Slurm major whose turn
+  has come, else it waits: `_first_install`) and checks the Slurm version (older than
+  24.11: nothing is done; the installed packages are upgraded from the configured source
+  at the next event).
 - Captures workload failures: a `SlurmOpsError` (a daemon that cannot start, restart or
   reconfigure, a timed-out `scontrol`, failed detection, a failed apt run) raised by
   `reconcile` or by installing is logged and kept as a fact for collect-status, and the hook
@@ -67,8 +69,10 @@ from hpc_libs.charm.install import SlurmInstaller
 from hpc_libs.charm.ports import PortRange
 from hpc_libs.charm.upgrade import MajorUpgrade, Plan
 from hpc_libs.errors import SlurmOpsError
+from hpc_libs.machine import apt
 from hpc_libs.slurm import schema_cache
 from hpc_libs.slurm.base import SlurmManager
+from hpc_libs.slurm.upgrade import BASE_SOURCES
 from hpc_libs.slurm.version import parse as parse_version
 from hpc_libs.slurm.version import unsupported_reason
 
@@ -137,7 +141,8 @@ class SlurmCharm(ops.CharmBase, Generic[C]):
         """Take what must be saved before the upgrade (slurmctld's state, the database).
 
         Raise `SlurmOpsError` to keep the old Slurm: the failure is the unit's status, and
-        the next event tries again.
+        the next event tries again. Once it succeeded it is not called again for the same
+        upgrade: a retry after a failed install or start keeps the backup taken first.
         """
         del plan
 
@@ -212,6 +217,8 @@ class SlurmCharm(ops.CharmBase, Generic[C]):
             return None
         try:
             self._install(config, refresh=refresh)
+            if not self.installer.installed:  # Its Slurm major may not run yet.
+                return None
             if (reason := self._unsupported_slurm()) is not None:
                 logger.warning("not configuring Slurm: %s", reason)
                 return None
@@ -227,11 +234,46 @@ class SlurmCharm(ops.CharmBase, Generic[C]):
         """Install once; on upgrade-charm, or while Slurm is too old, install again."""
         source = config.package_source
         if not self.installer.installed:
-            self.installer.install(source)
+            self._first_install(config)
         elif self._unsupported_slurm() is not None:
             self.installer.install(source, upgrade=True)
         elif refresh:
             self.installer.install(source)
+
+    def _first_install(self, config: C) -> None:
+        """Install, from a named repository only the Slurm major Slurm's order allows now.
+
+        A unit added while `slurm-package-source` names a newer Slurm (`juju add-unit`
+        during an upgrade, a deploy with the option set) would otherwise take the newest:
+        a slurmd newer than its slurmctld, which Slurm does not support. It installs the
+        newest major offered whose turn has come (`MajorUpgrade.install_major`), pinned, and
+        the upgrade then moves it with the rest; when none may run yet (slurmd before any
+        controller said which Slurm it runs), it installs nothing and waits (status).
+        Packages already on the machine (a prepared image) are only recorded, as before.
+        """
+        source = config.package_source
+        if _names_own_repository(config.slurm_package_source) and apt.missing(
+            self.manager.packages
+        ):
+            self.major_upgrade.check(config.slurm_package_source, source, config.slurm_major, "")
+            chosen, reason = self.major_upgrade.install_major(
+                config.slurm_major, self.upgrade_waits_for
+            )
+            if reason is not None:
+                logger.info("not installing %s yet: %s", self.manager.daemon, reason)
+                return
+            if chosen is not None:
+                self.manager.hold(chosen)
+        self.installer.install(source)
+
+    def _install_wait(self, config: C) -> str | None:
+        """Why a unit not installed yet waits to install (see `_first_install`), or None."""
+        if not _names_own_repository(config.slurm_package_source):
+            return None
+        if not self.major_upgrade.checked(config.slurm_package_source, config.slurm_major):
+            return None
+        _, reason = self.major_upgrade.install_major(config.slurm_major, self.upgrade_waits_for)
+        return reason
 
     def _upgrade(self, config: C) -> None:
         """Upgrade Slurm's major when the options name a newer one and this unit's turn came.
@@ -249,7 +291,9 @@ class SlurmCharm(ops.CharmBase, Generic[C]):
         if not self.upgrades_in_charm:
             self.major_upgrade.release(plan.target)
             return
-        self.before_upgrade(plan)
+        if not self.major_upgrade.saved(plan):  # A retry keeps the first backup.
+            self.before_upgrade(plan)
+            self.major_upgrade.record_saved(plan)
         self.major_upgrade.apply(plan.target)
         self.installer.record_version(self.manager.version())
 
@@ -293,10 +337,20 @@ class SlurmCharm(ops.CharmBase, Generic[C]):
         if self.failure is not None:
             statuses.append(_failure_status(self.failure))
         if not self.installer.installed:
-            statuses.append(ops.MaintenanceStatus(f"installing {self.manager.daemon}"))
+            config = self.valid_config()
+            waits = self._install_wait(config) if config is not None else None
+            if waits is not None:
+                statuses.append(ops.WaitingStatus(f"{self.manager.daemon} not installed: {waits}"))
+            else:
+                statuses.append(ops.MaintenanceStatus(f"installing {self.manager.daemon}"))
         elif reason := self._unsupported_slurm():
             statuses.append(ops.BlockedStatus(reason))
         return statuses
+
+
+def _names_own_repository(source_text: str) -> bool:
+    """Whether `slurm-package-source` names a repository (a PPA, a `deb` line) of its own."""
+    return source_text not in BASE_SOURCES
 
 
 def _failure_status(error: SlurmOpsError) -> ops.StatusBase:

@@ -8,13 +8,19 @@
 2. `plan`: from the facts (the recorded offer, the options, the installed version) the
    target major, or why none can be reached (`refusal`).
 3. The charm asks its own gate (`SlurmCharm.upgrade_waits_for`); on its turn it takes its
-   backup (`SlurmCharm.before_upgrade`) and `apply` moves the pin and upgrades, or, for
-   slurmd, `release` moves the pin only and the rebuild rollout's RebootProgram upgrades.
+   backup (`SlurmCharm.before_upgrade`, once per upgrade: `saved`) and `apply` moves the pin
+   and upgrades, or, for slurmd, `release` moves the pin only and the rebuild rollout's
+   RebootProgram upgrades.
+
+A unit not installed yet goes through the same gate first: `check` records the offer and
+`install_major` picks the newest major whose turn has come, which the charm pins before apt
+installs anything (`SlurmCharm._first_install`).
 
 This component sets no status; the charm reports the plan.
 """
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -23,7 +29,14 @@ import ops
 from hpc_libs.interfaces.controller import ControllerData
 from hpc_libs.slurm import backup
 from hpc_libs.slurm.base import SlurmManager
-from hpc_libs.slurm.upgrade import DebSource, choose_target, major, refusal, wait_reason
+from hpc_libs.slurm.upgrade import (
+    DebSource,
+    choose_target,
+    is_newer,
+    major,
+    refusal,
+    wait_reason,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -48,13 +61,17 @@ class MajorUpgrade(ops.Object):
     def __init__(self, charm: ops.CharmBase, manager: SlurmManager) -> None:
         super().__init__(charm, "major-upgrade")
         self._manager = manager
-        self._stored.set_default(checked=DEFAULT_KEY, offered=[])
+        # `saved`: the upgrade (`<running>-><target>`) whose backup was taken, so a retry
+        # after a failed upgrade keeps that backup instead of saving state a failed start of
+        # the new daemon may already have converted.
+        self._stored.set_default(checked=DEFAULT_KEY, offered=[], saved="")
 
     def check(self, source_text: str, source: str | DebSource, wanted: str, running: str) -> None:
         """Name `source` to apt, hold Slurm at `running`'s major, record what is offered.
 
         Done once per value of the options (`source_text`, `wanted`); a failure leaves them
-        unrecorded, so the next event tries again.
+        unrecorded, so the next event tries again. Before the first install `running` is ""
+        and nothing is held: `install_major` chooses the pin.
 
         Raises:
             PackageError: The source could not be added or the cache refreshed.
@@ -65,7 +82,8 @@ class MajorUpgrade(ops.Object):
         if key == self._stored.checked:
             return
         self._manager.name_source(source)
-        self._manager.hold(major(running))
+        if running:
+            self._manager.hold(major(running))
         offered = self._manager.offered_majors()
         logger.info("Slurm majors offered for %s: %s", self._manager.daemon, offered or "none")
         self._stored.offered = offered
@@ -82,6 +100,39 @@ class MajorUpgrade(ops.Object):
             return Plan(running=now, refused=refused)
         return Plan(running=now, target=choose_target(now, offered, wanted))
 
+    def checked(self, source_text: str, wanted: str) -> bool:
+        """Whether the offer of these option values was recorded (`check`)."""
+        return self._stored.checked == f"{source_text}\n{wanted}"
+
+    def install_major(
+        self, wanted: str, waits_for: Callable[[str], str | None]
+    ) -> tuple[str | None, str | None]:
+        """Choose the major a unit not installed yet installs, from the recorded offer.
+
+        The newest offered major, up to the target (`wanted` or the newest), whose turn has
+        come (`waits_for` answers None): a unit added during an upgrade installs the release
+        the daemons before it in Slurm's order run, never one newer. Returns the major and
+        None; (None, why) when no offered major may run yet (nothing is installed); (None,
+        None) when the source offers no Slurm (apt then says what is missing).
+        """
+        offered = [str(m) for m in self._stored.offered]
+        if not offered:
+            return None, None
+        target = wanted or offered[-1]
+        allowed = [m for m in offered if not is_newer(m, target)]
+        for candidate in reversed(allowed):
+            if waits_for(candidate) is None:
+                return candidate, None
+        return None, waits_for(target) or f"no Slurm major up to {target} is offered"
+
+    def saved(self, plan: Plan) -> bool:
+        """Whether the backup before `plan`'s upgrade was taken already (a retry)."""
+        return self._stored.saved == _upgrade_key(plan)
+
+    def record_saved(self, plan: Plan) -> None:
+        """Record that the backup before `plan`'s upgrade was taken."""
+        self._stored.saved = _upgrade_key(plan)
+
     def release(self, target: str) -> bool:
         """Let apt take `target` (move the pin), installing nothing; return if the pin moved."""
         return self._manager.hold(target)
@@ -97,6 +148,10 @@ class MajorUpgrade(ops.Object):
         self.release(target)
         logger.info("upgrading %s to Slurm %s", self._manager.daemon, target)
         self._manager.upgrade_packages()
+
+
+def _upgrade_key(plan: Plan) -> str:
+    return f"{plan.running}->{plan.target}"
 
 
 def list_backups(event: ops.ActionEvent, root: Path) -> None:

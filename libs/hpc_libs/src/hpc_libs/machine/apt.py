@@ -33,6 +33,10 @@ LOCK_TIMEOUT = 120
 """Seconds apt waits for the dpkg lock (held by unattended-upgrades, say) before failing."""
 _APT_ENV = {"DEBIAN_FRONTEND": "noninteractive"}
 _LOCK_OPTION = f"--option=DPkg::Lock::Timeout={LOCK_TIMEOUT}"
+ERROR_ON_ANY = "--error-on=any"
+"""`apt-get update` fails when any source cannot be fetched (apt 2.1.16 and later: Debian 12
+and 13, Ubuntu 24.04). Without it an unreachable source is only a warning and the update
+exits 0: an upgrade against an unreachable mirror would install nothing new and succeed."""
 
 
 def installed_version(package: str) -> str | None:
@@ -96,11 +100,14 @@ def download(packages: Sequence[str]) -> None:
 def update(packages: Sequence[str] = ()) -> None:
     """Refresh the package cache (`apt-get update`); `packages` only name the failure.
 
+    Any source that cannot be fetched fails the update (`ERROR_ON_ANY`), so a stale cache
+    never passes for a fresh one.
+
     Raises:
-        PackageError: The cache update failed.
+        PackageError: The cache update failed, or a source could not be fetched.
 
     """
-    _apt_get(["update", _LOCK_OPTION], list(packages), timeout=UPDATE_TIMEOUT)
+    _apt_get(["update", ERROR_ON_ANY, _LOCK_OPTION], list(packages), timeout=UPDATE_TIMEOUT)
 
 
 def install(packages: Sequence[str], *, upgrade: bool = False, refresh: bool = True) -> bool:

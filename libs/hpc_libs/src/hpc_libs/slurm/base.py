@@ -388,6 +388,9 @@ class SlurmManager:
         down only while dpkg unpacks: a backup controller does not take over
         (`SlurmctldTimeout`) and nodes are not marked down (`SlurmdTimeout`).
 
+        An installation that fails still starts the daemon again (the release dpkg left), so
+        a failed upgrade does not also leave the daemon down; the install error is raised.
+
         Raises:
             PackageError: The download or the installation failed.
             ServiceError: The daemon could not be stopped or started.
@@ -397,9 +400,21 @@ class SlurmManager:
         was_running = self.service.is_active()
         if was_running:
             self.service.stop()
-        apt.install(self.packages, upgrade=True, refresh=False)
+        try:
+            apt.install(self.packages, upgrade=True, refresh=False)
+        except PackageError:
+            if was_running:
+                self._start_after_failed_install()
+            raise
         if was_running:
             self.service.start()
+
+    def _start_after_failed_install(self) -> None:
+        """Start the daemon again after a failed install; a failure is logged (not raised)."""
+        try:
+            self.service.start()
+        except SlurmOpsError as e:
+            logger.error("%s did not start again after the failed upgrade: %s", self.daemon, e)
 
     def version(self) -> str:
         """Return the installed version of the daemon's package.
