@@ -1,10 +1,12 @@
 """The shared skeleton: failures become statuses, the version check, install and upgrade."""
 
+import logging
 from collections.abc import Iterable
 
 import ops
 import pytest
 from charm_testing import FakeMachine, already_installed
+from hpc_libs.charm import base
 from hpc_libs.charm.base import SlurmCharm
 from hpc_libs.charm.config import SlurmCharmConfig
 from hpc_libs.slurm import version
@@ -118,3 +120,35 @@ def test_only_24_11_and_newer_are_supported():
         "or use an archive with Slurm 24.11 or newer"
     )
     assert version.unsupported_reason("garbage") is not None
+
+
+# main: debug records stay in the charm (each juju-log call is a hook-tool process)
+
+
+@pytest.mark.parametrize(("juju_debug", "debug_sent"), [(False, False), (True, True)])
+def test_main_keeps_debug_records_from_juju_log_unless_juju_debug(
+    monkeypatch: pytest.MonkeyPatch, juju_debug: bool, debug_sent: bool
+) -> None:
+    if juju_debug:
+        monkeypatch.setenv("JUJU_DEBUG", "1")
+    else:
+        monkeypatch.delenv("JUJU_DEBUG", raising=False)
+    seen: list[tuple[type[ops.CharmBase], bool, bool]] = []
+
+    def fake_ops_main(charm_class: type[ops.CharmBase]) -> None:
+        ops_logger = logging.getLogger("ops.main")
+        seen.append(
+            (
+                charm_class,
+                ops_logger.isEnabledFor(logging.DEBUG),
+                ops_logger.isEnabledFor(logging.INFO),
+            )
+        )
+
+    monkeypatch.setattr(base.ops, "main", fake_ops_main)
+    try:
+        base.main(ops.CharmBase)
+    finally:
+        logging.disable(logging.NOTSET)
+
+    assert seen == [(ops.CharmBase, debug_sent, True)]

@@ -55,6 +55,7 @@ returns. Unit tests seed an installed unit with `charm_testing.already_installed
 """
 
 import logging
+import os
 from collections.abc import Iterable
 from typing import ClassVar, Generic
 
@@ -305,3 +306,17 @@ def _failure_status(error: SlurmOpsError) -> ops.StatusBase:
     if error.timed_out:
         return ops.WaitingStatus(f"{message}; retrying")
     return ops.BlockedStatus(message)
+
+
+def main(charm_class: type[ops.CharmBase]) -> None:
+    """Run `charm_class` with `ops.main`, its debug records not sent to Juju.
+
+    ops forwards every log record, debug included, to `juju-log`: one hook-tool process per
+    record, on Juju as on the lab. ops alone logs five or more debug lines per hook, and
+    hpc_libs one per command it runs; Juju's default model logging level (`<root>=INFO`)
+    drops them all after the process has run. So debug records stop in the charm, unless
+    `JUJU_DEBUG` is set (ops' own switch, which also copies the records to stderr).
+    """
+    if "JUJU_DEBUG" not in os.environ:
+        logging.disable(logging.DEBUG)
+    ops.main(charm_class)
