@@ -145,7 +145,7 @@ def test_main_keeps_debug_records_from_juju_log_unless_juju_debug(
             )
         )
 
-    monkeypatch.setattr(base.ops, "main", fake_ops_main)
+    monkeypatch.setattr(ops, "main", fake_ops_main)
     try:
         base.main(ops.CharmBase)
     finally:
