@@ -5,6 +5,7 @@ rollout's RebootProgram (`rebuild-nodes upgrade=true`) then upgrades and reboots
 Before that the pin holds Slurm at the running major, so no `apt-get upgrade` can take it.
 """
 
+import dataclasses
 from pathlib import Path
 
 import ops
@@ -78,3 +79,23 @@ def test_after_the_reboot_the_node_records_the_new_slurm_and_stops_waiting(
 
     assert out.workload_version == "26.05.5-1"
     assert not str(out.unit_status.message).startswith("Slurm 26.05 pending")
+
+
+def test_the_archive_as_it_is_needs_no_apt_update_until_a_major_is_asked_for(
+    ctx: testing.Context[ops.CharmBase], machine: FakeMachine
+):
+    """A unit with Slurm preinstalled or no network: its first hook runs no apt-get update."""
+    machine.responses[("apt-cache", "madison")] = MADISON
+    first = ctx.run(ctx.on.install(), installed(config={"slurm-package-source": "archive"}))
+
+    assert machine.ran("apt-cache", "madison") != []
+    assert machine.ran("apt-get", "update") == []
+
+    ctx.run(
+        ctx.on.config_changed(),
+        dataclasses.replace(
+            first, config={"slurm-package-source": "archive", "slurm-major": "26.05"}
+        ),
+    )
+
+    assert machine.ran("apt-get", "update") != []
