@@ -12,9 +12,10 @@ in `--out`.
 
 With `--before-controller <slurmctld charm dir>` the before slurmd joins its own controller,
 `slurmctld-before` (that checkout's slurmctld), so both charms are compared, each cluster
-whole. Each round then also fires update-status on every unit, and `hook_costs` gives the
-median wall time of each hook of each charm (install, relation-created and -changed,
-update-status; the controllers' slurmd-relation hooks) for before and after.
+whole. Each round then also fires update-status on its new units and on both controllers,
+one at a time, and `hook_costs` gives the median wall time of each hook of each charm
+(install, relation-created and -changed, update-status; the controllers' slurmd-relation
+hooks) for before and after.
 """
 
 from __future__ import annotations
@@ -184,12 +185,19 @@ def one_round(
     return found
 
 
-def update_status_everywhere(bench: Bench, apps: dict[str, dict[str, str]]) -> None:
-    """Fire update-status on every unit of both clusters; wait until they are active."""
-    names = {app for charms in apps.values() for app in charms.values()}
-    units = [u for app in sorted(names) for u in sorted(bench.juju.state.apps[app].units)]
-    bench.juju.update_status(*units)
-    bench.wait_active()
+def update_status_in_turns(
+    bench: Bench, found: dict[str, Any], apps: dict[str, dict[str, str]]
+) -> None:
+    """Fire update-status on this round's new units and on both controllers, one at a time
+    (alternating before and after), so each hook's time is its own, not a crowd's."""
+    units = [
+        unit
+        for mode in (BEFORE, "after")
+        for unit in (found[mode]["unit"], f"{apps[mode]['slurmctld']}/0")
+    ]
+    for unit in units[0::2] + units[1::2]:
+        bench.juju.update_status(unit)
+        bench.wait_active()
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -214,7 +222,7 @@ def main(argv: list[str] | None = None) -> int:
         for index in range(args.rounds):
             found = one_round(bench, watches, clock, index)
             if args.before_controller:
-                update_status_everywhere(bench, apps)
+                update_status_in_turns(bench, found, apps)
             result["rounds"].append(found)
             print(
                 f"round {index} (load {found['load']}): bare {found['bare']['total_s']} s, "
