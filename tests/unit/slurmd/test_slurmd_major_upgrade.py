@@ -81,15 +81,17 @@ def test_after_the_reboot_the_node_records_the_new_slurm_and_stops_waiting(
     assert not str(out.unit_status.message).startswith("Slurm 26.05 pending")
 
 
-def test_the_archive_as_it_is_needs_no_apt_update_until_a_major_is_asked_for(
-    ctx: testing.Context[ops.CharmBase], machine: FakeMachine
+def test_the_archive_as_it_is_asks_nothing_of_apt_until_a_major_is_asked_for(
+    ctx: testing.Context[ops.CharmBase], machine: FakeMachine, tmp_path: Path
 ):
-    """A unit with Slurm preinstalled or no network: its first hook runs no apt-get update."""
+    """A unit with Slurm preinstalled or no network: its first hook runs no apt-get update,
+    nor an apt-cache that rebuilds its cache."""
     machine.responses[("apt-cache", "madison")] = MADISON
     first = ctx.run(ctx.on.install(), installed(config={"slurm-package-source": "archive"}))
 
-    assert machine.ran("apt-cache", "madison") != []
+    assert machine.ran("apt-cache") == []
     assert machine.ran("apt-get", "update") == []
+    assert "Pin: version 24.11.*" in pin(tmp_path)
 
     ctx.run(
         ctx.on.config_changed(),
@@ -99,3 +101,4 @@ def test_the_archive_as_it_is_needs_no_apt_update_until_a_major_is_asked_for(
     )
 
     assert machine.ran("apt-get", "update") != []
+    assert machine.ran("apt-cache", "madison") != []

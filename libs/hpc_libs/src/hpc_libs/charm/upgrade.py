@@ -54,11 +54,12 @@ class MajorUpgrade(ops.Object):
         """Name `source` to apt, hold Slurm at `running`'s major, record what is offered.
 
         Done once per value of the options (`source_text`, `wanted`); a failure leaves them
-        unrecorded, so the next event tries again. The cache is refreshed first, except for
-        `archive` with no major asked for: that source names no repository, and the machine's
-        archive is used as it is (as `install` does), so a unit whose packages are
-        preinstalled, or that has no network, runs no `apt-get update` (which, without
-        network, spends seconds failing to resolve the mirror in the unit's first hook).
+        unrecorded, so the next event tries again. `archive` with no major asked for names
+        no repository: the machine's archive as it is (as `install` uses it) offers the major
+        installed from it, so nothing is asked of apt. A unit whose packages are preinstalled,
+        or that has no network, then runs neither `apt-get update` (seconds failing to
+        resolve the mirror without network) nor `apt-cache` (seconds rebuilding a cache an
+        image shipped without) in its first hook.
 
         Raises:
             PackageError: The source could not be added or the cache refreshed.
@@ -70,8 +71,10 @@ class MajorUpgrade(ops.Object):
             return
         self._manager.name_source(source)
         self._manager.hold(major(running))
-        offered = self._manager.offered_majors(refresh=source != "archive" or bool(wanted))
-        logger.info("Slurm majors offered for %s: %s", self._manager.daemon, offered or "none")
+        offered: list[str] = []
+        if source != "archive" or wanted:
+            offered = self._manager.offered_majors()
+            logger.info("Slurm majors offered for %s: %s", self._manager.daemon, offered or "none")
         self._stored.offered = offered
         self._stored.checked = key
 

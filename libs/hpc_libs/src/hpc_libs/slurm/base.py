@@ -381,15 +381,14 @@ class SlurmManager:
         """
         return files.write_if_changed(self.root / PIN_FILE, pin_text(major), mode=0o644)
 
-    def offered_majors(self, *, refresh: bool = True) -> list[str]:
-        """Return the Slurm majors apt's sources offer for the daemon; refresh the cache first.
+    def offered_majors(self) -> list[str]:
+        """Refresh the apt cache; return the Slurm majors its sources offer for the daemon.
 
         Raises:
             PackageError: The cache could not be refreshed.
 
         """
-        if refresh:
-            apt.update(self.packages)
+        apt.update(self.packages)
         return offered_majors(apt.madison(self.daemon))
 
     def upgrade_packages(self) -> None:
