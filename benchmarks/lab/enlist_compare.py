@@ -9,6 +9,13 @@ one bare `slurmd -Z` floor (figure 1's) and one `add_unit` on each application, 
 keeps the new unit's hooks (start and end, seconds after `add_unit`), its machine's boot
 and slurmd's start, for the per-hook timeline. Medians, ratios and the JSON on stdout and
 in `--out`.
+
+With `--before-controller <slurmctld charm dir>` the before slurmd joins its own controller,
+`slurmctld-before` (that checkout's slurmctld), so both charms are compared, each cluster
+whole. Each round then also fires update-status on its new units and on both controllers,
+one at a time, and `hook_costs` gives the median wall time of each hook of each charm
+(install, relation-created and -changed, update-status; the controllers' slurmd-relation
+hooks) for before and after.
 """
 
 from __future__ import annotations
@@ -44,6 +51,18 @@ from .watch import ControllerWatch
 
 BEFORE = "before"
 """The application of the `--before` charm (this tree's is `compute`)."""
+CONTROLLER_BEFORE = "slurmctld-before"
+"""The application of the `--before-controller` charm (this tree's is `slurmctld`)."""
+MEASURED = {
+    "slurmd": (
+        "install",
+        "slurmctld-relation-created",
+        "slurmctld-relation-changed",
+        "update-status",
+    ),
+    "slurmctld": ("slurmd-relation-joined", "slurmd-relation-changed", "update-status"),
+}
+"""The hooks `hook_costs` reports, per charm."""
 
 
 class HookClock:
@@ -89,6 +108,28 @@ def enlist(bench: Bench, watch: ControllerWatch, clock: HookClock, app: str) -> 
     }
 
 
+def hook_costs(clock: HookClock, apps: dict[str, dict[str, str]]) -> dict[str, Any]:
+    """Median and count of each measured hook's wall time, per mode and charm.
+
+    `apps` maps a mode to its application of each charm (`{"after": {"slurmd": "compute"}}`).
+    """
+    found: dict[str, Any] = {}
+    for mode, charms in apps.items():
+        for charm, app in charms.items():
+            for hook in MEASURED[charm]:
+                times = [
+                    end - start
+                    for unit, name, start, end in clock.runs
+                    if unit.split("/")[0] == app and name == hook
+                ]
+                if times:
+                    found.setdefault(mode, {}).setdefault(charm, {})[hook] = {
+                        "median_s": round(statistics.median(times), 2),
+                        "count": len(times),
+                    }
+    return found
+
+
 def medians(rounds: list[dict[str, Any]]) -> dict[str, Any]:
     """Median enlistment of each charm and of the floor, and their ratios to the floor."""
     floor = statistics.median(r["bare"]["total_s"] for r in rounds)
@@ -99,10 +140,73 @@ def medians(rounds: list[dict[str, Any]]) -> dict[str, Any]:
     return found
 
 
+def deploy_pair(
+    bench: Bench, before: Path, before_controller: Path | None
+) -> tuple[dict[str, dict[str, str]], dict[str, ControllerWatch]]:
+    """Deploy both charms; return each mode's applications and the watch of its controller."""
+    juju = bench.juju
+    juju.deploy(CHARMS / "slurmctld", "slurmctld", config=CONTROLLER_OPTIONS)
+    juju.deploy(CHARMS / "slurmd", COMPUTE, config=LAB_OPTIONS)
+    juju.deploy(before, BEFORE, config=LAB_OPTIONS)
+    apps = {
+        "after": {"slurmd": COMPUTE, "slurmctld": "slurmctld"},
+        BEFORE: {"slurmd": BEFORE, "slurmctld": "slurmctld"},
+    }
+    if before_controller:
+        juju.deploy(before_controller, CONTROLLER_BEFORE, config=CONTROLLER_OPTIONS)
+        apps[BEFORE]["slurmctld"] = CONTROLLER_BEFORE
+    for charms in apps.values():
+        juju.integrate(f"{charms['slurmctld']}:slurmd", f"{charms['slurmd']}:slurmctld")
+    bench.wait_active()
+    watches = {"after": ControllerWatch(bench.machine(CONTROLLER))}
+    watches[BEFORE] = (
+        ControllerWatch(bench.machine(f"{CONTROLLER_BEFORE}/0"))
+        if before_controller
+        else watches["after"]
+    )
+    for watch in {id(w): w for w in watches.values()}.values():
+        watch.start()
+    if not before_controller:  # one controller: its hooks are after's alone
+        del apps[BEFORE]["slurmctld"]
+    return apps, watches
+
+
+def one_round(
+    bench: Bench, watches: dict[str, ControllerWatch], clock: HookClock, index: int
+) -> dict[str, Any]:
+    """The floor, then one enlistment of each charm, in turns (before first in even rounds)."""
+    watch = watches["after"]
+    found: dict[str, Any] = {"load": round(os.getloadavg()[0], 1)}
+    found["bare"] = fig.bare_enlistment(bench, watch, 300 + index)
+    order = [(BEFORE, BEFORE), ("after", COMPUTE)]
+    for mode, app in order if index % 2 == 0 else order[::-1]:
+        found[mode] = enlist(bench, watches[mode], clock, app)
+    found["bare"]["departure_s"] = fig.departure_floor(bench, watch, found["bare"])
+    return found
+
+
+def update_status_in_turns(
+    bench: Bench, found: dict[str, Any], apps: dict[str, dict[str, str]]
+) -> None:
+    """Fire update-status on this round's new units and on both controllers, one at a time
+    (alternating before and after), so each hook's time is its own, not a crowd's."""
+    units = [
+        unit
+        for mode in (BEFORE, "after")
+        for unit in (found[mode]["unit"], f"{apps[mode]['slurmctld']}/0")
+    ]
+    for unit in units[0::2] + units[1::2]:
+        bench.juju.update_status(unit)
+        bench.wait_active()
+
+
 def main(argv: list[str] | None = None) -> int:
     """Deploy, compare, print and write the result; the lab always goes."""
     parser = argparse.ArgumentParser(prog="python -m benchmarks.lab.enlist_compare")
     parser.add_argument("--before", type=Path, required=True, help="the other slurmd charm dir")
+    parser.add_argument(
+        "--before-controller", type=Path, help="the other slurmctld charm dir (its own cluster)"
+    )
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--out", type=Path, default=REPO / "build" / "enlist-compare.json")
     args = parser.parse_args(argv)
@@ -114,22 +218,11 @@ def main(argv: list[str] | None = None) -> int:
     clock = HookClock(bench.juju)
     result: dict[str, Any] = {"before": str(args.before), "rounds": []}
     try:
-        juju = bench.juju
-        juju.deploy(CHARMS / "slurmctld", "slurmctld", config=CONTROLLER_OPTIONS)
-        juju.deploy(CHARMS / "slurmd", COMPUTE, config=LAB_OPTIONS)
-        juju.deploy(args.before, BEFORE, config=LAB_OPTIONS)
-        juju.integrate("slurmctld:slurmd", f"{COMPUTE}:slurmctld")
-        juju.integrate("slurmctld:slurmd", f"{BEFORE}:slurmctld")
-        bench.wait_active()
-        watch = ControllerWatch(bench.machine(CONTROLLER))
-        watch.start()
+        apps, watches = deploy_pair(bench, args.before, args.before_controller)
         for index in range(args.rounds):
-            found: dict[str, Any] = {"load": round(os.getloadavg()[0], 1)}
-            found["bare"] = fig.bare_enlistment(bench, watch, 300 + index)
-            order = [(BEFORE, BEFORE), ("after", COMPUTE)]
-            for mode, app in order if index % 2 == 0 else order[::-1]:
-                found[mode] = enlist(bench, watch, clock, app)
-            found["bare"]["departure_s"] = fig.departure_floor(bench, watch, found["bare"])
+            found = one_round(bench, watches, clock, index)
+            if args.before_controller:
+                update_status_in_turns(bench, found, apps)
             result["rounds"].append(found)
             print(
                 f"round {index} (load {found['load']}): bare {found['bare']['total_s']} s, "
@@ -137,8 +230,10 @@ def main(argv: list[str] | None = None) -> int:
                 file=sys.stderr,
                 flush=True,
             )
-        watch.stop()
+        for watch in {id(w): w for w in watches.values()}.values():
+            watch.stop()
         result["medians"] = medians(result["rounds"])
+        result["medians"]["hooks"] = hook_costs(clock, apps)
     finally:
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(json.dumps(result, indent=1) + "\n")

@@ -220,10 +220,11 @@ class FakeMachine:
         return [name for v, name in self.service_calls if v == verb]
 
     def _dpkg_query(self, command: list[str]) -> subprocess.CompletedProcess[str]:
-        package = command[-1]
-        if package in self.installed:
-            return subprocess.CompletedProcess(command, 0, f"installed {self.version}", "")
-        return subprocess.CompletedProcess(command, 1, "", f"no packages found: {package}")
+        asked = [a for a in command[1:] if not a.startswith("-")]
+        lines = "".join(f"{p} installed {self.version}\n" for p in asked if p in self.installed)
+        unknown = [p for p in asked if p not in self.installed]
+        errors = "".join(f"dpkg-query: no packages found matching {p}\n" for p in unknown)
+        return subprocess.CompletedProcess(command, 1 if unknown else 0, lines, errors)
 
     version: str = SLURM_VERSION
     """The version `dpkg-query` reports for installed packages."""

@@ -37,6 +37,21 @@ class FakeRun:
         as the command would: files it names, `envs[-1]`)."""
         self.answers.insert(0, (prefix, answer))
 
+    def dpkg(self, version: str, *packages: str) -> None:
+        """Answer `dpkg-query --show` as dpkg does: one line per installed package asked for
+        (`packages`, or every package when none is named), exit status 1 if one is unknown."""
+
+        def answer(argv: list[str]) -> subprocess.CompletedProcess[str]:
+            asked = [a for a in argv[1:] if not a.startswith("-")]
+            found = [p for p in asked if not packages or p in packages]
+            unknown = "".join(
+                f"dpkg-query: no packages found matching {p}\n" for p in asked if p not in found
+            )
+            lines = "".join(f"{p} installed {version}\n" for p in found)
+            return subprocess.CompletedProcess(argv, 1 if unknown else 0, lines, unknown)
+
+        self.answers.insert(0, (("dpkg-query",), answer))
+
     def missing(self, *prefix: str) -> None:
         """Make commands starting with `prefix` behave as a binary that does not exist."""
 

@@ -234,22 +234,22 @@ def test_run_transient_failure_is_a_service_error(fake_run: FakeRun) -> None:
 
 
 def installed(fake_run: FakeRun, *packages: str) -> None:
-    fake_run.on("dpkg-query", stdout="", returncode=1)
-    for package in packages:
-        fake_run.on(
-            "dpkg-query",
-            "--show",
-            "--showformat=${db:Status-Status} ${Version}",
-            package,
-            stdout="installed 24.11.5-1",
-        )
+    fake_run.dpkg("24.11.5-1", *packages or ("none",))
 
 
 def test_install_skips_everything_when_installed(fake_run: FakeRun) -> None:
     installed(fake_run, "slurmd", "slurm-client")
 
     assert apt.install(["slurmd", "slurm-client"]) is False
-    assert [c[0] for c in fake_run.calls] == ["dpkg-query", "dpkg-query"]
+    assert fake_run.calls == [  # one query for both
+        [
+            "dpkg-query",
+            "--show",
+            "--showformat=${Package} ${db:Status-Status} ${Version}\\n",
+            "slurmd",
+            "slurm-client",
+        ]
+    ]
 
 
 def test_install_updates_then_installs_only_missing_packages(fake_run: FakeRun) -> None:
@@ -280,9 +280,21 @@ def test_upgrade_installs_every_package_again(fake_run: FakeRun) -> None:
 
 
 def test_config_files_state_is_not_installed(fake_run: FakeRun) -> None:
-    fake_run.on("dpkg-query", stdout="config-files 24.11.5-1")
+    fake_run.on("dpkg-query", stdout="slurmd config-files 24.11.5-1\n")
 
     assert apt.installed_version("slurmd") is None
+
+
+def test_installed_versions_reads_every_line_despite_an_unknown_package(
+    fake_run: FakeRun,
+) -> None:
+    fake_run.dpkg("24.11.5-1", "slurmd", "slurm-client")
+
+    assert apt.installed_versions(["slurmd", "nope", "slurm-client"]) == {
+        "slurmd": "24.11.5-1",
+        "slurm-client": "24.11.5-1",
+    }
+    assert apt.missing(["slurmd", "nope", "slurm-client"]) == ["nope"]
 
 
 def test_install_failure_is_a_package_error(fake_run: FakeRun) -> None:

@@ -108,7 +108,7 @@ def test_auto_on_noble_adds_the_ppa_then_refreshes_and_installs(fake_run: FakeRu
 
 
 def test_auto_upgrades_a_too_old_slurm_from_the_ppa(fake_run: FakeRun) -> None:
-    fake_run.on("dpkg-query", stdout="installed 23.11.4-1.2ubuntu5")
+    fake_run.dpkg("23.11.4-1.2ubuntu5")
     fake_run.on("apt-cache", "show", stdout=NOBLE_ARCHIVE.replace("slurmd", "slurmctld"))
 
     assert SlurmctldManager().install("auto", upgrade=True) is True
@@ -119,7 +119,7 @@ def test_auto_upgrades_a_too_old_slurm_from_the_ppa(fake_run: FakeRun) -> None:
 
 
 def test_auto_with_everything_installed_touches_nothing(fake_run: FakeRun) -> None:
-    fake_run.on("dpkg-query", stdout="installed 26.05.5-1")
+    fake_run.dpkg("26.05.5-1")
 
     assert SlurmdManager().install("auto") is False
     assert all(call[0] == "dpkg-query" for call in fake_run.calls)

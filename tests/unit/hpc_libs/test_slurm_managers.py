@@ -74,7 +74,7 @@ def test_install_from_ppa_adds_the_ppa_first(
 
 
 def test_install_when_installed_touches_nothing(fake_run: FakeRun, tmp_path: Path) -> None:
-    fake_run.on("dpkg-query", stdout="installed 24.11.5-1")
+    fake_run.dpkg("24.11.5-1")
 
     assert SlurmdManager(tmp_path).install("ppa") is False
 
@@ -82,7 +82,7 @@ def test_install_when_installed_touches_nothing(fake_run: FakeRun, tmp_path: Pat
 
 
 def test_version_reads_dpkg(fake_run: FakeRun, tmp_path: Path) -> None:
-    fake_run.on("dpkg-query", stdout="installed 24.11.5-1")
+    fake_run.dpkg("24.11.5-1")
 
     assert SlurmctldManager(tmp_path).version() == "24.11.5-1"
 

@@ -5,6 +5,7 @@ rollout's RebootProgram (`rebuild-nodes upgrade=true`) then upgrades and reboots
 Before that the pin holds Slurm at the running major, so no `apt-get upgrade` can take it.
 """
 
+import dataclasses
 from pathlib import Path
 
 import ops
@@ -219,3 +220,26 @@ def test_a_waiting_new_unit_does_not_detect_hardware_without_slurmd(
 
     assert machine.ran("slurmd", "-C") == []
     assert out.unit_status == waiting.unit_status
+
+
+def test_the_archive_as_it_is_asks_nothing_of_apt_until_a_major_is_asked_for(
+    ctx: testing.Context[ops.CharmBase], machine: FakeMachine, tmp_path: Path
+):
+    """A unit with Slurm preinstalled or no network: its first hook runs no apt-get update,
+    nor an apt-cache that rebuilds its cache."""
+    machine.responses[("apt-cache", "madison")] = MADISON
+    first = ctx.run(ctx.on.install(), installed(config={"slurm-package-source": "archive"}))
+
+    assert machine.ran("apt-cache") == []
+    assert machine.ran("apt-get", "update") == []
+    assert "Pin: version 24.11.*" in pin(tmp_path)
+
+    ctx.run(
+        ctx.on.config_changed(),
+        dataclasses.replace(
+            first, config={"slurm-package-source": "archive", "slurm-major": "26.05"}
+        ),
+    )
+
+    assert machine.ran("apt-get", "update") != []
+    assert machine.ran("apt-cache", "madison") != []

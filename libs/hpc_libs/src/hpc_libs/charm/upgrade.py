@@ -71,7 +71,12 @@ class MajorUpgrade(ops.Object):
 
         Done once per value of the options (`source_text`, `wanted`); a failure leaves them
         unrecorded, so the next event tries again. Before the first install `running` is ""
-        and nothing is held: `install_major` chooses the pin.
+        and nothing is held: `install_major` chooses the pin. `archive` with no major asked
+        for names no repository: the machine's archive as it is (as `install` uses it) offers
+        the major installed from it, so nothing is asked of apt. A unit whose packages are
+        preinstalled, or that has no network, then runs neither `apt-get update` (seconds
+        failing to resolve the mirror without network) nor `apt-cache` (seconds rebuilding a
+        cache an image shipped without) in its first hook.
 
         Raises:
             PackageError: The source could not be added or the cache refreshed.
@@ -84,8 +89,10 @@ class MajorUpgrade(ops.Object):
         self._manager.name_source(source)
         if running:
             self._manager.hold(major(running))
-        offered = self._manager.offered_majors()
-        logger.info("Slurm majors offered for %s: %s", self._manager.daemon, offered or "none")
+        offered: list[str] = []
+        if source != "archive" or wanted:
+            offered = self._manager.offered_majors()
+            logger.info("Slurm majors offered for %s: %s", self._manager.daemon, offered or "none")
         self._stored.offered = offered
         self._stored.checked = key
 

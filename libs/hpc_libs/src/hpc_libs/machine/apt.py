@@ -8,13 +8,12 @@ Timeouts: `apt-get update` and `apt-get install` run through `host.run`, bounded
 `UPDATE_TIMEOUT` and `INSTALL_TIMEOUT` (`charmlibs.apt` runs them without one, so it is not
 used for them). A `deb` source is still added with `charmlibs.apt`, whose `gpg` and
 `dpkg` calls have no timeout; they are local and quick, and no charm adds one today.
+It is imported there, when a source is added: every hook imports this module, few add one.
 """
 
 import logging
 import subprocess
 from collections.abc import Sequence
-
-from charmlibs import apt
 
 from hpc_libs.errors import PackageError, SlurmOpsError
 from hpc_libs.machine import host
@@ -41,20 +40,36 @@ exits 0: an upgrade against an unreachable mirror would install nothing new and 
 
 def installed_version(package: str) -> str | None:
     """Return the installed version of `package`, or None if it is not installed."""
+    return installed_versions([package]).get(package)
+
+
+def installed_versions(packages: Sequence[str]) -> dict[str, str]:
+    """Return the installed version of each of `packages` that is installed, in one query."""
+    if not packages:
+        return {}
     result = host.run(
-        ["dpkg-query", "--show", "--showformat=${db:Status-Status} ${Version}", package],
+        [
+            "dpkg-query",
+            "--show",
+            "--showformat=${Package} ${db:Status-Status} ${Version}\\n",
+            *packages,
+        ],
         timeout=QUERY_TIMEOUT,
         check=False,
     )
-    status, _, version = result.stdout.strip().partition(" ")
-    if result.returncode != 0 or status != "installed":
-        return None
-    return version
+    found: dict[str, str] = {}
+    for line in result.stdout.splitlines():  # an unknown package: nothing, and rc 1
+        name, _, rest = line.partition(" ")
+        status, _, version = rest.partition(" ")
+        if name in packages and status == "installed" and version:
+            found[name] = version
+    return found
 
 
 def missing(packages: Sequence[str]) -> list[str]:
     """Return the packages in `packages` that are not installed."""
-    return [p for p in packages if installed_version(p) is None]
+    installed = installed_versions(packages)
+    return [p for p in packages if p not in installed]
 
 
 def candidate_version(package: str) -> str | None:
@@ -161,6 +176,8 @@ def add_repository(source: str, *, key: str | None = None) -> None:
         except SlurmOpsError as e:
             raise PackageError.restated(f"cannot add {source}", e) from e
         return
+    from charmlibs import apt  # noqa: PLC0415 (see the module's docstring)
+
     try:
         repository = apt.DebianRepository.from_repo_line(source)
         if key:
