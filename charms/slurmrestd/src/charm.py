@@ -97,6 +97,9 @@ class SlurmrestdCharm(SlurmCharm[SlurmrestdConfig]):
         sackd.key.set(key)
         sackd.set_conf_servers(data.conf_servers())
         self.member.run(sackd.service, sackd.fingerprint(), key)
+        # sackd runs this release (slurmrestd the same packages): slurmctld writes slurm.conf
+        # keys an older one refuses only once every unit says it runs a release knowing them.
+        self.slurmctld.publish_version(self.running_slurm())
         self._watch_conf()
         self.slurmrestd.ensure_user()
         conf = self.slurmrestd.cached_conf()
