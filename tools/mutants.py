@@ -444,6 +444,13 @@ MUTATIONS = [
         "tests/unit/sackd/test_sackd_auth_key_confirmation.py",
     ),
     Mutation(
+        "slurmd-publishes-no-release",
+        "charms/slurmd/src/charm.py",
+        "        self.slurmctld.publish_version(self.running_slurm())\n",
+        "",
+        "tests/unit/slurmd/test_charm_slurmd.py",
+    ),
+    Mutation(
         "slurmrestd-publishes-no-release",
         "charms/slurmrestd/src/charm.py",
         "        self.slurmctld.publish_version(self.running_slurm())\n",
