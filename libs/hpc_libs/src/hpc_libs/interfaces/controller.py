@@ -31,6 +31,8 @@ slurmdbd publish theirs: `hpc_libs.interfaces.base.HostEntry`), once its daemon 
 (`publish_version`). slurmctld writes a slurm.conf key an older release refuses
 (`MetricsType`, 25.11) only once every such unit said it runs a release that knows it
 (`unit_versions`); a unit that said nothing, or something invalid (logged), counts as old.
+A slurmd unit publishes its release too, which wakes slurmctld when a node's release
+changes; slurmctld takes a node's release from Slurm's own node record.
 Each field is optional and left out until known, so a reader of either revision reads the
 other's databag.
 
