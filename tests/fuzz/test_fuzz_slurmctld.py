@@ -291,14 +291,15 @@ def test_slurmdbd_databag(real_slurm: RealSlurm):
 
 
 def test_consumer_unit_databags():
-    """login-node and slurmrestd units confirm the key they run with (`auth_key_digest`)."""
+    """login-node and slurmrestd units confirm the key they run with (`auth_key_digest`) and
+    say the Slurm release they run (`version`)."""
     digest = auth_key_digest(KEY)
     surface_name = "slurmctld <- sackd/slurmrestd/slurmdbd ConsumerUnitData"
 
-    def example(case: tuple[str, str]) -> None:
-        endpoint, raw = case
+    def example(case: tuple[str, str, str]) -> None:
+        endpoint, field, raw = case
         relation = testing.Relation(
-            endpoint, remote_app_name="x", remote_units_data={0: {"auth_key_digest": raw}}
+            endpoint, remote_app_name="x", remote_units_data={0: {field: raw}}
         )
         harness.run(
             "slurmctld",
@@ -309,12 +310,20 @@ def test_consumer_unit_databags():
 
     endpoints = st.sampled_from(["login-node", "slurmrestd", "slurmdbd"])
     seeds = [
-        (e, r)
+        (e, "auth_key_digest", r)
         for e in ("login-node", "slurmrestd")
         for r in (json.dumps(digest), s.deep_json(5000), '"ZZ"', "1")
+    ] + [
+        ("login-node", "version", r)
+        for r in ('"26.05.5"', '"24.11.5-1"', s.deep_json(5000), "25.11")
     ]
+    fields = st.one_of(
+        st.tuples(st.just("auth_key_digest"), s.raw_field(s.mutated([digest]))),
+        st.tuples(st.just("version"), s.raw_field(s.mutated(["26.05.5"]))),
+    )
     surface = Surface(surface_name)
-    surface.run(seeds, st.tuples(endpoints, s.raw_field(s.mutated([digest]))), example)
+    strategy = st.tuples(endpoints, fields).map(lambda c: (c[0], *c[1]))
+    surface.run(seeds, strategy, example)
     surface.finish()
 
 

@@ -6,7 +6,8 @@ stand-in on both controllers and the stand-in for COS's Prometheus. Both control
 scrape slurmctld on their own machine; a backup redirects (303) to the primary, which the jobs
 do not follow, so COS holds the native series of the primary's unit only, renamed
 `slurm_native_*` beside the exporter's. With PrivateData set the charm turns the endpoint off
-and offers no native job.
+and offers no native job. The option is left at its default (`auto`): every daemon runs 26.05,
+so the leader turns the endpoint on by itself.
 """
 
 from __future__ import annotations
@@ -37,7 +38,6 @@ NATIVE = 'label_replace({__name__=~"slurm_native_.+"}, "name", "$1", "__name__",
 @pytest.fixture(scope="module")
 def cluster(juju: jubilant.Juju, charm_path: Callable[[str], Path]) -> jubilant.Juju:
     deploy_slurm(juju, charm_path, controllers=2, network_state=True, login=False)
-    juju.config("slurmctld", {"native-metrics": True})
     juju.deploy("opentelemetry-collector", "otelcol")
     juju.integrate("slurmctld:cos-agent", "otelcol:cos-agent")
     juju.deploy("prometheus", "prometheus")
@@ -59,6 +59,11 @@ def primary_and_backup(juju: jubilant.Juju) -> tuple[str, str]:
 
 
 def test_cos_holds_native_series_from_the_primary_only(cluster: jubilant.Juju):
+    poll(
+        lambda: "openmetrics" in cluster.exec("scontrol show config", unit="slurmctld/0").stdout,
+        timeout=300,
+        what="MetricsType turned on without the option, once every daemon runs 26.05",
+    )
     primary, backup = primary_and_backup(cluster)
     answer = "curl -s -o /dev/null -w '%{http_code}' localhost:6817/metrics/nodes"
     assert cluster.exec(answer, unit=backup).stdout == "303"  # Slurm's, not the charm's.
@@ -69,9 +74,9 @@ def test_cos_holds_native_series_from_the_primary_only(cluster: jubilant.Juju):
         timeout=180,
         what="slurmctld's own node series from the primary in COS's Prometheus",
     )
-    # The endpoint came on with `native-metrics` just now: let both collectors scrape a few
-    # more times (every 10 s) so the 10 s-aligned window below holds them, then none stored
-    # the backup's.
+    # The endpoint came on by itself (`native-metrics=auto`) once the node registered with
+    # 26.05: let both collectors scrape a few more times (every 10 s) so the 10 s-aligned
+    # window below holds them, then none stored the backup's.
     time.sleep(35)
     units = prometheus(
         cluster, "query", query=f"count by (juju_unit) (last_over_time(({NATIVE})[2m:10s]))"

@@ -45,6 +45,9 @@ class SackdCharm(SlurmCharm[SackdConfig]):
     def reconcile(self, config: SackdConfig) -> None:
         """Write the key and controllers slurmctld shares and (re)start sackd if needed.
 
+        Once sackd runs, tell slurmctld its Slurm release: slurmctld writes slurm.conf keys
+        an older sackd refuses only once every login unit runs a release that knows them.
+
         Without a slurmctld integration, make sure the unit holds no key and runs no sackd.
         """
         if self.member.relation is None:
@@ -54,7 +57,8 @@ class SackdCharm(SlurmCharm[SackdConfig]):
             return
         data = self.slurmctld.controller_data
         self.open_ports(PortRange.single(SLURMD_PORT), data.srun_ports() if data else None)
-        self.member.run_sackd(self.sackd, data)  # `statuses` says what is missing or invalid
+        if self.member.run_sackd(self.sackd, data):  # else `statuses` says what is missing
+            self.slurmctld.publish_version(self.running_slurm())  # sackd runs it now.
 
     def statuses(self, config: SackdConfig) -> Iterable[ops.StatusBase]:
         """Report what the login node lacks: integration, valid data, key, a running sackd.

@@ -110,6 +110,12 @@ class SlurmctldCharm(SlurmCharm[SlurmctldConfig]):
         )
         self.watch = retire.watcher(self.unit.name, self.charm_dir, WAKE_EVENT)
         self.partitions = partitions.Partitions(self.slurmd)
+        self.native_metrics = native_metrics.NativeMetrics(
+            self.peer,
+            [("login unit", self.login_nodes), ("REST unit", self.rest_api)],
+            self.scontrol,
+            lambda: self.installer.version,
+        )
         self.accounting = accounting.Accounting(self.slurmdbd)
         self.machinery = ha.Machinery(
             charm=self,
@@ -143,10 +149,12 @@ class SlurmctldCharm(SlurmCharm[SlurmctldConfig]):
             self.on[SLURMD].relation_changed,
             self.slurmd.on.slurmd_disconnected,
             self.on[LOGIN_NODE].relation_joined,
+            self.on[LOGIN_NODE].relation_changed,  # A unit's release (native metrics).
             self.on[SLURMDBD].relation_created,
             self.on[SLURMDBD].relation_changed,
             self.slurmdbd.on.slurmdbd_disconnected,
             self.on[SLURMRESTD].relation_joined,
+            self.on[SLURMRESTD].relation_changed,
             self.on[MOUNT].relation_created,
             self.on[MOUNT].relation_changed,
             self.mount.on.mount_disconnected,
@@ -256,13 +264,14 @@ class SlurmctldCharm(SlurmCharm[SlurmctldConfig]):
             retire.departed_names(memory), self.scontrol, self.watch
         )
         served = self.partitions.serve(memory, self.scontrol, self.watch, config.future_nodes)
-        self.peer.write(
-            SlurmctldPeerData(
-                partitions=list(served.values()),
-                departed_nodes=[DepartedNode(name=n) for n in departed],
-                controllers=[ControllerSlot(unit=u) for u in order],
-            )
+        remembered = SlurmctldPeerData(
+            partitions=list(served.values()),
+            departed_nodes=[DepartedNode(name=n) for n in departed],
+            controllers=[ControllerSlot(unit=u) for u in order],
+            native_metrics=memory.native_metrics,
         )
+        self.peer.write(remembered)
+        native = self.native_metrics.decision(config)
         config_digest = self.applied.apply(
             cluster.render_slurm_conf(
                 config,
@@ -270,12 +279,15 @@ class SlurmctldCharm(SlurmCharm[SlurmctldConfig]):
                 served,
                 self.accounting.dbds(),
                 placement.conf_settings(),
-                native_metrics_on=native_metrics.enabled(self.installer.version, config),
+                native_metrics_on=native.on,
             ),
             cluster.render_cgroup_conf(config),
             key,
             credentials.jwt_key(jwt_secret),
         )
+        # Applied: now every controller unit offers the endpoint's jobs, or withdraws them.
+        self.peer.write(remembered.model_copy(update={"native_metrics": native.on}))
+        self.cos_agent.publish()
         srun_ports = overrides.srun_port_range(config.slurm_conf_parameters)
         self.daemons.publish(auth_key, controllers, served, config_digest, srun_ports)
         self.accounting.share_jwt_key(jwt_secret)
@@ -303,6 +315,8 @@ class SlurmctldCharm(SlurmCharm[SlurmctldConfig]):
             yield from self.partitions.draining(memory)
             if departed := retire.departed_names(memory):
                 yield ops.ActiveStatus(f"deleting departed nodes once idle: {', '.join(departed)}")
+            if (held := self.native_metrics.decision(config).held_by) is not None:
+                yield ops.ActiveStatus(held)
             if (accounting := self.accounting.status()) is not None:
                 yield accounting
             yield from self.partitions.default_status(memory, config.default_partition)
@@ -343,10 +357,10 @@ class SlurmctldCharm(SlurmCharm[SlurmctldConfig]):
             logger.warning("cannot run the Slurm exporter (the next event retries): %s", e)
 
     def _scrape_jobs(self) -> list[dict[str, Any]]:
-        """Return the exporter's job, and slurmctld's own endpoint's where it is on."""
+        """Return the exporter's job, and slurmctld's own endpoint's where the leader has it on."""
         jobs = [scrape_job("slurm_exporter", exporter_service.PORT)]
         if (config := self.valid_config()) is not None:
-            jobs += native_metrics.scrape_jobs(self.installer.version, config)
+            jobs += native_metrics.scrape_jobs(bool(self.peer.read().native_metrics), config)
         return jobs
 
     def _exporter_status(self) -> Iterator[ops.StatusBase]:

@@ -40,7 +40,7 @@ class SlurmctldConfig(SlurmCharmConfig):
     reboot_timeout: int = pydantic.Field(1800, ge=60, le=86400, strict=True)
     metrics_interval: int = pydantic.Field(30, ge=5, le=3600, strict=True)
     metrics_per_user: bool = pydantic.Field(False, strict=True)
-    native_metrics: bool = pydantic.Field(False, strict=True)
+    native_metrics: Literal["auto", "on", "off"] = "auto"
     # Application → placeholder count and shape, parsed: see `future_nodes`.
     future_nodes: Annotated[dict[str, dict[str, int]], refused_parameters(parse_future_nodes)] = (
         pydantic.Field(default_factory=dict[str, dict[str, int]])

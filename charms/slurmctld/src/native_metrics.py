@@ -18,14 +18,38 @@ slurmdbd's queue, and carry memory in MB and times in microseconds.
   slurm_>`.
 * `/metrics/jobs-users-accts` holds some 30 series per user and per account with jobs; it is
   offered only with `metrics-per-user`, like the exporter's per-user series.
+
+When (`native-metrics`: `auto`, `on`, `off`): a daemon or client older than 25.11 refuses a
+slurm.conf naming MetricsType (`Parsing error at unrecognized key: metricstype`), and in a
+major upgrade the controllers move first while the nodes keep the old release until their
+rollout. So the leader writes MetricsType only once every reader of slurm.conf is known to
+run 25.11 or newer (`decide`): this slurmctld and every peer controller (their peer host
+data), every login and REST unit (the release each publishes, `ConsumerUnitData.version`),
+and every registered slurmd node (the release it registered with, in Slurm's own node
+records; placeholders in FUTURE state run nothing). A daemon of unknown release counts as
+old under `auto`; `on` lets the operator vouch for those (a login unit of an older charm
+revision), but still refuses while one is known to be older. Off because of a daemon, the
+leader's status says which (`Decision.held_by`). Node records that cannot be read keep what
+the leader decided last (the peer databag's `native_metrics`): a busy controller's timeout
+never toggles the endpoint. The leader records its decision in the peer databag, so every
+controller unit offers the same scrape jobs, and learns of a change (peer relation-changed).
 """
 
+import dataclasses
+import logging
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
 from config import SlurmctldConfig
+from hpc_libs.errors import SlurmOpsError
+from hpc_libs.interfaces.controller import ControllerPublisher
 from hpc_libs.interfaces.cos_agent import scrape_job
+from hpc_libs.interfaces.slurmctld_peer import SlurmctldPeer
 from hpc_libs.slurm import version
 from hpc_libs.slurm.ports import SLURMCTLD_PORT
+from hpc_libs.slurm.scontrol import Scontrol
+
+logger = logging.getLogger(__name__)
 
 FIRST_RELEASE = (25, 11)
 """The first Slurm release with `metrics/openmetrics`."""
@@ -35,26 +59,127 @@ NATIVE_PREFIX = "slurm_native_"
 """Where native series are stored: `slurm_jobs_pending` becomes `slurm_native_jobs_pending`."""
 
 
-def enabled(package_version: str, config: SlurmctldConfig) -> bool:
-    """Whether slurmctld serves its metrics: asked for, Slurm 25.11 or newer, no PrivateData.
+@dataclasses.dataclass(frozen=True)
+class Daemon:
+    """A reader of slurm.conf: how the status names it, the release it runs (None: unknown)."""
 
-    The operator asks (`native-metrics`) once every daemon runs 25.11 or newer: the charm does
-    not know the release of every login node and REST unit, and an older one refuses the
-    slurm.conf that names MetricsType (a major upgrade's nodes keep the old release until
-    their rollout).
+    name: str
+    release: str | None
 
-    `package_version` is the installed slurmctld package's ("" or unreadable: not enabled);
-    the operator's parsed parameters (slurmutils' lower-case keys) say whether PrivateData is.
-    """
-    if not config.native_metrics:
+
+@dataclasses.dataclass(frozen=True)
+class Decision:
+    """Whether slurm.conf turns the endpoint on; if asked for but off, the daemon that holds it."""
+
+    on: bool
+    held_by: str | None = None
+
+
+def knows_metrics(release: str | None) -> bool:
+    """Whether `release` (`26.05.5`, a package version, None) is known and 25.11 or newer."""
+    if not release:
         return False
     try:
-        release = version.parse(package_version)
+        parsed = version.parse(release)
     except ValueError:
         return False
-    if (release.major, release.minor) < FIRST_RELEASE:
-        return False
-    return not config.slurm_conf_parameters.get("privatedata")
+    return (parsed.major, parsed.minor) >= FIRST_RELEASE
+
+
+def asked(config: SlurmctldConfig) -> bool:
+    """Whether the options allow the endpoint: not `off`, and no PrivateData (401 to all)."""
+    return config.native_metrics != "off" and not config.slurm_conf_parameters.get("privatedata")
+
+
+def decide(
+    config: SlurmctldConfig, own_release: str, daemons: Iterable[Daemon], *, previous: bool
+) -> Decision:
+    """Decide whether slurm.conf names MetricsType (see the module's docstring).
+
+    `own_release` is this slurmctld's package version; `daemons` the other readers of
+    slurm.conf, iterated only as far as needed (the node records come last and cost an
+    RPC). `previous` is the last decision, kept if the node records cannot be read.
+    """
+    if not asked(config):
+        return Decision(False)
+    vouch_for_unknown = config.native_metrics == "on"
+    if not knows_metrics(own_release):
+        # On an older controller `auto` has nothing to offer: no word about it.
+        held = f"this slurmctld runs {own_release or 'an unknown release'}"
+        return Decision(False, _held(held) if vouch_for_unknown else None)
+    try:
+        holdout = _first_older(daemons, vouch_for_unknown=vouch_for_unknown)
+    except SlurmOpsError as e:
+        logger.warning("cannot read the nodes' Slurm releases (%s): keeping MetricsType as is", e)
+        return Decision(previous)
+    if holdout is None:
+        return Decision(True)
+    said = f"runs {holdout.release}" if holdout.release else "has not said its Slurm release"
+    return Decision(False, _held(f"{holdout.name} {said}"))
+
+
+def _held(why: str) -> str:
+    return f"native metrics off until every daemon runs 25.11 or newer: {why}"
+
+
+def _first_older(daemons: Iterable[Daemon], *, vouch_for_unknown: bool) -> Daemon | None:
+    """Return the first daemon known to run a release before 25.11 (or of unknown release)."""
+    for daemon in daemons:
+        if daemon.release is None and vouch_for_unknown:
+            continue
+        if not knows_metrics(daemon.release):
+            return daemon
+    return None
+
+
+def cluster_daemons(
+    peer: SlurmctldPeer,
+    joined: Sequence[tuple[str, ControllerPublisher]],
+    scontrol: Scontrol,
+) -> Iterator[Daemon]:
+    """Yield every reader of slurm.conf but this slurmctld: peers, joined units, then nodes.
+
+    `joined` names each integration whose units publish their release (`login unit`,
+    `REST unit`). The node records are read last, lazily: a `SlurmOpsError` (ScontrolError)
+    reaches the caller.
+    """
+    for host in peer.hosts().values():
+        yield Daemon(f"controller {host.hostname}", host.version)
+    for label, publisher in joined:
+        for relation in publisher.relations:
+            for unit, release in publisher.unit_versions(relation).items():
+                yield Daemon(f"{label} {unit}", release)
+    for node in scontrol.show_nodes():
+        if not node.has_state("FUTURE"):  # A placeholder: no slurmd runs for it.
+            yield Daemon(f"slurmd node {node.name}", node.version or None)
+
+
+class NativeMetrics:
+    """The leader's decision for this dispatch, taken once (reconcile and status share it)."""
+
+    def __init__(
+        self,
+        peer: SlurmctldPeer,
+        joined: Sequence[tuple[str, ControllerPublisher]],
+        scontrol: Scontrol,
+        own_release: Callable[[], str],
+    ) -> None:
+        self._peer = peer
+        self._joined = joined
+        self._scontrol = scontrol
+        self._own_release = own_release
+        self._decision: Decision | None = None
+
+    def decision(self, config: SlurmctldConfig) -> Decision:
+        """Return whether the leader's slurm.conf turns the endpoint on (decided once)."""
+        if self._decision is None:
+            self._decision = decide(
+                config,
+                self._own_release(),
+                cluster_daemons(self._peer, self._joined, self._scontrol),
+                previous=bool(self._peer.read().native_metrics),
+            )
+        return self._decision
 
 
 def conf_settings(on: bool) -> dict[str, Any]:
@@ -62,9 +187,13 @@ def conf_settings(on: bool) -> dict[str, Any]:
     return {"metricstype": "metrics/openmetrics"} if on else {}
 
 
-def scrape_jobs(package_version: str, config: SlurmctldConfig) -> list[dict[str, Any]]:
-    """Return the collector's jobs for the endpoint on this machine (none where it is off)."""
-    if not enabled(package_version, config):
+def scrape_jobs(leader_on: bool, config: SlurmctldConfig) -> list[dict[str, Any]]:
+    """Return the collector's jobs for the endpoint on this machine (none where it is off).
+
+    `leader_on` is the leader's decision (peer databag); this unit's options are checked too,
+    so a PrivateData or `off` withdraws the jobs at once, before the leader's word arrives.
+    """
+    if not (leader_on and asked(config)):
         return []
     paths = [*PATHS, *([PER_USER_PATH] if config.metrics_per_user else [])]
     return [

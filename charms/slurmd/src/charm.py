@@ -274,6 +274,9 @@ class SlurmdCharm(SlurmCharm[SlurmdConfig]):
             self.member.confirm_auth_key(key)
             return
         self.member.run(self.slurmd.service, fingerprint, key, start_when_down=True)
+        # Wakes slurmctld (relation-changed) once the node runs a new release, after the
+        # rebuild's upgrade: its native metrics wait for every node (it reads the node records).
+        self.slurmctld.publish_version(self.running_slurm())
 
     def _converge_registration(self, desired: dict[str, Any]) -> None:
         """Bring the registered node to the desired configuration."""

@@ -87,6 +87,9 @@ class SlurmrestdCharm(SlurmCharm[SlurmrestdConfig]):
         self.open_ports(PortRange.single(config.port), PortRange.single(SLURMD_PORT))
         if not self.member.run_sackd(self.slurmrestd.sackd, self.slurmctld.controller_data):
             return  # `statuses` says what is missing or invalid
+        # sackd runs this release (slurmrestd the same packages): slurmctld writes slurm.conf
+        # keys an older one refuses only once every unit says it runs a release knowing them.
+        self.slurmctld.publish_version(self.running_slurm())
         self._watch_conf()
         self.slurmrestd.ensure_user()
         conf = self.slurmrestd.cached_conf()

@@ -208,3 +208,14 @@ def test_an_invalid_host_vector_is_left_out_and_named(data, problem):
 
     assert list(hosts) == ["ctl/2"]
     assert problems == [problem]
+
+
+@pytest.mark.parametrize(
+    ("raw", "read_as"),
+    [("true", True), ("false", False), ('"true"', None), ("1", None), ("null", None)],
+)
+def test_native_metrics_is_a_json_boolean_or_not_said_and_keeps_the_rest(raw, read_as):
+    data = read({"native_metrics": raw, "departed_nodes": '[{"name": "c-1"}]'})
+
+    assert data.native_metrics is read_as
+    assert data.departed_nodes == [DepartedNode(name="c-1")]

@@ -2,7 +2,8 @@
 
 `version` (`24.11.5`) is an optional field of every host entry: slurmctld's controllers
 (`controllers` in `ControllerData`), slurmdbd's daemons (`dbds` in `SlurmdbdData`), and each
-peer unit's own host (slurmctld's plain strings, slurmdbd's JSON). A reader keeps an entry
+peer unit's own host (slurmctld's plain strings, slurmdbd's JSON), and the own databag of each
+unit that joins slurmctld (a login or REST unit, `ConsumerUnitData`). A reader keeps an entry
 without one, and refuses data whose version is not a Slurm version.
 """
 
@@ -11,7 +12,13 @@ import json
 import ops
 import pytest
 from hpc_libs.interfaces.base import bounded_json
-from hpc_libs.interfaces.controller import ControllerData, ControllerEntry
+from hpc_libs.interfaces.controller import (
+    ConsumerUnitData,
+    ControllerData,
+    ControllerEntry,
+    auth_key_digest,
+)
+from hpc_libs.interfaces.sackd import SackdProvider, SackdRequirer
 from hpc_libs.interfaces.slurmctld_peer import ControllerHost, SlurmctldPeer
 from hpc_libs.interfaces.slurmdbd import DbdEntry, SlurmdbdData
 from ops import testing
@@ -114,3 +121,92 @@ def test_peer_controllers_are_read_with_their_version(version: str | None, kept:
         assert hosts == {}  # Logged and left out, as any invalid host data.
     else:
         assert hosts["ctl/1"].version == kept
+
+
+# A login (sackd) or REST (slurmrestd) unit's own databag: `version` beside `auth_key_digest`.
+
+CONSUMER_META = {
+    "name": "login",
+    "requires": {"slurmctld": {"interface": "sackd", "limit": 1}},
+}
+CONTROLLER_META = {"name": "ctl", "requires": {"login-node": {"interface": "sackd"}}}
+DIGEST = '"0123456789abcdef"'
+
+
+class LoginCharm(ops.CharmBase):
+    """A login unit: confirms its key on config-changed, then its release on update-status."""
+
+    def __init__(self, framework: ops.Framework) -> None:
+        super().__init__(framework)
+        self.slurmctld = SackdProvider(self, "slurmctld")
+        framework.observe(self.on.config_changed, self._on_config_changed)
+        framework.observe(self.on.update_status, self._on_update_status)
+
+    def _on_config_changed(self, _: ops.EventBase) -> None:
+        self.slurmctld.confirm_auth_key("a2V5")
+
+    def _on_update_status(self, _: ops.EventBase) -> None:
+        self.slurmctld.publish_version("26.05.5")
+
+
+class ControllerCharm(ops.CharmBase):
+    def __init__(self, framework: ops.Framework) -> None:
+        super().__init__(framework)
+        self.login_nodes = SackdRequirer(self)
+        self.versions: dict[str, str | None] = {}
+        framework.observe(self.on.update_status, self._on_update_status)
+
+    def _on_update_status(self, _: ops.EventBase) -> None:
+        relation = self.login_nodes.relations[0]
+        self.versions = self.login_nodes.unit_versions(relation)
+
+
+def test_a_login_unit_publishes_its_release_beside_its_key_digest_and_keeps_both():
+    ctx = testing.Context(LoginCharm, meta=CONSUMER_META)
+    relation = testing.Relation("slurmctld")
+
+    confirmed = ctx.run(ctx.on.config_changed(), testing.State(relations=[relation]))
+    both = ctx.run(ctx.on.update_status(), confirmed)
+    again = ctx.run(ctx.on.config_changed(), both)
+
+    digest = json.dumps(auth_key_digest("a2V5"))
+    own_keys = testing.Relation("x").local_unit_data  # Juju's default keys.
+    assert confirmed.get_relation(relation.id).local_unit_data == {
+        "auth_key_digest": digest,
+        **own_keys,
+    }  # No version key until it is known: an older slurmctld reads the databag as before.
+    expected = {"auth_key_digest": digest, "version": '"26.05.5"', **own_keys}
+    assert both.get_relation(relation.id).local_unit_data == expected
+    assert again.get_relation(relation.id).local_unit_data == expected  # The key kept it.
+
+
+def test_a_release_that_is_not_slurms_is_never_published():
+    with pytest.raises(ValidationError, match="not a Slurm version"):
+        ConsumerUnitData(version="26.05.5-1")
+
+
+@pytest.mark.parametrize(
+    ("raw", "read"),
+    [
+        ({"auth_key_digest": DIGEST, "version": '"26.05.5"'}, "26.05.5"),
+        ({"version": '"24.11.5"'}, "24.11.5"),
+        ({"auth_key_digest": DIGEST}, None),  # A unit of an older charm revision.
+        ({}, None),
+        ({"version": '"24.11.5-1"'}, None),  # Logged and counted as not said.
+        ({"version": "24.11.5"}, None),  # Not JSON.
+        ({"version": "24"}, None),  # JSON, not text.
+        ({"version": "null"}, None),
+    ],
+    ids=["with-digest", "alone", "not-said", "empty", "package-version", "bare", "number", "null"],
+)
+def test_slurmctld_reads_each_login_units_release(raw: dict[str, str], read: str | None):
+    ctx = testing.Context(ControllerCharm, meta=CONTROLLER_META)
+    relation = testing.Relation(
+        "login-node", remote_app_name="login", remote_units_data={0: raw, 1: {}}
+    )
+
+    with ctx(ctx.on.update_status(), testing.State(relations=[relation])) as manager:
+        manager.run()
+        versions = manager.charm.versions
+
+    assert versions == {"login/0": read, "login/1": None}

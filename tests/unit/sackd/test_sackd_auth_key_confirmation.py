@@ -68,3 +68,29 @@ def test_a_sackd_that_failed_to_restart_confirms_nothing(
     out = ctx.run(ctx.on.relation_changed(relation), state)
 
     assert confirmed(out, relation) is None
+
+
+def published_version(state: testing.State, relation: testing.Relation) -> str | None:
+    data = state.get_relation(relation.id).local_unit_data
+    return json.loads(data["version"]) if "version" in data else None
+
+
+def test_a_running_sackd_publishes_its_slurm_release_for_slurmctld(
+    ctx: testing.Context[ops.CharmBase], machine: FakeMachine, sackd_root: Path
+):
+    """slurmctld writes keys an older sackd refuses only once every login unit says so."""
+    state, relation = joined(ctx, machine, ["10.0.0.1"])
+
+    assert published_version(state, relation) == "24.11.5"  # The installed package's release.
+    assert confirmed(state, relation) == auth_key_digest(KEY)
+
+
+def test_a_sackd_that_failed_to_restart_publishes_no_release(
+    ctx: testing.Context[ops.CharmBase], machine: FakeMachine, sackd_root: Path
+):
+    state, relation = ready_state(["10.0.0.1"])
+    machine.service_fails("sackd", FATAL)
+
+    out = ctx.run(ctx.on.relation_changed(relation), state)
+
+    assert published_version(out, relation) is None

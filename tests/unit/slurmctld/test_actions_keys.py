@@ -262,7 +262,9 @@ def test_a_login_nodes_data_change_without_a_rotation_runs_nothing(ctx, machine,
 
     out = ctx.run(ctx.on.relation_changed(login, remote_unit=0), state)
 
-    queries = (["scontrol", "ping"], ["squeue", "--all"])  # read-only: controllers, rebuilds
+    # The leader reconciles (a login unit's new release may turn native metrics on), and
+    # only reads: the opened ports, the controllers, rebuilds.
+    queries = (["opened-ports", "--format=json"], ["scontrol", "ping"], ["squeue", "--all"])
     assert [c for c in machine.commands if c[:2] not in queries] == []
     assert machine.service_calls == []
     assert latest_key(out) == KEY

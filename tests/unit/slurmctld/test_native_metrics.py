@@ -1,13 +1,19 @@
-"""Slurm's own metrics endpoint (25.11 and newer): slurm.conf's MetricsType and the scrape jobs
-offered to the COS collector, read from the unit's raw `cos-agent` databag."""
+"""Slurm's own metrics endpoint (25.11 and newer): when the leader writes MetricsType, and the
+scrape jobs offered to the COS collector, read from the unit's raw `cos-agent` databag.
+
+`native-metrics=auto` (the default) turns it on once every reader of slurm.conf is known to
+run 25.11 or newer: this slurmctld, the peer controllers (their peer host data), every login
+and REST unit (the release each publishes) and every registered slurmd node (Slurm's own node
+records, `scontrol show nodes --json`). An older one refuses MetricsType.
+"""
 
 import json
 from pathlib import Path
 
 import pytest
-from charm_testing import already_installed
+from charm_testing import FakeMachine, already_installed
 from ops import testing
-from test_charm_slurmctld import auth_secret, jwt_secret, slurm_conf
+from test_charm_slurmctld import auth_secret, jwt_secret, memory, slurm_conf
 
 PEER = "slurmctld-peer"
 NEWER = "26.05.5-1"
@@ -15,6 +21,8 @@ NEWER = "26.05.5-1"
 OLDER = "24.11.5-1"
 """Debian 13's: no metrics/openmetrics plugin."""
 METRICS_TYPE = "metricstype=metrics/openmetrics"
+SHOW_NODES = ("scontrol", "show", "nodes")
+HELD = "native metrics off until every daemon runs 25.11 or newer: "
 EXPORTER_JOB = {
     "job_name": "slurm_exporter",
     "metrics_path": "/metrics",
@@ -38,17 +46,54 @@ NATIVE_NODES_JOB = {
 """One native job as the collector reads it: renamed series, a backup's 303 not followed."""
 
 
-def controller(package_version: str, **config: str | bool) -> testing.State:
-    """A leader with slurmctld `package_version` installed and a collector on `cos-agent`.
+def nodes_answer(**releases: str) -> str:
+    """`scontrol show nodes --json` for nodes `name=release` ("" never registered: FUTURE)."""
+    nodes = [
+        {
+            "name": name.replace("_", "-"),
+            "state": ["FUTURE"] if not release else ["IDLE", "DYNAMIC_NORM"],
+            "version": release,
+        }
+        for name, release in releases.items()
+    ]
+    return json.dumps({"nodes": nodes})
 
-    The operator asked for the endpoint (`native-metrics`) unless `config` says otherwise.
+
+def units(endpoint: str, app: str, *releases: str | None) -> testing.Relation:
+    """An integration whose units published `releases` (None: a unit that said nothing)."""
+    data = {i: {"version": json.dumps(r)} if r is not None else {} for i, r in enumerate(releases)}
+    return testing.Relation(endpoint, remote_app_name=app, remote_units_data=data)
+
+
+def cluster(
+    machine: FakeMachine,
+    package_version: str = NEWER,
+    *,
+    nodes: dict[str, str] | None = None,
+    login: tuple[str | None, ...] = ("26.05.5",),
+    rest: tuple[str | None, ...] = ("26.05.5",),
+    peer_release: str = "26.05.5",
+    leader: bool = True,
+    remembered: bool | None = None,
+    config: dict[str, str | bool] | None = None,
+) -> testing.State:
+    """A controller with slurmctld `package_version`, a collector on `cos-agent`, and a cluster.
+
+    Every other reader of slurm.conf runs 26.05 unless told: a peer controller, a login unit,
+    a REST unit, and the slurmd nodes `compute-0` and a FUTURE placeholder.
     """
+    answer = nodes_answer(**(nodes if nodes is not None else {"compute_0": "26.05.5", "p_0": ""}))
+    machine.responses[SHOW_NODES] = answer
+    peer_host = {"hostname": "ctl1", "address": "10.0.0.2", "version": peer_release}
+    app_data = {"native_metrics": json.dumps(remembered)} if remembered is not None else {}
     return testing.State(
-        leader=True,
-        config={"native-metrics": True, **config},
+        leader=leader,
+        config=config or {},
         relations=[
-            testing.PeerRelation(PEER),
+            testing.PeerRelation(PEER, peers_data={1: peer_host}, local_app_data=app_data),
             testing.Relation("cos-agent", remote_app_name="otelcol"),
+            units("login-node", "login", *login),
+            units("slurmrestd", "rest", *rest),
         ],
         secrets=[auth_secret(), jwt_secret()],
         stored_states={already_installed("SlurmctldCharm", version=package_version)},
@@ -57,14 +102,20 @@ def controller(package_version: str, **config: str | bool) -> testing.State:
 
 def offered_jobs(state: testing.State) -> list[dict]:
     """The scrape jobs in the unit's raw cos-agent databag."""
-    relation = state.get_relations("cos-agent")[0]
+    relation = next(r for r in state.relations if r.endpoint == "cos-agent")
     return json.loads(relation.local_unit_data["config"])["metrics_scrape_jobs"]
 
 
-def test_newer_slurm_serves_its_metrics_and_offers_them_renamed_from_the_primary_only(
+def assert_off(out: testing.State, tmp_path: Path) -> None:
+    assert "metricstype" not in slurm_conf(tmp_path)
+    assert offered_jobs(out) == [EXPORTER_JOB]
+    assert memory(out).get("native_metrics") is False
+
+
+def test_every_reader_of_slurm_conf_on_25_11_or_newer_turns_it_on_by_default(
     ctx, machine, tmp_path: Path
 ):
-    out = ctx.run(ctx.on.config_changed(), controller(NEWER))
+    out = ctx.run(ctx.on.config_changed(), cluster(machine))
 
     assert METRICS_TYPE in slurm_conf(tmp_path).splitlines()
     jobs = offered_jobs(out)
@@ -79,13 +130,63 @@ def test_newer_slurm_serves_its_metrics_and_offers_them_renamed_from_the_primary
     assert jobs[2] == NATIVE_NODES_JOB
     assert all(j["follow_redirects"] is False for j in jobs[1:])
     assert all(j["static_configs"] == [{"targets": ["localhost:6817"]}] for j in jobs[1:])
+    assert memory(out)["native_metrics"] is True  # Every controller unit offers the jobs.
+    assert not out.unit_status.message.startswith(HELD)
 
 
-def test_per_user_option_adds_the_users_and_accounts_path(ctx, machine):
-    out = ctx.run(ctx.on.config_changed(), controller(NEWER, **{"metrics-per-user": True}))
+@pytest.mark.parametrize(
+    ("cluster_args", "held_by"),
+    [
+        (
+            {"nodes": {"compute_0": "26.05.5", "compute_1": "24.11.5"}},
+            "slurmd node compute-1 runs 24.11.5",
+        ),
+        (
+            {"nodes": {"compute_0": "26.05.5", "compute_1": "25.05.3"}},
+            "slurmd node compute-1 runs 25.05.3",
+        ),
+        ({"login": ("26.05.5", None)}, "login unit login/1 has not said its Slurm release"),
+        ({"login": ("24.11.5",)}, "login unit login/0 runs 24.11.5"),
+        ({"rest": (None,)}, "REST unit rest/0 has not said its Slurm release"),
+        ({"peer_release": "24.11.5"}, "controller ctl1 runs 24.11.5"),
+    ],
+    ids=["old-node", "25.05-node", "login-unknown", "old-login", "rest-unknown", "old-peer"],
+)
+def test_one_older_or_unknown_daemon_keeps_it_off_and_the_status_names_it(
+    ctx, machine, tmp_path: Path, cluster_args: dict, held_by: str
+):
+    """In a major upgrade the nodes keep the old release until their rollout: a 24.11 slurmd
+    refuses a slurm.conf naming MetricsType."""
+    out = ctx.run(ctx.on.config_changed(), cluster(machine, **cluster_args))
 
-    users = [j for j in offered_jobs(out) if j["job_name"] == "slurm_native_jobs_users_accts"]
-    assert [j["metrics_path"] for j in users] == ["/metrics/jobs-users-accts"]
+    assert_off(out, tmp_path)
+    assert out.unit_status == testing.ActiveStatus(HELD + held_by)
+
+
+def test_on_vouches_for_a_daemon_of_unknown_release(ctx, machine, tmp_path: Path):
+    state = cluster(machine, login=(None,), rest=(None,), config={"native-metrics": "on"})
+
+    ctx.run(ctx.on.config_changed(), state)
+
+    assert METRICS_TYPE in slurm_conf(tmp_path).splitlines()
+
+
+def test_on_still_refuses_a_daemon_known_to_be_older(ctx, machine, tmp_path: Path):
+    state = cluster(machine, nodes={"compute_0": "24.11.5"}, config={"native-metrics": "on"})
+
+    out = ctx.run(ctx.on.config_changed(), state)
+
+    assert_off(out, tmp_path)
+    assert out.unit_status == testing.ActiveStatus(HELD + "slurmd node compute-0 runs 24.11.5")
+
+
+def test_on_with_an_older_slurmctld_says_why_it_is_off(ctx, machine, tmp_path: Path):
+    out = ctx.run(
+        ctx.on.config_changed(), cluster(machine, OLDER, config={"native-metrics": "on"})
+    )
+
+    assert_off(out, tmp_path)
+    assert out.unit_status == testing.ActiveStatus(HELD + "this slurmctld runs 24.11.5-1")
 
 
 @pytest.mark.parametrize(
@@ -96,7 +197,8 @@ def test_per_user_option_adds_the_users_and_accounts_path(ctx, machine):
         ("", {}),
         (NEWER, {"slurm-conf-parameters": "PrivateData=usage\n"}),
         (NEWER, {"slurm-conf-parameters": "PrivateData=jobs,nodes\n"}),
-        (NEWER, {"native-metrics": False}),
+        (NEWER, {"native-metrics": "off"}),
+        (NEWER, {"native-metrics": "on", "slurm-conf-parameters": "PrivateData=usage\n"}),
     ],
     ids=[
         "24.11",
@@ -104,22 +206,67 @@ def test_per_user_option_adds_the_users_and_accounts_path(ctx, machine):
         "version-unrecorded",
         "privatedata-usage",
         "privatedata-jobs-nodes",
-        "not-asked-for",
+        "off",
+        "on-with-privatedata",
     ],
 )
-def test_no_endpoint_and_only_the_exporter_offered(
+def test_no_endpoint_only_the_exporter_and_no_word_about_it(
     ctx, machine, tmp_path: Path, package_version: str, config: dict
 ):
-    """Before 25.11 there is no plugin; with any PrivateData slurmctld answers every scrape 401;
-    and an older daemon (a major upgrade's nodes) refuses MetricsType until the operator asks."""
-    out = ctx.run(ctx.on.config_changed(), controller(package_version, **config))
+    """Before 25.11 there is no plugin (auto says nothing: nothing to offer); with any
+    PrivateData slurmctld answers every scrape 401; `off` is the operator's."""
+    out = ctx.run(ctx.on.config_changed(), cluster(machine, package_version, config=config))
 
+    assert_off(out, tmp_path)
+    assert not out.unit_status.message.startswith(HELD)
+    if package_version == OLDER:
+        assert machine.ran(*SHOW_NODES) == []  # A 24.11 cluster pays no RPC for it.
+
+
+def test_the_last_node_upgraded_turns_it_on_with_one_reconfigure_and_no_restart(
+    ctx, machine, tmp_path: Path, settled
+):
+    before = settled(cluster(machine, nodes={"compute_0": "24.11.5"}))
     assert "metricstype" not in slurm_conf(tmp_path)
-    assert offered_jobs(out) == [EXPORTER_JOB]
+    machine.responses[SHOW_NODES] = nodes_answer(compute_0="26.05.5")
+
+    out = ctx.run(ctx.on.update_status(), before)
+
+    assert METRICS_TYPE in slurm_conf(tmp_path).splitlines()
+    assert machine.ran("scontrol", "reconfigure") == [["scontrol", "reconfigure"]]
+    assert machine.calls("restart") == []
+    assert len(offered_jobs(out)) == 5
+    again = ctx.run(ctx.on.update_status(), out)
+    assert machine.ran("scontrol", "reconfigure") == [["scontrol", "reconfigure"]]
+    assert len(offered_jobs(again)) == 5
+
+
+@pytest.mark.parametrize("remembered", [True, False])
+def test_node_records_that_cannot_be_read_keep_the_last_decision(
+    ctx, machine, tmp_path: Path, settled, remembered: bool
+):
+    """A busy controller timing out never toggles the endpoint (nor reconfigures for it)."""
+    nodes = {"compute_0": "26.05.5" if remembered else "24.11.5"}
+    before = settled(cluster(machine, nodes=nodes))
+    assert memory(before)["native_metrics"] is remembered
+    machine.time_out(*SHOW_NODES)
+
+    out = ctx.run(ctx.on.update_status(), before)
+
+    assert (METRICS_TYPE in slurm_conf(tmp_path).splitlines()) is remembered
+    assert memory(out)["native_metrics"] is remembered
+    assert machine.ran("scontrol", "reconfigure") == []
+
+
+def test_per_user_option_adds_the_users_and_accounts_path(ctx, machine):
+    out = ctx.run(ctx.on.config_changed(), cluster(machine, config={"metrics-per-user": True}))
+
+    users = [j for j in offered_jobs(out) if j["job_name"] == "slurm_native_jobs_users_accts"]
+    assert [j["metrics_path"] for j in users] == ["/metrics/jobs-users-accts"]
 
 
 def test_setting_privatedata_later_withdraws_the_jobs(ctx, machine, tmp_path: Path):
-    first = ctx.run(ctx.on.config_changed(), controller(NEWER))
+    first = ctx.run(ctx.on.config_changed(), cluster(machine))
     assert len(offered_jobs(first)) == 5
 
     later = testing.State(
@@ -131,14 +278,39 @@ def test_setting_privatedata_later_withdraws_the_jobs(ctx, machine, tmp_path: Pa
     )
     out = ctx.run(ctx.on.config_changed(), later)
 
-    assert "metricstype" not in slurm_conf(tmp_path)
+    assert_off(out, tmp_path)
     assert "privatedata=jobs" in slurm_conf(tmp_path).splitlines()
+
+
+@pytest.mark.parametrize(("remembered", "jobs"), [(True, 5), (False, 1), (None, 1)])
+def test_a_backup_offers_the_jobs_the_leader_turned_on(
+    ctx, machine, remembered: bool | None, jobs: int
+):
+    """The backup reads the leader's decision from the peer databag; it decides nothing."""
+    state = cluster(machine, leader=False, remembered=remembered)
+
+    out = ctx.run(ctx.on.update_status(), state)
+
+    assert len(offered_jobs(out)) == jobs
+    assert machine.ran(*SHOW_NODES) == []
+
+
+def test_a_backup_withdraws_the_jobs_at_once_when_privatedata_is_set(ctx, machine):
+    state = cluster(
+        machine,
+        leader=False,
+        remembered=True,
+        config={"slurm-conf-parameters": "PrivateData=usage\n"},
+    )
+
+    out = ctx.run(ctx.on.config_changed(), state)
+
     assert offered_jobs(out) == [EXPORTER_JOB]
 
 
 def test_a_collector_joining_gets_the_native_jobs_without_a_reconcile(ctx, machine):
-    state = controller(NEWER)
-    relation = state.get_relations("cos-agent")[0]
+    state = cluster(machine, remembered=True)
+    relation = next(r for r in state.relations if r.endpoint == "cos-agent")
 
     out = ctx.run(ctx.on.relation_joined(relation), state)
 

@@ -1,6 +1,7 @@
 """Scenarios for the slurmd charm: build a State, fire one event, check state and commands."""
 
 import base64
+import dataclasses
 import json
 from pathlib import Path
 from typing import Any
@@ -198,6 +199,22 @@ def test_slurmctld_ready_enlists_the_node(ctx, machine, tmp_path):
     assert machine.calls("restart") == []
     assert not (tmp_path / "etc/slurm/slurm.conf").exists()
     assert out.unit_status == testing.ActiveStatus()
+
+
+def test_a_running_slurmd_tells_slurmctld_its_release_after_a_new_one_starts(ctx, machine):
+    """The unit's release wakes slurmctld (relation-changed) after the rebuild's upgrade: its
+    native metrics wait until every node runs 25.11 (it reads Slurm's node records)."""
+    secret = auth_secret()
+    relation = controller_relation(secret)
+    state = installed(relation, secrets=[secret])
+    state = dataclasses.replace(
+        state, stored_states={already_installed("SlurmdCharm", version="26.05.5-1")}
+    )
+
+    out = ctx.run(ctx.on.relation_changed(relation), state)
+
+    mine = out.get_relation(relation.id).local_unit_data
+    assert json.loads(mine["version"]) == "26.05.5"
 
 
 def test_nothing_changed_means_no_restart(ctx, machine, enlisted):

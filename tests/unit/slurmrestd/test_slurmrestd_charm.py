@@ -163,6 +163,26 @@ def test_ready_data_starts_sackd_then_slurmrestd_through_the_drop_in(
     assert {tuple(c): t for c, t in serving.timeouts}[("scontrol", "ping", "--json")] <= 10
 
 
+def test_a_running_unit_tells_slurmctld_its_slurm_release_beside_its_key(ctx, serving):
+    """slurmctld writes keys an older release refuses only once every REST unit says so."""
+    state, relation, _ = ready_state()
+
+    out = ctx.run(ctx.on.relation_changed(relation), state)
+
+    mine = out.get_relation(relation.id).local_unit_data
+    assert json.loads(mine["version"]) == "24.11.5"
+    assert "auth_key_digest" in mine
+
+
+def test_a_unit_whose_sackd_failed_to_start_tells_no_release(ctx, serving: FakeMachine):
+    state, relation, _ = ready_state()
+    serving.service_fails("sackd", "fatal: no")
+
+    out = ctx.run(ctx.on.relation_changed(relation), state)
+
+    assert "version" not in out.get_relation(relation.id).local_unit_data
+
+
 def test_the_unprivileged_user_is_created_when_missing(ctx, serving: FakeMachine):
     serving.fail("getent", returncode=2)
     state, relation, _ = ready_state()

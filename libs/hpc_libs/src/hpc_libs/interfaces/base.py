@@ -26,7 +26,6 @@ from pydantic import (
     Field,
     SerializerFunctionWrapHandler,
     ValidationError,
-    field_validator,
     model_serializer,
 )
 from slurmutils import ModelError, NodeSet, Partition
@@ -130,6 +129,24 @@ SLURM_VERSION = re.compile(r"[0-9]{1,4}\.[0-9]{1,2}\.[0-9]{1,4}")
 """A published Slurm version: `major.minor.micro`, such as `24.11.5`."""
 
 
+def check_slurm_version(value: str) -> None:
+    """Raise ValueError unless `value` is a published Slurm version (`24.11.5`)."""
+    if not SLURM_VERSION.fullmatch(value):
+        raise ValueError(f"{value!r} is not a Slurm version such as 24.11.5")
+
+
+SlurmVersion = Annotated[str, checked(check_slurm_version)]
+"""The Slurm release a daemon runs, as its charm publishes it: `major.minor.micro`."""
+
+
+def without_none(data: dict[str, Any], *keys: str) -> dict[str, Any]:
+    """Leave `keys` out of serialized `data` while they are None: added fields read as before."""
+    for key in keys:
+        if data.get(key) is None:
+            data.pop(key, None)
+    return data
+
+
 class HostEntry(DatabagModel):
     """A daemon's host: `hostname` as Slurm names it, `address` (IP or name) to connect to.
 
@@ -140,22 +157,12 @@ class HostEntry(DatabagModel):
 
     hostname: Annotated[str, checked(grammar.hostname)] | None = None
     address: Annotated[str, checked(grammar.host)] | None = None
-    version: str | None = None
-
-    @field_validator("version")
-    @classmethod
-    def _valid_version(cls, value: str | None) -> str | None:
-        if value is not None and not SLURM_VERSION.fullmatch(value):
-            raise ValueError(f"{value!r} is not a Slurm version such as 24.11.5")
-        return value
+    version: SlurmVersion | None = None
 
     @model_serializer(mode="wrap")
     def _without_unknown_version(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
         """Leave `version` out until it is known: the entry reads as it did before it existed."""
-        data: dict[str, Any] = handler(self)
-        if data.get("version") is None:
-            data.pop("version", None)
-        return data
+        return without_none(handler(self), "version")
 
 
 class ServiceEntry(HostEntry):

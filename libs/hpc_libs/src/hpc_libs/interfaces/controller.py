@@ -25,6 +25,17 @@ consumer unit confirms the key its daemon runs with: once the daemon (re)started
 charm calls `confirm_auth_key`, which writes the key's digest (`auth_key_digest`, 16 hex
 digits of SHA-256: it reveals nothing of the key) to the unit's databag.
 
+A consumer unit whose daemon reads slurm.conf (sackd on a login node, slurmrestd's sackd)
+also publishes there the Slurm release it runs (`version`, `24.11.5`, as controllers and
+slurmdbd publish theirs: `hpc_libs.interfaces.base.HostEntry`), once its daemon runs it
+(`publish_version`). slurmctld writes a slurm.conf key an older release refuses
+(`MetricsType`, 25.11) only once every such unit said it runs a release that knows it
+(`unit_versions`); a unit that said nothing, or something invalid (logged), counts as old.
+A slurmd unit publishes its release too, which wakes slurmctld when a node's release
+changes; slurmctld takes a node's release from Slurm's own node record.
+Each field is optional and left out until known, so a reader of either revision reads the
+other's databag.
+
 * `ControllerConsumer`: the daemon's side (slurmd, sackd, slurmdbd, slurmrestd). Emits
   `slurmctld_disconnected` when the unit leaves (the charm reconciles on the relation's own
   events); reads the controllers and the key, and confirms the key the daemon runs with.
@@ -37,9 +48,16 @@ import ipaddress
 import logging
 import re
 from collections.abc import Callable
+from typing import Any
 
 import ops
-from pydantic import Field, field_validator, model_validator
+from pydantic import (
+    Field,
+    SerializerFunctionWrapHandler,
+    field_validator,
+    model_serializer,
+    model_validator,
+)
 
 from hpc_libs.charm.ports import PortRange
 from hpc_libs.errors import IntegrationError
@@ -47,8 +65,10 @@ from hpc_libs.interfaces.base import (
     DatabagModel,
     Interface,
     ServiceEntry,
+    SlurmVersion,
     get_or_create_app_secret,
     read_granted_secret,
+    without_none,
 )
 from hpc_libs.slurm import grammar
 from hpc_libs.slurm.ports import SLURMCTLD_PORT
@@ -147,9 +167,16 @@ class ControllerData(DatabagModel):
 
 
 class ConsumerUnitData(DatabagModel):
-    """A consumer unit's databag: the digest of the auth key its daemon runs with."""
+    """A consumer unit's databag: the digest of the auth key its daemon runs with, its release."""
 
     auth_key_digest: str | None = None
+    version: SlurmVersion | None = None
+    """The Slurm release the unit's daemon runs (`24.11.5`); None: not said."""
+
+    @model_serializer(mode="wrap")
+    def _without_unknown(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        """Leave unknown fields out: the databag reads as it did before `version` existed."""
+        return without_none(handler(self), "auth_key_digest", "version")
 
     @field_validator("auth_key_digest")
     @classmethod
@@ -222,11 +249,29 @@ class ControllerConsumer(Interface):
         Call it only once the daemon (re)started with `key` (base64 text, as `auth_key`
         returned it): slurmctld's key rotation waits for every unit's confirmation.
         """
+        return self._update_unit_data(auth_key_digest=auth_key_digest(key))
+
+    def publish_version(self, version: str | None) -> bool:
+        """Tell slurmctld the Slurm release (`24.11.5`) this unit's daemon runs; return if news.
+
+        Call it once the daemon runs that release. None (not known) publishes nothing.
+
+        Raises:
+            ValueError: `version` is not `major.minor.micro`.
+
+        """
+        if version is None:
+            return False
+        return self._update_unit_data(version=version)
+
+    def _update_unit_data(self, **fields: str) -> bool:
+        """Set `fields` in this unit's databag, keeping the others; return whether it changed."""
         relation = self.relation
         if relation is None:
             return False
-        data = ConsumerUnitData(auth_key_digest=auth_key_digest(key))
-        if self.load(ConsumerUnitData, relation, self.model.unit) == data:
+        current = self.load(ConsumerUnitData, relation, self.model.unit) or ConsumerUnitData()
+        data = ConsumerUnitData.model_validate({**current.model_dump(), **fields})
+        if data == current:
             return False
         relation.save(data, self.model.unit)
         return True
@@ -274,6 +319,17 @@ class ControllerPublisher(Interface):
             if data is None or data.auth_key_digest != wanted:
                 missing.append(unit.name)
         return missing
+
+    def unit_versions(self, relation: ops.Relation) -> dict[str, str | None]:
+        """Return the Slurm release each remote unit of `relation` runs, by unit name.
+
+        None for a unit that has not said, or whose databag does not parse (logged).
+        """
+        versions: dict[str, str | None] = {}
+        for unit in sorted(relation.units, key=lambda u: u.name):
+            data = self.load(ConsumerUnitData, relation, unit)
+            versions[unit.name] = data.version if data is not None else None
+        return versions
 
 
 def get_or_create_auth_key_secret(charm: ops.CharmBase, generate: Callable[[], str]) -> ops.Secret:

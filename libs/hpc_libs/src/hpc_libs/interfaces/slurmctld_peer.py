@@ -8,7 +8,10 @@ the leader only, never in one unit's StoredState:
   published it (the oldest becomes the default partition), whether it is `retiring` (its
   application left while jobs ran) and whether it is `drained` already;
 * `departed_nodes`: nodes of slurmd units that left, deleted once no job runs on them;
-* `controllers`: the controller units in join order, primary first.
+* `controllers`: the controller units in join order, primary first;
+* `native_metrics`: whether the slurm.conf the leader rendered turns on Slurm's own metrics
+  endpoint (`MetricsType`), so that every controller unit offers its scrape jobs. A value that
+  is not a JSON boolean is logged and read as not said.
 
 Every field is optional and JSON-encoded under its own key (`ops.Relation.save`). An entry
 that does not parse (or breaks Slurm's grammar) is logged and skipped; the rest is read.
@@ -86,6 +89,7 @@ class SlurmctldPeerData(DatabagModel):
     partitions: list[PartitionEntry] | None = None
     departed_nodes: list[DepartedNode] | None = None
     controllers: list[ControllerSlot] | None = None
+    native_metrics: bool | None = None
 
     @field_validator("partitions", mode="before")
     @classmethod
@@ -101,6 +105,14 @@ class SlurmctldPeerData(DatabagModel):
     @classmethod
     def _controllers(cls, value: Any) -> Any:
         return _valid_items(ControllerSlot, value, "controllers")
+
+    @field_validator("native_metrics", mode="before")
+    @classmethod
+    def _native_metrics(cls, value: Any) -> Any:
+        if value is None or isinstance(value, bool):
+            return value
+        logger.warning("skipping invalid native_metrics %r: not a boolean", value)
+        return None
 
 
 class ControllerHost(HostEntry):

@@ -5,7 +5,10 @@
 cluster needs, the auth key as a granted Juju secret and the controllers, primary first
 (`ControllerData`, checked against Slurm's grammar on both sides). A local sackd authenticates
 the machine with that key and fetches the cluster's configuration (configless); slurmrestd
-reads sackd's copy. slurmrestd publishes nothing to slurmctld.
+reads sackd's copy. Each unit publishes to slurmctld what a login unit does
+(`ConsumerUnitData`, `hpc_libs.interfaces.controller`): the digest of the key its sackd runs
+with, and the Slurm release it runs (`version`), read by slurmctld before it writes a key
+older releases refuse.
 
 The JWT signing key is NOT part of this contract, because slurmrestd has no use for it. With
 `rest_auth/jwt`, slurmrestd passes the client's token on to slurmctld (and slurmdbd), which

@@ -93,6 +93,8 @@ class Node(_Parsed):
     cpus: int | None = None
     real_memory: int | None = None
     weight: int | None = None
+    version: str = ""
+    """The Slurm release the node's slurmd registered with (`24.11.5`); empty if it never did."""
 
     def has_state(self, state: str) -> bool:
         """Whether `state` (case-insensitive, e.g. `drain`, `idle`) is among the node's flags."""
