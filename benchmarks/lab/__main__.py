@@ -70,6 +70,25 @@ FULL = {
     "exporter_jobs": 10000,
     "exporter_runs": 5,
 }
+STEPS = (
+    "config_changed_1",
+    "hook_tools",
+    "enlistment",
+    "static_method",
+    "throughput",
+    "rebuild",
+    "scale_in_idle",
+    "scale_in_busy",
+    "partitions_deploy_s",
+    "config_changed_many",
+    "scale",
+    "throughput_pairs",
+    "failover",
+    "autoscale_from_zero",
+    "exporter",
+    "autoscale_pass",
+)
+"""The run's steps in order (`Run.go`), the names `--only` and `--skip` take."""
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
@@ -111,12 +130,25 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     )
     parser.add_argument("--keep", action="store_true", help="leave the lab up (prints its dir)")
     parser.add_argument(
+        "--report",
+        type=Path,
+        help="print the tables of a JSON written before (--out) and run nothing",
+    )
+    parser.add_argument(
         "--only", type=lambda text: sorted(text.split(",")), help="run only these steps (a,b,...)"
+    )
+    parser.add_argument(
+        "--skip",
+        type=lambda text: sorted(text.split(",")),
+        default=[],
+        help="run every step but these (a,b,...)",
     )
     args = parser.parse_args(argv)
     for key, value in (QUICK if args.quick else FULL).items():
         if getattr(args, key) is None:
             setattr(args, key, value)
+    if unknown := sorted(set(args.only or []).union(args.skip).difference(STEPS)):
+        parser.error(f"no step {', '.join(unknown)} (steps: {', '.join(STEPS)})")
     if args.nodes < 3:
         parser.error("--nodes must be at least 3 (an idle and a busy node leave in figure 3)")
     return args
@@ -214,8 +246,9 @@ class Run:
                 ),
             ),
         ]
+        assert tuple(name for name, _ in steps) == STEPS
         for name, step in steps:
-            if args.only and name not in args.only:
+            if (args.only and name not in args.only) or name in args.skip:
                 continue
             self.check_controller(name)
             self.log(name)
@@ -360,9 +393,19 @@ class Run:
             )
 
 
+def print_tables(figures: dict[str, Any]) -> None:
+    """The main table and the hook table, on stdout."""
+    print(table(figures))
+    print()
+    print(hook_table(figures))
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run, print the tables, write the JSON; exit 1 if a step failed (partial JSON kept)."""
     args = parse_args(sys.argv[1:] if argv is None else argv)
+    if args.report:
+        print_tables(json.loads(args.report.read_text())["figures"])
+        return 0
     # A plain `kill` still takes the lab down (the `finally` below), as Ctrl-C does.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(128 + signal.SIGTERM))
     state_dir = Path(tempfile.mkdtemp(prefix="bench-lab-"))
@@ -412,9 +455,7 @@ def main(argv: list[str] | None = None) -> int:
         document["watch_poll_s"] = fig.summary(run.watch.counters.poll_seconds)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(document, indent=1) + "\n")
-    print(table(run.figures))
-    print()
-    print(hook_table(run.figures))
+    print_tables(run.figures)
     print()
     host = document["host_at_start"]
     print(

@@ -10,7 +10,7 @@ import json
 import lzma
 
 import yaml
-from slurm_lab.juju.cos import prometheus_config, read_config, remote_write_url
+from slurm_lab.juju.cos import interval_option, prometheus_config, read_config, remote_write_url
 from slurm_lab.juju.prometheus import rules_problem
 
 
@@ -79,6 +79,25 @@ def test_with_remote_write_every_series_is_forwarded() -> None:
         prometheus_config(data["metrics_scrape_jobs"], topology, "slurmctld/0", [url])
     )
     assert config["remote_write"] == [{"url": url}]
+
+
+def test_the_scrape_interval_is_the_stand_ins_option() -> None:
+    data = read_config(_config())
+    assert isinstance(data, dict)
+    topology = {"juju_model": "lab", "juju_application": "slurmctld", "juju_unit": "slurmctld/0"}
+    default = yaml.safe_load(prometheus_config(data["metrics_scrape_jobs"], topology, "u/0"))
+    short = yaml.safe_load(
+        prometheus_config(data["metrics_scrape_jobs"], topology, "u/0", interval="2s")
+    )
+    assert default["global"]["scrape_interval"] == "10s"
+    assert short["global"] == {"scrape_interval": "2s", "evaluation_interval": "2s"}
+
+
+def test_an_interval_option_is_whole_seconds() -> None:
+    assert interval_option({}, "scrape-interval") == "10s"
+    assert interval_option({"scrape-interval": "2s"}, "scrape-interval") == "2s"
+    for bad in ("0s", "2", "1m", "2s\nscrape_configs: []", 2):
+        assert interval_option({"scrape-interval": bad}, "scrape-interval") is None
 
 
 def test_a_remote_write_url_is_read_only_when_plain() -> None:

@@ -1,24 +1,35 @@
 """Observability end to end (issue 22): the exporter, cos-agent and the alert rules in a real
 Prometheus, as COS has them.
 
-One deployment for the module: two slurmctld units on network state (HA; the exporter's default
-30 s interval, SlurmdTimeout=30 so a dead slurmd is marked down within a minute), two slurmd
-applications (`compute`, `debug`) of one unit each, a login node, slurmdbd on MySQL, the lab's
-COS collector stand-in `otelcol` (slurm_lab.juju.cos) on both controllers over `cos-agent`, and
-the lab's stand-in for COS's Prometheus (slurm_lab.juju.prometheus) integrated with the
-collector over `send-remote-write`. Each controller's collector scrapes its exporter and
-remote-writes every series to that one Prometheus, which evaluates the charm's alert rules over
-the whole cluster, so the wire contracts are proven against real consumers and the HA rule (one
-exporter of each cluster-wide series) is checked where COS would see a breach.
+One deployment for the module: two slurmctld units on network state (HA; SlurmdTimeout=30 so a
+dead slurmd is marked down within a minute), two slurmd applications (`compute`, `debug`) of
+one unit each, a login node, slurmdbd on MySQL, the lab's COS collector stand-in `otelcol`
+(slurm_lab.juju.cos) on both controllers over `cos-agent`, and the lab's stand-in for COS's
+Prometheus (slurm_lab.juju.prometheus) integrated with the collector over
+`send-remote-write`. Each controller's collector scrapes its exporter and remote-writes every
+series to that one Prometheus, which evaluates the charm's alert rules over the whole cluster,
+so the wire contracts are proven against real consumers and the HA rule (one exporter of each
+cluster-wide series) is checked where COS would see a breach.
+
+Test-sized intervals, all options (none changes what is checked): the exporter collects every
+5 s (`metrics-interval`, its minimum), the collector stand-in scrapes and COS's stand-in
+evaluates every 2 s. The alert rules are the charm's files as COS receives them, `for:`
+included (promtool's tests in tests/alerts/ cover what `for:` does). An alert is therefore
+awaited in COS's `pending` state or later, with its labels and annotations, and the rule it
+comes from is checked to be loaded with the file's `for:`; no `for:` is waited out.
 
 - jobs queued in `debug` show in `slurm_partition_jobs{state="pending"}`;
 - the dashboards' core panels return data;
 - the primary's slurmctld killed: `slurm_controller_primary` moves to the backup, the
-  cluster-wide series come from the backup's exporter, no cluster-wide series is ever
-  exported by both controllers at once, and SlurmNoPrimaryController never fires;
+  cluster-wide series come from the backup's exporter (and back), no cluster-wide series is
+  ever exported by both controllers at once, and SlurmNoPrimaryController never fires: it was
+  never active (pending) for as long as its `for:`;
 - slurmdbd frozen (SIGSTOP: the charm cannot see it, so it does not restart it) and a
-  compute node's slurmd killed: SlurmNodeDown fires with the node and Slurm's reason, and
-  SlurmdbdAgentQueueGrowing fires.
+  compute node's slurmd killed, together, as soon as both controllers are up again after the
+  failover (so the agent queue's 2-minute window runs while the failover test ends; a
+  slurmctld that starts or takes over while slurmdbd is frozen would wait for it):
+  SlurmNodeDown is active with the node and Slurm's reason, and SlurmdbdAgentQueueGrowing is
+  active.
 """
 
 from __future__ import annotations
@@ -27,12 +38,13 @@ import json
 import re
 import shlex
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import jubilant
 import pytest
+import yaml
 from conftest import on_real_juju
 from deploy_helpers import deploy_accounting, deploy_slurm
 from dynamic_nodes_helpers import all_nodes_idle, poll, sh
@@ -43,6 +55,12 @@ pytestmark = pytest.mark.skipif(on_real_juju(), reason="the COS stand-ins are th
 SETTLE = 15 * 60
 CONTROLLER = "slurmctld/0"
 CONTROLLERS = 2
+METRICS_INTERVAL = 5
+"""The exporter's pass interval (`metrics-interval`; 30 s by default)."""
+COS_INTERVAL = "2s"
+"""The stand-ins' scrape and rule evaluation interval (10 s by default)."""
+RULE_FILE = Path(__file__).parents[2] / "charms/slurmctld/src/prometheus_alert_rules/slurm.rules"
+ACTIVE = ("pending", "firing")
 OWN_SERIES = "slurm_exporter_.+"
 """Series every exporter has of its own (its health), told apart by `instance`."""
 TOPOLOGY = ("instance", "job", "juju_unit")
@@ -66,17 +84,55 @@ def value(juju: jubilant.Juju, query: str) -> float | None:
     return float(result[0]["value"][1]) if result else None
 
 
-def firing(juju: jubilant.Juju, alertname: str) -> list[dict[str, Any]]:
-    """The alerts of `alertname` firing now."""
+def active(juju: jubilant.Juju, alertname: str) -> list[dict[str, Any]]:
+    """The alerts of `alertname` active now: pending (waiting out `for:`) or firing."""
     return [
         a
         for a in prometheus(juju, "alerts")["alerts"]
-        if a["labels"]["alertname"] == alertname and a["state"] == "firing"
+        if a["labels"]["alertname"] == alertname and a["state"] in ACTIVE
     ]
+
+
+def seconds(duration: str) -> float:
+    """A Prometheus duration of one unit (`90s`, `2m`, `1h`) in seconds."""
+    match = re.fullmatch(r"(\d+)([smh])", duration)
+    assert match, duration
+    return int(match.group(1)) * {"s": 1, "m": 60, "h": 3600}[match.group(2)]
+
+
+def rule_in_file(alertname: str) -> dict[str, Any]:
+    """The alerting rule `alertname` of the charm's rule file."""
+    groups = yaml.safe_load(RULE_FILE.read_text())["groups"]
+    return next(r for g in groups for r in g["rules"] if r.get("alert") == alertname)
+
+
+def assert_loaded_as_in_the_file(juju: jubilant.Juju, alertname: str) -> float:
+    """Check that COS's Prometheus evaluates the file's rule: same `for:`, labels and
+    annotations (the expression is compared by promtool's tests); return its `for:` (s)."""
+    loaded = [
+        r
+        for g in prometheus(juju, "rules")["groups"]
+        for r in g["rules"]
+        if r["name"] == alertname
+    ]
+    want = rule_in_file(alertname)
+    for_seconds = seconds(want["for"]) if "for" in want else 0.0
+    assert len(loaded) == 1, loaded
+    assert loaded[0]["duration"] == for_seconds, (loaded[0], want)
+    # The cos_agent library adds the Juju topology to each rule's labels (as the real one).
+    assert want["labels"].items() <= loaded[0]["labels"].items(), (loaded[0], want)
+    assert loaded[0]["annotations"] == want["annotations"]
+    return for_seconds
+
+
+def since(started: float) -> str:
+    """Seconds since `started` (monotonic), for the phase times printed."""
+    return f"{time.monotonic() - started:.0f} s"
 
 
 @pytest.fixture(scope="module")
 def cluster(juju: jubilant.Juju, charm_path: Callable[[str], Path]) -> jubilant.Juju:
+    started = time.monotonic()
     deploy_slurm(
         juju,
         charm_path,
@@ -85,12 +141,13 @@ def cluster(juju: jubilant.Juju, charm_path: Callable[[str], Path]) -> jubilant.
         computes=(("compute", 1), ("debug", 1)),
     )
     deploy_accounting(juju, charm_path)
-    # The exporter's default interval (30 s), longer than a takeover: the old primary's
-    # exporter still serves its last pass when the backup's first pass in control comes.
-    juju.config("slurmctld", {"slurm-conf-parameters": "SlurmdTimeout=30\n"})
-    juju.deploy("opentelemetry-collector", "otelcol")
+    juju.config(
+        "slurmctld",
+        {"slurm-conf-parameters": "SlurmdTimeout=30\n", "metrics-interval": METRICS_INTERVAL},
+    )
+    juju.deploy("opentelemetry-collector", "otelcol", config={"scrape-interval": COS_INTERVAL})
     juju.integrate("slurmctld:cos-agent", "otelcol:cos-agent")
-    juju.deploy("prometheus", "prometheus")
+    juju.deploy("prometheus", "prometheus", config={"evaluation-interval": COS_INTERVAL})
     juju.integrate("otelcol:send-remote-write", "prometheus:receive-remote-write")
     juju.wait(jubilant.all_active, error=jubilant.any_error, timeout=SETTLE)
     poll(
@@ -98,7 +155,38 @@ def cluster(juju: jubilant.Juju, charm_path: Callable[[str], Path]) -> jubilant.
         timeout=120,
         what="compute-0 and debug-0 idle",
     )
+    print(f"\ndeployed in {since(started)}")
     return juju
+
+
+@pytest.fixture(scope="module")
+def faults(cluster: jubilant.Juju) -> Iterator[Callable[[], float]]:
+    """Inject the alerts' faults once (slurmdbd frozen, compute-0's slurmd killed); return
+    when (monotonic). slurmdbd is thawed when the module ends, whatever happened."""
+    injected: list[float] = []
+
+    def inject() -> float:
+        if not injected:
+            # SIGSTOP: slurmdbd takes no message, and systemd (so the charm) sees it running.
+            freeze = 'kill -STOP "$(systemctl show -P MainPID slurmdbd.service)"'
+            cluster.exec(freeze, unit="slurmdbd/0")
+            injected.append(time.monotonic())
+            for _ in range(3):  # Accounting records for the queue (submissions, starts, ends).
+                sh(cluster, "sbatch -p debug --wrap 'sleep 1'")
+            # By this machine's process id: a unit's cgroup is shared by every lab machine of
+            # a cgroup v1 host, so `systemctl kill` would take the other slurmd with it.
+            kill = 'kill -KILL "$(systemctl show -P MainPID slurmd.service)"'
+            cluster.exec(kill, unit="compute/0")
+        return injected[0]
+
+    yield inject
+    if injected:
+        thaw(cluster)
+
+
+def thaw(juju: jubilant.Juju) -> None:
+    """Let the frozen slurmdbd run again (a no-op on a running one)."""
+    juju.exec('kill -CONT "$(systemctl show -P MainPID slurmdbd.service)"', unit="slurmdbd/0")
 
 
 def test_cos_prometheus_has_every_controllers_series_and_the_rules(cluster: jubilant.Juju):
@@ -168,20 +256,20 @@ def test_core_dashboard_panels_return_data(cluster: jubilant.Juju):
 
 
 def duplicated_cluster_series(juju: jubilant.Juju, minutes: int) -> list[dict[str, Any]]:
-    """Series that more than one unit exported at any moment of the last `minutes` (5 s steps).
+    """Series that more than one unit exported at any moment of the last `minutes` (at each
+    scrape interval).
 
     A cluster-wide series two exporters serve differs only by the collector's per-unit labels.
     """
     series = f'{{__name__=~"slurm_.+", __name__!~"{OWN_SERIES}"}}'
     named = f'label_replace({series}, "name", "$1", "__name__", "(.+)")'  # count drops __name__
     copies = f"count without ({', '.join(TOPOLOGY)}) ({named})"
-    return prometheus(juju, "query", query=f"max_over_time(({copies})[{minutes}m:5s]) > 1")[
-        "result"
-    ]
+    window = f"[{minutes}m:{COS_INTERVAL}]"
+    return prometheus(juju, "query", query=f"max_over_time(({copies}){window}) > 1")["result"]
 
 
 def test_the_primarys_death_moves_the_role_without_a_duplicate_or_an_alert(
-    cluster: jubilant.Juju,
+    cluster: jubilant.Juju, faults: Callable[[], float]
 ):
     hosts = ping_hosts(cluster)
     primary, backup = hosts[0], hosts[1]
@@ -208,47 +296,55 @@ def test_the_primarys_death_moves_the_role_without_a_duplicate_or_an_alert(
     assert value(cluster, f'slurm_controller_primary{{host="{primary}"}}') == 0
 
     recover(cluster, "kill", primary, hosts)
+    print(f"both controllers up again {since(started)} after the kill")
+    faults()  # The next test's: both slurmctld are up, connected to slurmdbd.
     poll(
         lambda: value(cluster, f'count(slurm_nodes{{juju_unit="{primary_unit}"}})') or None,
         timeout=180,
         what=f"the cluster-wide series back from {primary_unit}",
     )
+    print(f"cluster-wide series back from the primary {since(started)} after the kill")
     minutes = int((time.monotonic() - started) / 60) + 2
     assert duplicated_cluster_series(cluster, minutes) == []
+    for_seconds = assert_loaded_as_in_the_file(cluster, "SlurmNoPrimaryController")
     no_primary = 'ALERTS{alertname="SlurmNoPrimaryController", alertstate="firing"}'
     assert (
         prometheus(cluster, "query", query=f"max_over_time({no_primary}[{minutes}m])")["result"]
         == []
     )
+    # How long it was active at most (ALERTS_FOR_STATE holds since when, while it is).
+    active_for = 'time() - ALERTS_FOR_STATE{alertname="SlurmNoPrimaryController"}'
+    longest = prometheus(
+        cluster, "query", query=f"max_over_time(({active_for})[{minutes}m:{COS_INTERVAL}])"
+    )["result"]
+    print(f"SlurmNoPrimaryController active at most {longest} (for: {for_seconds:.0f} s)")
+    assert all(float(r["value"][1]) < for_seconds for r in longest), longest
 
 
-def test_slurmdbd_frozen_and_a_slurmd_killed_fire_their_alerts(cluster: jubilant.Juju):
-    # SIGSTOP: slurmdbd takes no message, and systemd (so the charm) still sees it running.
-    freeze = 'kill -STOP "$(systemctl show -P MainPID slurmdbd.service)"'
-    cluster.exec(freeze, unit="slurmdbd/0")
-    for _ in range(3):  # Accounting records for the queue (job submissions, starts, ends).
-        sh(cluster, "sbatch -p debug --wrap 'sleep 1'")
-    # By this machine's process id: a unit's cgroup is shared by every lab machine of a
-    # cgroup v1 host, so `systemctl kill` would take the other slurmd with it.
-    kill = 'kill -KILL "$(systemctl show -P MainPID slurmd.service)"'
-    cluster.exec(kill, unit="compute/0")
+def test_slurmdbd_frozen_and_a_slurmd_killed_fire_their_alerts(
+    cluster: jubilant.Juju, faults: Callable[[], float]
+):
+    injected = faults()  # Already, at the end of the failover test (unless it failed early).
 
     def node_down() -> list[dict[str, Any]] | None:
-        return [a for a in firing(cluster, "SlurmNodeDown") if a["labels"].get("reason")] or None
+        return [a for a in active(cluster, "SlurmNodeDown") if a["labels"].get("reason")] or None
 
     try:
-        alerts = poll(node_down, timeout=8 * 60, interval=10, what="SlurmNodeDown with a reason")
+        alerts = poll(node_down, timeout=5 * 60, interval=2, what="SlurmNodeDown with a reason")
+        print(f"\nSlurmNodeDown {alerts[0]['state']} {since(injected)} after the faults")
         nodes = sh(cluster, "sinfo --Node --long --noheader; sinfo --list-reasons --long")
         assert {a["labels"]["node"] for a in alerts} == {"compute-0"}, (alerts, nodes)
         assert "compute-0 is down" in alerts[0]["annotations"]["summary"]
+        assert_loaded_as_in_the_file(cluster, "SlurmNodeDown")
 
         queue = poll(
-            lambda: firing(cluster, "SlurmdbdAgentQueueGrowing") or None,
-            timeout=10 * 60,
-            interval=10,
-            what="SlurmdbdAgentQueueGrowing firing",
+            lambda: active(cluster, "SlurmdbdAgentQueueGrowing") or None,
+            timeout=6 * 60,
+            interval=2,
+            what="SlurmdbdAgentQueueGrowing active",
         )
+        print(f"SlurmdbdAgentQueueGrowing {queue[0]['state']} {since(injected)} after the faults")
         assert float(queue[0]["value"]) > 0
+        assert_loaded_as_in_the_file(cluster, "SlurmdbdAgentQueueGrowing")
     finally:
-        thaw = 'kill -CONT "$(systemctl show -P MainPID slurmdbd.service)"'
-        cluster.exec(thaw, unit="slurmdbd/0")
+        thaw(cluster)

@@ -16,7 +16,9 @@ required keys checked as the collector's model does) and feeds a real Prometheus
 * `promtool check config` judges the result before Prometheus restarts with it; a config it
   refuses blocks the unit with promtool's reason and leaves the running one alone.
 
-Prometheus listens on the machine's port 9090 (the lab network only).
+Prometheus listens on the machine's port 9090 (the lab network only). It scrapes every 10 s,
+or every `scrape-interval` (an option of the stand-in: Prometheus seconds such as `2s`, given
+at deploy), which the lab's tests shorten to see a change within seconds.
 
 Integrated over `send-remote-write` (interface `prometheus_remote_write`) with a Prometheus
 (COS's, or the lab's stand-in `slurm_lab.juju.prometheus`), it forwards as the collector does:
@@ -55,6 +57,15 @@ REQUIRED = (
     "log_slots",
 )
 _JOB_NAME_RE = re.compile(r"[^A-Za-z0-9_]")
+DEFAULT_INTERVAL = "10s"
+_INTERVAL_RE = re.compile(r"[1-9][0-9]{0,3}s")
+
+
+def interval_option(config: dict[str, Any], key: str) -> str | None:
+    """Read a stand-in's interval option (`10s` if unset); None if it is not whole seconds."""
+    text = str(config.get(key, DEFAULT_INTERVAL))
+    return text if _INTERVAL_RE.fullmatch(text) else None
+
 
 APPLY_SCRIPT = """\
 set -e
@@ -179,7 +190,15 @@ class CosCollector(FilesystemClient):
             "juju_unit": principal,
         }
         urls = self._remote_write_urls(unit)
-        config = prometheus_config(data["metrics_scrape_jobs"], topology, principal, urls)
+        interval = interval_option(self.ctl.model.apps[unit.app].config, "scrape-interval")
+        if interval is None:
+            message = "scrape-interval is not whole seconds from 1s to 9999s (such as 10s)"
+            self.ctl.log(unit, "ERROR", message)
+            unit.workload = StatusValue("blocked", message)
+            return
+        config = prometheus_config(
+            data["metrics_scrape_jobs"], topology, principal, urls, interval
+        )
         # Forwarding: the receiving Prometheus evaluates the rules, this one none.
         rules = json.dumps({"groups": []} if urls else data["metrics_alert_rules"])
         self._publish_rules(unit)
@@ -250,9 +269,13 @@ def _dashboards_problem(dashboards: Any) -> str:
 
 
 def prometheus_config(
-    jobs: list[Any], topology: dict[str, str], principal: str, remote_write: Sequence[str] = ()
+    jobs: list[Any],
+    topology: dict[str, str],
+    principal: str,
+    remote_write: Sequence[str] = (),
+    interval: str = DEFAULT_INTERVAL,
 ) -> str:
-    """Return prometheus.yml (JSON is YAML) scraping `jobs`, labelled with `topology`.
+    """Return prometheus.yml (JSON is YAML) scraping `jobs` every `interval`, with `topology`.
 
     With `remote_write` URLs it forwards every series to each.
     """
@@ -269,7 +292,7 @@ def prometheus_config(
         scrape_configs.append({**job, "job_name": name, "static_configs": static})
     return json.dumps(
         {
-            "global": {"scrape_interval": "10s", "evaluation_interval": "10s"},
+            "global": {"scrape_interval": interval, "evaluation_interval": interval},
             "rule_files": [f"{RULES_DIR}/*.rules"],
             "scrape_configs": scrape_configs,
             "remote_write": [{"url": url} for url in remote_write],

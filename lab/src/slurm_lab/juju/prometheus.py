@@ -15,6 +15,10 @@ wire format:
   `promtool check rules` judge it, and loads it as `/etc/prometheus/remote-write/<app>.rules`;
   a file promtool refuses is logged and the previous one kept. relation-broken removes it.
 
+It evaluates the rules every 10 s, or every `evaluation-interval` (an option of the stand-in,
+Prometheus seconds such as `2s`, given at deploy; COS's Prometheus has one too). The rules
+themselves, `for:` included, are the requirer's as sent.
+
 Differences from COS's: no Alertmanager (alerts are read from `/api/v1/alerts`), no
 topology matchers injected into the expressions, no retention or TLS settings.
 """
@@ -25,6 +29,7 @@ import json
 import re
 from typing import Any
 
+from slurm_lab.juju.cos import interval_option
 from slurm_lab.juju.engine import Controller
 from slurm_lab.juju.model import App, JsonDict, Relation, StatusValue, Unit
 
@@ -33,12 +38,13 @@ RULES_DIR = "/etc/prometheus/remote-write"
 _APP_RE = re.compile(r"[a-z0-9-]{1,50}")
 
 _SETUP = f"""set -e
+interval=$1
 mkdir -p {RULES_DIR}
 cat > /etc/default/prometheus <<'EOF'
 ARGS="--web.enable-remote-write-receiver --web.listen-address=:{PORT}"
 EOF
-cat > /etc/prometheus/prometheus.yml <<'EOF'
-global: {{scrape_interval: 10s, evaluation_interval: 10s}}
+cat > /etc/prometheus/prometheus.yml <<EOF
+global: {{scrape_interval: $interval, evaluation_interval: $interval}}
 rule_files: ["{RULES_DIR}/*.rules"]
 scrape_configs: []
 EOF
@@ -46,6 +52,7 @@ promtool check config --syntax-only /etc/prometheus/prometheus.yml >/dev/null
 systemctl enable --quiet prometheus
 systemctl restart prometheus
 """
+"""Write the config, evaluating every $1, and start Prometheus with the remote-write receiver."""
 
 _LOAD_RULES = """set -e
 rules=$1 rules_file=$2
@@ -94,7 +101,14 @@ class PrometheusStandIn:
             )
 
     def _install(self, unit: Unit) -> None:
-        result = self.ctl.machine(unit).exec(["sh", "-c", _SETUP], timeout=120)
+        interval = interval_option(self.ctl.model.apps[unit.app].config, "evaluation-interval")
+        if interval is None:
+            message = "evaluation-interval is not whole seconds from 1s to 9999s (such as 10s)"
+            unit.workload = StatusValue("blocked", message)
+            self.ctl.log(unit, "ERROR", message)
+            return
+        argv = ["sh", "-c", _SETUP, "sh", interval]
+        result = self.ctl.machine(unit).exec(argv, timeout=120)
         if result.returncode != 0:
             unit.workload = StatusValue("blocked", f"prometheus failed: {result.stderr.strip()}")
             self.ctl.log(unit, "ERROR", f"prometheus setup: {result.stderr}")
