@@ -22,11 +22,10 @@ REPO = Path(__file__).resolve().parents[2]
 CHARM_DIRS = (REPO / "charms", REPO / "lab" / "tests" / "charms")
 LONGEST_MODULES = (
     "test_ha.py",
+    "test_rebuild_and_upgrade.py",
     "test_observability.py",
     "test_bench_lab_smoke.py",
     "test_dynamic_nodes.py",
-    "test_major_upgrade.py",
-    "test_rebuild.py",
     "test_ha_worst_moment.py",
     "test_ha_key_rotation.py",
     "test_operator_toolkit.py",
