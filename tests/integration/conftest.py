@@ -34,9 +34,9 @@ LONGEST_MODULES = (
 """Started first when modules run in parallel (`just integration`), longest first, so that no
 long module starts last. In CI (4 labs on 2 cores): the failover suite 13-15 minutes, the
 rolling rebuild and HA major upgrade on one 11-machine cluster about 15 (alone on the shared
-lab host 10, deploy 2.5, to 16, deploy 7, with the host's load), observability 12, the benchmark smoke run 10, the dynamic-node suite 8-9,
-the worst-moment failover 5 to 9 (Slurm's 121 s requeue delay).
-The rest take 1 to 4 minutes each."""
+lab host 10 with a 2.5-minute deploy, 16 when the load made the deploy 7), observability 12,
+the benchmark smoke run 10, the dynamic-node suite 8-9, the worst-moment failover 5 to 9
+(Slurm's 121 s requeue delay). The rest take 1 to 4 minutes each."""
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

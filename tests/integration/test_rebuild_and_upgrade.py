@@ -99,6 +99,9 @@ SAMPLER = (
 )
 """On the controller: the time and every node's state each second (whatever the test's pace)."""
 TARGET = "26.05"
+DURING = 90
+"""Seconds of the jobs running when slurmdbd's upgrade begins: they outlast it and the
+primary controller's (about 10 s apart on the lab)."""
 REST = "slurmrestd/0"
 SUBMITTED: list[str] = []
 """Every user job the module submits to run to its end: the major upgrade checks that
@@ -441,10 +444,16 @@ def accounted(juju: jubilant.Juju) -> dict[str, list[str]]:
     return found
 
 
-def job_starts(juju: jubilant.Juju, ids: list[str]) -> dict[str, float]:
-    """The jobs' start times (epoch) from `sacct`."""
-    out = sh(juju, f"SLURM_TIME_FORMAT=%s sacct -X -n -P -j {','.join(ids)} -o JobID,Start")
-    return {i: float(s) for i, s in (line.split("|") for line in out.split()) if s.isdigit()}
+def job_times(juju: jubilant.Juju, ids: list[str]) -> dict[str, tuple[float, float]]:
+    """The jobs' start and end times (epoch) from `sacct` (ended jobs only)."""
+    query = f"SLURM_TIME_FORMAT=%s sacct -X -n -P -j {','.join(ids)} -o JobID,Start,End"
+    rows = [line.split("|") for line in sh(juju, query).split()]
+    return {r[0]: (float(r[1]), float(r[2])) for r in rows if r[1].isdigit() and r[2].isdigit()}
+
+
+def epoch_on(juju: jubilant.Juju, unit: str, stamp: datetime) -> float:
+    """A time of the unit's own logs (its local time) as epoch seconds, converted there."""
+    return float(sh(juju, f"date -d '{stamp:%Y-%m-%d %H:%M:%S}' +%s", unit=unit))
 
 
 def node_back_on(juju: jubilant.Juju, major: str, before: dict[str, float | None]) -> bool:
@@ -474,11 +483,6 @@ def test_a_major_upgrade_of_the_ha_cluster_in_slurms_order_loses_no_job(cluster:
     assert all(history[j] == ["COMPLETED"] for j in SUBMITTED), history
     assert all(history[j][0].startswith("CANCELLED") for j in CANCELLED), history
 
-    # The workload: a job on each compute node, and 6 two-node jobs waiting behind them.
-    running = [submit_job(juju, "compute", 40, node_name=n) for n in NODES]
-    for job_id in running:
-        wait_running(juju, job_id)
-    waiting = submit_wide(juju, WAITING)
     began = time.monotonic()
 
     # The daemons that come last are told first: they wait, and say for what.
@@ -496,6 +500,11 @@ def test_a_major_upgrade_of_the_ha_cluster_in_slurms_order_loses_no_job(cluster:
 
     # slurmdbd's turn; then the primary, the backup once the primary runs 26.05, the rest.
     takeovers = {unit: takeover_count(juju, unit) for unit in (primary, backup)}
+    # The workload: a job on each compute node, and 6 two-node jobs waiting behind them.
+    running = [submit_job(juju, "compute", DURING, node_name=n) for n in NODES]
+    for job_id in running:
+        wait_running(juju, job_id)
+    waiting = submit_wide(juju, WAITING)
     juju.config("slurmdbd", {"slurm-package-source": source})
     poll(
         lambda: all(slurm_version(juju, u).startswith(TARGET) for u in (LOGIN, REST)) or None,
@@ -572,8 +581,13 @@ def test_a_major_upgrade_of_the_ha_cluster_in_slurms_order_loses_no_job(cluster:
     lost = {j: history.get(j) for j in SUBMITTED if history.get(j) != ["COMPLETED"]}
     assert not lost, f"jobs lost, killed or requeued: {lost}"
     assert all(history[j][0].startswith("CANCELLED") for j in CANCELLED), history
-    starts = job_starts(juju, late_waiting)
-    assert all(starts[j] >= (after[n] or 0) for j in late_waiting for n in NODES), starts
+    spans = job_times(juju, [*running, *late_waiting])
+    assert all(spans[j][0] >= (after[n] or 0) for j in late_waiting for n in NODES), spans
+    # The worst moment: the jobs ran while slurmdbd and the primary controller upgraded.
+    upgrade_began = epoch_on(juju, "slurmdbd/0", dbd[0])
+    primary_back = epoch_on(juju, primary, first[1])
+    say(f"running jobs {[spans[j] for j in running]}; upgrades {upgrade_began}-{primary_back}")
+    assert all(spans[j][0] < upgrade_began and spans[j][1] > primary_back for j in running)
 
     new_jobs = [submit_job(juju, app, 1) for app, _ in PARTITIONS]
     poll(
