@@ -23,10 +23,9 @@ import pytest
 REPO = Path(__file__).resolve().parents[2]
 CHARM_DIRS = (REPO / "charms", REPO / "lab" / "tests" / "charms")
 LONGEST_MODULES = (
+    "test_rebuild_and_upgrade.py",
     "test_ha.py",
     "test_dynamic_nodes.py",
-    "test_major_upgrade.py",
-    "test_rebuild.py",
     "test_observability.py",
     "test_ha_worst_moment.py",
     "test_bench_lab_smoke.py",
@@ -36,11 +35,13 @@ LONGEST_MODULES = (
 )
 """Started first when modules run in parallel (`just integration`), longest first, so that no
 long module starts last (`pytest_xdist_make_scheduler`; the module timeline at the end of the
-run shows what each worker ran and for how long). In CI (4 labs on 2 cores): the failover
-suite 13-15 minutes, the dynamic-node suite and the major upgrade 8-9, the rolling rebuild 7,
-observability about 7 (alone: 11 before its test-sized intervals), the worst-moment failover 5
-to 9 (Slurm's 121 s requeue delay), the benchmark smoke run about 4 (alone: 12 before it left
-out the figures other modules prove). The rest take 1 to 4 minutes each."""
+run shows what each worker ran and for how long). In CI (4 labs on 2 cores): the rolling
+rebuild and HA major upgrade on one 11-machine cluster about 15 (alone on the shared lab host
+10 with a 2.5-minute deploy, 16 when the load made the deploy 7), the failover suite 13-15
+minutes, the dynamic-node suite 8-9, observability about 7 (alone: 11 before its test-sized
+intervals), the worst-moment failover 5 to 9 (Slurm's 121 s requeue delay), the benchmark
+smoke run about 4 (alone: 12 before it left out the figures other modules prove). The rest
+take 1 to 4 minutes each."""
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

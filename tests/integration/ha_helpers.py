@@ -70,8 +70,12 @@ def pings(juju: jubilant.Juju) -> list[dict[str, Any]] | None:
 
 
 def is_up(ping: dict[str, Any]) -> bool:
-    """Whether a controller answered the ping."""
-    return str(ping.get("pinged", "")).upper() == "UP" and bool(ping.get("responding", True))
+    """Whether a controller answered the ping.
+
+    Slurm 24.11 gives `pinged` (`UP`/`DOWN`) beside `responding`; 26.05 dropped `pinged`
+    (as the charm's `ControllerPing` reads it): `responding` must be true in both.
+    """
+    return ping.get("responding") is True and str(ping.get("pinged", "UP")).upper() == "UP"
 
 
 def ping_hosts(juju: jubilant.Juju) -> list[str]:
