@@ -6,8 +6,8 @@ benchmarks are not timed tests.
 
 Not in the smoke (`--skip`), as their own integration modules run the same behaviour on a lab
 and they cost most of the run (`just bench-lab` runs them): the rolling rebuild (figure 10;
-test_rebuild.py), the failover (figure 4; test_ha.py) and slurm-autoscale's two figures
-(figure 9; test_autoscale.py). Their rows of the report are printed from a recorded run's
+test_rebuild_and_upgrade.py), the failover (figure 4; test_ha.py) and slurm-autoscale's two
+figures (figure 9; test_autoscale.py). Their rows of the report are printed from a recorded run's
 document (`--report`), so the report code of every figure still runs here.
 """
 
