@@ -143,6 +143,16 @@ def known_job_ids(juju: jubilant.Juju) -> list[str] | None:
     return None if out is None else out.split()
 
 
+def live_job_ids(juju: jubilant.Juju) -> list[str] | None:
+    """The ids of the jobs that have not ended (squeue's default states), as listed.
+
+    An ended job leaves the controller's list MinJobAge (300 s) after it ended, so a failover
+    that takes long on a loaded host may legitimately forget an earlier test's job.
+    """
+    out = try_exec(juju, f"timeout {PROBE_TIMEOUT} squeue --noheader --format=%i")
+    return None if out is None else out.split()
+
+
 def job_state(juju: jubilant.Juju, job_id: str) -> str | None:
     """A job's state from the login node; None if it cannot be read."""
     out = try_exec(
