@@ -481,7 +481,8 @@ class NetworkState(Placement):
             return
         if (backup := link_shared_config(manager)) is not None:
             logger.info("/etc/slurm links to the share; its former content is in %s", backup)
-        self.parts.applied.follow()
+        if (timeout := self.parts.applied.follow()) is not None:
+            self.parts.peer.share_slurmctld_timeout(timeout)
         self.parts.auth_rotation.confirm_standby(manager.key.get())
 
     def _checkpoint_status(self) -> ops.StatusBase | None:

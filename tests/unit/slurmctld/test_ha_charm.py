@@ -445,15 +445,28 @@ def test_a_backup_runs_slurmctld_from_the_shared_files_and_writes_nothing(
     assert peer_data.local_app_data == {}  # Only the leader writes the peer memory.
 
 
-def test_a_backup_restarts_only_when_the_controllers_change(ctx, machine, tmp_path, shared_fs):
+def test_a_backup_reloads_a_change_and_restarts_only_when_the_controllers_change(
+    ctx, machine, tmp_path, shared_fs
+):
+    """A backup reads slurm.conf only at start or on SIGHUP (backup.c), never at a reconfigure.
+
+    So the SlurmctldTimeout it judges the primary by is the one it last loaded: a change is
+    reloaded, and the unit says which SlurmctldTimeout it now runs with.
+    """
     leader_wrote(shared_fs)
     state = ctx.run(ctx.on.config_changed(), backup())
-    machine.service_calls.clear()
-
-    leader_wrote(shared_fs, maxnodecount=64)  # A change `scontrol reconfigure` applies.
     state = ctx.run(ctx.on.update_status(), state)
-    assert slurmctld_calls(machine) == []
+    machine.service_calls.clear()
+    state = ctx.run(ctx.on.update_status(), state)
+    assert slurmctld_calls(machine) == []  # Nothing changed: nothing reloaded.
+
+    leader_wrote(shared_fs, maxnodecount=64, slurmctldtimeout=300)
+    state = ctx.run(ctx.on.update_status(), state)
+    assert slurmctld_calls(machine) == [("reload", "slurmctld")]
     assert machine.ran(*RECONFIGURE) == []
+    peer = next(r for r in state.relations if r.endpoint == PEER)
+    assert peer.local_unit_data["slurmctld_timeout"] == "300"
+    machine.service_calls.clear()
 
     leader_wrote(shared_fs, "ctl9(10.0.0.9)", "ctl0(192.0.2.0)", "ctl2(10.0.0.2)")
     ctx.run(ctx.on.update_status(), state)
