@@ -59,6 +59,13 @@ MUTATIONS = [
         "tests/unit/slurmctld/test_slurmctld_major_upgrade.py",
     ),
     Mutation(
+        "leader-standing-by-never-reloads",
+        "charms/slurmctld/src/applied.py",
+        "            if standby:\n                service.reload()\n",
+        "",
+        "tests/unit/slurmctld/test_ha_charm.py",
+    ),
+    Mutation(
         "backup-never-reloads",
         "charms/slurmctld/src/applied.py",
         "        elif config != self._stored.config:\n            service.reload()\n",

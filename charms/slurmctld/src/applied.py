@@ -87,8 +87,21 @@ class AppliedConfig(ops.Object):
         # `accounting`: whether the applied slurm.conf accounts to slurmdbd.
         self._stored.set_default(config="", identity="", accounting=False)
 
-    def apply(self, conf: SlurmConfig, cgroup: CGroupConfig, auth_key: str, jwt_key: str) -> str:
+    def apply(
+        self,
+        conf: SlurmConfig,
+        cgroup: CGroupConfig,
+        auth_key: str,
+        jwt_key: str,
+        *,
+        standby: bool = False,
+    ) -> str:
         """Write the files (the keys are base64 text), then make slurmctld use them.
+
+        `standby`: this unit's slurmctld is listed after another controller. The leader's
+        `scontrol reconfigure` reaches only the controller in charge, and a backup reads
+        slurm.conf only when it starts or on SIGHUP, so it is reloaded too (its
+        SlurmctldTimeout decides when it takes over).
 
         Returns the digest of the configuration slurmctld now runs with and serves configless
         (`served_digest`), for the daemons to hear that it changed.
@@ -130,6 +143,8 @@ class AppliedConfig(ops.Object):
         elif config != self._stored.config:
             self._forget_invented_cluster_id(conf)
             self._scontrol.reconfigure()
+            if standby:
+                service.reload()
         else:
             return self.served_digest()
         logger.info("slurmctld runs with the current configuration")

@@ -288,6 +288,7 @@ class SlurmctldCharm(SlurmCharm[SlurmctldConfig]):
             cluster.render_cgroup_conf(config),
             key,
             credentials.jwt_key(jwt_secret),
+            standby=controllers[0].hostname != me.hostname,
         )
         self.peer.share_slurmctld_timeout(timeout)
         # Applied: now every controller unit offers the endpoint's jobs, or withdraws them,

@@ -17,6 +17,7 @@ from test_charm_slurmctld import (
     conf_servers,
     databag,
     jwt_secret,
+    later,
     memory,
     running,
     slurm_conf,
@@ -471,6 +472,25 @@ def test_a_backup_reloads_a_change_and_restarts_only_when_the_controllers_change
     leader_wrote(shared_fs, "ctl9(10.0.0.9)", "ctl0(192.0.2.0)", "ctl2(10.0.0.2)")
     ctx.run(ctx.on.update_status(), state)
     assert machine.calls("restart") == ["slurmctld"]
+
+
+@pytest.mark.parametrize(("order", "reloads"), [([0, 2], []), ([2, 0], ["slurmctld"])])
+def test_a_leader_standing_by_reloads_what_its_reconfigure_does_not_reach(
+    ctx, machine, shared_fs, order, reloads
+):
+    """`scontrol reconfigure` reaches the controller in charge only: a leader listed after
+    another controller also reloads its own slurmctld, which reads slurm.conf only on SIGHUP."""
+    peers = peer((2, "ctl2", "10.0.0.2"), order=order)
+    state = ctx.run(ctx.on.config_changed(), network_leader(peers, planned_units=2))
+    machine.service_calls.clear()
+
+    changed = dict(state.config, **{"slurmctld-timeout": 40})
+    out = ctx.run(ctx.on.config_changed(), later(state, mount(), config=changed))
+
+    assert machine.ran(*RECONFIGURE) == [RECONFIGURE]
+    assert slurmctld_calls(machine) == [("reload", name) for name in reloads]
+    unit_data = next(r for r in out.relations if r.endpoint == PEER).local_unit_data
+    assert unit_data["slurmctld_timeout"] == "40"
 
 
 def test_a_backup_whose_slurmctld_fails_says_why(ctx, machine, shared_fs):
