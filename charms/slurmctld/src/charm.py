@@ -374,7 +374,8 @@ class SlurmctldCharm(SlurmCharm[SlurmctldConfig]):
             self._placement = ha.placement(
                 self.machinery,
                 use_network_state=config.use_network_state,
-                slurmctld_timeout=major_upgrade.upgrade_timeout(
+                slurmctld_timeout=config.slurmctld_timeout,
+                running_timeout=major_upgrade.upgrade_timeout(
                     config.slurmctld_timeout, self.peer.read().upgrade_slurmctld_timeout
                 ),
             )
