@@ -66,6 +66,15 @@ MUTATIONS = [
         "tests/unit/slurmctld/test_ha_charm.py",
     ),
     Mutation(
+        "fence-follows-raised-timeout",
+        "charms/slurmctld/src/charm.py",
+        "                slurmctld_timeout=config.slurmctld_timeout,\n"
+        "                running_timeout=",
+        "                slurmctld_timeout=max(config.slurmctld_timeout,"
+        " self.peer.read().upgrade_slurmctld_timeout or 0),\n                running_timeout=",
+        "tests/unit/slurmctld/test_ha_charm.py",
+    ),
+    Mutation(
         "backup-never-reloads",
         "charms/slurmctld/src/applied.py",
         "        elif config != self._stored.config:\n            service.reload()\n",

@@ -1,6 +1,7 @@
 """Scenarios for controller high availability: network state, backups, order, roles, wake-up."""
 
 import base64
+import dataclasses
 import json
 import socket
 from pathlib import Path
@@ -491,6 +492,22 @@ def test_a_leader_standing_by_reloads_what_its_reconfigure_does_not_reach(
     assert slurmctld_calls(machine) == [("reload", name) for name in reloads]
     unit_data = next(r for r in out.relations if r.endpoint == PEER).local_unit_data
     assert unit_data["slurmctld_timeout"] == "40"
+
+
+def test_a_raised_upgrade_timeout_leaves_the_fence_on_the_configured_one(
+    ctx, machine, tmp_path, shared_fs
+):
+    """The fence's grace stays half the configured SlurmctldTimeout (before any takeover),
+    so raising it for an upgrade does not restart the watchdog (a 90 s stop on the lab)."""
+    peers = peer((2, "ctl2", "10.0.0.2"), order=[0, 2])
+    peers = dataclasses.replace(
+        peers, local_app_data={**peers.local_app_data, **databag(upgrade_slurmctld_timeout=300)}
+    )
+
+    ctx.run(ctx.on.config_changed(), network_leader(peers, mount(), planned_units=2))
+
+    unit = (tmp_path / "etc/systemd/system/slurmctld-charm-fence.service").read_text()
+    assert f" {CHECKPOINT} {CHECKPOINT}/slurmctld 6 slurm" in unit
 
 
 def test_a_backup_whose_slurmctld_fails_says_why(ctx, machine, shared_fs):
