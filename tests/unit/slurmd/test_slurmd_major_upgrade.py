@@ -131,45 +131,27 @@ def test_a_new_unit_before_any_controller_is_known_installs_nothing_and_waits(
     )
 
 
-def test_a_new_unit_while_the_controllers_run_the_old_major_installs_the_old_major(
+@pytest.mark.parametrize(
+    ("controller_versions", "major"),
+    [
+        (("24.11.5",), "24.11"),  # the controllers run the old major
+        (("26.05.5", "24.11.5"), "24.11"),  # midway: the major every controller runs
+        (("26.05.5", "26.05.5"), "26.05"),  # the controllers run the new major
+    ],
+)
+def test_a_new_unit_installs_the_major_every_controller_runs_pinned_before_apt(
     ctx: testing.Context[ops.CharmBase],
     machine: FakeMachine,
     pins_at_install: list[str],
+    controller_versions: tuple[str, ...],
+    major: str,
 ):
     machine.responses[("apt-cache", "madison")] = MADISON
 
-    ctx.run(ctx.on.install(), new_unit("24.11.5"))
+    ctx.run(ctx.on.install(), new_unit(*controller_versions))
 
     [pinned] = pins_at_install
-    assert "Pin: version 24.11.*" in pinned  # before apt ran
-    assert machine.apt_installs == [PACKAGES]
-
-
-def test_a_new_unit_midway_installs_the_major_every_controller_runs(
-    ctx: testing.Context[ops.CharmBase],
-    machine: FakeMachine,
-    pins_at_install: list[str],
-):
-    machine.responses[("apt-cache", "madison")] = MADISON
-
-    ctx.run(ctx.on.install(), new_unit("26.05.5", "24.11.5"))
-
-    [pinned] = pins_at_install
-    assert "Pin: version 24.11.*" in pinned  # before apt ran
-    assert machine.apt_installs == [PACKAGES]
-
-
-def test_a_new_unit_once_the_controllers_run_the_new_major_installs_it(
-    ctx: testing.Context[ops.CharmBase],
-    machine: FakeMachine,
-    pins_at_install: list[str],
-):
-    machine.responses[("apt-cache", "madison")] = MADISON
-
-    ctx.run(ctx.on.install(), new_unit("26.05.5", "26.05.5"))
-
-    [pinned] = pins_at_install
-    assert "Pin: version 26.05.*" in pinned  # before apt ran
+    assert f"Pin: version {major}.*" in pinned  # before apt ran
     assert machine.apt_installs == [PACKAGES]
 
 
