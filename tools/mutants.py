@@ -44,6 +44,44 @@ class Mutation:
 
 MUTATIONS = [
     Mutation(
+        "upgrade-timeout-raised-too-late",
+        "charms/slurmctld/src/major_upgrade.py",
+        '        return "the leader must raise SlurmctldTimeout for the upgrade first"',
+        "        return None",
+        "tests/unit/slurmctld/test_slurmctld_major_upgrade.py",
+    ),
+    Mutation(
+        "upgrade-timeout-never-restored",
+        "charms/slurmctld/src/charm.py",
+        "        raised = self._upgrade_slurmctld_timeout(config, controllers)\n",
+        "        raised = self._upgrade_slurmctld_timeout(config, controllers)"
+        " or memory.upgrade_slurmctld_timeout\n",
+        "tests/unit/slurmctld/test_slurmctld_major_upgrade.py",
+    ),
+    Mutation(
+        "leader-standing-by-never-reloads",
+        "charms/slurmctld/src/applied.py",
+        "            if standby:\n                service.reload()\n",
+        "",
+        "tests/unit/slurmctld/test_ha_charm.py",
+    ),
+    Mutation(
+        "fence-follows-raised-timeout",
+        "charms/slurmctld/src/charm.py",
+        "                slurmctld_timeout=config.slurmctld_timeout,\n"
+        "                running_timeout=",
+        "                slurmctld_timeout=max(config.slurmctld_timeout,"
+        " self.peer.read().upgrade_slurmctld_timeout or 0),\n                running_timeout=",
+        "tests/unit/slurmctld/test_ha_charm.py",
+    ),
+    Mutation(
+        "backup-never-reloads",
+        "charms/slurmctld/src/applied.py",
+        "        elif config != self._stored.config:\n            service.reload()\n",
+        "",
+        "tests/unit/slurmctld/test_ha_charm.py",
+    ),
+    Mutation(
         "redaction-of-one-token",
         "charms/slurmctld/src/toolkit.py",
         '            shown.append(f"{secret}={REDACTED}{ending}")',

@@ -99,9 +99,10 @@ SAMPLER = (
 )
 """On the controller: the time and every node's state each second (whatever the test's pace)."""
 TARGET = "26.05"
-DURING = 90
+DURING = 120
 """Seconds of the jobs running when slurmdbd's upgrade begins: they outlast it and the
-primary controller's (about 10 s apart on the lab)."""
+primary controller's (about 10 s apart on the lab, plus the hooks that raise SlurmctldTimeout
+and have the backup run with it first)."""
 REST = "slurmrestd/0"
 SUBMITTED: list[str] = []
 """Every user job the module submits to run to its end: the major upgrade checks that
@@ -384,6 +385,11 @@ def slurm_version(juju: jubilant.Juju, unit: str) -> str:
     return sh(juju, "dpkg-query --show --showformat='${Version}' slurm-client", unit=unit)
 
 
+CONFIGURED_TIMEOUT = 12
+"""slurmctld-timeout as the module deploys it (the option's default); raised to 300 s only
+while the controllers upgrade."""
+
+
 def upgraded_at(juju: jubilant.Juju, unit: str, package: str) -> tuple[datetime, datetime]:
     """When dpkg began upgrading `package` to the target on the unit, and when it was installed.
 
@@ -530,6 +536,8 @@ def test_a_major_upgrade_of_the_ha_cluster_in_slurms_order_loses_no_job(cluster:
     say(f"dpkg (upgrade begun, installed): {clock}")
     takeovers = {u: takeover_count(juju, u) - n for u, n in takeovers.items()}
     say(f"controllers taking over during their upgrades: {takeovers}")
+    # SlurmctldTimeout was raised before the primary stopped: the old backup never took over.
+    assert takeovers == {primary: 0, backup: 0}, f"takeovers during the upgrade: {takeovers}"
     assert dbd[1] <= first[0], "slurmctld upgraded before slurmdbd was done"
     assert first[1] <= second[0], "the backup upgraded before the primary was done"
     assert second[1] <= login[0] and second[1] <= rest[0], "a client went before the controllers"
@@ -569,6 +577,9 @@ def test_a_major_upgrade_of_the_ha_cluster_in_slurms_order_loses_no_job(cluster:
     assert rest_release(juju).startswith(TARGET)
     config = sh(juju, "scontrol show config", unit=LOGIN)
     assert re.search(rf"SLURM_VERSION\s*=\s*{TARGET}\.", config), "slurmctld's own version"
+    timeout = re.search(r"SlurmctldTimeout\s*=\s*(\d+)", config)
+    say(f"SlurmctldTimeout after the controllers' turn: {timeout and timeout.group(1)} s")
+    assert timeout and int(timeout.group(1)) == CONFIGURED_TIMEOUT, "not restored after the turn"
 
     # No job lost: every job of the module in sacct, each completed once, never requeued.
     workload = [*running, *waiting, late_running, *late_waiting]

@@ -87,8 +87,21 @@ class AppliedConfig(ops.Object):
         # `accounting`: whether the applied slurm.conf accounts to slurmdbd.
         self._stored.set_default(config="", identity="", accounting=False)
 
-    def apply(self, conf: SlurmConfig, cgroup: CGroupConfig, auth_key: str, jwt_key: str) -> str:
+    def apply(
+        self,
+        conf: SlurmConfig,
+        cgroup: CGroupConfig,
+        auth_key: str,
+        jwt_key: str,
+        *,
+        standby: bool = False,
+    ) -> str:
         """Write the files (the keys are base64 text), then make slurmctld use them.
+
+        `standby`: this unit's slurmctld is listed after another controller. The leader's
+        `scontrol reconfigure` reaches only the controller in charge, and a backup reads
+        slurm.conf only when it starts or on SIGHUP, so it is reloaded too (its
+        SlurmctldTimeout decides when it takes over).
 
         Returns the digest of the configuration slurmctld now runs with and serves configless
         (`served_digest`), for the daemons to hear that it changed.
@@ -130,6 +143,8 @@ class AppliedConfig(ops.Object):
         elif config != self._stored.config:
             self._forget_invented_cluster_id(conf)
             self._scontrol.reconfigure()
+            if standby:
+                service.reload()
         else:
             return self.served_digest()
         logger.info("slurmctld runs with the current configuration")
@@ -172,14 +187,17 @@ class AppliedConfig(ops.Object):
             raise SlurmOpsError(f"cannot delete {path} to turn accounting on: {e}") from e
         logger.info("deleted %s: slurmctld takes the cluster id from slurmdbd", path)
 
-    def follow(self) -> None:
+    def follow(self) -> int | None:
         """Run slurmctld as a backup with the files the leader wrote on the share; write none.
 
         slurmctld starts if it is stopped and restarts only when its identity changed (the
         controllers or a key: a standby controller with an old `SlurmctldHost` list would
-        misjudge its place). Any other change needs nothing here: the leader's `scontrol
-        reconfigure` reaches the controller in charge, and a backup reads slurm.conf again
-        when it takes over. Never `scontrol reconfigure` from here: that is the leader's.
+        misjudge its place). Any other change is reloaded (SIGHUP): the leader's `scontrol
+        reconfigure` reaches only the controller in charge, and a backup decides when to
+        take over with the `SlurmctldTimeout` it read last (raised during a major upgrade).
+        Never `scontrol reconfigure` from here: that is the leader's.
+
+        Returns the SlurmctldTimeout slurmctld now runs with (None: the file does not say).
 
         Raises:
             SlurmOpsError: The shared files cannot be read, or slurmctld did not start or
@@ -193,6 +211,7 @@ class AppliedConfig(ops.Object):
             for f in (manager.config, manager.cgroup_config, manager.gres_config)
         ]
         wanted_identity = identity(on_disk, manager.key.get() or "", manager.jwt_key.get() or "")
+        config = fingerprint(*((text or b"").decode() for text in texts))
         manager.create_state_save_location(manager.root / LOG_DIR)
         service = manager.service
         if not service.is_active():
@@ -200,12 +219,15 @@ class AppliedConfig(ops.Object):
             service.start()
         elif wanted_identity != self._stored.identity:
             service.restart()
+        elif config != self._stored.config:
+            service.reload()
         else:
-            return
+            return on_disk.slurmctld_timeout
         logger.info("slurmctld stands by with the leader's configuration")
         self._stored.identity = wanted_identity
         self._stored.accounting = has_accounting(on_disk)
-        self._stored.config = fingerprint(*((text or b"").decode() for text in texts))
+        self._stored.config = config
+        return on_disk.slurmctld_timeout
 
     def _assume_files_on_disk_applied(self, auth_key: str, jwt_key: str) -> None:
         """Take a running slurmctld to run with the files on disk, when nothing is recorded.

@@ -259,6 +259,7 @@ class SlurmctldCharm(SlurmCharm[SlurmctldConfig]):
             self, self.slurmctld.jwt_key.generate
         )
         order, controllers = placement.controllers(me, memory)
+        raised = self._upgrade_slurmctld_timeout(config, controllers)
         controllers = placement.serving(me, controllers)
         departed = retire.delete_departed_nodes(
             retire.departed_names(memory), self.scontrol, self.watch
@@ -269,9 +270,11 @@ class SlurmctldCharm(SlurmCharm[SlurmctldConfig]):
             departed_nodes=[DepartedNode(name=n) for n in departed],
             controllers=[ControllerSlot(unit=u) for u in order],
             native_metrics=memory.native_metrics,
+            upgrade_slurmctld_timeout=memory.upgrade_slurmctld_timeout,
         )
         self.peer.write(remembered)
         native = self.native_metrics.decision(config)
+        timeout = major_upgrade.upgrade_timeout(config.slurmctld_timeout, raised)
         config_digest = self.applied.apply(
             cluster.render_slurm_conf(
                 config,
@@ -280,13 +283,18 @@ class SlurmctldCharm(SlurmCharm[SlurmctldConfig]):
                 self.accounting.dbds(),
                 placement.conf_settings(),
                 native_metrics_on=native.on,
+                slurmctld_timeout=timeout,
             ),
             cluster.render_cgroup_conf(config),
             key,
             credentials.jwt_key(jwt_secret),
+            standby=controllers[0].hostname != me.hostname,
         )
-        # Applied: now every controller unit offers the endpoint's jobs, or withdraws them.
-        self.peer.write(remembered.model_copy(update={"native_metrics": native.on}))
+        self.peer.share_slurmctld_timeout(timeout)
+        # Applied: now every controller unit offers the endpoint's jobs, or withdraws them,
+        # and the controllers may upgrade with SlurmctldTimeout raised (or it is restored).
+        applied = {"native_metrics": native.on, "upgrade_slurmctld_timeout": raised}
+        self.peer.write(remembered.model_copy(update=applied))
         self.cos_agent.publish()
         srun_ports = overrides.srun_port_range(config.slurm_conf_parameters)
         self.daemons.publish(auth_key, controllers, served, config_digest, srun_ports)
@@ -333,6 +341,27 @@ class SlurmctldCharm(SlurmCharm[SlurmctldConfig]):
         """Every slurmdbd in use, then the controllers before this one (`major_upgrade`)."""
         return major_upgrade.waits_for(target, self.accounting.dbds(), self.peer, self.unit.name)
 
+    def upgrade_note(self) -> str | None:
+        """Say that SlurmctldTimeout is raised while the controllers upgrade."""
+        if (raised := self.peer.read().upgrade_slurmctld_timeout) is None:
+            return None
+        return f"SlurmctldTimeout {raised} s during the upgrade"
+
+    def _upgrade_slurmctld_timeout(
+        self, config: SlurmctldConfig, controllers: list[ha.Controller]
+    ) -> int | None:
+        """Return the SlurmctldTimeout raised for the controllers' turn, or None.
+
+        From every controller unit's version, serving or not (`ha.Placement.controllers`).
+        """
+        plan = self.major_upgrade.plan(self.installer.version, config.slurm_major)
+        versions = [c.version for c in controllers if c.version]
+        if not major_upgrade.controllers_turn(plan.target, self.accounting.dbds(), versions):
+            return None
+        return major_upgrade.upgrade_timeout(
+            config.slurmctld_timeout, major_upgrade.UPGRADE_SLURMCTLD_TIMEOUT
+        )
+
     def before_upgrade(self, plan: Plan) -> None:
         """Archive StateSaveLocation before slurmctld converts it (`major_upgrade`)."""
         config = self.valid_config()
@@ -346,6 +375,9 @@ class SlurmctldCharm(SlurmCharm[SlurmctldConfig]):
                 self.machinery,
                 use_network_state=config.use_network_state,
                 slurmctld_timeout=config.slurmctld_timeout,
+                running_timeout=major_upgrade.upgrade_timeout(
+                    config.slurmctld_timeout, self.peer.read().upgrade_slurmctld_timeout
+                ),
             )
         return self._placement
 

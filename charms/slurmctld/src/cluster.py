@@ -66,15 +66,20 @@ def accounting_settings(dbds: Sequence[DbdEntry]) -> dict[str, Any]:
     return settings
 
 
-def failover_settings(config: SlurmctldConfig, placement: Mapping[str, Any]) -> dict[str, Any]:
+def failover_settings(
+    config: SlurmctldConfig, placement: Mapping[str, Any], slurmctld_timeout: int | None = None
+) -> dict[str, Any]:
     """Return the failover timers, and where the state lives as placement says (`ha`).
+
+    `slurmctld_timeout` replaces the configured one while the controllers upgrade
+    (`major_upgrade.upgrade_timeout`).
 
     With network state every controller unit runs slurmctld, so each needs to hear when it
     becomes primary or stops being it (`primary_watch`): placement names the programs too.
     """
     settings: dict[str, Any] = {
         "statesavelocation": placement["statesavelocation"],
-        "slurmctldtimeout": config.slurmctld_timeout,
+        "slurmctldtimeout": slurmctld_timeout or config.slurmctld_timeout,
         "messagetimeout": config.message_timeout,
     }
     settings.update(placement)
@@ -89,6 +94,7 @@ def render_slurm_conf(
     placement: Mapping[str, Any],
     *,
     native_metrics_on: bool = False,
+    slurmctld_timeout: int | None = None,
 ) -> SlurmConfig:
     """Render the complete slurm.conf for the cluster; `dbds` are the slurmdbd daemons.
 
@@ -112,7 +118,7 @@ def render_slurm_conf(
             **ISOLATION_PLUGINS[config.process_isolation],
             **JWT_AUTH,
             **accounting_settings(dbds),
-            **failover_settings(config, placement),
+            **failover_settings(config, placement, slurmctld_timeout),
             **rebuild.conf_settings(config.reboot_timeout),
             **native_metrics.conf_settings(native_metrics_on),
         }

@@ -262,9 +262,14 @@ class Placement:
 
     network_state = False
 
-    def __init__(self, parts: Machinery, slurmctld_timeout: int) -> None:
+    def __init__(self, parts: Machinery, slurmctld_timeout: int, running_timeout: int) -> None:
         self.parts = parts
         self.slurmctld_timeout = slurmctld_timeout
+        """The configured SlurmctldTimeout: the fence's grace, half of it, is never longer
+        than a backup waits, even while the upgrade raised the one slurmctld runs with."""
+        self.running_timeout = running_timeout
+        """The SlurmctldTimeout slurmctld runs with (raised during a major upgrade): the
+        heartbeat's period is a quarter of it."""
         self._checkpoint: tuple[ops.StatusBase | None] | None = None
 
     @property
@@ -426,7 +431,7 @@ class NetworkState(Placement):
         parts = self.parts
         parts.mount.publish(MOUNT_REQUEST)  # Leader only; written once.
         # Even when this hook cannot configure: the wake-up is level-triggered.
-        parts.takeover.check(parts.manager, socket.gethostname(), self.slurmctld_timeout)
+        parts.takeover.check(parts.manager, socket.gethostname(), self.running_timeout)
         if self._checkpoint_status() is not None:
             return False
         parts.primary_watch.install(self._unit.name, parts.charm.charm_dir, parts.wake_event)
@@ -481,7 +486,8 @@ class NetworkState(Placement):
             return
         if (backup := link_shared_config(manager)) is not None:
             logger.info("/etc/slurm links to the share; its former content is in %s", backup)
-        self.parts.applied.follow()
+        if (timeout := self.parts.applied.follow()) is not None:
+            self.parts.peer.share_slurmctld_timeout(timeout)
         self.parts.auth_rotation.confirm_standby(manager.key.get())
 
     def _checkpoint_status(self) -> ops.StatusBase | None:
@@ -500,7 +506,9 @@ class NetworkState(Placement):
         return all_peers_seen(planned, len(self.parts.peer.hosts()))
 
 
-def placement(parts: Machinery, *, use_network_state: bool, slurmctld_timeout: int) -> Placement:
+def placement(
+    parts: Machinery, *, use_network_state: bool, slurmctld_timeout: int, running_timeout: int
+) -> Placement:
     """Choose the strategy: the one place `use-network-state` is read."""
     strategy = NetworkState if use_network_state else LocalState
-    return strategy(parts, slurmctld_timeout)
+    return strategy(parts, slurmctld_timeout, running_timeout)

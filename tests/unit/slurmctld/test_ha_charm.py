@@ -1,6 +1,7 @@
 """Scenarios for controller high availability: network state, backups, order, roles, wake-up."""
 
 import base64
+import dataclasses
 import json
 import socket
 from pathlib import Path
@@ -17,6 +18,7 @@ from test_charm_slurmctld import (
     conf_servers,
     databag,
     jwt_secret,
+    later,
     memory,
     running,
     slurm_conf,
@@ -445,19 +447,67 @@ def test_a_backup_runs_slurmctld_from_the_shared_files_and_writes_nothing(
     assert peer_data.local_app_data == {}  # Only the leader writes the peer memory.
 
 
-def test_a_backup_restarts_only_when_the_controllers_change(ctx, machine, tmp_path, shared_fs):
+def test_a_backup_reloads_a_change_and_restarts_only_when_the_controllers_change(
+    ctx, machine, tmp_path, shared_fs
+):
+    """A backup reads slurm.conf only at start or on SIGHUP (backup.c), never at a reconfigure.
+
+    So the SlurmctldTimeout it judges the primary by is the one it last loaded: a change is
+    reloaded, and the unit says which SlurmctldTimeout it now runs with.
+    """
     leader_wrote(shared_fs)
     state = ctx.run(ctx.on.config_changed(), backup())
-    machine.service_calls.clear()
-
-    leader_wrote(shared_fs, maxnodecount=64)  # A change `scontrol reconfigure` applies.
     state = ctx.run(ctx.on.update_status(), state)
-    assert slurmctld_calls(machine) == []
+    machine.service_calls.clear()
+    state = ctx.run(ctx.on.update_status(), state)
+    assert slurmctld_calls(machine) == []  # Nothing changed: nothing reloaded.
+
+    leader_wrote(shared_fs, maxnodecount=64, slurmctldtimeout=300)
+    state = ctx.run(ctx.on.update_status(), state)
+    assert slurmctld_calls(machine) == [("reload", "slurmctld")]
     assert machine.ran(*RECONFIGURE) == []
+    peer = next(r for r in state.relations if r.endpoint == PEER)
+    assert peer.local_unit_data["slurmctld_timeout"] == "300"
+    machine.service_calls.clear()
 
     leader_wrote(shared_fs, "ctl9(10.0.0.9)", "ctl0(192.0.2.0)", "ctl2(10.0.0.2)")
     ctx.run(ctx.on.update_status(), state)
     assert machine.calls("restart") == ["slurmctld"]
+
+
+@pytest.mark.parametrize(("order", "reloads"), [([0, 2], []), ([2, 0], ["slurmctld"])])
+def test_a_leader_standing_by_reloads_what_its_reconfigure_does_not_reach(
+    ctx, machine, shared_fs, order, reloads
+):
+    """`scontrol reconfigure` reaches the controller in charge only: a leader listed after
+    another controller also reloads its own slurmctld, which reads slurm.conf only on SIGHUP."""
+    peers = peer((2, "ctl2", "10.0.0.2"), order=order)
+    state = ctx.run(ctx.on.config_changed(), network_leader(peers, planned_units=2))
+    machine.service_calls.clear()
+
+    changed = dict(state.config, **{"slurmctld-timeout": 40})
+    out = ctx.run(ctx.on.config_changed(), later(state, mount(), config=changed))
+
+    assert machine.ran(*RECONFIGURE) == [RECONFIGURE]
+    assert slurmctld_calls(machine) == [("reload", name) for name in reloads]
+    unit_data = next(r for r in out.relations if r.endpoint == PEER).local_unit_data
+    assert unit_data["slurmctld_timeout"] == "40"
+
+
+def test_a_raised_upgrade_timeout_leaves_the_fence_on_the_configured_one(
+    ctx, machine, tmp_path, shared_fs
+):
+    """The fence's grace stays half the configured SlurmctldTimeout (before any takeover),
+    so raising it for an upgrade does not restart the watchdog (a 90 s stop on the lab)."""
+    peers = peer((2, "ctl2", "10.0.0.2"), order=[0, 2])
+    peers = dataclasses.replace(
+        peers, local_app_data={**peers.local_app_data, **databag(upgrade_slurmctld_timeout=300)}
+    )
+
+    ctx.run(ctx.on.config_changed(), network_leader(peers, mount(), planned_units=2))
+
+    unit = (tmp_path / "etc/systemd/system/slurmctld-charm-fence.service").read_text()
+    assert f" {CHECKPOINT} {CHECKPOINT}/slurmctld 6 slurm" in unit
 
 
 def test_a_backup_whose_slurmctld_fails_says_why(ctx, machine, shared_fs):

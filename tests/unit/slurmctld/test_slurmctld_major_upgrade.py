@@ -257,3 +257,146 @@ def test_a_controller_added_during_the_upgrade_installs_what_the_primary_allows(
     [pinned] = pins
     assert f"Pin: version {installed_major}.*" in pinned
     assert machine.apt_installs == [PACKAGES]
+
+
+# SlurmctldTimeout during the controllers' turn: raised before the first one stops.
+
+RECONFIGURE = ["scontrol", "reconfigure"]
+RAISED = "SlurmctldTimeout 300 s during the upgrade"
+
+
+def ha_peer(app: dict[str, str], backup_version: str, backup_timeout: str) -> testing.PeerRelation:
+    """The peer relation of slurmctld/0 (the primary) with its backup slurmctld/1."""
+    return testing.PeerRelation(
+        PEER,
+        local_app_data=app,
+        peers_data={
+            1: {
+                "hostname": "ctl-1",
+                "address": "10.0.0.2",
+                "version": backup_version,
+                "slurmctld_timeout": backup_timeout,
+            }
+        },
+    )
+
+
+def next_event(out: testing.State, dbd: str, backup_version: str, backup_timeout: str):
+    """The leader's next event: its output's memory, the backup's databag as given."""
+    peer = next(r for r in out.relations if isinstance(r, testing.PeerRelation))
+    return testing.State(
+        leader=True,
+        relations=[
+            slurmdbd_relation({**DBD, "version": dbd}),
+            ha_peer(dict(peer.local_app_data), backup_version, backup_timeout),
+        ],
+        secrets=list(out.secrets),
+        stored_states=out.stored_states,
+        config={"slurm-package-source": FORKY},
+    )
+
+
+def conf_timeout(root: Path) -> str:
+    conf = (root / "etc/slurm/slurm.conf").read_text()
+    return next(line for line in conf.splitlines() if line.startswith("slurmctldtimeout="))
+
+
+def remembered_timeout(state: testing.State) -> object:
+    peer = next(r for r in state.relations if isinstance(r, testing.PeerRelation))
+    text = peer.local_app_data.get("upgrade_slurmctld_timeout")
+    return None if text is None else json.loads(text)
+
+
+def test_slurmctld_timeout_is_raised_before_the_primary_stops_and_restored_after(
+    ctx, machine: FakeMachine, tmp_path, monkeypatch
+):
+    """The leader (the primary) raises SlurmctldTimeout with a reconfigure once slurmdbd runs
+    the target, upgrades only once its backup runs with it, keeps it while the backup is on
+    the old major, and renders the configured value once both run the target."""
+    machine.responses[("apt-cache", "madison")] = MADISON
+    state_dir(tmp_path)
+    machine.active.add("slurmctld")
+    at_install: list[tuple[str, int]] = []
+
+    def install(packages, *, upgrade=False, refresh=True):
+        at_install.append((conf_timeout(tmp_path), len(machine.ran(*RECONFIGURE))))
+        return machine.apt_install(packages, upgrade=upgrade, refresh=refresh)
+
+    monkeypatch.setattr(apt, "install", install)
+    app = databag(controllers=[{"unit": "slurmctld/0"}, {"unit": "slurmctld/1"}])
+    first = running(ha_peer(app, "24.11.5", "12"), config={"slurm-package-source": FORKY})
+    settled = ctx.run(ctx.on.config_changed(), next_event(first, "24.11.5", "24.11.5", "12"))
+    assert conf_timeout(tmp_path) == "slurmctldtimeout=12"  # slurmdbd's turn: not raised.
+    assert remembered_timeout(settled) is None
+    reconfigures = len(machine.ran(*RECONFIGURE))
+
+    raised = ctx.run(ctx.on.update_status(), next_event(settled, "26.05.5", "24.11.5", "12"))
+
+    assert conf_timeout(tmp_path) == "slurmctldtimeout=300"
+    assert len(machine.ran(*RECONFIGURE)) == reconfigures + 1
+    assert remembered_timeout(raised) == 300
+    assert machine.apt_installs == []  # The backup still judges the primary by 12 s.
+    assert raised.unit_status == ops.WaitingStatus(
+        f"slurmctld/1 must run SlurmctldTimeout 300 s first; {RAISED}"
+    )
+
+    machine.version = "26.05.5-1"
+    upgraded = ctx.run(ctx.on.update_status(), next_event(raised, "26.05.5", "24.11.5", "300"))
+
+    assert machine.apt_installs == [PACKAGES]
+    assert at_install == [("slurmctldtimeout=300", reconfigures + 1)]
+    assert conf_timeout(tmp_path) == "slurmctldtimeout=300"  # The backup still runs 24.11.
+    assert remembered_timeout(upgraded) == 300
+
+    done = ctx.run(ctx.on.update_status(), next_event(upgraded, "26.05.5", "26.05.5", "300"))
+
+    assert conf_timeout(tmp_path) == "slurmctldtimeout=12"
+    assert remembered_timeout(done) is None
+    assert RAISED not in done.unit_status.message
+
+
+def test_a_new_leader_midway_keeps_slurmctld_timeout_raised(ctx, machine: FakeMachine, tmp_path):
+    """The old leader raised it; slurmctld/1 leads now, before the primary upgraded: the
+    timeout stays raised in its slurm.conf and in the memory, and it waits for the primary."""
+    machine.responses[("apt-cache", "madison")] = MADISON
+    state_dir(tmp_path)
+    machine.active.add("slurmctld")
+    unit1 = testing.Context(
+        ctx.charm_spec.charm_type,
+        meta=ctx.charm_spec.meta,
+        config=ctx.charm_spec.config,
+        actions=ctx.charm_spec.actions,
+        unit_id=1,
+    )
+    peer = testing.PeerRelation(
+        PEER,
+        local_app_data=databag(
+            controllers=[{"unit": "slurmctld/0"}, {"unit": "slurmctld/1"}],
+            upgrade_slurmctld_timeout=300,
+        ),
+        peers_data={
+            0: {
+                "hostname": "ctl-0",
+                "address": "10.0.0.1",
+                "version": "24.11.5",
+                "slurmctld_timeout": "300",
+            }
+        },
+    )
+    base = running(slurmdbd_relation({**DBD, "version": "26.05.5"}), peer)
+    state = testing.State(
+        leader=True,
+        relations=base.relations,
+        secrets=base.secrets,
+        stored_states=base.stored_states,
+        config={"slurm-package-source": FORKY},
+    )
+
+    out = unit1.run(unit1.on.leader_elected(), state)
+
+    assert conf_timeout(tmp_path) == "slurmctldtimeout=300"
+    assert remembered_timeout(out) == 300
+    assert machine.apt_installs == []
+    assert out.unit_status == ops.WaitingStatus(
+        f"slurmctld must run 26.05 first (slurmctld/0 runs 24.11); {RAISED}"
+    )

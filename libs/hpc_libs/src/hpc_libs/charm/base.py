@@ -146,6 +146,10 @@ class SlurmCharm(ops.CharmBase, Generic[C]):
         """
         del plan
 
+    def upgrade_note(self) -> str | None:
+        """Return what the upgrade status adds (slurmctld: its raised SlurmctldTimeout)."""
+        return None
+
     # What the charm calls.
 
     def reconcile_on(self, *events: ops.BoundEvent) -> None:
@@ -304,13 +308,14 @@ class SlurmCharm(ops.CharmBase, Generic[C]):
             return ops.BlockedStatus(plan.refused)
         if plan.target is None:
             return None
+        note = f"; {n}" if (n := self.upgrade_note()) else ""
         if (reason := self.upgrade_waits_for(plan.target)) is not None:
-            return ops.WaitingStatus(reason)
+            return ops.WaitingStatus(reason + note)
         if not self.upgrades_in_charm:
             return ops.ActiveStatus(
                 f"Slurm {plan.target} pending: slurmctld's rebuild-nodes upgrade=true applies it"
             )
-        return ops.MaintenanceStatus(f"upgrading to Slurm {plan.target}")
+        return ops.MaintenanceStatus(f"upgrading to Slurm {plan.target}{note}")
 
     def _unsupported_slurm(self) -> str | None:
         version = self.installer.version

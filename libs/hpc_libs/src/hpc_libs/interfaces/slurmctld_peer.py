@@ -11,7 +11,10 @@ the leader only, never in one unit's StoredState:
 * `controllers`: the controller units in join order, primary first;
 * `native_metrics`: whether the slurm.conf the leader rendered turns on Slurm's own metrics
   endpoint (`MetricsType`), so that every controller unit offers its scrape jobs. A value that
-  is not a JSON boolean is logged and read as not said.
+  is not a JSON boolean is logged and read as not said;
+* `upgrade_slurmctld_timeout`: the raised `SlurmctldTimeout` (seconds) the leader rendered and
+  applied for the controllers' turn of a Slurm major upgrade, absent outside it. A value that
+  is not a JSON integer from 2 to 65533 is logged and read as not said.
 
 Every field is optional and JSON-encoded under its own key (`ops.Relation.save`). An entry
 that does not parse (or breaks Slurm's grammar) is logged and skipped; the rest is read.
@@ -21,7 +24,11 @@ Each unit shares in its own UNIT databag where its controller runs (`ControllerH
 * `hostname`: its host name, slurmctld's `SlurmctldHost` name;
 * `address`: the address the other controllers and the daemons reach it at.
 
-These two are plain strings, not JSON (the contract's first form, kept so that units of
+and, once its slurmctld runs with it, `slurmctld_timeout`: the `SlurmctldTimeout` of the
+slurm.conf its daemon last loaded (decimal text), so that a controller about to stop for its
+upgrade knows every other one waits long enough before taking over.
+
+The first two are plain strings, not JSON (the contract's first form, kept so that units of
 different revisions read each other during an upgrade). They become `SlurmctldHost=` lines
 and `--conf-server` entries, so they are checked with the same grammar as the controller
 entries published to the daemons (`HostEntry`); a unit whose data breaks it is never used.
@@ -90,6 +97,7 @@ class SlurmctldPeerData(DatabagModel):
     departed_nodes: list[DepartedNode] | None = None
     controllers: list[ControllerSlot] | None = None
     native_metrics: bool | None = None
+    upgrade_slurmctld_timeout: int | None = None
 
     @field_validator("partitions", mode="before")
     @classmethod
@@ -113,6 +121,29 @@ class SlurmctldPeerData(DatabagModel):
             return value
         logger.warning("skipping invalid native_metrics %r: not a boolean", value)
         return None
+
+    @field_validator("upgrade_slurmctld_timeout", mode="before")
+    @classmethod
+    def _upgrade_timeout(cls, value: Any) -> Any:
+        if value is None or _is_timeout(value):
+            return value
+        logger.warning("skipping invalid upgrade_slurmctld_timeout %r", value)
+        return None
+
+
+MIN_SLURMCTLD_TIMEOUT = 2
+MAX_SLURMCTLD_TIMEOUT = 65533
+TIMEOUT_FIELD = "slurmctld_timeout"
+"""A controller unit's databag key: the SlurmctldTimeout its daemon runs with."""
+
+
+def _is_timeout(value: Any) -> bool:
+    """Whether `value` is a SlurmctldTimeout the charm renders (an int, never a bool)."""
+    return (
+        isinstance(value, int)
+        and not isinstance(value, bool)
+        and MIN_SLURMCTLD_TIMEOUT <= value <= MAX_SLURMCTLD_TIMEOUT
+    )
 
 
 class ControllerHost(HostEntry):
@@ -155,6 +186,31 @@ class SlurmctldPeer(Interface):
             if host.version:
                 shared["version"] = host.version
             relation.data[self.model.unit].update(shared)
+
+    def share_slurmctld_timeout(self, seconds: int) -> None:
+        """Say in this unit's databag that its slurmctld runs with SlurmctldTimeout `seconds`."""
+        relation = self.relation
+        if relation is not None and relation.data[self.model.unit].get(TIMEOUT_FIELD) != str(
+            seconds
+        ):
+            relation.data[self.model.unit][TIMEOUT_FIELD] = str(seconds)
+
+    def slurmctld_timeouts(self) -> dict[str, int | None]:
+        """Return each peer unit's SlurmctldTimeout (None: not said, or invalid: logged)."""
+        relation = self.relation
+        if relation is None:
+            return {}
+        found: dict[str, int | None] = {}
+        for unit in relation.units:
+            text = relation.data[unit].get(TIMEOUT_FIELD)
+            value = None
+            if text is not None and text.isascii() and text.isdigit() and len(text) <= 5:
+                value = int(text)
+            if text is not None and (value is None or not _is_timeout(value)):
+                logger.warning("skipping invalid %s %r of %s", TIMEOUT_FIELD, text, unit.name)
+                value = None
+            found[unit.name] = value
+        return found
 
     def hosts(self) -> dict[str, ControllerHost]:
         """Return each peer unit's complete, valid host data (invalid data is logged, left out)."""

@@ -60,6 +60,15 @@ class Service:
         """
         self._change("restart")
 
+    def reload(self) -> None:
+        """Ask the running service to read its configuration again (its `ExecReload`).
+
+        Raises:
+            ServiceError: The reload failed; the message holds its journal reason.
+
+        """
+        self._change("reload")
+
     def enable(self) -> None:
         """Start the service at boot."""
         _systemctl("enable", self.name, timeout=QUICK_TIMEOUT)

@@ -255,7 +255,7 @@ def wait_reason(
     """
     behind: list[str] = []
     for who, version in versions:
-        runs = _major_or_none(version)
+        runs = major_or_none(version)
         if runs is None:
             behind.append(f"{who} has not said which Slurm it runs")
         elif is_newer(target, runs):
@@ -282,7 +282,8 @@ def join_order_wait_reason(
     return wait_reason(target, daemon, [(u, versions.get(u)) for u in earlier])
 
 
-def _major_or_none(version: str | None) -> str | None:
+def major_or_none(version: str | None) -> str | None:
+    """Return the major of `version` (`24.11.5`: `24.11`), None when not said or not one."""
     if version is None:
         return None
     try:
