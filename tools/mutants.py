@@ -77,9 +77,17 @@ MUTATIONS = [
     Mutation(
         "backup-never-reloads",
         "charms/slurmctld/src/applied.py",
-        "        elif config != self._stored.config:\n            service.reload()\n",
+        "        elif config != self._stored.config:\n            self._refresh_standby(on_disk)\n",
         "",
         "tests/unit/slurmctld/test_ha_charm.py",
+    ),
+    Mutation(
+        "standby-reloaded-as-accounting-comes",
+        "charms/slurmctld/src/applied.py",
+        "        if has_accounting(conf) and not self._stored.accounting:\n"
+        "            self._manager.service.restart()\n",
+        "        if False:\n            self._manager.service.restart()\n",
+        "tests/unit/slurmctld/test_slurmctld_cluster_id_and_digest.py",
     ),
     Mutation(
         "redaction-of-one-token",

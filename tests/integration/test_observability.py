@@ -20,10 +20,14 @@ comes from is checked to be loaded with the file's `for:`; no `for:` is waited o
 
 - jobs queued in `debug` show in `slurm_partition_jobs{state="pending"}`;
 - the dashboards' core panels return data;
+- slurmdbd integrated once the rest has settled, so accounting comes to running controllers
+  that each hold the cluster id they invented without a database (the worst moment for it);
 - the primary's slurmctld killed: `slurm_controller_primary` moves to the backup, the
   cluster-wide series come from the backup's exporter (and back), no cluster-wide series is
   ever exported by both controllers at once, and SlurmNoPrimaryController never fires: it was
-  never active (pending) for as long as its `for:`;
+  never active (pending) for as long as its `for:`; the primary starts again (a backup that
+  kept the invented cluster id would have written it at its takeover, and the primary would
+  die of CLUSTER ID MISMATCH);
 - slurmdbd frozen (SIGSTOP: the charm cannot see it, so it does not restart it) and a
   compute node's slurmd killed, together, as soon as both controllers are up again after the
   failover (so the agent queue's 2-minute window runs while the failover test ends; a
@@ -140,7 +144,12 @@ def cluster(juju: jubilant.Juju, charm_path: Callable[[str], Path]) -> jubilant.
         network_state=True,
         computes=(("compute", 1), ("debug", 1)),
     )
-    deploy_accounting(juju, charm_path)
+    deploy_accounting(juju, charm_path, with_slurmctld=False)
+    juju.wait(jubilant.all_active, error=jubilant.any_error, timeout=SETTLE)
+    # Accounting comes to the running controllers, each holding the cluster id it invented
+    # without a database: the primary's death and restart below (`test_the_primarys_death...`)
+    # then prove that no controller kept the invented id (Slurm's CLUSTER ID MISMATCH).
+    juju.integrate("slurmctld:slurmdbd", "slurmdbd:slurmctld")
     juju.config(
         "slurmctld",
         {"slurm-conf-parameters": "SlurmdTimeout=30\n", "metrics-interval": METRICS_INTERVAL},

@@ -12,6 +12,8 @@ cluster id and keeps it in `<StateSaveLocation>/clustername`; slurmdbd assigns a
 slurmctld registers, and slurmctld then dies with "CLUSTER ID MISMATCH" (at a reconfigure or a
 restart alike). So until slurmctld accepted a configuration with accounting, the leader deletes
 that file right before each start, restart or reconfigure (a failed attempt writes it again).
+A standby slurmctld keeps the id it read at its start through a SIGHUP, and would write the
+invented one back when it takes over: the change that turns accounting on restarts it instead.
 """
 
 import hashlib
@@ -144,7 +146,7 @@ class AppliedConfig(ops.Object):
             self._forget_invented_cluster_id(conf)
             self._scontrol.reconfigure()
             if standby:
-                service.reload()
+                self._refresh_standby(conf)
         else:
             return self.served_digest()
         logger.info("slurmctld runs with the current configuration")
@@ -192,9 +194,10 @@ class AppliedConfig(ops.Object):
 
         slurmctld starts if it is stopped and restarts only when its identity changed (the
         controllers or a key: a standby controller with an old `SlurmctldHost` list would
-        misjudge its place). Any other change is reloaded (SIGHUP): the leader's `scontrol
-        reconfigure` reaches only the controller in charge, and a backup decides when to
-        take over with the `SlurmctldTimeout` it read last (raised during a major upgrade).
+        misjudge its place). Any other change is reloaded (SIGHUP; restarted when it turns
+        accounting on, `_refresh_standby`): the leader's `scontrol reconfigure` reaches only
+        the controller in charge, and a backup decides when to take over with the
+        `SlurmctldTimeout` it read last (raised during a major upgrade).
         Never `scontrol reconfigure` from here: that is the leader's.
 
         Returns the SlurmctldTimeout slurmctld now runs with (None: the file does not say).
@@ -220,7 +223,7 @@ class AppliedConfig(ops.Object):
         elif wanted_identity != self._stored.identity:
             service.restart()
         elif config != self._stored.config:
-            service.reload()
+            self._refresh_standby(on_disk)
         else:
             return on_disk.slurmctld_timeout
         logger.info("slurmctld stands by with the leader's configuration")
@@ -228,6 +231,19 @@ class AppliedConfig(ops.Object):
         self._stored.accounting = has_accounting(on_disk)
         self._stored.config = config
         return on_disk.slurmctld_timeout
+
+    def _refresh_standby(self, conf: SlurmConfig) -> None:
+        """Make a standby slurmctld read the changed files: SIGHUP, or a restart as accounting comes.
+
+        Through a SIGHUP slurmctld keeps the cluster id it read from `clustername` at its start.
+        One it invented without a database would be written back when it takes over, and the
+        next controller to start dies of CLUSTER ID MISMATCH (seen on the lab). A restart reads
+        the file anew, after the leader deleted the invented id (`_forget_invented_cluster_id`).
+        """
+        if has_accounting(conf) and not self._stored.accounting:
+            self._manager.service.restart()
+        else:
+            self._manager.service.reload()
 
     def _assume_files_on_disk_applied(self, auth_key: str, jwt_key: str) -> None:
         """Take a running slurmctld to run with the files on disk, when nothing is recorded.

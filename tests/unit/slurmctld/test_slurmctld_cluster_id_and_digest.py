@@ -14,7 +14,7 @@ import pytest
 from hpc_libs.machine import host
 from ops import testing
 from test_charm_slurmctld import RECONFIGURE, compute_relation, later, running
-from test_ha_charm import mount, network_leader
+from test_ha_charm import backup, leader_wrote, mount, network_leader, peer, slurmctld_calls
 from test_slurmctld_accounting_and_jwt import DBD, slurmdbd_relation
 
 INVENTED_ID = "614"
@@ -143,6 +143,51 @@ def test_once_accounting_is_applied_the_cluster_id_is_kept(
 
     assert seen == [True]
     assert path.read_text() == INVENTED_ID
+
+
+ACCOUNTING = {
+    "accountingstoragetype": "accounting_storage/slurmdbd",
+    "accountingstoragehost": "10.0.0.5",
+}
+
+
+def test_a_backup_restarts_when_accounting_comes_and_reloads_later_changes(
+    ctx, machine, shared_fs
+):
+    """Through a SIGHUP a backup keeps the cluster id it read at its start: an invented one
+    would be written back at its takeover and kill the next controller to start (CLUSTER ID
+    MISMATCH, seen on the lab). So the change that turns accounting on restarts it."""
+    leader_wrote(shared_fs)
+    state = ctx.run(ctx.on.update_status(), backup())
+    machine.service_calls.clear()
+
+    leader_wrote(shared_fs, **ACCOUNTING)
+    state = ctx.run(ctx.on.update_status(), state)
+    assert slurmctld_calls(machine) == [("restart", "slurmctld")]
+    machine.service_calls.clear()
+
+    leader_wrote(shared_fs, maxnodecount=64, **ACCOUNTING)
+    ctx.run(ctx.on.update_status(), state)
+    assert slurmctld_calls(machine) == [("reload", "slurmctld")]
+
+
+def test_a_leader_standing_by_restarts_its_own_slurmctld_when_accounting_comes(
+    ctx, machine, tmp_path, shared_fs
+):
+    peers = peer((2, "ctl2", "10.0.0.2"), order=[2, 0])
+    state = ctx.run(
+        ctx.on.config_changed(), network_leader(peers, slurmdbd_relation(), planned_units=2)
+    )
+    path = cluster_id_file(shared_fs / "slurmctld")
+    machine.service_calls.clear()
+
+    relation = slurmdbd_relation(DBD, id=state.get_relations("slurmdbd")[0].id)
+    event = ctx.on.relation_changed(relation, remote_unit=0)
+    ctx.run(event, later(state, relation, mount(), config=state.config, planned_units=2))
+
+    assert machine.ran(*RECONFIGURE) == [RECONFIGURE]
+    assert slurmctld_calls(machine) == [("restart", "slurmctld")]
+    assert not path.exists()
 
 
 def test_a_cluster_without_accounting_keeps_its_cluster_id(
