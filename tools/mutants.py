@@ -77,7 +77,8 @@ MUTATIONS = [
     Mutation(
         "backup-never-reloads",
         "charms/slurmctld/src/applied.py",
-        "        elif config != self._stored.config:\n            self._refresh_standby(on_disk)\n",
+        "        elif config != self._stored.config:\n"
+        "            self._refresh_standby(on_disk)\n",
         "",
         "tests/unit/slurmctld/test_ha_charm.py",
     ),

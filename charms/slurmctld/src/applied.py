@@ -233,7 +233,7 @@ class AppliedConfig(ops.Object):
         return on_disk.slurmctld_timeout
 
     def _refresh_standby(self, conf: SlurmConfig) -> None:
-        """Make a standby slurmctld read the changed files: SIGHUP, or a restart as accounting comes.
+        """Make a standby slurmctld read changed files: SIGHUP, or a restart as accounting comes.
 
         Through a SIGHUP slurmctld keeps the cluster id it read from `clustername` at its start.
         One it invented without a database would be written back when it takes over, and the
