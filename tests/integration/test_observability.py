@@ -134,6 +134,10 @@ def since(started: float) -> str:
     return f"{time.monotonic() - started:.0f} s"
 
 
+RUNNING_APPS = ("slurmctld", "compute", "debug", "login", "mysql")
+"""What is active before slurmdbd is integrated (slurmdbd waits for slurmctld, blocked)."""
+
+
 @pytest.fixture(scope="module")
 def cluster(juju: jubilant.Juju, charm_path: Callable[[str], Path]) -> jubilant.Juju:
     started = time.monotonic()
@@ -145,7 +149,12 @@ def cluster(juju: jubilant.Juju, charm_path: Callable[[str], Path]) -> jubilant.
         computes=(("compute", 1), ("debug", 1)),
     )
     deploy_accounting(juju, charm_path, with_slurmctld=False)
-    juju.wait(jubilant.all_active, error=jubilant.any_error, timeout=SETTLE)
+    juju.wait(
+        lambda status: jubilant.all_active(status, *RUNNING_APPS)
+        and jubilant.all_agents_idle(status),
+        error=jubilant.any_error,
+        timeout=SETTLE,
+    )
     # Accounting comes to the running controllers, each holding the cluster id it invented
     # without a database: the primary's death and restart below (`test_the_primarys_death...`)
     # then prove that no controller kept the invented id (Slurm's CLUSTER ID MISMATCH).
