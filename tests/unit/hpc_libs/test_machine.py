@@ -133,7 +133,7 @@ def test_service_operations_run_systemctl_with_timeouts(fake_run: FakeRun) -> No
     systemd.daemon_reload()
 
     assert fake_run.calls == [
-        ["systemctl", "enable", "slurmd"],
+        ["systemctl", "enable", "--no-reload", "slurmd"],
         ["systemctl", "start", "slurmd"],
         ["systemctl", "restart", "slurmd"],
         ["systemctl", "stop", "slurmd"],

