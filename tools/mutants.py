@@ -836,6 +836,20 @@ MUTATIONS = [
         "            *) ;;",
         "tests/unit/slurmd/test_reboot_program.py",
     ),
+    Mutation(
+        "stale-unit-not-reloaded",
+        "libs/hpc_libs/src/hpc_libs/machine/systemd.py",
+        '    if result.stdout.strip() != "no":\n        daemon_reload()',
+        '    if result.stdout.strip() == "always":\n        daemon_reload()',
+        "tests/unit/hpc_libs/test_machine.py",
+    ),
+    Mutation(
+        "schema-checked-in-every-hook",
+        "libs/hpc_libs/src/hpc_libs/slurm/schema_cache.py",
+        "        cls = validators.validator_for(schema)\n",
+        "        cls = validators.validator_for(schema)\n        cls.check_schema(schema)\n",
+        "tests/unit/hpc_libs/test_schema_cache.py",
+    ),
 ]
 
 

@@ -84,8 +84,9 @@ class FakeMachine:
     `fail` and `time_out` make any command fail as `host.run` would: with a return code and
     stderr, or killed at its timeout. `dpkg-query` reports the packages in `installed`;
     `apt_fails` makes installing fail. `systemctl` runs are services: `active` holds the
-    running ones, `service_calls` the verbs applied (not in `commands`, but `daemon-reload`
-    is), and `service_fails` makes a start or restart fail with a journal reason.
+    running ones (`NeedDaemonReload` is yes for them), `service_calls` the verbs applied (not
+    in `commands`, but `daemon-reload` is), and `service_fails` makes a start or restart fail
+    with a journal reason.
 
     Every command must be run with a timeout: one without fails the test, so dropping a
     timeout argument anywhere is seen by the unit tests.
@@ -187,6 +188,11 @@ class FakeMachine:
         verb, name = command[1], command[-1]
         if verb == "is-active":
             return subprocess.CompletedProcess(command, 0 if name in self.active else 3, "", "")
+        if verb == "show" and "--property=NeedDaemonReload" in command:
+            # systemd holds a running unit loaded (a changed file: stale); an inactive one it
+            # loads afresh when asked.
+            held = "yes" if name in self.active else "no"
+            return subprocess.CompletedProcess(command, 0, f"{held}\n", "")
         if verb == "daemon-reload":
             return subprocess.CompletedProcess(command, 0, "", "")
         self.service_calls.append((verb, name))

@@ -18,7 +18,7 @@ def machine(monkeypatch: pytest.MonkeyPatch) -> FakeMachine:
 
 @pytest.fixture(scope="session", autouse=True)
 def _slurmutils_schema_cache() -> None:
-    """Check slurmutils' schemas once, as every charm does when it is built (SlurmCharm).
+    """Validate with slurmutils' schemas unchecked, as every charm does when built (SlurmCharm).
 
     Without it a test of hpc_libs alone (no charm built first) pays the schema check on
     every model: the grammar's property tests took minutes instead of seconds.

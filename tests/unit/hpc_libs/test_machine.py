@@ -133,7 +133,7 @@ def test_service_operations_run_systemctl_with_timeouts(fake_run: FakeRun) -> No
     systemd.daemon_reload()
 
     assert fake_run.calls == [
-        ["systemctl", "enable", "slurmd"],
+        ["systemctl", "enable", "--no-reload", "slurmd"],
         ["systemctl", "start", "slurmd"],
         ["systemctl", "restart", "slurmd"],
         ["systemctl", "stop", "slurmd"],
@@ -141,6 +141,22 @@ def test_service_operations_run_systemctl_with_timeouts(fake_run: FakeRun) -> No
         ["systemctl", "daemon-reload"],
     ]
     assert service.is_active() is False
+
+
+@pytest.mark.parametrize(
+    ("answer", "returncode", "reloads"),
+    [("no\n", 0, False), ("yes\n", 0, True), ("", 1, True)],
+    ids=["loaded-afresh", "held-stale", "systemctl-cannot-say"],
+)
+def test_a_reload_only_for_a_unit_systemd_holds_stale(
+    fake_run: FakeRun, answer: str, returncode: int, reloads: bool
+) -> None:
+    fake_run.on("systemctl", "show", stdout=answer, returncode=returncode)
+
+    systemd.reload_for("slurmd")
+
+    show = ["systemctl", "show", "--property=NeedDaemonReload", "--value", "slurmd"]
+    assert fake_run.calls == [show, *([["systemctl", "daemon-reload"]] if reloads else [])]
 
 
 def test_a_service_that_cannot_start_carries_its_journal_reason(fake_run: FakeRun) -> None:

@@ -267,8 +267,9 @@ def test_options_refuse_quote_characters(tmp_path: Path, owners: Owners) -> None
 
 
 def test_slurmd_start_options_keep_conf_one_argument(
-    tmp_path: Path, owners: Owners, daemon_reloads: list[None]
+    tmp_path: Path, owners: Owners, fake_run: FakeRun, daemon_reloads: list[None]
 ) -> None:
+    fake_run.on("systemctl", "show", stdout="yes\n")  # slurmd held loaded: the drop-in is new
     slurmd = SlurmdManager(tmp_path)
 
     changed = slurmd.set_start_options(
@@ -293,14 +294,29 @@ def test_slurmd_start_options_keep_conf_one_argument(
 
 
 def test_slurmd_start_options_unchanged_means_no_reload(
-    tmp_path: Path, owners: Owners, daemon_reloads: list[None]
+    tmp_path: Path, owners: Owners, fake_run: FakeRun, daemon_reloads: list[None]
 ) -> None:
+    fake_run.on("systemctl", "show", stdout="yes\n")
     slurmd = SlurmdManager(tmp_path)
     slurmd.set_start_options("n-0", ["ctl"], "cpus=2")
 
     assert slurmd.set_start_options("n-0", ["ctl"], "cpus=2") is False
     assert slurmd.set_start_options("n-0", ["ctl"], "cpus=4") is True
     assert daemon_reloads == [None]
+
+
+def test_a_new_slurmd_drop_in_needs_no_reload_while_systemd_holds_no_slurmd(
+    tmp_path: Path, owners: Owners, fake_run: FakeRun, daemon_reloads: list[None]
+) -> None:
+    """Not enabled, never started: systemd loads the unit afresh, drop-in included."""
+    fake_run.on("systemctl", "show", stdout="no\n")
+
+    assert SlurmdManager(tmp_path).set_start_options("n-0", ["ctl"], "cpus=2") is True
+
+    assert daemon_reloads == []
+    assert fake_run.calls == [
+        ["systemctl", "show", "--property=NeedDaemonReload", "--value", "slurmd"]
+    ]
 
 
 def test_slurmd_start_options_need_every_part(tmp_path: Path, owners: Owners) -> None:

@@ -70,8 +70,14 @@ class Service:
         self._change("reload")
 
     def enable(self) -> None:
-        """Start the service at boot."""
-        _systemctl("enable", self.name, timeout=QUICK_TIMEOUT)
+        """Start the service at boot.
+
+        `--no-reload`: enabling only links the unit into its target's wants, read at boot,
+        and every caller reloads after writing a unit file, before enabling it. systemctl's
+        own reload would re-read every unit file again (0.13-0.15 s of PID 1 on a lab
+        machine, a third of slurmd's enable, run beside the new node's registration).
+        """
+        _systemctl("enable", "--no-reload", self.name, timeout=QUICK_TIMEOUT)
 
     def disable(self) -> None:
         """Do not start the service at boot."""
@@ -130,6 +136,28 @@ def daemon_reload() -> None:
     _systemctl("daemon-reload", timeout=QUICK_TIMEOUT)
 
 
+def reload_for(unit: str) -> None:
+    """Make systemd see `unit`'s changed files: reload only if it holds them loaded, stale.
+
+    systemd loads a unit nothing holds (inactive, not wanted by a running target) afresh
+    from its files whenever it is asked about or started, and says of a unit it holds
+    whether its files changed since (`NeedDaemonReload`, which counts new drop-ins). A
+    daemon-reload re-reads every unit file of the machine: 0.13-0.23 s of PID 1 on a lab
+    machine, on the way to slurmd's first start. When systemctl cannot say, it reloads.
+    """
+    try:
+        result = host.run(
+            ["systemctl", "show", "--property=NeedDaemonReload", "--value", unit],
+            timeout=QUICK_TIMEOUT,
+        )
+    except SlurmOpsError as e:
+        logger.warning("cannot tell whether %s needs a daemon-reload: %s", unit, e)
+        daemon_reload()
+        return
+    if result.stdout.strip() != "no":
+        daemon_reload()
+
+
 def override_path(service: str, name: str, *, root: Path = Path("/")) -> Path:
     """Path of drop-in `name` for `service`: /etc/systemd/system/<svc>.service.d/<name>.conf."""
     unit = service if "." in service else f"{service}.service"
@@ -139,7 +167,7 @@ def override_path(service: str, name: str, *, root: Path = Path("/")) -> Path:
 def write_override(service: str, name: str, content: str, *, root: Path = Path("/")) -> bool:
     """Write a drop-in for `service` if its content changed; return whether it changed.
 
-    The caller runs `daemon_reload()` when this returns True.
+    The caller runs `reload_for(service)` (or `daemon_reload()`) when this returns True.
     """
     return files.write_if_changed(override_path(service, name, root=root), content, mode=0o644)
 

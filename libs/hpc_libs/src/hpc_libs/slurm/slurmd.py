@@ -83,7 +83,7 @@ class SlurmdManager(SlurmManager):
             self.daemon, START_OVERRIDE_NAME, START_OVERRIDE, root=self.root
         )
         if override_changed:
-            systemd.daemon_reload()
+            systemd.reload_for(self.daemon)
         options_changed = self.options.write(
             {
                 self.options_variable: (
