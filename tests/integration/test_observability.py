@@ -150,8 +150,9 @@ def cluster(juju: jubilant.Juju, charm_path: Callable[[str], Path]) -> jubilant.
     )
     deploy_accounting(juju, charm_path, with_slurmctld=False)
     juju.wait(
-        lambda status: jubilant.all_active(status, *RUNNING_APPS)
-        and jubilant.all_agents_idle(status),
+        lambda status: (
+            jubilant.all_active(status, *RUNNING_APPS) and jubilant.all_agents_idle(status)
+        ),
         error=jubilant.any_error,
         timeout=SETTLE,
     )
