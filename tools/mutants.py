@@ -61,7 +61,7 @@ MUTATIONS = [
     Mutation(
         "leader-standing-by-never-reloads",
         "charms/slurmctld/src/applied.py",
-        "            if standby:\n                service.reload()\n",
+        "            if standby:\n                self._refresh_standby(conf)\n",
         "",
         "tests/unit/slurmctld/test_ha_charm.py",
     ),
