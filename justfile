@@ -6,6 +6,7 @@ charms := "sackd slurmctld slurmd slurmdbd slurmrestd"
 project_tool := "uv run python tools/charmcraft_project.py"
 pack_args := env("CHARMCRAFT_PACK_ARGS", "")
 lab_workers := env("LAB_WORKERS", "4")
+lab_test_workers := env("LAB_TEST_WORKERS", "2")
 
 [private]
 default:
@@ -55,9 +56,11 @@ fuzz *args:
 mutants *names:
     uv run python tools/mutants.py {{ names }}
 
-# The lab's own tests: machines, network, teardown, the Juju backend. Needs root.
+# The lab's own tests: machines, network, teardown, the Juju backend. Needs root. Two modules
+# at a time (pytest-xdist, a module per worker, each with its own lab): most of their time is
+# spent waiting on hooks and boots (the backend's hook timeouts, the runtime's reboot).
 lab-test *args:
-    uv run pytest lab/tests {{ args }}
+    uv run pytest lab/tests -n {{ lab_test_workers }} --dist loadfile {{ args }}
 
 # hpc_libs driving real Slurm daemons on lab machines (tests/slurm). Needs root.
 slurm-test *args:
