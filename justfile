@@ -6,6 +6,7 @@ charms := "sackd slurmctld slurmd slurmdbd slurmrestd"
 project_tool := "uv run python tools/charmcraft_project.py"
 pack_args := env("CHARMCRAFT_PACK_ARGS", "")
 lab_workers := env("LAB_WORKERS", "4")
+lab_test_workers := env("LAB_TEST_WORKERS", "2")
 
 [private]
 default:
@@ -55,9 +56,11 @@ fuzz *args:
 mutants *names:
     uv run python tools/mutants.py {{ names }}
 
-# The lab's own tests: machines, network, teardown, the Juju backend. Needs root.
+# The lab's own tests: machines, network, teardown, the Juju backend. Needs root. Two modules
+# at a time (pytest-xdist, a module per worker, each with its own lab): most of their time is
+# spent waiting on hooks and boots (the backend's hook timeouts, the runtime's reboot).
 lab-test *args:
-    uv run pytest lab/tests {{ args }}
+    uv run pytest lab/tests -n {{ lab_test_workers }} --dist loadfile {{ args }}
 
 # hpc_libs driving real Slurm daemons on lab machines (tests/slurm). Needs root.
 slurm-test *args:
@@ -100,15 +103,26 @@ test:
     #!/usr/bin/env bash
     set -euo pipefail
     step() {
-        local started=$SECONDS
-        "{{ just_executable() }}" "$1"
+        local started=$SECONDS status=0
+        "{{ just_executable() }}" "$1" || status=$?
         echo "== just $1: $((SECONDS - started)) s"
+        return "$status"
+    }
+    # Wait for a step run in the background (pid $1), print its output (file $2); its status.
+    finish() {
+        local status=0
+        wait "$1" || status=$?
+        cat "$2"
+        return "$status"
     }
     for recipe in lint alerts typecheck unit mutants; do step "$recipe"; done
     # Every charm is packed with charmcraft for the lab's machines (and the test charms for
-    # trixie); a failed pack fails the run. The newer Slurm's charms are packed, then its
-    # scenarios run (a lab of their own), beside the lab's own tests; their output follows
-    # once both are done.
+    # trixie); a failed pack fails the run. Then four run side by side, each with labs of
+    # its own: the lab's own tests, the fuzz suite (Slurm judges in a chroot of the base),
+    # the hpc_libs-on-Slurm tests, and the newer Slurm's charms packed then its scenarios.
+    # Most of their time is spent waiting on hooks, boots and daemons, not on the 2 CPUs.
+    # The background steps' output follows once they are done; the first failure fails the
+    # run, after all of them ended.
     step lab-pack
     newer_log=$(mktemp)
     {
@@ -117,13 +131,16 @@ test:
         echo "== just lab-pack forky: $((SECONDS - started)) s"
         step integration-newer
     } > "$newer_log" 2>&1 & newer=$!
-    step lab-test
-    step fuzz
-    step slurm-test
-    newer_status=0
-    wait "$newer" || newer_status=$?
-    cat "$newer_log"
-    [ "$newer_status" = 0 ] || exit "$newer_status"
+    fuzz_log=$(mktemp)
+    step fuzz > "$fuzz_log" 2>&1 & fuzz=$!
+    slurm_log=$(mktemp)
+    step slurm-test > "$slurm_log" 2>&1 & slurm=$!
+    statuses=()
+    step lab-test || statuses+=($?)
+    finish "$fuzz" "$fuzz_log" || statuses+=($?)
+    finish "$slurm" "$slurm_log" || statuses+=($?)
+    finish "$newer" "$newer_log" || statuses+=($?)
+    [ "${#statuses[@]}" = 0 ] || exit "${statuses[0]}"
     step integration
 
 # Write a charm's full charmcraft.yaml (charmcraft-common.yaml + its own) to OUTPUT.

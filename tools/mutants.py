@@ -1,33 +1,68 @@
 """Apply known-bad mutations and check that the unit tests kill each.
 
 Each mutation replaces exact text in one file (the tool fails loudly if the text is not
-there: the code moved, so the mutation must be updated), runs pytest, and restores the file
-in a `finally`, checking the restore by hash. Exit status 1 if a mutant survives.
+there: the code moved, so the mutation must be updated), runs pytest, and restores the file,
+checking the restore by hash. Exit status 1 if a mutant survives.
 
 Mutations run one per CPU at a time, each in a private copy of the source tree (the working
-tree is never edited): PYTHONPATH puts the copy's hpc_libs and lab ahead of the venv's
-editable installs, and the tests find the charms next to themselves.
+tree is never edited): sys.path and PYTHONPATH put the copy's hpc_libs and lab ahead of the
+venv's editable installs, and the tests find the charms next to themselves.
+
+Each pytest run is a fresh process forked from this one after it imported pytest, its plugins
+and the heavy third-party libraries (ops, Scenario, pydantic, hypothesis...): a run starts in
+a fraction of a second instead of seconds, and still imports every module of the project (the
+charms, hpc_libs, the lab, the tests) anew from its copy of the tree, mutated or not; the tool
+refuses to fork if one is already imported. The baseline (every mutation's tests, unmutated)
+runs the same way, split over the CPUs.
 
 Run: `just mutants` (or `uv run python tools/mutants.py [name ...]`).
 """
 
 import hashlib
+import importlib
 import os
-import queue
 import shutil
-import subprocess
+import signal
 import sys
 import sysconfig
 import tempfile
 import time
-from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+import traceback
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import unit_tests
 
 ROOT = Path(__file__).resolve().parents[1]
-PYTEST = [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider"]
+#: A run's options. Forked runs find pytest's plugins already imported, too late for pytest
+#: to rewrite their asserts: its warning says so, and nothing else (the tests' own modules
+#: and conftests are imported, and rewritten, by the run).
+PYTEST_OPTIONS = [
+    "-x",
+    "-q",
+    "-p",
+    "no:cacheprovider",
+    "-W",
+    "ignore::pytest.PytestAssertRewriteWarning",
+]
+#: Third-party modules the runs import, imported once before they are forked.
+PRELOADED = (
+    "pytest",
+    "_hypothesis_pytestplugin",
+    "hypothesis",
+    "xdist.plugin",
+    "xdist.looponfail",
+    "pytest_benchmark.plugin",
+    "ops",
+    "ops.testing",
+    "pydantic",
+    "yaml",
+    "slurmutils",
+)
+RUN_TIMEOUT = 900
+"""Seconds a pytest run may take; SIGALRM ends it and the tool fails."""
+BROKEN = 70
+"""A forked run's exit status when it failed before pytest could run (not a test failure)."""
 NOT_COPIED = shutil.ignore_patterns(".git", ".venv", "build", "__pycache__", ".*_cache")
 
 
@@ -858,29 +893,6 @@ def digest(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-def pytest(tests: str, tree: Path = ROOT) -> subprocess.CompletedProcess[str]:
-    """Run pytest on `tests` (space-separated paths) in the source tree `tree`.
-
-    A process per charm's tests (`unit_tests.processes`: their modules share names); the
-    first that fails is the result.
-    """
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(map(str, editable_sources(tree)))}
-    result = subprocess.CompletedProcess[str]([], 0, "", "")
-    for paths in unit_tests.processes(tests.split()):
-        result = subprocess.run(
-            [*PYTEST, *paths],
-            check=False,
-            cwd=tree,
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=900,
-        )
-        if result.returncode != 0:
-            break
-    return result
-
-
 def editable_sources(tree: Path) -> list[Path]:
     """Return the source dirs of the editable installs (hpc_libs, lab...) as found in `tree`.
 
@@ -896,15 +908,165 @@ def editable_sources(tree: Path) -> list[Path]:
     return sources
 
 
-def check_baseline(chosen: list[Mutation]) -> None:
-    """Fail unless every chosen mutation's tests pass unmutated, in one pytest run.
+def preload() -> None:
+    """Import PRELOADED; fail if that imported a module of the project (a run imports its own)."""
+    for name in PRELOADED:
+        importlib.import_module(name)
+    this_tool = {Path(__file__).resolve(), Path(unit_tests.__file__).resolve()}
+    venv = Path(sys.prefix).resolve()
+    for module in list(sys.modules.values()):
+        file = getattr(module, "__file__", None)
+        if not file:
+            continue
+        path = Path(file).resolve()
+        if path.is_relative_to(ROOT) and not path.is_relative_to(venv) and path not in this_tool:
+            raise SystemExit(f"{module.__name__} ({path}) is imported before the runs are forked")
 
-    A red baseline would "kill" every mutant.
+
+def fork_pytest(paths: list[str], tree: Path, output: Path) -> int:
+    """Start pytest on `paths` in a process forked from this one, in `tree`; return its pid.
+
+    The child is what `python -m pytest` started in `tree` with PYTHONPATH naming the tree's
+    editable sources would be, minus the imports already done (PRELOADED). Its output is
+    appended to `output`.
+    """
+    sys.stdout.flush()
+    sys.stderr.flush()
+    pid = os.fork()
+    if pid:
+        return pid
+    status = BROKEN
+    try:
+        fd = os.open(output, os.O_WRONLY | os.O_APPEND)
+        os.dup2(fd, 1)
+        os.dup2(fd, 2)
+        os.chdir(tree)
+        sources = [str(source) for source in editable_sources(tree)]
+        os.environ["PYTHONPATH"] = os.pathsep.join(sources)
+        sys.path[:1] = [str(tree), *sources]
+        importlib.invalidate_caches()
+        signal.alarm(RUN_TIMEOUT)
+        pytest = importlib.import_module("pytest")  # preloaded
+        status = int(pytest.main([*PYTEST_OPTIONS, *paths]))
+    except BaseException:
+        traceback.print_exc()
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(status)
+
+
+@dataclass
+class Job:
+    """pytest runs in one tree, one after the other, until one fails.
+
+    A run per charm (`unit_tests.processes`), with `mutation` applied to the tree meanwhile
+    (None: the baseline). `status` is the first failure's (0: all passed).
+    """
+
+    name: str
+    runs: list[list[str]]
+    mutation: "Mutation | None" = None
+    status: int = 0
+    output: str = ""
+    seconds: float = 0.0
+
+
+@dataclass
+class Running:
+    """A job under way: its tree, the file its output goes to, the runs left, the original."""
+
+    job: Job
+    tree: Path
+    output: Path
+    started: float
+    original: bytes = b""
+    left: list[list[str]] = field(default_factory=list[list[str]])
+
+
+def start(job: Job, tree: Path, output: Path) -> tuple[int, Running]:
+    """Apply the job's mutation in `tree` and fork its first run; return its pid and state."""
+    output.write_bytes(b"")
+    running = Running(job, tree, output, time.monotonic(), left=list(job.runs))
+    if job.mutation:
+        path = tree / job.mutation.path
+        running.original = path.read_bytes()
+        path.write_text(
+            running.original.decode().replace(job.mutation.original, job.mutation.mutant)
+        )
+    return fork_pytest(running.left.pop(0), tree, output), running
+
+
+def finish(running: Running, status: int) -> Job:
+    """Restore the job's tree (checked by hash) and record the job's outcome."""
+    job = running.job
+    if job.mutation:
+        path = running.tree / job.mutation.path
+        path.write_bytes(running.original)
+        if digest(path.read_bytes()) != digest(running.original):
+            raise SystemExit(f"{job.mutation.path} was not restored")
+    job.status = status
+    job.output = running.output.read_text()
+    job.seconds = time.monotonic() - running.started
+    return job
+
+
+def run_jobs(jobs: list[Job], trees: list[Path], scratch: Path, report=lambda job: None) -> None:
+    """Run `jobs`, a tree each, as many at a time as there are trees; call `report` on each end.
+
+    A run that dies by a signal (its timeout) or fails before pytest starts fails the tool.
+    """
+    free = list(trees)
+    waiting = list(jobs)
+    running: dict[int, Running] = {}
+    try:
+        while waiting or running:
+            while waiting and free:
+                pid, state = start(waiting.pop(0), free.pop(), scratch / f"output-{len(waiting)}")
+                running[pid] = state
+            pid, wait_status = os.wait()
+            state = running.pop(pid)
+            if os.WIFSIGNALED(wait_status):
+                raise SystemExit(
+                    f"{state.job.name}: pytest died by signal {os.WTERMSIG(wait_status)} "
+                    f"(a run may take {RUN_TIMEOUT} s)\n{state.output.read_text()}"
+                )
+            status = os.waitstatus_to_exitcode(wait_status)
+            if status == BROKEN:
+                raise SystemExit(
+                    f"{state.job.name}: pytest could not run\n{state.output.read_text()}"
+                )
+            if status == 0 and state.left:
+                running[fork_pytest(state.left.pop(0), state.tree, state.output)] = state
+                continue
+            report(finish(state, status))
+            free.append(state.tree)
+    finally:
+        for pid in running:
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+
+
+def baseline_jobs(chosen: list[Mutation], workers: int) -> list[Job]:
+    """Return the chosen mutations' tests, unmutated, as jobs (the largest run split in `workers`).
+
+    A charm's test files can share processes in any grouping; the split lets the CPUs share
+    the slurmctld tests, most of the baseline.
     """
     tests = sorted({path for mutation in chosen for path in mutation.tests.split()})
-    baseline = pytest(" ".join(tests))
-    if baseline.returncode != 0:
-        raise SystemExit(f"the mutations' tests fail without any mutation:\n{baseline.stdout}")
+    runs = unit_tests.processes(tests)
+    largest = runs.pop(0)
+    runs[:0] = [largest[n::workers] for n in range(workers) if largest[n::workers]]
+    return [Job(f"baseline {' '.join(paths)}", [paths]) for paths in runs]
+
+
+def report_mutant(job: Job) -> None:
+    """Print whether the mutant was killed, by which test, and how long it took."""
+    failed = [line for line in job.output.splitlines() if line.startswith("FAILED")]
+    verdict = "killed" if job.status != 0 else "SURVIVED"
+    by = failed[0].removeprefix("FAILED ").split(" - ")[0] if failed else "-"
+    assert job.mutation
+    print(f"{job.mutation.name}: {verdict} by {by} ({job.seconds:.1f} s)", flush=True)
 
 
 def check_applies(mutation: Mutation) -> None:
@@ -913,48 +1075,32 @@ def check_applies(mutation: Mutation) -> None:
         raise SystemExit(f"{mutation.name}: the original text is not in {mutation.path} once")
 
 
-def run(mutation: Mutation, tree: Path) -> bool:
-    """Apply `mutation` in `tree`, run its tests, restore; return whether the tests killed it."""
-    path = tree / mutation.path
-    original = path.read_bytes()
-    started = time.monotonic()
-    try:
-        path.write_text(original.decode().replace(mutation.original, mutation.mutant))
-        result = pytest(mutation.tests, tree)
-    finally:
-        path.write_bytes(original)
-        if digest(path.read_bytes()) != digest(original):
-            raise SystemExit(f"{mutation.path} was not restored")
-    failed = [line for line in result.stdout.splitlines() if line.startswith("FAILED")]
-    killed = result.returncode != 0
-    verdict = "killed" if killed else "SURVIVED"
-    by = failed[0].removeprefix("FAILED ").split(" - ")[0] if failed else "-"
-    print(f"{mutation.name}: {verdict} by {by} ({time.monotonic() - started:.1f} s)", flush=True)
-    return killed
-
-
 def main(names: list[str]) -> int:
-    """Run the named mutations (default: all); return 1 if any survives."""
+    """Run the named mutations (default: all); return 1 if any survives.
+
+    First the baseline: every chosen mutation's tests must pass unmutated (a red baseline
+    would "kill" every mutant).
+    """
     chosen = [m for m in MUTATIONS if not names or m.name in names]
     for mutation in chosen:
         check_applies(mutation)
-    check_baseline(chosen)
+    preload()
     workers = min(os.cpu_count() or 1, len(chosen)) or 1
     with tempfile.TemporaryDirectory(prefix="mutants-") as scratch:
-        trees: queue.Queue[Path] = queue.Queue()
-        for n in range(workers):
-            trees.put(Path(shutil.copytree(ROOT, Path(scratch) / str(n), ignore=NOT_COPIED)))
-
-        def in_a_free_tree(mutation: Mutation) -> bool:
-            tree = trees.get()
-            try:
-                return run(mutation, tree)
-            finally:
-                trees.put(tree)
-
-        with ThreadPoolExecutor(workers) as pool:
-            results = list(pool.map(in_a_free_tree, chosen))
-    return 0 if all(results) else 1
+        trees = [
+            Path(shutil.copytree(ROOT, Path(scratch) / str(n), ignore=NOT_COPIED))
+            for n in range(workers)
+        ]
+        baseline = baseline_jobs(chosen, workers)
+        run_jobs(baseline, trees, Path(scratch))
+        for job in baseline:
+            if job.status != 0:
+                raise SystemExit(
+                    f"the mutations' tests fail without any mutation ({job.name}):\n{job.output}"
+                )
+        mutants = [Job(m.name, unit_tests.processes(m.tests.split()), mutation=m) for m in chosen]
+        run_jobs(mutants, trees, Path(scratch), report_mutant)
+    return 0 if all(job.status != 0 for job in mutants) else 1
 
 
 if __name__ == "__main__":
