@@ -54,10 +54,16 @@ def seen_at_reconfigure(machine, monkeypatch):
     return watch
 
 
-def accounting_comes(ctx, state: testing.State) -> testing.State:
-    """slurmdbd publishes its address to a controller integrated with it already."""
+def accounting_comes(
+    ctx, state: testing.State, *others: testing.RelationBase, **kwargs
+) -> testing.State:
+    """slurmdbd publishes its address to a controller integrated with it already.
+
+    `others` and `kwargs` are the rest of the unit's state at that event (`later`).
+    """
     relation = slurmdbd_relation(DBD, id=state.get_relations("slurmdbd")[0].id)
-    return ctx.run(ctx.on.relation_changed(relation, remote_unit=0), later(state, relation))
+    event = ctx.on.relation_changed(relation, remote_unit=0)
+    return ctx.run(event, later(state, relation, *others, **kwargs))
 
 
 def local_state(tmp_path: Path) -> Path:
@@ -172,7 +178,7 @@ def test_a_backup_restarts_when_accounting_comes_and_reloads_later_changes(
 
 
 def test_a_leader_standing_by_restarts_its_own_slurmctld_when_accounting_comes(
-    ctx, machine, tmp_path, shared_fs
+    ctx, machine, shared_fs
 ):
     peers = peer((2, "ctl2", "10.0.0.2"), order=[2, 0])
     state = ctx.run(
@@ -181,9 +187,7 @@ def test_a_leader_standing_by_restarts_its_own_slurmctld_when_accounting_comes(
     path = cluster_id_file(shared_fs / "slurmctld")
     machine.service_calls.clear()
 
-    relation = slurmdbd_relation(DBD, id=state.get_relations("slurmdbd")[0].id)
-    event = ctx.on.relation_changed(relation, remote_unit=0)
-    ctx.run(event, later(state, relation, mount(), config=state.config, planned_units=2))
+    accounting_comes(ctx, state, mount(), config=state.config, planned_units=2)
 
     assert machine.ran(*RECONFIGURE) == [RECONFIGURE]
     assert slurmctld_calls(machine) == [("restart", "slurmctld")]
@@ -213,10 +217,8 @@ def test_with_network_state_the_id_on_the_share_is_deleted(
     local = cluster_id_file(local_state(tmp_path))
     path = cluster_id_file(shared_fs / "slurmctld")
     seen = seen_at_reconfigure(path)
-    relation = slurmdbd_relation(DBD, id=dbd.id)
-    state = later(state, relation, mount(), config={"use-network-state": True})
 
-    ctx.run(ctx.on.relation_changed(relation, remote_unit=0), state)
+    accounting_comes(ctx, state, mount(), config={"use-network-state": True})
 
     assert seen == [False]
     assert local.exists()  # Not the StateSaveLocation in effect.
