@@ -885,6 +885,20 @@ MUTATIONS = [
         "        cls = validators.validator_for(schema)\n        cls.check_schema(schema)\n",
         "tests/unit/hpc_libs/test_schema_cache.py",
     ),
+    Mutation(
+        "exit-collects-the-whole-heap",
+        "libs/hpc_libs/src/hpc_libs/charm/base.py",
+        "    ops.main(charm_class)\n    gc.freeze()\n",
+        "    ops.main(charm_class)\n",
+        "tests/unit/hpc_libs/test_charm_base.py",
+    ),
+    Mutation(
+        "enable-syncs-sysv-links",
+        "libs/hpc_libs/src/hpc_libs/machine/systemd.py",
+        '        _systemctl("enable", "--no-reload", self.name, timeout=QUICK_TIMEOUT, env=SKIP_SYSV)',
+        '        _systemctl("enable", "--no-reload", self.name, timeout=QUICK_TIMEOUT)',
+        "tests/unit/hpc_libs/test_machine.py",
+    ),
 ]
 
 

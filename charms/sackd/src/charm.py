@@ -6,7 +6,7 @@ from collections.abc import Iterable
 
 import ops
 from config import SackdConfig
-from hpc_libs.charm.base import SlurmCharm
+from hpc_libs.charm.base import SlurmCharm, main
 from hpc_libs.charm.member import ClusterMember
 from hpc_libs.charm.ports import PortRange
 from hpc_libs.charm.upgrade import controllers_wait_reason
@@ -86,4 +86,4 @@ class SackdCharm(SlurmCharm[SackdConfig]):
 
 
 if __name__ == "__main__":  # pragma: nocover
-    ops.main(SackdCharm)
+    main(SackdCharm)

@@ -26,7 +26,7 @@ import takeover
 import toolkit
 from applied import AppliedConfig
 from config import SlurmctldConfig
-from hpc_libs.charm.base import SlurmCharm
+from hpc_libs.charm.base import SlurmCharm, main
 from hpc_libs.charm.ports import PortRange
 from hpc_libs.charm.upgrade import Plan, list_backups
 from hpc_libs.errors import SlurmOpsError
@@ -415,4 +415,4 @@ def _is_install_hook() -> bool:
 
 
 if __name__ == "__main__":  # pragma: nocover
-    ops.main(SlurmctldCharm)
+    main(SlurmctldCharm)

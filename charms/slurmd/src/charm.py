@@ -13,7 +13,7 @@ import node
 import ops
 import reboot
 from config import SlurmdConfig, parse_node_parameters, partition_data
-from hpc_libs.charm.base import SlurmCharm
+from hpc_libs.charm.base import SlurmCharm, main
 from hpc_libs.charm.member import WAITING_FOR_SLURMCTLD, ClusterMember
 from hpc_libs.charm.ports import PortRange
 from hpc_libs.charm.upgrade import controllers_wait_reason
@@ -361,4 +361,4 @@ def _left_message(summary: str) -> str:
 
 
 if __name__ == "__main__":  # pragma: nocover
-    ops.main(SlurmdCharm)
+    main(SlurmdCharm)

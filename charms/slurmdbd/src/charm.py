@@ -9,7 +9,7 @@ from typing import Any
 import ops
 import roles
 from config import SlurmdbdConfig
-from hpc_libs.charm.base import SlurmCharm
+from hpc_libs.charm.base import SlurmCharm, main
 from hpc_libs.charm.member import NEEDS_SLURMCTLD, ClusterMember
 from hpc_libs.charm.ports import PortRange
 from hpc_libs.charm.upgrade import Plan, list_backups
@@ -321,4 +321,4 @@ def _storage(connection: MysqlConnection) -> StorageSettings:
 
 
 if __name__ == "__main__":  # pragma: nocover
-    ops.main(SlurmdbdCharm)
+    main(SlurmdbdCharm)

@@ -7,7 +7,7 @@ from collections.abc import Iterable
 import ops
 from conf_watch import conf_watch
 from config import SlurmrestdConfig
-from hpc_libs.charm.base import SlurmCharm
+from hpc_libs.charm.base import SlurmCharm, main
 from hpc_libs.charm.member import ClusterMember
 from hpc_libs.charm.ports import PortRange
 from hpc_libs.charm.upgrade import controllers_wait_reason
@@ -217,4 +217,4 @@ def _controller_status(url: str) -> ops.StatusBase:
 
 
 if __name__ == "__main__":  # pragma: nocover
-    ops.main(SlurmrestdCharm)
+    main(SlurmrestdCharm)

@@ -1,10 +1,12 @@
 """The shared skeleton: failures become statuses, the version check, install and upgrade."""
 
+import gc
 from collections.abc import Iterable
 
 import ops
 import pytest
 from charm_testing import FakeMachine, already_installed
+from hpc_libs.charm import base
 from hpc_libs.charm.base import SlurmCharm
 from hpc_libs.charm.config import SlurmCharmConfig
 from hpc_libs.slurm import version
@@ -118,3 +120,35 @@ def test_only_24_11_and_newer_are_supported():
         "or use an archive with Slurm 24.11 or newer"
     )
     assert version.unsupported_reason("garbage") is not None
+
+
+def test_main_dispatches_then_freezes_the_heap_for_a_quick_exit(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    dispatched: list[type[ops.CharmBase]] = []
+    monkeypatch.setattr(ops, "main", dispatched.append)
+    gc.unfreeze()
+
+    try:
+        base.main(ExampleCharm)
+        frozen = gc.get_freeze_count()
+    finally:
+        gc.unfreeze()
+
+    assert dispatched == [ExampleCharm]
+    assert frozen > 0
+
+
+def test_main_leaves_the_heap_to_the_collector_when_the_hook_raises(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    def failing(charm_class: type[ops.CharmBase]) -> None:
+        raise RuntimeError("the hook failed")
+
+    monkeypatch.setattr(ops, "main", failing)
+    gc.unfreeze()
+
+    with pytest.raises(RuntimeError):
+        base.main(ExampleCharm)
+
+    assert gc.get_freeze_count() == 0

@@ -52,6 +52,17 @@ def test_run_timeout_is_a_slurm_ops_error() -> None:
     assert caught.value.returncode is None
 
 
+def test_run_announces_only_commands_that_may_take_long(caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level("DEBUG", logger=host.__name__)
+
+    host.run(["true"], timeout=host.DEFAULT_TIMEOUT)
+    host.run(["true", "long"], timeout=host.DEFAULT_TIMEOUT + 1)
+
+    assert [r.getMessage() for r in caplog.records] == [
+        f"running ['true', 'long'] (timeout {host.DEFAULT_TIMEOUT + 1} s)"
+    ]
+
+
 def test_run_missing_binary_is_a_slurm_ops_error() -> None:
     with pytest.raises(SlurmOpsError) as caught:
         host.run(["/nonexistent/slurm-binary", "-C"])
@@ -140,6 +151,8 @@ def test_service_operations_run_systemctl_with_timeouts(fake_run: FakeRun) -> No
         ["systemctl", "disable", "slurmd"],
         ["systemctl", "daemon-reload"],
     ]
+    sysv_skipped = [env == systemd.SKIP_SYSV for env in fake_run.envs]
+    assert sysv_skipped == [True, False, False, False, True, False]
     assert service.is_active() is False
 
 

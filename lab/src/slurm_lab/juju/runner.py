@@ -17,6 +17,7 @@ this module writes before the hook (the unit's view, built by the engine) and re
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import os
 import secrets
@@ -36,6 +37,8 @@ JUJU_VERSION = "3.6.12"
 UNIT_AGENT_DIR = "/var/lib/juju/agents"
 TOOLS_DIR = "/var/lib/juju/tools"
 TOOLS_SHIPPED = "_tools"
+TOOLS_STAMP = ".stamp"
+"""In the shipped tools and each unit's copy: the digest of the tools (`install_tools`)."""
 CONTEXT_DIR = "lab-context"
 REVISION_SUFFIX = ".revision"
 """Beside the unpacked charm (host) and the unit's charm dir (machine): the pack it came from."""
@@ -99,31 +102,41 @@ def charm_source(charm_path: Path, app: str, charms_dir: Path, suite: str) -> Pa
 
 
 def install_tools(charms_dir: Path) -> Path:
-    """Ship the hook tools (the client, jujuc.py and the port rules it imports) to charms_dir."""
+    """Ship the hook tools to charms_dir as a unit's tool directory holds them.
+
+    The client, jujuc.py and the port rules it imports, a link to the client under every
+    tool name (`jujuc.TOOLS`), and `TOOLS_STAMP`, a digest of them all: a unit copies the
+    directory in one `cp` (`prelude`) when its stamp differs.
+    """
     dest_dir = charms_dir / TOOLS_SHIPPED
+    shipped = {jujuc.CLIENT: "jujuc.sh", "jujuc.py": "jujuc.py", "hooktools.py": "hooktools.py"}
+    digest = hashlib.sha256(" ".join(jujuc.TOOLS).encode())
+    for name, source in sorted(shipped.items()):
+        digest.update(f"\0{name}\0".encode() + Path(__file__).with_name(source).read_bytes())
+    stamp = dest_dir / TOOLS_STAMP
+    if stamp.is_file() and stamp.read_text().strip() == digest.hexdigest():
+        return dest_dir
     dest_dir.mkdir(parents=True, exist_ok=True)
-    for name, shipped in (("jujuc.sh", jujuc.CLIENT), ("jujuc.py", "jujuc.py")):
-        _ship(Path(__file__).with_name(name), dest_dir / shipped)
-    _ship(Path(__file__).with_name("hooktools.py"), dest_dir / "hooktools.py")
+    for name, source in shipped.items():
+        shutil.copyfile(Path(__file__).with_name(source), dest_dir / name)
+        (dest_dir / name).chmod(0o644 if name.endswith("tools.py") else 0o755)
+    for name in jujuc.TOOLS:
+        link = dest_dir / name
+        if not link.is_symlink():
+            link.symlink_to(jujuc.CLIENT)
+    stamp.write_text(digest.hexdigest() + "\n")
     return dest_dir
-
-
-def _ship(source: Path, dest: Path) -> None:
-    if not dest.exists() or dest.read_bytes() != source.read_bytes():
-        shutil.copyfile(source, dest)
 
 
 def prelude(unit: str, app: str, charms_mount: str) -> str:
     """Shell that unpacks the app's charm and installs the hook tools when they changed.
 
-    Every tool name links to the client (`jujuc.CLIENT`); a hook's tools are installed as a
-    whole (a new directory renamed over the old), so a hook never sees half of them.
+    The tools are installed as a whole (a copy renamed over the old directory), so a hook
+    never sees half of them.
     """
     source = f"{charms_mount}/{app}"
     shipped = f"{charms_mount}/{TOOLS_SHIPPED}"
     charm, tools = charm_dir(unit), tools_dir(unit)
-    links = " ".join(jujuc.TOOLS)
-    client = jujuc.CLIENT
     return f"""set -e
 charm={shlex.quote(charm)} source={shlex.quote(source)} tools={shlex.quote(tools)}
 shipped={shlex.quote(shipped)}
@@ -133,17 +146,10 @@ if ! cmp -s "$source{REVISION_SUFFIX}" "$charm{REVISION_SUFFIX}"; then
   cp -R --preserve=mode,timestamps "$source/." "$charm/"
   cp "$source{REVISION_SUFFIX}" "$charm{REVISION_SUFFIX}"
 fi
-changed=
-for name in jujuc.py hooktools.py {client}; do
-  cmp -s "$shipped/$name" "$tools/$name" || changed=1
-done
-if [ -n "$changed" ]; then
-  rm -rf "$tools.new"
-  mkdir -p "$tools.new"
-  cp "$shipped/hooktools.py" "$shipped/jujuc.py" "$shipped/{client}" "$tools.new/"
-  chmod 755 "$tools.new/jujuc.py" "$tools.new/{client}"
-  for name in {links}; do ln -s {client} "$tools.new/$name"; done
-  rm -rf "$tools.old"
+if ! cmp -s "$shipped/{TOOLS_STAMP}" "$tools/{TOOLS_STAMP}"; then
+  rm -rf "$tools.new" "$tools.old"
+  mkdir -p "${{tools%/*}}"
+  cp -R --preserve=mode "$shipped" "$tools.new"
   if [ -e "$tools" ]; then mv "$tools" "$tools.old"; fi
   mv "$tools.new" "$tools"
   rm -rf "$tools.old"

@@ -45,7 +45,10 @@ def run(
 
     """
     command = list(argv)
-    logger.debug("running %s (timeout %s s)", command, timeout)
+    if timeout > DEFAULT_TIMEOUT:
+        # Announced before it runs, so a hook stuck in it shows what it waits for. Quick
+        # queries are not: every log line of a hook is a `juju-log` call (5 ms on the lab).
+        logger.debug("running %s (timeout %s s)", command, timeout)
     try:
         return subprocess.run(
             command,
