@@ -132,9 +132,8 @@ class ClusterMember(ops.Object):
             else:
                 service.restart()
             if not active:
-                # After the start: the daemon comes up while `enable` runs (Debian's SysV
-                # script makes that about a second). A failed enable leaves no fingerprint,
-                # so the next event enables again.
+                # After the start: the daemon comes up while `enable` runs. A failed
+                # enable leaves no fingerprint, so the next event enables again.
                 service.enable()
             self._stored.applied = fingerprint
         self.confirm_auth_key(key)
