@@ -10,6 +10,12 @@ keeps the new unit's hooks (start and end, seconds after `add_unit`), its machin
 and slurmd's start, for the per-hook timeline. Medians, ratios and the JSON on stdout and
 in `--out`.
 
+Idle as the watcher sees it is late by up to its poll period (0.4 s plus the poll, 0.1-0.2 s),
+on both sides. Each controller's slurmctld therefore logs at debug2, and each enlistment and
+floor also gets `registered_s`: up to the millisecond line of slurmctld's log where the node's
+registration completed (`_slurm_rpc_node_registration complete for <node>`, the moment a new
+dynamic node with no jobs turns idle), with its own medians and ratio (`registered`).
+
 With `--before-controller <slurmctld charm dir>` the before slurmd joins its own controller,
 `slurmctld-before` (that checkout's slurmctld), so both charms are compared, each cluster
 whole. Each round then also fires update-status on its new units and on both controllers,
@@ -47,7 +53,7 @@ from .cluster import (
     BootLog,
     slurmd_started,
 )
-from .watch import ControllerWatch
+from .watch import SLURMCTLD_LOG, ControllerWatch
 
 BEFORE = "before"
 """The application of the `--before` charm (this tree's is `compute`)."""
@@ -63,6 +69,8 @@ MEASURED = {
     "slurmctld": ("slurmd-relation-joined", "slurmd-relation-changed", "update-status"),
 }
 """The hooks `hook_costs` reports, per charm."""
+REGISTERED_LINE = "_slurm_rpc_node_registration complete for"
+"""slurmctld's debug2 line for a node's completed registration."""
 
 
 class HookClock:
@@ -82,7 +90,24 @@ class HookClock:
         controller.execute = timed  # type: ignore[method-assign]
 
 
-def enlist(bench: Bench, watch: ControllerWatch, clock: HookClock, app: str) -> dict[str, Any]:
+def log_registrations(bench: Bench, controller: str) -> None:
+    """Have the controller's slurmctld log each node's registration (debug2, from now on)."""
+    bench.sh(controller, "scontrol setdebug debug2")
+
+
+def registered_wall(bench: Bench, controller: str, node: str) -> float | None:
+    """Epoch seconds of the controller's log line for the node's first registration, or None."""
+    script = (
+        f"line=$(grep -m1 -F '{REGISTERED_LINE} {node} ' {SLURMCTLD_LOG}) || exit 0\n"
+        'stamp=${line%%]*}\ndate -d "${stamp#[}" +%s.%N\n'
+    )
+    out = bench.sh(controller, script).strip()
+    return float(out) if out else None
+
+
+def enlist(
+    bench: Bench, watch: ControllerWatch, clock: HookClock, app: str, controller: str
+) -> dict[str, Any]:
     """`add_unit` on app until its node is idle; the new unit's hook timeline."""
     before = set(bench.juju.state.apps[app].units)
     started, wall = time.monotonic(), time.time()
@@ -95,9 +120,11 @@ def enlist(bench: Bench, watch: ControllerWatch, clock: HookClock, app: str) -> 
     bench.wait_active()
     machine: Machine = bench.machine(unit)
     slurmd = slurmd_started(machine)
+    registered = registered_wall(bench, controller, node)
     return {
         "unit": unit,
         "total_s": round(idle - started, 2),
+        "registered_s": round(registered - wall, 3) if registered else None,
         "boot_s": bench.boots.boots.get(machine.name),
         "slurmd_start_s": round(slurmd - started, 2) if slurmd else None,
         "hooks": [
@@ -131,12 +158,25 @@ def hook_costs(clock: HookClock, apps: dict[str, dict[str, str]]) -> dict[str, A
 
 
 def medians(rounds: list[dict[str, Any]]) -> dict[str, Any]:
-    """Median enlistment of each charm and of the floor, and their ratios to the floor."""
+    """Median enlistment of each charm and of the floor, and their ratios to the floor.
+
+    `registered`: the same from the log's registration times (rounds that have them all).
+    """
     floor = statistics.median(r["bare"]["total_s"] for r in rounds)
     found: dict[str, Any] = {"bare_s": floor}
     for mode in (BEFORE, "after"):
         total = statistics.median(r[mode]["total_s"] for r in rounds)
         found[mode] = {"enlistment_s": total, "ratio_to_bare": round(total / floor, 2)}
+    timed = [r for r in rounds if all(r[k].get("registered_s") for k in ("bare", BEFORE, "after"))]
+    if timed:
+        bare = statistics.median(r["bare"]["registered_s"] for r in timed)
+        found["registered"] = {"rounds": len(timed), "bare_s": round(bare, 3)}
+        for mode in (BEFORE, "after"):
+            total = statistics.median(r[mode]["registered_s"] for r in timed)
+            found["registered"][mode] = {
+                "enlistment_s": round(total, 3),
+                "ratio_to_bare": round(total / bare, 2),
+            }
     return found
 
 
@@ -172,15 +212,26 @@ def deploy_pair(
 
 
 def one_round(
-    bench: Bench, watches: dict[str, ControllerWatch], clock: HookClock, index: int
+    bench: Bench,
+    watches: dict[str, ControllerWatch],
+    controllers: dict[str, str],
+    clock: HookClock,
+    index: int,
 ) -> dict[str, Any]:
     """The floor, then one enlistment of each charm, in turns (before first in even rounds)."""
     watch = watches["after"]
     found: dict[str, Any] = {"load": round(os.getloadavg()[0], 1)}
-    found["bare"] = fig.bare_enlistment(bench, watch, 300 + index)
+    bare = fig.bare_enlistment(bench, watch, 300 + index)
+    registered = registered_wall(bench, controllers["after"], bare["node"])
+    bare["registered_s"] = (
+        round(bare["before_slurmd_s"] + registered - bare["slurmd_start_wall"], 3)
+        if registered
+        else None
+    )
+    found["bare"] = bare
     order = [(BEFORE, BEFORE), ("after", COMPUTE)]
     for mode, app in order if index % 2 == 0 else order[::-1]:
-        found[mode] = enlist(bench, watches[mode], clock, app)
+        found[mode] = enlist(bench, watches[mode], clock, app, controllers[mode])
     found["bare"]["departure_s"] = fig.departure_floor(bench, watch, found["bare"])
     return found
 
@@ -219,8 +270,14 @@ def main(argv: list[str] | None = None) -> int:
     result: dict[str, Any] = {"before": str(args.before), "rounds": []}
     try:
         apps, watches = deploy_pair(bench, args.before, args.before_controller)
+        controllers = {
+            "after": CONTROLLER,
+            BEFORE: f"{CONTROLLER_BEFORE}/0" if args.before_controller else CONTROLLER,
+        }
+        for controller in set(controllers.values()):
+            log_registrations(bench, controller)
         for index in range(args.rounds):
-            found = one_round(bench, watches, clock, index)
+            found = one_round(bench, watches, controllers, clock, index)
             if args.before_controller:
                 update_status_in_turns(bench, found, apps)
             result["rounds"].append(found)

@@ -66,7 +66,7 @@ def bare_enlistment(bench: Bench, watch: ControllerWatch, index: int) -> dict[st
     ready = time.monotonic()
     conf_server = options["SLURMD_OPTIONS"].split("--conf-server", 1)[1].split()[0]
     idle_footprint = machine_footprint(machine)  # not counted: the machine before slurmd
-    slurmd_start = time.monotonic()
+    slurmd_start, slurmd_start_wall = time.monotonic(), time.time()
     machine.exec(
         [
             "slurmd",
@@ -90,6 +90,8 @@ def bare_enlistment(bench: Bench, watch: ControllerWatch, index: int) -> dict[st
         "key_copy_s": round(ready - booted, 2),
         "slurm_s": round(idle - slurmd_start, 2),
         "total_s": round(ready - started + idle - slurmd_start, 2),
+        "before_slurmd_s": ready - started,
+        "slurmd_start_wall": slurmd_start_wall,
         "idle_machine": idle_footprint,
         "command": f"slurmd -Z -N {node} --conf-server {conf_server} --conf '<compute/0's>'",
     }

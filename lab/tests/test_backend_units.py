@@ -87,27 +87,48 @@ def test_a_new_leader_unit_queues_setup_hooks_in_juju_order():
     assert _kinds(model, "a/0") == [
         "install",
         "relation_created",
+        "_enter_scope",
         "leader_elected",
         "config_changed",
         "start",
     ]
 
 
-def test_a_second_unit_joins_its_peer_both_ways_after_its_setup():
+def test_units_in_scope_see_a_new_unit_join_only_after_its_relation_created():
     ctl, model = _model_with("a", 2)
+    (peers,) = model.relations.values()
+    peers.members, peers.in_scope = ["a/0"], ["a/0"]
 
     lifecycle.unit_added(ctl, model.units["a/1"])
 
+    assert _kinds(model, "a/0") == []  # Juju's EnterScope comes after relation-created
+    peers.members.append("a/1")  # its relation-created ran (the engine's `_before`)
+    model.queue = [e for e in model.queue if e["kind"] != "relation_created"]
+    lifecycle.enter_scope(ctl, "a/1", peers.id)
+    assert _kinds(model, "a/0") == ["relation_joined:a/1", "relation_changed:a/1"]
     assert _kinds(model, "a/1") == [
         "install",
-        "relation_created",
+        "_enter_scope",
         "leader_settings_changed",
         "config_changed",
         "start",
         "relation_joined:a/0",
         "relation_changed:a/0",
     ]
-    assert _kinds(model, "a/0") == ["relation_joined:a/1", "relation_changed:a/1"]
+    assert peers.in_scope == ["a/0", "a/1"]
+
+
+def test_a_unit_whose_relation_created_failed_stays_out_of_scope_until_it_succeeds():
+    ctl, model = _model_with("a", 2, peers=False)
+    unit = model.units["a/1"]
+    enter = {"unit": "a/1", "kind": "_enter_scope", "relation_id": 0}
+    unit.failed_event = {"unit": "a/1", "kind": "relation_created", "relation_id": 0}
+
+    held = ctl._blocked(enter, [], set())  # pyright: ignore[reportPrivateUsage]
+    unit.failed_event = None
+    released = ctl._blocked(enter, [], set())  # pyright: ignore[reportPrivateUsage]
+
+    assert (held, released) == (True, False)
 
 
 def test_a_leaving_unit_is_departed_elsewhere_then_departs_breaks_stops_and_is_removed():

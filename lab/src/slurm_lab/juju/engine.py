@@ -67,7 +67,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from slurm_lab.errors import LabError
-from slurm_lab.juju import charms, runner
+from slurm_lab.juju import charms, lifecycle, runner
 from slurm_lab.juju.model import (
     App,
     Consumer,
@@ -277,7 +277,10 @@ class Controller:
         self._notice_reboots()
         while True:
             progressed = self._apply_finished()
-            progressed = self._start_runnable() or progressed
+            # Again until nothing starts: an event handled in a pass (a unit entering a
+            # relation's scope) may queue hooks for idle units that can start at once.
+            while self._start_runnable():
+                progressed = True
             self._refresh_live_status()
             if progressed:
                 self.save()
@@ -361,6 +364,9 @@ class Controller:
             return any(e["unit"].split("/")[0] == app for e in earlier) or any(
                 name.split("/")[0] == app for name in busy
             )
+        entering = self.model.units.get(unit) if kind == "_enter_scope" else None
+        if entering is not None and entering.in_error:  # in scope once relation-created succeeds
+            return True
         if unit in busy:
             return True
         return any(
@@ -1063,6 +1069,8 @@ class Controller:
             if rel is not None and unit.name in rel.members:
                 rel.members.remove(unit.name)
                 rel.seen.pop(unit.name, None)
+                if unit.name in rel.in_scope:
+                    rel.in_scope.remove(unit.name)
         elif event["kind"] == "start" and unit.agent != "executing":
             unit.agent = "idle"
 
@@ -1084,6 +1092,8 @@ class Controller:
                 secret.grants.pop(rel_id, None)
         elif kind == "_destroy_unit":
             self._destroy_unit(event["unit"])
+        elif kind == "_enter_scope":
+            lifecycle.enter_scope(self, event["unit"], event["relation_id"])
         elif kind == "_drop_app":
             app = event["app"]
             self.model.apps.pop(app, None)

@@ -25,6 +25,7 @@ import logging
 import posixpath
 from typing import Any
 
+from slurm_lab.juju import lifecycle
 from slurm_lab.juju.engine import Controller
 from slurm_lab.juju.model import App, JsonDict, Relation, StatusValue, Unit
 
@@ -88,7 +89,7 @@ class FilesystemClient:
             model.units[unit.name] = unit
             sub_app.leader = sub_app.leader or unit.name
             if principals is not None:
-                self.ctl.enqueue(unit.name, "relation_created", relation_id=rel.id)
+                lifecycle.created(self.ctl, unit.name, rel)
 
     # --- hooks -----------------------------------------------------------------------------------
 

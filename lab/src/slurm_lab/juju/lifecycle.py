@@ -6,12 +6,23 @@ leader-settings-changed (any other unit), config-changed and start, then relatio
 per remote unit; integrate runs relation-created on both sides, then relation-joined and
 relation-changed per remote unit; a leaving unit makes the other units run relation-departed,
 runs relation-departed and relation-broken itself, then stop and remove.
+
+A unit enters a relation's scope once its relation-created hook succeeded (Juju's uniter joins
+the relation only then: `relationStateTracker`, "we will only enter scope *after* the
+relation-created hook fires"), and two units see each other join only when both are in scope:
+the units already there get relation-joined for a new unit after its relation-created, not while
+it installs (`enter_scope`, run by the engine as the internal event `_enter_scope` queued after
+each relation-created).
 """
 
 from __future__ import annotations
 
-from slurm_lab.juju.engine import Controller
+from typing import TYPE_CHECKING
+
 from slurm_lab.juju.model import Endpoint, Relation, Unit
+
+if TYPE_CHECKING:  # the engine runs `enter_scope`
+    from slurm_lab.juju.engine import Controller
 
 
 def new_relation(ctl: Controller, endpoints: list[Endpoint]) -> Relation:
@@ -41,36 +52,49 @@ def join(ctl: Controller, rel: Relation, unit: str, remote: str) -> None:
     ctl.enqueue(unit, "relation_changed", relation_id=rel.id, remote_unit=remote)
 
 
+def created(ctl: Controller, unit: str, rel: Relation) -> None:
+    """Queue relation-created, then the unit's entry into the relation's scope."""
+    ctl.enqueue(unit, "relation_created", relation_id=rel.id)
+    ctl.model.queue.append({"unit": unit, "kind": "_enter_scope", "relation_id": rel.id})
+
+
+def enter_scope(ctl: Controller, unit_name: str, relation_id: int) -> None:
+    """Put a unit whose relation-created succeeded in scope; it and each unit there join.
+
+    The unit's own joins queue after what it already has queued (after start for a new unit).
+    """
+    rel = ctl.model.relations.get(str(relation_id))
+    unit = ctl.model.units.get(unit_name)
+    if rel is None or unit is None or unit_name not in rel.members or unit_name in rel.in_scope:
+        return
+    rel.in_scope.append(unit_name)
+    for other in _pairs(ctl, rel, unit):
+        if other in rel.in_scope:
+            join(ctl, rel, other, unit_name)
+            join(ctl, rel, unit_name, other)
+
+
 def unit_added(ctl: Controller, unit: Unit) -> None:
-    """Queue a new unit's setup hooks and its joins with every existing relation."""
+    """Queue a new unit's setup hooks; it joins each relation once in its scope."""
     model = ctl.model
     app = model.apps[unit.app]
     ctl.enqueue(unit.name, "install")
     relations = sorted(model.relations_of(unit.app), key=lambda r: (not r.is_peer, r.id))
     for rel in relations:
-        ctl.enqueue(unit.name, "relation_created", relation_id=rel.id)
+        created(ctl, unit.name, rel)
     # Juju runs leader-settings-changed once on a new unit that is not the leader.
     leadership = "leader_elected" if app.leader == unit.name else "leader_settings_changed"
     ctl.enqueue(unit.name, leadership)
     ctl.enqueue(unit.name, "config_changed")
     ctl.enqueue(unit.name, "start")
-    for rel in relations:
-        for other in _pairs(ctl, rel, unit):
-            join(ctl, rel, unit.name, other)
-            join(ctl, rel, other, unit.name)
 
 
 def integrated(ctl: Controller, rel: Relation) -> None:
-    """Queue the hooks for a new relation between two applications."""
+    """Queue the hooks for a new relation between two applications (joins: `enter_scope`)."""
     model = ctl.model
-    sides = [model.app_units(e.app) for e in rel.endpoints]
-    for units in sides:
-        for unit in units:
-            ctl.enqueue(unit.name, "relation_created", relation_id=rel.id)
-    for units in sides:
-        for unit in units:
-            for other in _pairs(ctl, rel, unit):
-                join(ctl, rel, unit.name, other)
+    for endpoint in rel.endpoints:
+        for unit in model.app_units(endpoint.app):
+            created(ctl, unit.name, rel)
 
 
 def departing(ctl: Controller, unit: Unit) -> None:

@@ -54,6 +54,9 @@ class Relation:
     seen: dict[str, list[str]] = field(default_factory=dict)
     # units that ran relation-created (they see the relation in relation-ids)
     members: list[str] = field(default_factory=list)
+    # members whose relation-created succeeded: in the relation's scope, as Juju's EnterScope
+    # (only units in scope see each other join)
+    in_scope: list[str] = field(default_factory=list)
 
     @property
     def is_peer(self) -> bool:
@@ -211,7 +214,13 @@ def _from_dict(data: JsonDict) -> ModelState:
         for name, u in data.get("units", {}).items()
     }
     relations = {
-        key: Relation(**{**r, "endpoints": _load_list(Endpoint, r["endpoints"])})
+        key: Relation(
+            **{
+                "in_scope": list(r.get("members", [])),  # a model saved before scopes
+                **r,
+                "endpoints": _load_list(Endpoint, r["endpoints"]),
+            }
+        )
         for key, r in data.get("relations", {}).items()
     }
     secrets = {
