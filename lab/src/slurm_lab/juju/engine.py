@@ -16,8 +16,8 @@ charm removes it (`secret-remove --revision`); the owner's own units always read
 An event is a small JSON document: {"unit": "app/0", "kind": "install"} or, for relations,
 {"unit", "kind": "relation_changed", "relation_id", "remote_unit": "other/1"}, commands run
 from a machine with `juju-exec` ({"kind": "custom", "command", "name"}), and a few internal kinds
-starting with "_" for bookkeeping once hooks have run (dropping a relation, destroying a unit's
-machine).
+starting with "_" for bookkeeping once hooks have run (a unit entering a relation's scope after
+its relation-created, dropping a relation, destroying a unit's machine).
 
 How the lab still differs from Juju 3 (everything else is meant to match it):
 
