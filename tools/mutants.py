@@ -895,8 +895,8 @@ MUTATIONS = [
     Mutation(
         "enable-syncs-sysv-links",
         "libs/hpc_libs/src/hpc_libs/machine/systemd.py",
-        '        _systemctl("enable", "--no-reload", self.name, timeout=QUICK_TIMEOUT, env=SKIP_SYSV)',
-        '        _systemctl("enable", "--no-reload", self.name, timeout=QUICK_TIMEOUT)',
+        '"--no-reload", self.name, timeout=QUICK_TIMEOUT, env=SKIP_SYSV)',
+        '"--no-reload", self.name, timeout=QUICK_TIMEOUT)',
         "tests/unit/hpc_libs/test_machine.py",
     ),
 ]
