@@ -227,6 +227,20 @@ MUTATIONS = [
         "lab/tests/test_backend_units.py",
     ),
     Mutation(
+        "lab-enters-scope-despite-a-failed-relation-created",
+        "lab/src/slurm_lab/juju/engine.py",
+        "        if entering is not None and entering.in_error:",
+        "        if entering is not None and not entering:",
+        "lab/tests/test_backend_units.py",
+    ),
+    Mutation(
+        "lab-scope-not-recorded",
+        "lab/src/slurm_lab/juju/lifecycle.py",
+        "    rel.in_scope.append(unit_name)\n",
+        "",
+        "lab/tests/test_backend_units.py",
+    ),
+    Mutation(
         "lab-removed-revision-stays",
         "lab/src/slurm_lab/juju/engine.py",
         "            secret.revisions = [r for r in secret.revisions if r.revision != revision]",
