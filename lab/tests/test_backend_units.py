@@ -118,6 +118,27 @@ def test_units_in_scope_see_a_new_unit_join_only_after_its_relation_created():
     assert peers.in_scope == ["a/0", "a/1"]
 
 
+def test_integrated_units_join_each_other_once_both_are_in_scope():
+    ctl, model = _model_with("a", 1, peers=False)
+    model.apps["b"] = App(name="b", charm_dir="", charm_name="b")
+    model.units["b/0"] = Unit("b/0", "b", "m9", "9", "10.0.0.9")
+    model.apps["b"].units.append("b/0")
+    rel = lifecycle.new_relation(
+        ctl, [Endpoint("a", "x", "i", "provider"), Endpoint("b", "y", "i", "requirer")]
+    )
+
+    lifecycle.integrated(ctl, rel)
+    rel.members = ["a/0", "b/0"]  # both relation-created hooks ran
+    model.queue = [e for e in model.queue if e["kind"] != "relation_created"]
+    lifecycle.enter_scope(ctl, "a/0", rel.id)
+    first = (_kinds(model, "a/0"), _kinds(model, "b/0"))
+    lifecycle.enter_scope(ctl, "b/0", rel.id)
+
+    assert first == (["_enter_scope"], ["_enter_scope"])  # a/0 in scope, b/0 not yet
+    assert _kinds(model, "a/0")[1:] == ["relation_joined:b/0", "relation_changed:b/0"]
+    assert _kinds(model, "b/0")[1:] == ["relation_joined:a/0", "relation_changed:a/0"]
+
+
 def test_a_unit_whose_relation_created_failed_stays_out_of_scope_until_it_succeeds():
     ctl, model = _model_with("a", 2, peers=False)
     unit = model.units["a/1"]
