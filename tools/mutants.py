@@ -907,6 +907,13 @@ MUTATIONS = [
         "tests/unit/hpc_libs/test_charm_base.py",
     ),
     Mutation(
+        "refused-start-not-tried-again",
+        "libs/hpc_libs/src/hpc_libs/machine/systemd.py",
+        '                _systemctl("reset-failed", self.name, timeout=QUICK_TIMEOUT)\n',
+        "                raise\n",
+        "tests/unit/hpc_libs/test_machine.py",
+    ),
+    Mutation(
         "enable-syncs-sysv-links",
         "libs/hpc_libs/src/hpc_libs/machine/systemd.py",
         '"--no-reload", self.name, timeout=QUICK_TIMEOUT, env=SKIP_SYSV)',

@@ -248,6 +248,37 @@ def test_an_exec_start_word_with_percent_and_dollar_reaches_the_program(cluster:
     cluster.sh(cluster.controller, "test", "-e", word)
 
 
+def test_a_start_after_quick_failed_starts_is_not_refused_by_systemds_start_limit(
+    cluster: Cluster,
+):
+    """Six failed starts in a few seconds (one per hook), then the fix: the next one runs."""
+    started = cluster.py(
+        cluster.controller,
+        """
+        from pathlib import Path
+        from hpc_libs.errors import ServiceError
+        from hpc_libs.machine import systemd
+        Path("/etc/systemd/system/start-limit-check.service").write_text(
+            "[Service]\\nType=oneshot\\nRemainAfterExit=yes\\n"
+            "ExecStart=/usr/bin/test -e /etc/start-limit-fixed\\n"
+        )
+        systemd.daemon_reload()
+        service = systemd.Service("start-limit-check")
+        failures = 0
+        for _ in range(6):
+            try:
+                service.start()
+            except ServiceError:
+                failures += 1
+        Path("/etc/start-limit-fixed").touch()
+        service.start()
+        result = {"failures": failures, "active": service.is_active()}
+        """,
+    )
+
+    assert started == {"failures": 6, "active": True}
+
+
 @pytest.mark.parametrize(
     ("user", "setpriv"),
     [("root", []), ("slurm", ["setpriv", "--reuid=slurm", "--regid=slurm", "--clear-groups"])],

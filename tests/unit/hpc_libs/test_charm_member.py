@@ -177,10 +177,11 @@ def test_a_failed_restart_records_nothing_confirms_nothing_and_is_retried(
     assert out.unit_status.name == "blocked"
     assert stored(out)["applied"] == ""
     assert confirmed(out, relation) is None
+    assert machine.calls("restart") == [DAEMON, DAEMON]  # once more after reset-failed
     machine.heal()
     machine.active.add(DAEMON)
     again = ctx.run(ctx.on.update_status(), out)
-    assert machine.calls("restart") == [DAEMON, DAEMON]
+    assert machine.calls("restart") == [DAEMON, DAEMON, DAEMON]
     assert stored(again)["applied"] == fingerprint(KEY, "10.0.0.2")
 
 

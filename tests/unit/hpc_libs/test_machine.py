@@ -198,6 +198,58 @@ def test_a_service_that_cannot_start_carries_its_journal_reason(fake_run: FakeRu
     ]
 
 
+def test_a_start_refused_for_starting_too_often_is_tried_once_more_after_reset_failed(
+    fake_run: FakeRun,
+) -> None:
+    starts: list[list[str]] = []
+
+    def start(argv: list[str]) -> subprocess.CompletedProcess[str]:
+        starts.append(argv)
+        refused = "start of the service was attempted too often" if len(starts) == 1 else ""
+        return subprocess.CompletedProcess(argv, 1 if refused else 0, "", refused)
+
+    fake_run.on_call("systemctl", "start", answer=start)
+
+    systemd.Service("slurmd").start()
+
+    assert fake_run.calls == [
+        ["systemctl", "start", "slurmd"],
+        ["systemctl", "reset-failed", "slurmd"],
+        ["systemctl", "start", "slurmd"],
+    ]
+
+
+def test_a_daemon_that_cannot_start_is_tried_twice_then_carries_its_reason(
+    fake_run: FakeRun,
+) -> None:
+    fake_run.on("systemctl", "restart", stderr="Job for slurmd.service failed.", returncode=1)
+    fake_run.on("journalctl", stdout="slurmd: fatal: Unable to bind listen port\n")
+
+    with pytest.raises(ServiceError) as caught:
+        systemd.Service("slurmd").restart()
+
+    assert caught.value.status_message() == (
+        "slurmd cannot restart: fatal: Unable to bind listen port"
+    )
+    assert fake_run.calls[:3] == [
+        ["systemctl", "restart", "slurmd"],
+        ["systemctl", "reset-failed", "slurmd"],
+        ["systemctl", "restart", "slurmd"],
+    ]
+
+
+def test_a_start_that_timed_out_is_not_tried_again(fake_run: FakeRun) -> None:
+    def hang(argv: list[str]) -> subprocess.CompletedProcess[str]:
+        raise host.command_timed_out(argv, systemd.SERVICE_TIMEOUT)
+
+    fake_run.on_call("systemctl", "start", answer=hang)
+
+    with pytest.raises(ServiceError):
+        systemd.Service("slurmd").start()
+
+    assert ["systemctl", "reset-failed", "slurmd"] not in fake_run.calls
+
+
 def test_without_a_journal_reason_the_service_error_keeps_systemctl_stderr(
     fake_run: FakeRun,
 ) -> None:

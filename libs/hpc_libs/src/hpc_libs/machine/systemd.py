@@ -104,7 +104,19 @@ class Service:
 
     def _change(self, verb: str) -> None:
         try:
-            _systemctl(verb, self.name, timeout=SERVICE_TIMEOUT)
+            try:
+                _systemctl(verb, self.name, timeout=SERVICE_TIMEOUT)
+            except ServiceError as first:
+                if verb == "reload" or first.timed_out:
+                    raise
+                # systemd refuses a (re)start once the unit started StartLimitBurst times in
+                # StartLimitIntervalSec (5 in 10 s by default), each start a deliberate
+                # attempt of its own hook, and does not always say so (the refused start
+                # can keep the last failure's result). A fix may have come since: clear the
+                # count and try once more; a daemon that cannot start fails again, with
+                # its own reason.
+                _systemctl("reset-failed", self.name, timeout=QUICK_TIMEOUT)
+                _systemctl(verb, self.name, timeout=SERVICE_TIMEOUT)
         except ServiceError as e:
             reason = journal_reason(self.name)
             if reason is None:
