@@ -909,8 +909,8 @@ MUTATIONS = [
     Mutation(
         "refused-start-not-tried-again",
         "libs/hpc_libs/src/hpc_libs/machine/systemd.py",
-        '                _systemctl("reset-failed", self.name, timeout=QUICK_TIMEOUT)\n',
-        "                raise\n",
+        '            _systemctl("reset-failed", self.name, timeout=QUICK_TIMEOUT)\n',
+        "            raise\n",
         "tests/unit/hpc_libs/test_machine.py",
     ),
     Mutation(

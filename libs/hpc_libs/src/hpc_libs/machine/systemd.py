@@ -104,19 +104,7 @@ class Service:
 
     def _change(self, verb: str) -> None:
         try:
-            try:
-                _systemctl(verb, self.name, timeout=SERVICE_TIMEOUT)
-            except ServiceError as first:
-                if verb == "reload" or first.timed_out:
-                    raise
-                # systemd refuses a (re)start once the unit started StartLimitBurst times in
-                # StartLimitIntervalSec (5 in 10 s by default), each start a deliberate
-                # attempt of its own hook, and does not always say so (the refused start
-                # can keep the last failure's result). A fix may have come since: clear the
-                # count and try once more; a daemon that cannot start fails again, with
-                # its own reason.
-                _systemctl("reset-failed", self.name, timeout=QUICK_TIMEOUT)
-                _systemctl(verb, self.name, timeout=SERVICE_TIMEOUT)
+            self._run(verb)
         except ServiceError as e:
             reason = journal_reason(self.name)
             if reason is None:
@@ -125,6 +113,23 @@ class Service:
             raise ServiceError.restated(
                 f"{self.name} cannot {verb}: {reason}", e, stderr=False
             ) from e
+
+    def _run(self, verb: str) -> None:
+        """`systemctl <verb>`; a failed (re)start is tried once more after `reset-failed`.
+
+        systemd refuses a (re)start once the unit started StartLimitBurst times in
+        StartLimitIntervalSec (5 in 10 s by default), each start a deliberate attempt of its
+        own hook, and does not always say so (the refused start can keep the last failure's
+        result). A fix may have come since: clear the count and try once more; a daemon that
+        cannot start fails again, with its own reason. Not a reload, nor a timed-out call.
+        """
+        try:
+            _systemctl(verb, self.name, timeout=SERVICE_TIMEOUT)
+        except ServiceError as e:
+            if verb == "reload" or e.timed_out:
+                raise
+            _systemctl("reset-failed", self.name, timeout=QUICK_TIMEOUT)
+            _systemctl(verb, self.name, timeout=SERVICE_TIMEOUT)
 
 
 def journal_reason(unit: str, *, lines: int = JOURNAL_LINES) -> str | None:
