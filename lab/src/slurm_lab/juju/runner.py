@@ -109,17 +109,21 @@ def install_tools(charms_dir: Path) -> Path:
     directory in one `cp` (`prelude`) when its stamp differs.
     """
     dest_dir = charms_dir / TOOLS_SHIPPED
-    shipped = {jujuc.CLIENT: "jujuc.sh", "jujuc.py": "jujuc.py", "hooktools.py": "hooktools.py"}
+    shipped = {  # name in the tool dir: (source beside this module, mode)
+        jujuc.CLIENT: ("jujuc.sh", 0o755),
+        "jujuc.py": ("jujuc.py", 0o755),
+        "hooktools.py": ("hooktools.py", 0o644),
+    }
     digest = hashlib.sha256(" ".join(jujuc.TOOLS).encode())
-    for name, source in sorted(shipped.items()):
+    for name, (source, _) in sorted(shipped.items()):
         digest.update(f"\0{name}\0".encode() + Path(__file__).with_name(source).read_bytes())
     stamp = dest_dir / TOOLS_STAMP
     if stamp.is_file() and stamp.read_text().strip() == digest.hexdigest():
         return dest_dir
     dest_dir.mkdir(parents=True, exist_ok=True)
-    for name, source in shipped.items():
+    for name, (source, mode) in shipped.items():
         shutil.copyfile(Path(__file__).with_name(source), dest_dir / name)
-        (dest_dir / name).chmod(0o644 if name.endswith("tools.py") else 0o755)
+        (dest_dir / name).chmod(mode)
     for name in jujuc.TOOLS:
         link = dest_dir / name
         if not link.is_symlink():
