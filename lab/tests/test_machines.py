@@ -6,6 +6,8 @@ The base root filesystem is built (or taken from the cache) once per session.
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import os
 import shutil
 import subprocess
@@ -212,6 +214,28 @@ def test_lab_sees_machines_from_another_process(lab: Lab, pair: tuple[Machine, M
         lab.get("nope")
     with pytest.raises(LabError, match="already exists"):
         lab.create("node-a")
+
+
+def test_a_process_given_an_ended_inits_pid_is_not_taken_for_the_machine(
+    lab: Lab, pair: tuple[Machine, Machine]
+):
+    """The host hands PIDs out again (32768 of them here, a few minutes of CI): once a machine's
+    init ends (a reboot, a power cut), its PID may name any host process. Commands must not
+    run in that process's namespaces, and the machine's new init must still be found."""
+    stranger = subprocess.Popen(["sleep", "60"])
+    try:
+        state_file = lab.state_dir / "lab.json"
+        state = json.loads(state_file.read_text())
+        state["machines"]["node-a"]["init_pid"] = stranger.pid  # the init's PID, handed out again
+        state_file.write_text(json.dumps(state))
+
+        assert lab.get("node-a") == pair[0]
+        assert lab.get("node-a").exec(["hostname"]).stdout.strip() == "node-a"
+        with pytest.raises(LabError, match="not running"):
+            dataclasses.replace(pair[0], init_pid=stranger.pid).exec(["hostname"])
+    finally:
+        stranger.kill()
+        stranger.wait()
 
 
 def test_destroy_removes_the_machine_and_updates_hosts(lab: Lab, pair: tuple[Machine, Machine]):

@@ -83,10 +83,14 @@ class Machine:
     name: str
     address: str
     init_pid: int = 0
+    init_start: int = 0
+    """When the init started (clock ticks since the host booted, /proc/PID/stat): with the PID,
+    it tells this boot's init from a process that got the PID after the init ended (the host
+    hands out PIDs again, 32768 of them here)."""
 
     def nsenter_argv(self, argv: Sequence[str], env: Mapping[str, str] | None = None) -> list[str]:
         """Return the host command line that runs argv inside this machine (for shell-likes)."""
-        if not self.init_pid or not Path(f"/proc/{self.init_pid}").exists():
+        if not self.init_pid or _start_time(self.init_pid) != self.init_start:
             raise LabError(f"machine {self.name} is not running")
         variables = {"PATH": MACHINE_PATH, "HOME": "/root", "LANG": "C.UTF-8", "USER": "root"}
         variables.update(env or {})
@@ -249,15 +253,32 @@ class _Record:
     netns: str
     nspawn_pid: int = 0
     init_pid: int = 0
+    init_start: int = 0
+
+    def init_runs(self) -> bool:
+        """Whether the recorded init still runs: the same process, not one that reused its PID."""
+        return bool(self.init_pid) and _start_time(self.init_pid) == self.init_start
+
+    def machine(self) -> Machine:
+        """Return the machine as commands reach it: through its init, while that runs."""
+        if not self.init_runs():
+            return Machine(self.name, self.address)
+        return Machine(self.name, self.address, self.init_pid, self.init_start)
+
+
+def _start_time(pid: int) -> int:
+    """Return when pid started (clock ticks since the host booted); 0 if it runs no more."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return 0
+    fields = stat.rsplit(")", 1)[1].split()
+    return 0 if fields[0] == "Z" else int(fields[19])
 
 
 def _alive(pid: int) -> bool:
     """Whether pid runs (a zombie does not count)."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return False
-    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+    return _start_time(pid) != 0
 
 
 def _children(pid: int) -> list[int]:
@@ -411,7 +432,7 @@ class Lab:
     def machines(self) -> list[Machine]:
         """Every recorded machine, by name."""
         return [
-            Machine(rec.name, rec.address, self._after_reboot(rec).init_pid)
+            self._after_reboot(rec).machine()
             for rec in sorted(self._load().values(), key=lambda r: r.name)
         ]
 
@@ -420,8 +441,7 @@ class Lab:
         record = self._load().get(name)
         if record is None:
             raise LabError(f"no lab machine named {name!r}")
-        record = self._after_reboot(record)
-        return Machine(record.name, record.address, record.init_pid)
+        return self._after_reboot(record).machine()
 
     def _after_reboot(self, record: _Record) -> _Record:
         """Return the record with the init of the machine's current boot (a reboot starts one).
@@ -429,14 +449,16 @@ class Lab:
         During a reboot the old init is gone and the new one may not run yet: the record
         is returned as it is (commands in the machine fail until it is back).
         """
-        if not record.nspawn_pid or (record.init_pid and _alive(record.init_pid)):
+        if not record.nspawn_pid or record.init_runs():
             return record
         init_pid = self._find_init(record)
-        if init_pid and init_pid != record.init_pid:
+        if init_pid:
+            init_start = _start_time(init_pid)
             with self._locked() as records:
                 if record.name in records:
                     records[record.name].init_pid = init_pid
-            record.init_pid = init_pid
+                    records[record.name].init_start = init_start
+            record.init_pid, record.init_start = init_pid, init_start
         return record
 
     def host_path(self, name: str, path: str) -> Path:
@@ -468,9 +490,10 @@ class Lab:
             with self._locked() as records:
                 records[name] = record
             record.init_pid = self._wait_for_init(record)
+            record.init_start = _start_time(record.init_pid)
             with self._locked() as records:
                 records[name] = record
-            machine = Machine(record.name, record.address, record.init_pid)
+            machine = record.machine()
             self._wait_for_systemd(machine, record)
         except BaseException:
             self._teardown(record)
@@ -530,8 +553,8 @@ class Lab:
         connections at once, which a powered-off machine does not. It keeps its record,
         files (overlay) and address; `power_on` boots it again.
         """
-        record = self._record(name)
-        if record.init_pid and _alive(record.init_pid):
+        record = self._after_reboot(self._record(name))
+        if record.init_runs():
             _kill_and_wait(record.init_pid, signal.SIGKILL, 10)
         pid = record.nspawn_pid  # nspawn exits once its container is gone; else it is stopped
         if pid and self._is_ours(pid) and not _kill_and_wait(pid, signal.SIGTERM, STOP_TIMEOUT):
@@ -542,7 +565,7 @@ class Lab:
                 process.wait(timeout=1)
         network.set_link(self.lab_netns, record.veth, up=False)
         with self._locked() as records:
-            records[name].nspawn_pid = records[name].init_pid = 0
+            records[name].nspawn_pid = records[name].init_pid = records[name].init_start = 0
         logger.info("%s powered off", name)
 
     def power_on(self, name: str) -> Machine:
@@ -567,17 +590,17 @@ class Lab:
         with self._locked() as records:
             records[name] = record
         record.init_pid = self._wait_for_init(record)
+        record.init_start = _start_time(record.init_pid)
         with self._locked() as records:
             records[name] = record
-        machine = Machine(record.name, record.address, record.init_pid)
+        machine = record.machine()
         self._wait_for_systemd(machine, record)
         logger.info("%s powered on in %.1fs", name, time.monotonic() - started)
         return machine
 
     def is_running(self, name: str) -> bool:
         """Whether the machine is powered on (its container init runs)."""
-        record = self._after_reboot(self._record(name))
-        return bool(record.init_pid) and _alive(record.init_pid)
+        return self._after_reboot(self._record(name)).init_runs()
 
     def cut_network(self, name: str) -> None:
         """Fault: take the machine's link to the lab bridge down (its veth, in the lab netns).
@@ -776,14 +799,14 @@ class Lab:
 
     def _stop(self, record: _Record) -> None:
         """Power the container off (SIGTERM to nspawn), killing it if that takes too long."""
+        record = self._after_reboot(record)
         pid = record.nspawn_pid
-        if pid and _alive(pid) and self._is_ours(pid):
-            init_pid = record.init_pid
-            if not _kill_and_wait(pid, signal.SIGTERM, STOP_TIMEOUT):
-                logger.warning("%s: nspawn did not stop; killing", record.name)
-                if init_pid and _alive(init_pid):
-                    _kill_and_wait(init_pid, signal.SIGKILL, 5)
-                _kill_and_wait(pid, signal.SIGKILL, 5)
+        stopping = bool(pid) and _alive(pid) and self._is_ours(pid)
+        if stopping and not _kill_and_wait(pid, signal.SIGTERM, STOP_TIMEOUT):
+            logger.warning("%s: nspawn did not stop; killing", record.name)
+            if record.init_runs():
+                _kill_and_wait(record.init_pid, signal.SIGKILL, 5)
+            _kill_and_wait(pid, signal.SIGKILL, 5)
         process = self._children.pop(pid, None)
         if process is not None:
             with contextlib.suppress(subprocess.TimeoutExpired):

@@ -533,15 +533,17 @@ class Controller:
                 self._queue_start(machine)
 
     def _boot_seen(self, machine: str) -> int:
-        """Record the machine's current boot (its init's PID, 0 while it has none); return it."""
+        """Record the machine's current boot (when its init started, 0 while it has none).
+
+        The start time, not the PID: a new init may get the PID an old one had.
+        """
         try:
-            init_pid = int(getattr(self.lab.get(machine), "init_pid", 0) or 0)
+            boot = int(getattr(self.lab.get(machine), "init_start", 0) or 0)
         except LabError:
             return 0
-        if init_pid and _pid_alive(init_pid):
-            self.model.boots[machine] = init_pid
-            return init_pid
-        return 0
+        if boot:
+            self.model.boots[machine] = boot
+        return boot
 
     def _first_unit(self, machine: str) -> Unit:
         return min(

@@ -182,7 +182,7 @@ class ModelState:
     next_relation: int = 0
     next_task: int = 0
     queue: list[JsonDict] = field(default_factory=list)
-    boots: dict[str, int] = field(default_factory=dict)  # machine -> its init's PID last seen
+    boots: dict[str, int] = field(default_factory=dict)  # machine -> its init's start last seen
 
     def app_units(self, app: str) -> list[Unit]:
         """Return the units of app, by number."""
