@@ -22,6 +22,11 @@ whole. Each round then also fires update-status on its new units and on both con
 one at a time, and `hook_costs` gives the median wall time of each hook of each charm
 (install, relation-created and -changed, update-status; the controllers' slurmd-relation
 hooks) for before and after.
+
+With `--ops-floor` each round also enlists a unit of `benchmarks/charms/opsfloor`, an ops
+charm that does nothing but start `slurmd -Z` (the bare floor's options and key) in its
+relation-created, the hook in which slurmd's charm starts it: the least any ops charm
+takes on Juju's hook order, beside `before` and `after` in the rotation (`ops_floor`).
 """
 
 from __future__ import annotations
@@ -51,6 +56,7 @@ from .cluster import (
     SETTLE,
     Bench,
     BootLog,
+    slurmd_options,
     slurmd_started,
 )
 from .watch import SLURMCTLD_LOG, ControllerWatch
@@ -59,6 +65,11 @@ BEFORE = "before"
 """The application of the `--before` charm (this tree's is `compute`)."""
 CONTROLLER_BEFORE = "slurmctld-before"
 """The application of the `--before-controller` charm (this tree's is `slurmctld`)."""
+OPS_FLOOR = "ops_floor"
+"""The mode of the `--ops-floor` charm; its applications are `opsfloor` and its anchor."""
+OPS_FLOOR_CHARM = REPO / "benchmarks" / "charms" / "opsfloor"
+OPS_FLOOR_KEY = "opsfloor/slurm.key"
+"""Where the ops floor's units take slurm.key: the lab's shared mount (the charm's KEY_SOURCE)."""
 MEASURED = {
     "slurmd": (
         "install",
@@ -164,14 +175,15 @@ def medians(rounds: list[dict[str, Any]]) -> dict[str, Any]:
     """
     floor = statistics.median(r["bare"]["total_s"] for r in rounds)
     found: dict[str, Any] = {"bare_s": floor}
-    for mode in (BEFORE, "after"):
+    modes = [m for m in (BEFORE, "after", OPS_FLOOR) if all(m in r for r in rounds)]
+    for mode in modes:
         total = statistics.median(r[mode]["total_s"] for r in rounds)
         found[mode] = {"enlistment_s": total, "ratio_to_bare": round(total / floor, 2)}
-    timed = [r for r in rounds if all(r[k].get("registered_s") for k in ("bare", BEFORE, "after"))]
+    timed = [r for r in rounds if all(r[k].get("registered_s") for k in ("bare", *modes))]
     if timed:
         bare = statistics.median(r["bare"]["registered_s"] for r in timed)
         found["registered"] = {"rounds": len(timed), "bare_s": round(bare, 3)}
-        for mode in (BEFORE, "after"):
+        for mode in modes:
             total = statistics.median(r[mode]["registered_s"] for r in timed)
             found["registered"][mode] = {
                 "enlistment_s": round(total, 3),
@@ -211,14 +223,32 @@ def deploy_pair(
     return apps, watches
 
 
+def deploy_ops_floor(bench: Bench) -> None:
+    """Deploy the ops floor (`opsfloor`, its anchor) with compute/0's options, and enlist one."""
+    options = slurmd_options(bench, f"{COMPUTE}/0")
+    key = bench.lab.host_path(bench.machine(CONTROLLER).name, fig.SLURM_KEY).read_bytes()
+    shared_key = bench.lab.shared_dir / OPS_FLOOR_KEY
+    shared_key.parent.mkdir(mode=0o700, exist_ok=True)
+    shared_key.write_bytes(key)
+    shared_key.chmod(0o600)
+    conf_server = options["SLURMD_OPTIONS"].split("--conf-server", 1)[1].split()[0]
+    config = {"conf-server": conf_server, "conf": options["SLURMD_CONF"]}
+    bench.juju.deploy(OPS_FLOOR_CHARM, "opsfloor-anchor")
+    bench.juju.deploy(OPS_FLOOR_CHARM, "opsfloor", config=config)
+    bench.juju.integrate("opsfloor:anchor", "opsfloor-anchor:floor")
+    bench.wait_active()
+
+
 def one_round(
     bench: Bench,
     watches: dict[str, ControllerWatch],
     controllers: dict[str, str],
     clock: HookClock,
     index: int,
+    *,
+    ops_floor: bool = False,
 ) -> dict[str, Any]:
-    """The floor, then one enlistment of each charm, in turns (before first in even rounds)."""
+    """The floor, then one enlistment of each charm, in turns (each first in its rounds)."""
     watch = watches["after"]
     found: dict[str, Any] = {"load": round(os.getloadavg()[0], 1)}
     bare = fig.bare_enlistment(bench, watch, 300 + index)
@@ -229,9 +259,11 @@ def one_round(
         else None
     )
     found["bare"] = bare
-    order = [(BEFORE, BEFORE), ("after", COMPUTE)]
-    for mode, app in order if index % 2 == 0 else order[::-1]:
-        found[mode] = enlist(bench, watches[mode], clock, app, controllers[mode])
+    order = [(BEFORE, BEFORE), ("after", COMPUTE)] + ([(OPS_FLOOR, "opsfloor")] * ops_floor)
+    turn = index % len(order)
+    for mode, app in order[turn:] + order[:turn]:
+        watch_of, controller = (mode, mode) if mode != OPS_FLOOR else ("after", "after")
+        found[mode] = enlist(bench, watches[watch_of], clock, app, controllers[controller])
     found["bare"]["departure_s"] = fig.departure_floor(bench, watch, found["bare"])
     return found
 
@@ -259,6 +291,9 @@ def main(argv: list[str] | None = None) -> int:
         "--before-controller", type=Path, help="the other slurmctld charm dir (its own cluster)"
     )
     parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument(
+        "--ops-floor", action="store_true", help="also enlist the ops floor charm each round"
+    )
     parser.add_argument("--out", type=Path, default=REPO / "build" / "enlist-compare.json")
     args = parser.parse_args(argv)
     state_dir = Path(tempfile.mkdtemp(prefix="bench-enlist-"))
@@ -276,14 +311,17 @@ def main(argv: list[str] | None = None) -> int:
         }
         for controller in set(controllers.values()):
             log_registrations(bench, controller)
+        if args.ops_floor:
+            deploy_ops_floor(bench)
         for index in range(args.rounds):
-            found = one_round(bench, watches, controllers, clock, index)
+            found = one_round(bench, watches, controllers, clock, index, ops_floor=args.ops_floor)
             if args.before_controller:
                 update_status_in_turns(bench, found, apps)
             result["rounds"].append(found)
             print(
                 f"round {index} (load {found['load']}): bare {found['bare']['total_s']} s, "
-                f"before {found[BEFORE]['total_s']} s, after {found['after']['total_s']} s",
+                f"before {found[BEFORE]['total_s']} s, after {found['after']['total_s']} s"
+                + (f", ops floor {found[OPS_FLOOR]['total_s']} s" if args.ops_floor else ""),
                 file=sys.stderr,
                 flush=True,
             )
