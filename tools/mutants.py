@@ -234,6 +234,13 @@ MUTATIONS = [
         "lab/tests/test_backend_units.py",
     ),
     Mutation(
+        "lab-takes-a-reused-pid-for-the-hooks-runner",
+        "lab/src/slurm_lab/juju/engine.py",
+        "            if start_time(unit.runner_pid) == unit.runner_start:",
+        "            if start_time(unit.runner_pid):",
+        "lab/tests/test_backend_units.py",
+    ),
+    Mutation(
         "lab-scope-not-recorded",
         "lab/src/slurm_lab/juju/lifecycle.py",
         "    rel.in_scope.append(unit_name)\n",

@@ -6,6 +6,8 @@ The lab-machine tests (test_backend.py) prove the whole; these pin the rules qui
 from __future__ import annotations
 
 import inspect
+import os
+import subprocess
 import time
 from pathlib import Path
 
@@ -16,6 +18,7 @@ from slurm_lab.juju.backend import _coerce_config
 from slurm_lab.juju.engine import Controller
 from slurm_lab.juju.model import App, Endpoint, ModelState, Relation, StatusValue, Unit, load, save
 from slurm_lab.juju.status import build_status
+from slurm_lab.proc import start_time
 
 
 def test_charm_file_is_merged_over_the_common_file(tmp_path: Path):
@@ -222,6 +225,41 @@ def test_a_units_events_wait_for_its_running_hook_but_not_other_units():
     assert ran == ["a/1 update_status"]
     assert [e["kind"] for e in model.queue] == ["remove", "_destroy_unit"]
     assert "a/0" in model.units  # its machine waits for its hooks
+
+
+def test_a_hook_whose_runner_died_is_retried_even_once_its_pid_names_another_process(
+    tmp_path: Path,
+):
+    """A CLI killed mid-hook leaves the unit running; its PID may go to any process since."""
+    ctl, model = _model_with("a", 1, peers=False)
+    ctl.log_dir = tmp_path
+    unit = model.units["a/0"]
+    stranger = subprocess.Popen(["sleep", "30"])
+    try:
+        unit.running, unit.agent = {"unit": "a/0", "kind": "config_changed"}, "executing"
+        unit.runner_pid, unit.runner_start = stranger.pid, start_time(stranger.pid) - 1
+
+        ctl._recover_lost_hooks()  # pyright: ignore[reportPrivateUsage]
+    finally:
+        stranger.kill()
+        stranger.wait()
+
+    assert unit.running is None
+    assert unit.in_error
+    assert unit.failed_event == {"unit": "a/0", "kind": "config_changed"}
+    assert 'hook "config-changed" lost' in (tmp_path / "unit-a-0.log").read_text()
+
+
+def test_a_hook_whose_runner_still_runs_is_left_to_it():
+    ctl, model = _model_with("a", 1, peers=False)
+    unit = model.units["a/0"]
+    unit.running, unit.agent = {"unit": "a/0", "kind": "config_changed"}, "executing"
+    unit.runner_pid, unit.runner_start = os.getppid(), start_time(os.getppid())
+
+    ctl._recover_lost_hooks()  # pyright: ignore[reportPrivateUsage]
+
+    assert unit.running == {"unit": "a/0", "kind": "config_changed"}
+    assert not unit.in_error
 
 
 def test_only_the_leader_changes_an_application_secret():

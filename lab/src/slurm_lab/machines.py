@@ -30,7 +30,7 @@ from typing import Any, Literal
 
 from slurm_lab import mirror, network, rootfs
 from slurm_lab.errors import LabError
-from slurm_lab.proc import run
+from slurm_lab.proc import run, start_time
 
 __all__ = ["Lab", "LabError", "Machine"]
 
@@ -84,13 +84,12 @@ class Machine:
     address: str
     init_pid: int = 0
     init_start: int = 0
-    """When the init started (clock ticks since the host booted, /proc/PID/stat): with the PID,
-    it tells this boot's init from a process that got the PID after the init ended (the host
-    hands out PIDs again, 32768 of them here)."""
+    """When the init started (`proc.start_time`): with the PID, it tells this boot's init from
+    a process that got the PID after the init ended."""
 
     def nsenter_argv(self, argv: Sequence[str], env: Mapping[str, str] | None = None) -> list[str]:
         """Return the host command line that runs argv inside this machine (for shell-likes)."""
-        if not self.init_pid or _start_time(self.init_pid) != self.init_start:
+        if not self.init_pid or start_time(self.init_pid) != self.init_start:
             raise LabError(f"machine {self.name} is not running")
         variables = {"PATH": MACHINE_PATH, "HOME": "/root", "LANG": "C.UTF-8", "USER": "root"}
         variables.update(env or {})
@@ -257,7 +256,7 @@ class _Record:
 
     def init_runs(self) -> bool:
         """Whether the recorded init still runs: the same process, not one that reused its PID."""
-        return bool(self.init_pid) and _start_time(self.init_pid) == self.init_start
+        return bool(self.init_pid) and start_time(self.init_pid) == self.init_start
 
     def machine(self) -> Machine:
         """Return the machine as commands reach it: through its init, while that runs."""
@@ -266,19 +265,9 @@ class _Record:
         return Machine(self.name, self.address, self.init_pid, self.init_start)
 
 
-def _start_time(pid: int) -> int:
-    """Return when pid started (clock ticks since the host booted); 0 if it runs no more."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return 0
-    fields = stat.rsplit(")", 1)[1].split()
-    return 0 if fields[0] == "Z" else int(fields[19])
-
-
 def _alive(pid: int) -> bool:
     """Whether pid runs (a zombie does not count)."""
-    return _start_time(pid) != 0
+    return start_time(pid) != 0
 
 
 def _children(pid: int) -> list[int]:
@@ -453,7 +442,7 @@ class Lab:
             return record
         init_pid = self._find_init(record)
         if init_pid:
-            init_start = _start_time(init_pid)
+            init_start = start_time(init_pid)
             with self._locked() as records:
                 if record.name in records:
                     records[record.name].init_pid = init_pid
@@ -490,7 +479,7 @@ class Lab:
             with self._locked() as records:
                 records[name] = record
             record.init_pid = self._wait_for_init(record)
-            record.init_start = _start_time(record.init_pid)
+            record.init_start = start_time(record.init_pid)
             with self._locked() as records:
                 records[name] = record
             machine = record.machine()
@@ -590,7 +579,7 @@ class Lab:
         with self._locked() as records:
             records[name] = record
         record.init_pid = self._wait_for_init(record)
-        record.init_start = _start_time(record.init_pid)
+        record.init_start = start_time(record.init_pid)
         with self._locked() as records:
             records[name] = record
         machine = record.machine()

@@ -5,10 +5,25 @@ from __future__ import annotations
 import logging
 import subprocess
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 
 from slurm_lab.errors import LabError
 
 logger = logging.getLogger(__name__)
+
+
+def start_time(pid: int) -> int:
+    """Return when pid started (clock ticks since the host booted); 0 if it runs no more.
+
+    With the PID it names one process: the host hands PIDs out again (32768 of them here, a
+    few minutes of CI), so a PID alone may name a stranger. A zombie counts as gone.
+    """
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return 0
+    fields = stat.rsplit(")", 1)[1].split()
+    return 0 if fields[0] == "Z" else int(fields[19])
 
 
 def run(

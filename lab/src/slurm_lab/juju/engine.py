@@ -79,6 +79,7 @@ from slurm_lab.juju.model import (
     StatusValue,
     Unit,
 )
+from slurm_lab.proc import start_time
 
 logger = logging.getLogger(__name__)
 
@@ -205,16 +206,6 @@ def hook_name(event: JsonDict, model: ModelState) -> str:
         endpoint = relation.endpoint_of(unit.app).endpoint if relation and unit else "?"
         return f"{endpoint}-{kind.replace('_', '-')}"
     return kind.replace("_", "-")
-
-
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 class _InFlight:
@@ -421,7 +412,8 @@ class Controller:
         except LabError as e:
             self._finish(unit, event, {"ok": False, "error": str(e), "context": None})
             return
-        unit.running, unit.runner_pid, unit.agent = event, os.getpid(), "executing"
+        unit.running, unit.agent = event, "executing"
+        unit.runner_pid, unit.runner_start = os.getpid(), start_time(os.getpid())
         if self._pool is None:
             self._pool = ThreadPoolExecutor(MAX_PARALLEL_HOOKS, thread_name_prefix="lab-hook")
         try:
@@ -441,7 +433,7 @@ class Controller:
             unit = self.model.units.get(name)
             if unit is None:
                 continue
-            unit.running, unit.runner_pid, unit.agent = None, 0, "idle"
+            unit.running, unit.runner_pid, unit.runner_start, unit.agent = None, 0, 0, "idle"
             self._finish(unit, flight.event, flight.future.result())
         return bool(done)
 
@@ -450,9 +442,10 @@ class Controller:
         for unit in self.model.units.values():
             if unit.running is None or unit.name in self._inflight:
                 continue
-            if unit.runner_pid == os.getpid() or _pid_alive(unit.runner_pid):
+            if start_time(unit.runner_pid) == unit.runner_start:  # that very process runs
                 continue
-            event, unit.running, unit.runner_pid, unit.agent = unit.running, None, 0, "idle"
+            event, unit.running, unit.agent = unit.running, None, "idle"
+            unit.runner_pid = unit.runner_start = 0
             lost = hook_name(event, self.model)
             self.log(unit, "ERROR", f'hook "{lost}" lost: its process died')
             self._failed(unit, event)

@@ -137,6 +137,7 @@ class Unit:
     retry_delay: float = 0.0  # the back-off that led to retry_at (seconds)
     running: JsonDict | None = None  # the hook in flight, if any
     runner_pid: int = 0  # the process that runs it (its results are applied there)
+    runner_start: int = 0  # when that process started: its PID alone may name a stranger
     server_state: dict[str, str] = field(default_factory=dict)  # state-set (Juju's unit state)
     ports: list[str] = field(default_factory=list)  # Juju's notation: 6818/tcp, 1-9/udp
     workload_version: str = ""
