@@ -383,6 +383,22 @@ def test_slurmctld_peer_unit_databag(real_slurm: RealSlurm):
 
 
 def peer_app_databag() -> st.SearchStrategy[dict[str, str]]:
+    rollout = st.fixed_dictionaries(
+        {"partition": s.mutated(["compute"])},
+        optional={
+            "since": st.sampled_from([0, 5000, -1, 2**70, "5000", True, None]),
+            "upgrade": st.sampled_from([True, False, "yes", 1, None]),
+            "jobs": st.lists(
+                st.fixed_dictionaries(
+                    {
+                        "id": st.sampled_from([7, 0, -3, 2**26, 2**70, "7", "7;x", True, None]),
+                        "node": s.mutated(["compute-0"]),
+                    }
+                ),
+                max_size=3,
+            ),
+        },
+    )
     partition = st.fixed_dictionaries(
         {"name": s.mutated(["compute", "gone"])},
         optional={
@@ -409,6 +425,7 @@ def peer_app_databag() -> st.SearchStrategy[dict[str, str]]:
                     max_size=2,
                 )
             ),
+            "rollouts": s.raw_field(st.lists(rollout, max_size=2)),
         },
     )
 
@@ -441,6 +458,12 @@ PEER_APP_SEEDS = [
     {"partitions": s.deep_json(5000)},
     {"departed_nodes": json.dumps([{"name": "a b"}])},
     {"controllers": json.dumps([{"unit": "slurmctld/0\nx"}])},
+    {
+        "rollouts": json.dumps(
+            [{"partition": "compute", "since": 1, "jobs": [{"id": "7\n31337", "node": "c-0"}]}]
+        )
+    },
+    {"rollouts": json.dumps([{"partition": "a b", "jobs": [{"id": 7, "node": "c-0;x"}]}])},
 ]
 
 
