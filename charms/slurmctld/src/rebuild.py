@@ -204,11 +204,12 @@ JOB_LINE = re.compile(r"(?P<id>[1-9][0-9]{0,7})\|(?P<state>[A-Z_]{1,32})")
 
 
 def read_jobs() -> dict[int, str]:
-    """Return the state of each of root's rebuild jobs Slurm knows, by job id.
+    """Return the state of each of root's rebuild jobs Slurm knows, by job id."""
+    return parse_jobs(host.run(JOBS_QUERY, timeout=TIMEOUT).stdout)
 
-    The answer is split on new lines only; a line that is not `<id>|<STATE>` is skipped.
-    """
-    output = host.run(JOBS_QUERY, timeout=TIMEOUT).stdout
+
+def parse_jobs(output: str) -> dict[int, str]:
+    """Read `JOBS_QUERY`'s answer: split on new lines only, a line not `<id>|<STATE>` skipped."""
     states: dict[int, str] = {}
     for line in output.split("\n"):
         if (match := JOB_LINE.fullmatch(line.strip())) is not None:
