@@ -14,19 +14,30 @@ seeds (`tests/fuzz/slurm_output`) are recorded that way.
 
 from __future__ import annotations
 
+import importlib
 import os
 import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 from incluster import PARTITION, Cluster
 
-REPO = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(REPO / "charms/slurmctld/src"))
+SLURMCTLD_SRC = str(Path(__file__).resolve().parents[2] / "charms/slurmctld/src")
 
-import rebuild  # noqa: E402 - the slurmctld charm's module, from its src
+
+def slurmctld_module(name: str) -> ModuleType:
+    """Import one of the slurmctld charm's modules from its src (sys.path restored after)."""
+    sys.path.insert(0, SLURMCTLD_SRC)
+    try:
+        return importlib.import_module(name)
+    finally:
+        sys.path.remove(SLURMCTLD_SRC)
+
+
+rebuild = slurmctld_module("rebuild")
 
 USER = "nobody"
 HIDDEN = "rebuild"
