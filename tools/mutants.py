@@ -990,6 +990,21 @@ MUTATIONS = [
         '"--no-reload", self.name, timeout=QUICK_TIMEOUT)',
         "tests/unit/hpc_libs/test_machine.py",
     ),
+    Mutation(
+        "lab-action-refuses-unknown-params-by-default",
+        "lab/src/slurm_lab/juju/actionparams.py",
+        '"additionalProperties": declared.get("additionalProperties", True),',
+        '"additionalProperties": declared.get("additionalProperties", False),',
+        "lab/tests/test_actionparams_units.py",
+    ),
+    Mutation(
+        "rotate-auth-key-takes-unknown-params",
+        "charms/slurmctld/charmcraft.yaml",
+        "      Afterwards a daemon with the old key is refused. Run it on the leader.\n"
+        "    additionalProperties: false\n",
+        "      Afterwards a daemon with the old key is refused. Run it on the leader.\n",
+        "tests/unit/project/test_charmcraft_projects.py",
+    ),
 ]
 
 

@@ -321,3 +321,18 @@ def test_pack_fails_when_charmcraft_fails(
 
     with pytest.raises(tool.ProjectError, match="charmcraft pack failed for sackd"):
         tool.pack("sackd", [], tmp_path)
+
+
+@pytest.mark.parametrize("charm", CHARMS)
+def test_every_action_refuses_a_parameter_it_does_not_declare(charm: str, tool: ModuleType):
+    # Juju 3.6 runs an action with an unknown parameter (a typo of a real one) in silence
+    # unless the action sets `additionalProperties: false`; Juju 4 refuses it by default.
+    actions: dict[str, Any] = tool.render_project(charm).get("actions") or {}
+
+    lacking = [
+        name
+        for name, spec in actions.items()
+        if (spec or {}).get("additionalProperties") is not False
+    ]
+
+    assert lacking == []
