@@ -9,11 +9,11 @@ DECLARED = {"params": {"partition": {"type": "string"}, "max": {"type": "integer
 
 
 def test_an_unknown_parameter_reaches_the_charm_unless_the_action_refuses_additional_ones():
-    assert validate(DECLARED, {"partiton": "batch"}) == {"max": 1, "partiton": "batch"}
+    assert validate(DECLARED, {"partitions": "batch"}) == {"max": 1, "partitions": "batch"}
     assert validate({**DECLARED, "additionalProperties": True}, {"x": 1}) == {"max": 1, "x": 1}
 
-    with pytest.raises(ParamsError, match="Additional property partiton is not allowed"):
-        validate({**DECLARED, "additionalProperties": False}, {"partiton": "batch"})
+    with pytest.raises(ParamsError, match="Additional property partitions is not allowed"):
+        validate({**DECLARED, "additionalProperties": False}, {"partitions": "batch"})
 
 
 def test_an_action_refusing_additional_parameters_takes_its_declared_ones():
