@@ -1005,6 +1005,24 @@ MUTATIONS = [
         "      Afterwards a daemon with the old key is refused. Run it on the leader.\n",
         "tests/unit/project/test_charmcraft_projects.py",
     ),
+    Mutation(
+        "lab-exec-does-not-hold-its-unit",
+        "lab/src/slurm_lab/juju/engine.py",
+        '        unit.running, unit.agent = event, "executing"\n'
+        "        unit.runner_pid, unit.runner_start = os.getpid(), start_time(os.getpid())\n"
+        "        return event, run",
+        "        return event, run",
+        "lab/tests/test_backend_units.py",
+    ),
+    Mutation(
+        "lab-lost-exec-is-a-failed-hook",
+        "lab/src/slurm_lab/juju/engine.py",
+        '            if event["kind"] == "custom" and not event.get("exec"):\n'
+        "                continue",
+        '            if event["kind"] == "custom" and not event.get("exec"):\n'
+        "                pass",
+        "lab/tests/test_backend_units.py",
+    ),
 ]
 
 
