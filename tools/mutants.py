@@ -1023,6 +1023,13 @@ MUTATIONS = [
         "                pass",
         "lab/tests/test_backend_units.py",
     ),
+    Mutation(
+        "lab-leaves-a-stopped-nsenter-stopped",
+        "lab/src/slurm_lab/proc.py",
+        "                    os.kill(proc.pid, signal.SIGCONT)",
+        "                    pass",
+        "lab/tests/test_machines_units.py",
+    ),
 ]
 
 

@@ -1,13 +1,16 @@
-"""Machine-layer pieces that need no root: mirror discovery, the recipe key, the hosts file."""
+"""Machine-layer pieces that need no root: mirror discovery, the recipe key, the hosts file,
+resuming a stopped command."""
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import pytest
 from slurm_lab import cli, rootfs
 from slurm_lab.errors import LabError
 from slurm_lab.machines import Lab, _hosts_file, _Record
+from slurm_lab.proc import run_resumed
 
 DEB822 = """\
 Types: deb
@@ -174,3 +177,20 @@ def test_a_failed_build_leaves_no_base(tmp_path: Path, monkeypatch: pytest.Monke
     with pytest.raises(LabError, match="debootstrap failed"):
         rootfs.ensure_base(tmp_path)
     assert [p.name for p in tmp_path.iterdir()] == [".lock"]
+
+
+def test_a_command_that_stops_is_resumed_as_nsenter_needs_when_a_machine_shuts_down():
+    # nsenter stops itself when its child is stopped (systemd's shutdown stops every process)
+    # and waits for a SIGCONT: the lab sends it.
+    started = time.monotonic()
+
+    result = run_resumed(["sh", "-c", "kill -STOP $$; echo resumed"], timeout=30)
+
+    assert (result.returncode, result.stdout) == (0, "resumed\n")
+    assert time.monotonic() - started < 5
+
+
+def test_a_command_run_resumed_times_out_as_run_does():
+    with pytest.raises(LabError, match="timed out after 1s"):
+        run_resumed(["sleep", "30"], timeout=1)
+    assert run_resumed(["cat"], input="in").stdout == "in"

@@ -30,7 +30,7 @@ from typing import Any, Literal
 
 from slurm_lab import mirror, network, rootfs
 from slurm_lab.errors import LabError
-from slurm_lab.proc import run, start_time
+from slurm_lab.proc import run, run_resumed, start_time
 
 __all__ = ["Lab", "LabError", "Machine"]
 
@@ -119,7 +119,7 @@ class Machine:
 
         Raises LabError on timeout, and with check on a non-zero exit (message has stderr).
         """
-        result = run(self.nsenter_argv(argv, env), input=input, timeout=timeout, check=False)
+        result = run_resumed(self.nsenter_argv(argv, env), input=input, timeout=timeout)
         if check and result.returncode != 0:
             raise LabError(
                 f"{self.name}: {' '.join(argv)} exited {result.returncode}: "

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import logging
+import os
+import signal
 import subprocess
+import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
@@ -59,3 +62,53 @@ def run(
             f"command failed ({result.returncode}): {' '.join(argv)}: {result.stderr.strip()}"
         )
     return result
+
+
+RESUME_POLL = 0.5
+"""Seconds between looks at a command `run_resumed` runs, for a stop to undo."""
+
+
+def run_resumed(
+    argv: Sequence[str], *, input: str | None = None, timeout: float | None = 120
+) -> subprocess.CompletedProcess[str]:
+    """Run a host command as `run` does (no check), resuming it whenever it stops.
+
+    For nsenter into a machine's PID namespace: it forks, and when its child stops it stops
+    itself and waits for a SIGCONT to pass on. systemd's shutdown stops every process of the
+    machine (SIGSTOP, then SIGTERM and SIGCONT to them only), so a command running while a
+    machine reboots left nsenter stopped until the caller's timeout.
+    """
+    logger.debug("run: %s", " ".join(argv))
+    deadline = None if timeout is None else time.monotonic() + timeout
+    stdin = subprocess.PIPE if input is not None else None
+    try:
+        proc = subprocess.Popen(
+            list(argv), stdin=stdin, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        )
+    except FileNotFoundError as e:
+        raise LabError(f"command not found: {argv[0]}") from e
+    with proc:
+        while True:
+            wait = (
+                RESUME_POLL if deadline is None else min(RESUME_POLL, deadline - time.monotonic())
+            )
+            try:
+                out, err = proc.communicate(input, timeout=max(wait, 0.0))
+                break
+            except subprocess.TimeoutExpired:
+                input = None  # sent with the first call
+                if deadline is not None and time.monotonic() >= deadline:
+                    proc.kill()
+                    proc.communicate()
+                    raise LabError(f"timed out after {timeout}s: {' '.join(argv)}") from None
+                if _stopped(proc.pid):
+                    os.kill(proc.pid, signal.SIGCONT)
+    return subprocess.CompletedProcess(list(argv), proc.returncode, out, err)
+
+
+def _stopped(pid: int) -> bool:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] == "T"
