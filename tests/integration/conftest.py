@@ -28,6 +28,7 @@ LONGEST_MODULES = (
     "test_dynamic_nodes.py",
     "test_observability.py",
     "test_ha_worst_moment.py",
+    "test_hostile_user.py",
     "test_bench_lab_smoke.py",
     "test_ha_key_rotation.py",
     "test_operator_toolkit.py",
