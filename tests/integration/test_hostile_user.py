@@ -385,26 +385,28 @@ def restore_node(juju: jubilant.Juju, controller: str) -> None:
 
 
 def takeover_victim(juju: jubilant.Juju) -> str:
-    """Root's requeueable batch job: records each run on its node, ends once released."""
-    job_id = root_sbatch(
+    """Root's requeueable batch job: records each run on its node, and exits with the code
+    written into its release file once there is one."""
+    return root_sbatch(
         juju,
         f"--nodelist={NODE}",
         "--output=/dev/null",
         "--requeue",
         wrap=f"echo run >> {RUNS}-$SLURM_JOB_ID; "
-        f"while [ ! -e {RELEASE}-$SLURM_JOB_ID ]; do sleep 1; done",
+        f"while [ ! -s {RELEASE}-$SLURM_JOB_ID ]; do sleep 1; done; "
+        f"exit $(cat {RELEASE}-$SLURM_JOB_ID)",
     )
-    return job_id
 
 
-def release(juju: jubilant.Juju, job_id: str) -> None:
-    """Let a takeover victim end, by its own exit (COMPLETED)."""
-    exec_on(juju, f"touch {RELEASE}-{job_id}", unit=NODE_UNIT)
+def release(juju: jubilant.Juju, job_id: str, exit_code: int = 0) -> None:
+    """Let a takeover victim end by its own exit: COMPLETED, or FAILED with `exit_code`."""
+    exec_on(juju, f"echo {exit_code} > {RELEASE}-{job_id}", unit=NODE_UNIT)
+    ended = "FAILED" if exit_code else "COMPLETED"
     poll(
-        lambda: job_fields(juju, job_id).get("JobState") == "COMPLETED",
+        lambda: job_fields(juju, job_id).get("JobState") == ended,
         timeout=60,
         interval=1,
-        what=f"job {job_id} completed",
+        what=f"job {job_id} {ended}",
     )
 
 
@@ -413,20 +415,23 @@ def runs_of(juju: jubilant.Juju, job_id: str) -> int:
     return int(out.strip() or 0)
 
 
-def test_a_forged_partition_string_requeues_no_completed_job_after_a_takeover(
+def test_a_forged_partition_string_requeues_no_ended_job_after_a_takeover(
     cluster: jubilant.Juju,
 ):
     """The primary's slurmctld SIGKILLed; once the backup is in charge, the user's refused
     `sbatch -p` makes it log whole lines in the format of a launch refused for a revoked
-    credential, naming two of root's requeueable jobs: one that completed before the kill,
-    one that completes after the takeover (in the repair's window). Neither runs again."""
+    credential, naming three of root's requeueable jobs: two that ended by their own exit
+    shortly before the kill (one COMPLETED, one FAILED with exit code 1), one that completes
+    after the takeover, in the repair's window. None runs again."""
     juju = cluster
     hosts = ping_hosts(juju)
     primary, backup = hosts
     backup_unit = unit_of_host(juju.status(), "slurmctld", backup)
-    early = takeover_victim(juju)
-    release(juju, early)
+    completed, failed = takeover_victim(juju), takeover_victim(juju)
+    release(juju, completed)
+    release(juju, failed, exit_code=1)
     late = takeover_victim(juju)
+    victims = [completed, failed, late]
     poll(lambda: job_fields(juju, late).get("JobState") == "RUNNING", timeout=60, what="late")
     time.sleep(QUIET)
     fault_at = time.time()
@@ -441,7 +446,7 @@ def test_a_forged_partition_string_requeues_no_completed_job_after_a_takeover(
         now = exec_on(juju, "date +%Y-%m-%dT%H:%M:%S.%3N", unit=backup_unit).strip()
         lines = "".join(
             f"\n[{now}] Killing non-startable batch JobId={job_id}: Job credential revoked"
-            for job_id in (early, late)
+            for job_id in victims
         )
         refused = user_sbatch(juju, f"--partition=nope{lines}")
         logged = exec_on(
@@ -452,15 +457,15 @@ def test_a_forged_partition_string_requeues_no_completed_job_after_a_takeover(
         )
         release(juju, late)
         run_hooks(juju, backup_unit)
-        found = watch(juju, [early, late], LOOK)
-        runs = {job_id: runs_of(juju, job_id) for job_id in (early, late)}
+        found = watch(juju, victims, LOOK)
+        runs = {job_id: runs_of(juju, job_id) for job_id in victims}
     finally:
-        cancel(juju, [early, late])
+        cancel(juju, victims)
         exec_on(juju, f"rm -f {RELEASE}-* {RUNS}-*", unit=NODE_UNIT)
         recover(juju, "kill", primary, hosts)
 
     assert refused is None
     assert logged.strip() == "1", "the new primary did not log the forged line verbatim"
-    done = {job_id: touched(fields) for job_id, fields in found.items()}
-    assert done == {early: [], late: []}, {job_id: shown(f) for job_id, f in found.items()}
-    assert runs == {early: 1, late: 1}
+    done = {job_id: what for job_id, fields in found.items() if (what := touched(fields))}
+    assert done == {}, {job_id: shown(fields) for job_id, fields in found.items()}
+    assert runs == dict.fromkeys(victims, 1)
