@@ -18,7 +18,8 @@ that one failing does not fail the next:
    RebootProgram of a real rollout that fails on its node. The forgery rides in a job of the
    user's own partition, and in `compute,rebuild` where Slurm takes that list.
 4. A forged partition string, logged verbatim by the new primary's slurmctld, never makes the
-   takeover repair requeue a completed job after the primary's slurmctld was SIGKILLed.
+   takeover repair (after the primary's slurmctld was SIGKILLed) requeue a job that ended by
+   its own exit: COMPLETED or FAILED shortly before the kill, COMPLETED after the takeover.
 
 The scenarios need the lab (`juju.update_status`, controller faults): on real Juju they skip.
 """
