@@ -41,7 +41,7 @@ rebuild and HA major upgrade on one 11-machine cluster about 15 (alone on the sh
 10 with a 2.5-minute deploy, 16 when the load made the deploy 7), the failover suite 13-15
 minutes, the dynamic-node suite 8-9, observability about 7 (alone: 11 before its test-sized
 intervals), the worst-moment failover 5 to 9 (Slurm's 121 s requeue delay), the hostile
-user's scenarios (one failover, one node reboot) 5 alone, the benchmark smoke run about 4
+user's scenarios (one failover, one node reboot) 5 to 6 alone, the benchmark smoke run about 4
 (alone: 12 before it left out the figures other modules prove). The rest take 1 to 4 minutes
 each."""
 
