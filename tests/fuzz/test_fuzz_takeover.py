@@ -23,7 +23,7 @@ import pytest
 import strategies as s
 from hpc_libs.errors import SlurmOpsError
 from hpc_libs.slurm.scontrol import Job, Node
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 takeover = harness.modules("slurmctld")["takeover"]
@@ -76,6 +76,7 @@ def whole_records(output: str, fields: int) -> list[list[str]]:
 
 
 @given(hostile_output(JOB_LINES))
+@example(f"x\r{JOB_LINES[1]}\nx\u2028{JOB_LINES[2]}\n")
 def test_job_candidates_are_ids_of_whole_squeue_records(output: str):
     candidates = takeover.job_candidates(output, SINCE)
 
@@ -85,6 +86,7 @@ def test_job_candidates_are_ids_of_whole_squeue_records(output: str):
 
 
 @given(hostile_output(NODE_LINES))
+@example(f"x\u2028{NODE_LINES[0]}\nx\r{NODE_LINES[0]}\n")
 def test_node_candidates_are_names_of_whole_sinfo_records(output: str):
     candidates = takeover.node_candidates(output, SINCE)
 
@@ -93,6 +95,7 @@ def test_node_candidates_are_names_of_whole_sinfo_records(output: str):
 
 
 @given(hostile_output(RELEASE_LINES))
+@example(f"{RELEASE_LINES[1]}\r{RELEASE_LINES[0]}\n")
 def test_node_releases_are_whole_records_or_refused(output: str):
     try:
         releases = native_metrics.node_releases(output)
@@ -191,6 +194,7 @@ class FakeScontrol:
 
 
 @given(hostile_output(JOB_LINES), hostile_output(NODE_LINES))
+@example(f"{JOB_LINES[3]}\nx\r{JOB_LINES[3]}\n", "compute-1|1795619074\ngpu-0|1795619074\n")
 def test_the_repair_acts_only_on_what_the_records_say(jobs: str, nodes: str):
     """Forged lines may name job 77 (another user's, completed) or compute-1: nothing happens."""
     scontrol = FakeScontrol()

@@ -355,3 +355,13 @@ def test_a_line_of_sinfo_that_is_no_nodes_keeps_the_last_decision(
 
     assert memory(out)["native_metrics"] is False
     assert "metricstype" not in slurm_conf(tmp_path)
+
+
+def test_a_future_placeholder_sinfo_lists_after_all_holds_nothing(ctx, machine, tmp_path: Path):
+    """sinfo leaves FUTURE nodes out, unless its environment says otherwise (SINFO_FUTURE)."""
+    state = cluster(machine, nodes={"compute_0": "26.05.5"})
+    machine.responses[SHOW_NODES] += "p-0|future|N/A\n"
+
+    ctx.run(ctx.on.config_changed(), state)
+
+    assert METRICS_TYPE in slurm_conf(tmp_path).splitlines()

@@ -631,3 +631,48 @@ def test_many_repairs_are_counted_in_the_status(ctx, machine, tmp_path, share, c
     assert out.unit_status.message.endswith(
         "released job 3 (held after a refused launch); 3 more (see the unit's log)"
     )
+
+
+def test_a_candidate_its_record_rejects_is_read_once_per_takeover(
+    ctx, machine, tmp_path, share, clock
+):
+    """An operator's drain is listed at every look; its record is read at the first only."""
+    node = drained_node(reason="disk swap", reason_set_by_user="root")
+    slurm_shows(machine, [node], [])
+    state = took_over(ctx, clock, tmp_path)
+    clock.now = NOTICED + 10
+    beat(tmp_path, 1, clock.now)
+
+    ctx.run(_Event("slurmctld_wake"), state)
+
+    assert len(machine.ran("sinfo")) == 2
+    assert len(machine.ran("scontrol", "show", "node", "compute-0")) == 1
+    assert machine.ran("scontrol", "update") == []
+
+
+@pytest.mark.parametrize("line_break", ["\r", "\u2028", "\x85", "\x0b"])
+def test_a_record_broken_by_another_line_break_names_no_candidate(takeover_module, line_break):
+    """Only "\n" ends squeue's and sinfo's records (`str.splitlines` would split here too)."""
+    failed = f"2|FAILED|{RELAUNCH - 30}|{RELAUNCH}|{RELAUNCH}|0|1|1|1:0"
+    drained = f"compute-0|{RELAUNCH}"
+
+    assert takeover_module.job_candidates(f"{failed}\n", SEEN) == [2]
+    assert takeover_module.job_candidates(f"x{line_break}{failed}\n", SEEN) == []
+    assert takeover_module.node_candidates(f"{drained}\n", SEEN) == ["compute-0"]
+    assert takeover_module.node_candidates(f"x{line_break}{drained}\n", SEEN) == []
+
+
+@pytest.mark.parametrize(
+    ("index", "field"),
+    [
+        *[(0, f) for f in ("9" * 5000, "4294967296", "²", "-1", "0x10")],
+        *[(i, f) for i in (2, 3, 4) for f in ("9" * 5000, "2026-13-45T99:99:99", "9" * 14, "²")],
+    ],
+)
+def test_a_huge_number_or_an_impossible_time_makes_a_line_no_record(
+    takeover_module, index: int, field: str
+):
+    fields = f"2|FAILED|{RELAUNCH - 30}|{RELAUNCH}|{RELAUNCH}|0|1|1|1:0".split("|")
+    fields[index] = field
+
+    assert takeover_module.job_candidates("|".join(fields) + "\n", SEEN) == []
