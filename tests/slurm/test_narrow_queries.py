@@ -146,3 +146,51 @@ def test_sinfo_gives_every_registered_nodes_release(cluster: Cluster):
 
     assert set(releases) == {"compute-0", "compute-1"}, output
     assert all(r is not None and r.startswith("24.11.") for r in releases.values()), output
+
+
+MEASURE = """
+import resource, subprocess, time
+started = time.monotonic()
+out = subprocess.run(args["argv"], env={"SLURM_TIME_FORMAT": "%s", "PATH": "/usr/bin:/bin"},
+                     capture_output=True, check=True).stdout
+result = {
+    "seconds": round(time.monotonic() - started, 2),
+    "bytes": len(out),
+    "peak_kib": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss,
+}
+"""
+
+
+@pytest.mark.skipif(
+    not os.environ.get("TAKEOVER_QUERY_SIZES"), reason="a measurement: TAKEOVER_QUERY_SIZES=<jobs>"
+)
+def test_measure_a_look_against_every_job_as_json(cluster: Cluster):
+    """What one look costs the client beside what the old look did, with N held jobs queued.
+
+    Prints the seconds, output bytes and peak RSS of each command (run on the controller).
+    """
+    count = int(os.environ["TAKEOVER_QUERY_SIZES"])
+    submit_all = (
+        f"for i in $(seq {count}); do sbatch -H -p {PARTITION} -o /dev/null --wrap true"
+        " >/dev/null || exit 1; done"
+    )
+    cluster.sh(cluster.controller, "sh", "-c", submit_all, timeout=3600)
+    try:
+        looks = {
+            "squeue (JOBS_QUERY)": takeover.JOBS_QUERY,
+            "sinfo (NODES_QUERY)": takeover.NODES_QUERY,
+            "scontrol show jobs --json": ["scontrol", "show", "jobs", "--json"],
+            "scontrol show nodes --json": ["scontrol", "show", "nodes", "--json"],
+        }
+        measured = {
+            name: cluster.py(cluster.controller, MEASURE, argv=argv)
+            for name, argv in looks.items()
+        }
+    finally:
+        cluster.sh(
+            cluster.controller, "scancel", "--state=PENDING", "--partition", PARTITION, timeout=600
+        )
+    print(f"\n[takeover looks, {count} held jobs] {measured}")
+    assert (
+        measured["squeue (JOBS_QUERY)"]["bytes"] < measured["scontrol show jobs --json"]["bytes"]
+    )
