@@ -485,14 +485,14 @@ MUTATIONS = [
     Mutation(
         "native-metrics-ignores-node-versions",
         "charms/slurmctld/src/native_metrics.py",
-        '            yield Daemon(f"slurmd node {node.name}", node.version or None)\n',
-        "            pass\n",
+        '        yield Daemon(f"slurmd node {name}", release)\n',
+        "        pass\n",
         "tests/unit/slurmctld/test_native_metrics.py",
     ),
     Mutation(
         "native-metrics-counts-placeholder-nodes",
         "charms/slurmctld/src/native_metrics.py",
-        '        if not node.has_state("FUTURE"):',
+        '        if "future" not in state.lower().split("+"):',
         "        if True:",
         "tests/unit/slurmctld/test_native_metrics.py",
     ),
@@ -506,8 +506,8 @@ MUTATIONS = [
     Mutation(
         "native-metrics-ignores-peer-controllers",
         "charms/slurmctld/src/native_metrics.py",
-        "    for host in peer.hosts().values():",
-        "    for host in []:",
+        "    for controller in peer.hosts().values():",
+        "    for controller in []:",
         "tests/unit/slurmctld/test_native_metrics.py",
     ),
     Mutation(
@@ -989,6 +989,79 @@ MUTATIONS = [
         '"--no-reload", self.name, timeout=QUICK_TIMEOUT, env=SKIP_SYSV)',
         '"--no-reload", self.name, timeout=QUICK_TIMEOUT)',
         "tests/unit/hpc_libs/test_machine.py",
+    ),
+    # Issue 33 (A3, A4): the takeover repair decides on Slurm's records, from narrow queries.
+    Mutation(
+        "takeover-requeues-any-failed-job",
+        "charms/slurmctld/src/takeover.py",
+        "        and job.state_reason == REFUSED_REASON\n",
+        "",
+        "tests/unit/slurmctld/test_takeover.py",
+    ),
+    Mutation(
+        "takeover-splits-records-on-any-line-break",
+        "charms/slurmctld/src/takeover.py",
+        '    return [line for line in output.split("\\n") if line]',
+        "    return [line for line in output.splitlines() if line]",
+        "tests/unit/slurmctld/test_takeover.py",
+    ),
+    Mutation(
+        "takeover-huge-job-id-taken",
+        "charms/slurmctld/src/takeover.py",
+        "        and int(job_id) <= _MAX_JOB_ID\n",
+        "",
+        "tests/unit/slurmctld/test_takeover.py",
+    ),
+    Mutation(
+        "takeover-error-is-a-hook-error",
+        "charms/slurmctld/src/takeover.py",
+        "        except Exception as e:\n",
+        "        except SlurmOpsError as e:\n",
+        "tests/unit/slurmctld/test_takeover.py",
+    ),
+    Mutation(
+        "takeover-rereads-rejected-candidates",
+        "charms/slurmctld/src/takeover.py",
+        "        self._stored.passed = [*self._stored.passed, key]\n",
+        "",
+        "tests/unit/slurmctld/test_takeover.py",
+    ),
+    Mutation(
+        "takeover-lists-every-job",
+        "charms/slurmctld/src/takeover.py",
+        '    "--states=PENDING,FAILED,COMPLETING",\n',
+        '    "--states=all",\n',
+        "tests/unit/slurmctld/test_takeover.py",
+    ),
+    Mutation(
+        "takeover-looks-without-a-cap",
+        "charms/slurmctld/src/takeover.py",
+        "        if now > stored.window_until or stored.looks >= MAX_LOOKS:\n",
+        "        if now > stored.window_until:\n",
+        "tests/unit/slurmctld/test_takeover.py",
+    ),
+    Mutation(
+        "takeover-failed-look-not-in-status",
+        "charms/slurmctld/src/takeover.py",
+        "        if trouble := str(self._stored.trouble):\n",
+        "        if trouble := str(self._stored.trouble)[:0]:\n",
+        "tests/unit/slurmctld/test_takeover.py",
+    ),
+    Mutation(
+        "native-metrics-reads-every-node-record",
+        "charms/slurmctld/src/native_metrics.py",
+        "    output = host.run(NODES_QUERY, timeout=scontrol.timeout).stdout\n",
+        "    nodes = scontrol.show_nodes()\n"
+        "    output = ''.join(f'{n.name}|idle|{n.version or \"N/A\"}\\n' for n in nodes)\n",
+        "tests/unit/slurmctld/test_native_metrics.py",
+    ),
+    Mutation(
+        "native-metrics-guesses-past-a-bad-sinfo-line",
+        "charms/slurmctld/src/native_metrics.py",
+        "            raise SlurmOpsError(f\"sinfo printed a line that is no node's: "
+        '{line[:80]!r}")\n',
+        "            continue\n",
+        "tests/unit/slurmctld/test_native_metrics.py",
     ),
 ]
 
