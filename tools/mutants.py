@@ -1063,6 +1063,34 @@ MUTATIONS = [
         "            continue\n",
         "tests/unit/slurmctld/test_native_metrics.py",
     ),
+    Mutation(
+        "signal-dated-in-the-future-counted",
+        "charms/slurmctld/src/takeover.py",
+        "    if not stat.S_ISREG(info.st_mode) or info.st_mtime > now:\n",
+        "    if not stat.S_ISREG(info.st_mode):\n",
+        "tests/unit/slurmctld/test_takeover.py",
+    ),
+    Mutation(
+        "future-nodes-fill-the-node-table",
+        "charms/slurmctld/src/future_nodes.py",
+        "    if 2 * total > max_node_count:\n",
+        "    if total > max_node_count:\n",
+        "tests/unit/slurmctld/test_future_nodes.py",
+    ),
+    Mutation(
+        "lab-tool-server-reads-clients-in-turn",
+        "lab/src/slurm_lab/juju/jujuc.py",
+        "target=_client, args=(conn, token, turn, slots)",
+        "target=_client(conn, token, turn, slots), args=()",
+        "lab/tests/test_jujuc_server_units.py",
+    ),
+    Mutation(
+        "shared-etc-group-writable-adopted",
+        "libs/hpc_libs/src/hpc_libs/machine/files.py",
+        "        if mode & 0o022:\n",
+        "        if mode & 0o002:\n",
+        "tests/unit/hpc_libs/test_slurm_managers.py",
+    ),
 ]
 
 

@@ -36,7 +36,9 @@ takeover`), and there are at most `MAX_LOOKS` looks per takeover.
 A backup whose hooks never ran while another controller was in charge (on a busy machine its
 last hook may come before the primary's first heartbeat) knows of the takeover from slurmctld
 itself: a backup that takes control runs `SlurmctldPrimaryOnProg`, whose signal file
-(`primary_watch.SIGNAL_FILE`) then dates the takeover, and `since` is that time.
+(`primary_watch.SIGNAL_FILE`) then dates the takeover, and `since` is that time. SlurmUser
+writes that file: a date after now, or anything but a regular file, is no signal
+(`signalled_at`).
 
 The charm must run while the window is open, and the rule is level-triggered: any hook (the
 wake-up slurmctld's signal dispatches, a recheck, update-status, any other event) compares the
@@ -339,12 +341,21 @@ def trouble_text(error: BaseException) -> str:
     return text if len(text) <= _MAX_TROUBLE else text[: _MAX_TROUBLE - 3] + "..."
 
 
-def _mtime(path: Path) -> float:
-    """When `path` (not a link it may be) last changed; 0 if it does not exist."""
+def signalled_at(path: Path, now: float) -> float:
+    """When slurmctld's program last wrote the signal file `path`; 0 for no signal.
+
+    SlurmUser writes that file, so it can date it as it likes: only a regular file counts (a
+    link is not followed, nor a directory or FIFO taken for one), and a date after `now` is
+    no signal. Taken as now, it would open a new window at every hook, each with a watcher
+    of its own; taken as it is, a watcher would wake the charm every `RECHECK` s until then.
+    """
     try:
-        return path.lstat().st_mtime
+        info = path.lstat()
     except OSError:
         return 0.0
+    if not stat.S_ISREG(info.st_mode) or info.st_mtime > now:
+        return 0.0
+    return info.st_mtime
 
 
 def controller_index(manager: SlurmctldManager, hostname: str) -> int | None:
@@ -418,7 +429,7 @@ class TakeoverRepair(ops.Object):
         my_index = controller_index(manager, hostname)
         if my_index is None:
             return
-        took_control = _mtime(manager.root / SIGNAL_FILE.lstrip("/"))
+        took_control = signalled_at(manager.root / SIGNAL_FILE.lstrip("/"), now)
         if beat is None or now - beat.time > slurmctld_timeout / 2:
             if now - took_control < WINDOW:  # slurmctld just signalled: look until one beats.
                 self._keep_looking(int(took_control) + WINDOW)
@@ -430,7 +441,7 @@ class TakeoverRepair(ops.Object):
         saw_another = stored.in_charge not in (-1, my_index)
         unseen = stored.in_charge == -1 and my_index > 0 and took_control > 0
         if saw_another or unseen:
-            stored.since = max(stored.others_seen_at, min(took_control, now))
+            stored.since = max(stored.others_seen_at, took_control)
             stored.window_until = now + WINDOW
             stored.done, stored.passed, stored.looks, stored.trouble = [], [], 0, ""
             logger.warning(

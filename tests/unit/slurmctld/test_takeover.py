@@ -335,6 +335,46 @@ def test_a_backup_that_never_saw_the_primary_knows_its_takeover_from_slurmctld(
     assert "released job 1" in out.unit_status.message
 
 
+def test_a_signal_dated_in_the_future_is_no_signal(ctx, machine, tmp_path, share, clock):
+    """SlurmUser dates the file itself: a date years away keeps no watcher dispatching.
+
+    Taken as it is, a watcher woke the charm every 10 s until that date.
+    """
+    slurm_shows(machine, [drained_node()], [held_job()])
+    state = ctx.run(ctx.on.update_status(), backup())  # No heartbeat: nobody in charge.
+    signal = tmp_path / "run/slurmctld-charm/primary-changed"
+    signal.parent.mkdir(parents=True, exist_ok=True)
+    signal.write_text("0\n")
+    later = NOTICED + 10 * 365 * 86400
+    os.utime(signal, (later, later))
+    clock.now = NOTICED
+
+    ctx.run(_Event("slurmctld_wake"), state)
+
+    assert machine.ran("systemd-run") == []
+    assert repairs(machine) == []
+
+
+def test_only_a_regular_signal_file_dates_a_takeover(takeover_module, tmp_path):
+    """No link is followed, and a directory or FIFO put at its name is no signal."""
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.write_text("")
+    os.utime(elsewhere, (RELAUNCH, RELAUNCH))
+    signal = tmp_path / "primary-changed"
+    signal.symlink_to(elsewhere)
+    assert takeover_module.signalled_at(signal, NOTICED) == 0
+
+    signal.unlink()
+    signal.mkdir()
+    os.utime(signal, (RELAUNCH, RELAUNCH))
+    assert takeover_module.signalled_at(signal, NOTICED) == 0
+
+    signal.rmdir()
+    signal.write_text("")
+    os.utime(signal, (RELAUNCH, RELAUNCH))
+    assert takeover_module.signalled_at(signal, NOTICED) == RELAUNCH
+
+
 def test_a_signal_before_the_casualties_time_bounds_them(ctx, machine, tmp_path, share, clock):
     """A drain older than the takeover slurmctld signalled stays, as with a seen takeover."""
     slurm_shows(machine, [drained_node()], [held_job()])
