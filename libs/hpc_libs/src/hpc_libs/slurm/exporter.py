@@ -70,7 +70,15 @@ def run_command(argv: Sequence[str], env: Mapping[str, str], timeout: float) -> 
 PING = ["scontrol", "ping", "--json"]
 SDIAG = ["sdiag", "--json"]
 SINFO = ["sinfo", "--noheader", "--Node", f"--Format={metrics.SINFO_FORMAT}"]
+SINFO_REASONS = ["sinfo", "--noheader", "--Node", f"--Format={metrics.SINFO_REASON_FORMAT}"]
 SQUEUE = ["squeue", "--noheader", "--all", "--array", f"--format={metrics.SQUEUE_FORMAT}"]
+SQUEUE_ACCOUNTS = [
+    "squeue",
+    "--noheader",
+    "--all",
+    "--array",
+    f"--format={metrics.SQUEUE_ACCOUNT_FORMAT}",
+]
 
 
 class SlurmCollector(Collector):
@@ -170,10 +178,18 @@ class SlurmCollector(Collector):
             except (ValueError, KeyError) as e:
                 logger.warning("cannot parse sdiag: %s", e)
                 failed.append("sdiag")
-        if (text := self._timed("sinfo", SINFO, COMMAND_TIMEOUT, durations, failed)) is not None:
-            families += metrics.node_families(text, snapshot)
-        if (text := self._timed("squeue", SQUEUE, COMMAND_TIMEOUT, durations, failed)) is not None:
-            families += metrics.job_families(text, self.clock(), self.per_user, snapshot)
+        nodes = self._timed("sinfo", SINFO, COMMAND_TIMEOUT, durations, failed)
+        reasons = self._timed("sinfo_reasons", SINFO_REASONS, COMMAND_TIMEOUT, durations, failed)
+        if nodes is not None:
+            families += metrics.node_families(nodes, reasons or "", snapshot)
+        jobs = self._timed("squeue", SQUEUE, COMMAND_TIMEOUT, durations, failed)
+        accounts = None
+        if self.per_user:
+            accounts = self._timed(
+                "squeue_accounts", SQUEUE_ACCOUNTS, COMMAND_TIMEOUT, durations, failed
+            )
+        if jobs is not None:
+            families += metrics.job_families(jobs, accounts, self.clock(), self.per_user, snapshot)
         return families
 
     def _timed(
