@@ -447,3 +447,33 @@ def test_cluster_totals_count_a_node_in_two_partitions_once() -> None:
     }
     partitions = _series(samples, "slurm_partition_cpus")
     assert sum(v for k, v in partitions.items() if ("state", "total") in k) == 18
+
+
+@pytest.mark.parametrize("private", ["jobs", "users", "accounts", "usage"])
+def test_private_data_turns_the_per_user_series_off(private: str) -> None:
+    """Any local user can scrape the exporter: what PrivateData hides from users, it hides."""
+    slurm = FakeSlurm()
+    samples = _scrape(_collector(slurm, per_user=True, private=frozenset({private})))
+    for name in ("slurm_user_jobs", "slurm_user_cpus", "slurm_account_jobs"):
+        assert not _series(samples, name)
+    assert not _series(samples, "slurm_user_rpc_requests_total")
+    assert tuple(exporter.SQUEUE_ACCOUNTS) not in map(tuple, slurm.ran)
+
+
+def test_private_jobs_and_usage_are_not_read() -> None:
+    """An unprivileged exporter would read its own jobs only, and be refused sdiag: it reads
+    neither, so it never serves an empty queue as the cluster's, nor fails every pass."""
+    slurm = FakeSlurm(squeue=AssertionError("squeue ran"), sdiag=AssertionError("sdiag ran"))
+    samples = _scrape(_collector(slurm, private=frozenset({"jobs", "usage"})))
+    assert not _series(samples, "slurm_partition_jobs")
+    assert not _series(samples, "slurm_scheduler_queue_length")
+    assert _series(samples, "slurm_nodes")
+    assert samples[("slurm_exporter_last_success_timestamp_seconds", ())] == RECORDED_AT
+
+
+def test_the_command_line_reads_private_data(monkeypatch: pytest.MonkeyPatch) -> None:
+    made: list[exporter.SlurmCollector] = []
+    monkeypatch.setattr(exporter, "serve", lambda collector, *_: made.append(collector))
+    exporter.main(["--per-user", "--private-data", "Jobs, usage"])
+    assert made[0].private == {"jobs", "usage"}
+    assert not made[0].per_user
