@@ -224,6 +224,7 @@ def test_a_scrape_holds_exactly_the_collected_series(
         run=Answers(outputs),
         clock=lambda: NOW,
         fence_flag=Path("/nonexistent/fenced"),
+        sack_socket=Path(__file__),
     )
     collector.collect_once()
     registry = CollectorRegistry()

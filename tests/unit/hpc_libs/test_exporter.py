@@ -84,6 +84,7 @@ def _scrape(
 def _collector(
     slurm: FakeSlurm, hostname: str = HOST, **kwargs: object
 ) -> exporter.SlurmCollector:
+    kwargs = {"sack_socket": Path(__file__), **kwargs}  # A path that exists.
     collector = exporter.SlurmCollector(
         hostname,
         run=slurm,
@@ -385,6 +386,7 @@ def test_a_new_primary_exports_the_cluster_only_after_the_old_one_dropped_it() -
             run=slurm,
             clock=lambda: now[0],
             fence_flag=Path("/nonexistent/fenced"),
+            sack_socket=Path(__file__),
             handover=40,
         )
         for host, slurm in (("obs-0", old_slurm), ("obs-1", new_slurm))
@@ -477,3 +479,14 @@ def test_the_command_line_reads_private_data(monkeypatch: pytest.MonkeyPatch) ->
     exporter.main(["--per-user", "--private-data", "Jobs, usage"])
     assert made[0].private == {"jobs", "usage"}
     assert not made[0].per_user
+
+
+def test_a_unit_whose_slurmctld_is_stopped_exports_its_role_and_no_failure() -> None:
+    """Unprivileged, the exporter reaches Slurm only through the local slurmctld's socket: a
+    standby unit (slurmctld stopped) is not in control, and that is no failed pass."""
+    slurm = FakeSlurm()
+    samples = _scrape(_collector(slurm, sack_socket=Path("/nonexistent/sack.socket")))
+    assert slurm.ran == []
+    assert _series(samples, "slurm_controller_primary") == {(("host", HOST),): 0}
+    assert not _series(samples, "slurm_exporter_collect_errors_total")
+    assert samples[("slurm_exporter_last_success_timestamp_seconds", ())] == RECORDED_AT

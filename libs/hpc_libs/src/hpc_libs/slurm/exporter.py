@@ -65,6 +65,9 @@ HANDOVER_GRACE = 10.0
 """Seconds beyond one interval a new primary's exporter waits for the old one's next pass."""
 FENCE_FLAG = "/run/slurmctld-fence/fenced"
 """The fence watchdog's flag (the slurmctld charm's `fence.FENCE_FLAG`): exists while fenced."""
+SACK_SOCKET = "/run/slurmctld/sack.socket"
+"""Where this machine's slurmctld signs its users' requests (auth/slurm): the exporter's only
+way to Slurm, since it cannot read the key. Absent while slurmctld does not run here."""
 
 Run = Callable[[Sequence[str], Mapping[str, str], float], str]
 """Run a command with extra environment and a timeout; return its stdout or raise SlurmOpsError."""
@@ -102,6 +105,7 @@ class SlurmCollector(Collector):
         per_user: bool = False,
         private: frozenset[str] = frozenset(),
         fence_flag: Path = Path(FENCE_FLAG),
+        sack_socket: Path = Path(SACK_SOCKET),
         run: Run = run_command,
         clock: Callable[[], float] = time.time,
         handover: float = DEFAULT_INTERVAL + HANDOVER_GRACE,
@@ -111,6 +115,7 @@ class SlurmCollector(Collector):
         """slurm.conf's `PrivateData` words: what Slurm hides from users, never served."""
         self.per_user = per_user and not private & PER_USER_PRIVATE
         self.fence_flag = fence_flag
+        self.sack_socket = sack_socket
         self.run = run
         self.clock = clock
         self.handover = handover
@@ -162,6 +167,13 @@ class SlurmCollector(Collector):
         return not failed
 
     def _pings(self, durations: Family, failed: list[str]) -> list[metrics.Ping]:
+        """Ping the controllers; none answers while this machine's slurmctld does not run.
+
+        A unit whose slurmctld is stopped (a standby unit, a fenced one) has no socket to
+        sign the exporter's requests: it is not in control, and that is no failure.
+        """
+        if not self.sack_socket.exists():
+            return []
         text = self._timed("ping", PING, PING_TIMEOUT, durations, failed)
         try:
             return metrics.parse_pings(text) if text is not None else []
@@ -302,6 +314,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         "--private-data", default="", help="slurm.conf's PrivateData, comma-separated"
     )
     parser.add_argument("--fence-flag", type=Path, default=Path(FENCE_FLAG))
+    parser.add_argument("--sack-socket", type=Path, default=Path(SACK_SOCKET))
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(message)s")
     collector = SlurmCollector(
@@ -309,6 +322,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         per_user=args.per_user,
         private=frozenset(w.strip().lower() for w in args.private_data.split(",") if w.strip()),
         fence_flag=args.fence_flag,
+        sack_socket=args.sack_socket,
         handover=args.interval + HANDOVER_GRACE,
     )
     serve(collector, args.address, args.port, args.interval)
