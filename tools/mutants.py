@@ -1091,6 +1091,34 @@ MUTATIONS = [
         "        if mode & 0o002:\n",
         "tests/unit/hpc_libs/test_slurm_managers.py",
     ),
+    Mutation(
+        "exporter-trusts-a-line-after-a-broken-one",
+        "libs/hpc_libs/src/hpc_libs/slurm/metrics.py",
+        "        if record is None or None in neighbours or printed[key(record)] > 1:\n",
+        "        if record is None or printed[key(record)] > 1:\n",
+        "tests/unit/hpc_libs/test_exporter.py",
+    ),
+    Mutation(
+        "log-file-keeps-a-second-name",
+        "libs/hpc_libs/src/hpc_libs/machine/files.py",
+        "        if stat.S_ISREG(info.st_mode) and info.st_nlink == 1:\n",
+        "        if stat.S_ISREG(info.st_mode):\n",
+        "tests/unit/hpc_libs/test_files_no_follow.py",
+    ),
+    Mutation(
+        "exporter-per-user-ignores-private-data",
+        "libs/hpc_libs/src/hpc_libs/slurm/exporter.py",
+        "        self.per_user = per_user and not private & PER_USER_PRIVATE\n",
+        "        self.per_user = per_user\n",
+        "tests/unit/hpc_libs/test_exporter.py",
+    ),
+    Mutation(
+        "exporter-runs-as-root",
+        "charms/slurmctld/src/exporter_service.py",
+        '    "DynamicUser=yes",\n',
+        "",
+        "tests/unit/slurmctld/test_exporter_service.py",
+    ),
 ]
 
 

@@ -8,7 +8,8 @@ slurmdbd's queue, and carry memory in MB and times in microseconds.
 
 * Any `PrivateData` makes slurmctld answer 401 to every path (it has no way to authenticate
   a scraper), so with PrivateData among the operator's parameters the endpoint stays off and
-  no job is offered: the exporter, which runs as root, covers the cluster.
+  no job is offered: the exporter covers the cluster, less what PrivateData hides from
+  users (it runs unprivileged: `exporter_service`).
 * Only the primary answers: a backup slurmctld redirects every path (303) to the primary's
   address. The jobs do not follow redirects, so a backup's scrape fails and delivers nothing,
   and HA never duplicates a native series (a collector on the backup would otherwise store the

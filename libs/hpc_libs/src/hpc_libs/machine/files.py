@@ -213,6 +213,65 @@ def make_dir(
             raise SlurmOpsError(f"cannot chmod {path}: {e}") from e
 
 
+def log_file(path: Path, *, owner: str, group: str | None = None, under: Path = Path("/")) -> None:
+    """Make `path` a log file `owner` appends to, in a directory only root can change.
+
+    Root (the COS collector) reads the log by its name: in a directory `owner` could write,
+    `owner` could put a link there to any file. So the directory is made root's, 0755,
+    first (walking from the trusted `under`, no link followed); then the file is opened
+    without following a link. A regular file with one name is kept (the log so far) and
+    given `owner`, `group` and 0640; anything else planted while the directory was writable
+    (a link, a FIFO, a second name of another file) is removed and an empty file made.
+
+    Raises:
+        ValueError: `path` is not below `under`.
+        SlurmOpsError: A component is a link or not a directory, the name is a directory,
+            or an operation failed.
+
+    """
+    make_dir(path.parent, mode=0o755, owner="root", under=under)
+    with open_dir(path.parent, under=under) as dir_fd:
+        fd = _kept_log(path, dir_fd)
+        try:
+            if fd is None:
+                fd = os.open(path.name, _CREATE_FLAGS, 0o640, dir_fd=dir_fd)
+            os.fchmod(fd, 0o640)
+            set_owner(path, owner, group, fd=fd)
+        except OSError as e:
+            raise SlurmOpsError(f"cannot create {path}: {e}") from e
+        finally:
+            if fd is not None:
+                os.close(fd)
+
+
+def _kept_log(path: Path, dir_fd: int) -> int | None:
+    """Open the log `path` (in `dir_fd`) if it is a plain file; else remove what is there.
+
+    Raises:
+        SlurmOpsError: It is a directory, or an operation failed.
+
+    """
+    try:
+        fd = os.open(path.name, _READ_FLAGS, dir_fd=dir_fd)
+    except FileNotFoundError:
+        return None
+    except OSError:
+        fd = None  # A symbolic link (ELOOP), a socket (ENXIO): not a log file.
+    if fd is not None:
+        info = os.fstat(fd)
+        if stat.S_ISREG(info.st_mode) and info.st_nlink == 1:
+            return fd
+        os.close(fd)
+        if stat.S_ISDIR(info.st_mode):
+            raise SlurmOpsError(f"{path} is a directory, not a log file")
+    logger.warning("replacing %s: not a plain file of its own", path)
+    try:
+        os.unlink(path.name, dir_fd=dir_fd)
+    except OSError as e:
+        raise SlurmOpsError(f"cannot remove {path}: {e}") from e
+    return None
+
+
 def copy_tree(source: Path, target: Path, *, source_under: Path, target_under: Path) -> None:
     """Copy directory `source` to the new directory `target`, with owners, modes and times.
 
