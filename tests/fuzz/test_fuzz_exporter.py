@@ -18,6 +18,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+import recorded
 import strategies as s
 from hpc_libs.slurm import exporter, metrics
 from hypothesis import given
@@ -43,8 +44,10 @@ FORGED_NODES = (
     f"n-1{SEP}debug{SEP}1{SEP}stolen reason",
     f"n-2{SEP}gpu{SEP}Unknown{SEP}none",
 )
+RECORDED = (*recorded.lines("squeue-exporter-accounts"), *recorded.lines("squeue-exporter"))
+"""Lines real Slurm printed for a user's forged account, and its real listing."""
 PIECES = st.sampled_from(
-    [*s.HOSTILE, SEP, "\n", "\r", "\u2028", "physics", "x", *FORGED_JOBS, *FORGED_NODES]
+    [*s.HOSTILE, SEP, "\n", "\r", "\u2028", "x", *FORGED_JOBS, *FORGED_NODES, *RECORDED]
 )
 HOSTILE_TEXT = st.lists(PIECES, max_size=8).map("".join)
 NUMBER = st.one_of(st.sampled_from(s.HUGE), st.integers(0, 2**31).map(str))

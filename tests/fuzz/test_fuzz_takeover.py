@@ -20,6 +20,7 @@ from typing import Any
 
 import harness
 import pytest
+import recorded
 import strategies as s
 from hpc_libs.errors import SlurmOpsError
 from hpc_libs.slurm.scontrol import Job, Node
@@ -37,6 +38,7 @@ JOB_LINES = (
     f"3|COMPLETING|{SINCE - 30}|{SINCE + 74}|{SINCE + 75}|0|1|1|1:0",
     f"77|FAILED|{SINCE - 30}|{SINCE + 10}|{SINCE + 11}|0|1|1|1:0",
     f"4|PENDING|{SINCE - 99}|N/A|NONE|0|0|1|",
+    *recorded.lines("squeue-takeover"),
 )
 NODE_LINES = (f"compute-0|{SINCE + 74}", "compute-1|Unknown", f"gpu-0|{SINCE - 5}")
 RELEASE_LINES = ("compute-0|idle+drain|24.11.5", "compute-1|allocated|26.05.5", "p-0|future|N/A")

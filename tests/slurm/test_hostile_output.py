@@ -153,9 +153,15 @@ def test_the_exporters_jobs_are_the_real_ones_with_their_own_accounts(
 
 
 def test_the_takeover_repair_names_no_forged_candidate(cluster: Cluster, hostile: Hostile):
-    """Every line is a whole record of fields no user writes: no job is a candidate."""
-    answer = record("squeue-takeover", cluster.sh(cluster.controller, *takeover.JOBS_QUERY))
+    """Every line is a whole record of fields no user writes: each real job read, none forged.
 
+    Held by their users and never started, none is a casualty of a takeover.
+    """
+    answer = record("squeue-takeover", slurm_query(cluster, takeover.JOBS_QUERY))
+
+    records = [takeover.parse_job_line(line) for line in takeover.lines(answer)]
+    assert {str(job.job_id) for job in records if job is not None} == real_job_ids(cluster)
+    assert None not in records, answer
     assert takeover.job_candidates(answer, since=0) == [], answer
 
 
