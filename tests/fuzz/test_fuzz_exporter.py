@@ -47,7 +47,13 @@ FORGED_NODES = (
 RECORDED = (*recorded.lines("squeue-exporter-accounts"), *recorded.lines("squeue-exporter"))
 """Lines real Slurm printed for a user's forged account, and its real listing."""
 PIECES = st.sampled_from(
-    [*s.HOSTILE, SEP, "\n", "\r", "\u2028", "x", *FORGED_JOBS, *FORGED_NODES, *RECORDED]
+    [
+        *s.HOSTILE,
+        *(SEP, "\n", "\r", "\u2028", "physics", "x"),
+        *FORGED_JOBS,
+        *FORGED_NODES,
+        *RECORDED,
+    ]
 )
 HOSTILE_TEXT = st.lists(PIECES, max_size=8).map("".join)
 NUMBER = st.one_of(st.sampled_from(s.HUGE), st.integers(0, 2**31).map(str))
