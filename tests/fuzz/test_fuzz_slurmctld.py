@@ -124,6 +124,50 @@ def test_scalar_options(option: str, real_slurm: RealSlurm):
     surface.finish(real_slurm)
 
 
+# future-nodes with max-node-count: placeholders fill Slurm's node table, so they are judged
+# together. Seeds: the bounds of each shape (Slurm's uint16/uint32/uint64 fields), and totals
+# at and past half the table.
+FUTURE_NODES_SEEDS: list[tuple[str, int]] = [
+    ("compute=4 cpus=8 realmemory=32000", 1024),
+    ("compute=512", 1024),
+    ("compute=513", 1024),
+    ("compute=300\ngpu=213", 1024),
+    ("compute=1", 1),
+    ("compute=1", 2),
+    ("compute=4096", 8192),
+    ("compute=4096", 65533),
+    (f"compute=2 cpus=65533 realmemory={2**64 - 3} tmpdisk={2**32 - 3}", 1024),
+    ("compute=2 cpus=65534", 1024),
+    (f"compute=2 realmemory={2**64 - 2}", 1024),
+    ("compute=2 tmpdisk=4294967294", 1024),
+    ("compute=2 cpus=0", 1024),
+    ("compute=²", 1024),
+    ("compute=2 cpus=8 State=idle", 1024),
+    ("compute=2\nNodeName=x", 1024),
+]
+
+
+def future_nodes_strategy() -> st.SearchStrategy[tuple[str, int]]:
+    text = s.mutated([text for text, _ in FUTURE_NODES_SEEDS])
+    count = st.one_of(st.sampled_from([1, 2, 1024, 8192, 65533]), st.integers(-5, 70000))
+    return st.tuples(text, count)
+
+
+def test_future_nodes_within_max_node_count(real_slurm: RealSlurm):
+    state = leader(compute())
+    surface = Surface("slurmctld options future-nodes, max-node-count", baseline(state))
+
+    def example(value: tuple[str, int]) -> None:
+        text, max_node_count = value
+        config = {"future-nodes": text, "max-node-count": max_node_count}
+        out = harness.run("slurmctld", config_changed, leader(compute(), config=config), value)
+        placeholder_keys = ["NodeName", "State", "Features"] * len(text.split("\n"))
+        surface.check(out, value, extra_keys=[*placeholder_keys, *oracle.option_keys(text)])
+
+    surface.run(FUTURE_NODES_SEEDS, future_nodes_strategy(), example)
+    surface.finish(real_slurm)
+
+
 # Actions: checked parameters; the commands they run keep the benign request's shape.
 
 

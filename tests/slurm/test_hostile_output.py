@@ -23,6 +23,7 @@ from pathlib import Path
 from types import ModuleType
 
 import pytest
+from hpc_libs.slurm import exporter, metrics
 from incluster import PARTITION, Cluster
 
 SLURMCTLD_SRC = str(Path(__file__).resolve().parents[2] / "charms/slurmctld/src")
@@ -38,6 +39,7 @@ def slurmctld_module(name: str) -> ModuleType:
 
 
 rebuild = slurmctld_module("rebuild")
+takeover = slurmctld_module("takeover")
 
 USER = "nobody"
 HIDDEN = "rebuild"
@@ -127,3 +129,45 @@ def test_the_rebuild_query_reads_no_users_line(cluster: Cluster, hostile: Hostil
     answer = record("squeue-rebuild", cluster.sh(cluster.controller, *rebuild.JOBS_QUERY))
 
     assert rebuild.parse_jobs(answer) == {}, answer
+
+
+def real_job_ids(cluster: Cluster) -> set[str]:
+    """Every job id Slurm knows (a field no user writes), from a query of ids alone."""
+    answer = cluster.sh(cluster.controller, "squeue", "--all", "--noheader", "--format=%i")
+    return {line.strip() for line in answer.split("\n") if line.strip()}
+
+
+def test_the_exporters_jobs_are_the_real_ones_with_their_own_accounts(
+    cluster: Cluster, hostile: Hostile
+):
+    """No forged job, none hidden; an account is only ever the account of its own job."""
+    listing = record("squeue-exporter", slurm_query(cluster, exporter.SQUEUE))
+    accounts = record("squeue-exporter-accounts", slurm_query(cluster, exporter.SQUEUE_ACCOUNTS))
+
+    jobs = metrics.read_jobs(listing, accounts, metrics.Snapshot())
+
+    assert {job.job_id for job in jobs} == real_job_ids(cluster), listing
+    assert {job.user for job in jobs} == {"root", USER}
+    forger_ids = {str(forger) for forger in hostile.forgers}
+    assert all(not job.account or job.job_id in forger_ids for job in jobs)
+
+
+def test_the_takeover_repair_names_no_forged_candidate(cluster: Cluster, hostile: Hostile):
+    """Every line is a whole record of fields no user writes: each real job read, none forged.
+
+    Held by their users and never started, none is a casualty of a takeover.
+    """
+    answer = record("squeue-takeover", slurm_query(cluster, takeover.JOBS_QUERY))
+
+    records = [takeover.parse_job_line(line) for line in takeover.lines(answer)]
+    assert {str(job.job_id) for job in records if job is not None} == real_job_ids(cluster)
+    assert None not in records, answer
+    assert takeover.job_candidates(answer, since=0) == [], answer
+
+
+def slurm_query(cluster: Cluster, argv: list[str]) -> str:
+    """Run one of the exporter's queries as the exporter does (epoch times)."""
+    env = " ".join(f"{key}={value}" for key, value in metrics.TIME_FORMAT_ENV.items())
+    proc = cluster.controller.exec(["env", *env.split(), *argv], timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout

@@ -11,7 +11,7 @@ from hpc_libs.charm.member import ClusterMember
 from hpc_libs.charm.ports import PortRange
 from hpc_libs.charm.upgrade import controllers_wait_reason
 from hpc_libs.errors import SlurmOpsError
-from hpc_libs.interfaces.cos_agent import SLURM_LOG_FILES, CosAgentProvider
+from hpc_libs.interfaces.cos_agent import CosAgentProvider
 from hpc_libs.interfaces.sackd import SackdProvider
 from hpc_libs.machine.systemd import journal_reason
 from hpc_libs.slurm.ports import SLURMD_PORT
@@ -34,7 +34,7 @@ class SackdCharm(SlurmCharm[SackdConfig]):
     def __init__(self, framework: ops.Framework) -> None:
         self.sackd = SackdManager()
         super().__init__(framework, config_type=SackdConfig, manager=self.sackd)
-        self.cos_agent = CosAgentProvider(self, log_files=[SLURM_LOG_FILES])
+        self.cos_agent = CosAgentProvider(self)
         self.slurmctld = SackdProvider(self, SLURMCTLD)
         self.member = ClusterMember(self, self.slurmctld, self._stored, self._leave)
 

@@ -22,7 +22,7 @@ import logging
 import os
 
 import ops
-from cluster import LOG_DIR, render_gres_conf
+from cluster import SLURMCTLD_LOG_FILE, render_gres_conf
 from hpc_libs.errors import SlurmOpsError
 from hpc_libs.machine import files
 from hpc_libs.slurm.scontrol import Scontrol
@@ -131,8 +131,8 @@ class AppliedConfig(ops.Object):
         manager.cgroup_config.write(cgroup)
         manager.gres_config.write(gres)
         manager.config.write(conf)
-        # The log directory, like the state directory, must be slurm's (slurmctld runs as it).
-        manager.create_state_save_location(manager.root / LOG_DIR)
+        # The log directory is root's, the log file slurm's: root reads it (COS) by its name.
+        manager.own_log_file(SLURMCTLD_LOG_FILE)
         service = manager.service
         if not service.is_active():
             manager.create_state_save_location()
@@ -215,7 +215,7 @@ class AppliedConfig(ops.Object):
         ]
         wanted_identity = identity(on_disk, manager.key.get() or "", manager.jwt_key.get() or "")
         config = fingerprint(*((text or b"").decode() for text in texts))
-        manager.create_state_save_location(manager.root / LOG_DIR)
+        manager.own_log_file(SLURMCTLD_LOG_FILE)
         service = manager.service
         if not service.is_active():
             service.enable()

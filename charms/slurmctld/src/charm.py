@@ -30,7 +30,7 @@ from hpc_libs.charm.base import SlurmCharm, main
 from hpc_libs.charm.ports import PortRange
 from hpc_libs.charm.upgrade import Plan, list_backups
 from hpc_libs.errors import SlurmOpsError
-from hpc_libs.interfaces.cos_agent import SLURM_LOG_FILES, CosAgentProvider, scrape_job
+from hpc_libs.interfaces.cos_agent import CosAgentProvider, scrape_job
 from hpc_libs.interfaces.mount_info import MountInfoProvider
 from hpc_libs.interfaces.sackd import SackdRequirer
 from hpc_libs.interfaces.slurmctld_peer import (
@@ -87,7 +87,7 @@ class SlurmctldCharm(SlurmCharm[SlurmctldConfig]):
         self.cos_agent = CosAgentProvider(
             self,
             scrape_jobs=self._scrape_jobs,
-            log_files=[SLURM_LOG_FILES],
+            log_files=[cluster.SLURMCTLD_LOG_FILE],
         )
         self.scontrol = Scontrol()
         self.applied = AppliedConfig(self, self.slurmctld, self.scontrol)
@@ -385,7 +385,8 @@ class SlurmctldCharm(SlurmCharm[SlurmctldConfig]):
     def _run_exporter(self, config: SlurmctldConfig) -> None:
         """Keep the Slurm exporter running on this unit, whatever its role (`exporter_service`)."""
         try:
-            self.exporter.install(config.metrics_interval, config.metrics_per_user)
+            private = config.slurm_conf_parameters.get("privatedata", [])
+            self.exporter.install(config.metrics_interval, config.metrics_per_user, private)
         except (ValueError, SlurmOpsError) as e:
             logger.warning("cannot run the Slurm exporter (the next event retries): %s", e)
 

@@ -6,6 +6,13 @@ series. The program is the charm's own copy of hpc_libs, run with the charm's Py
 the charm's dependency directories (prometheus-client comes from PyPI into the charm's venv),
 so an upgraded charm restarts the exporter with its new code. It listens on loopback only:
 the COS collector subordinate on the same machine scrapes it (`cos_agent`).
+
+Any local user can scrape loopback, so the exporter runs with no more than a local user has:
+a transient unprivileged user of its own (`DynamicUser=`), no capabilities, the file system
+read-only, no access to the Slurm key. Its commands authenticate as that user through
+slurmctld's local socket (`/run/slurmctld/sack.socket`, auth/slurm), so Slurm shows it what
+it shows any user, and it is told the operator's `PrivateData` so that it neither reads nor
+serves what that hides (see `hpc_libs.slurm.exporter`).
 """
 
 import logging
@@ -22,6 +29,23 @@ SERVICE_UNIT = "slurmctld-charm-exporter.service"
 UNIT_DIR = "/etc/systemd/system"
 PORT = 9341
 ADDRESS = "127.0.0.1"
+HARDENING = (
+    "DynamicUser=yes",
+    "NoNewPrivileges=yes",
+    "CapabilityBoundingSet=",
+    "ProtectSystem=strict",
+    "ProtectHome=yes",
+    "PrivateTmp=yes",
+    "PrivateDevices=yes",
+    "ProtectKernelTunables=yes",
+    "ProtectKernelModules=yes",
+    "ProtectControlGroups=yes",
+    "RestrictSUIDSGID=yes",
+    "RestrictRealtime=yes",
+    "LockPersonality=yes",
+    "RestrictAddressFamilies=AF_UNIX AF_INET AF_INET6 AF_NETLINK",
+)
+"""The service's sandbox: an unprivileged user of its own, nothing to write, no capability."""
 
 
 def python_path(entries: Sequence[str] = tuple(sys.path)) -> list[str]:
@@ -34,16 +58,25 @@ def python_path(entries: Sequence[str] = tuple(sys.path)) -> list[str]:
 
 
 def service_unit_text(
-    interval: int, per_user: bool, python: str = sys.executable, path: Sequence[str] = ()
+    interval: int,
+    per_user: bool,
+    private: Sequence[str] = (),
+    python: str = sys.executable,
+    path: Sequence[str] = (),
 ) -> str:
     """Return the exporter's systemd unit: always running, restarted if it stops.
 
+    `private` is slurm.conf's `PrivateData` (its words).
+
     Raises:
-        ValueError: The interpreter or an import directory cannot be written into the unit.
+        ValueError: The interpreter, an import directory or a PrivateData word cannot be
+            written into the unit.
 
     """
     argv = [python, "-m", "hpc_libs.slurm.exporter", "--address", ADDRESS, "--port", str(PORT)]
     argv += ["--interval", str(interval), *(["--per-user"] if per_user else [])]
+    if private:
+        argv += ["--private-data", ",".join(private)]
     directories = list(path) or python_path()
     wake.exec_line(directories)  # Checks each directory is a plain word.
     return "\n".join(
@@ -58,10 +91,7 @@ def service_unit_text(
             f"ExecStart={wake.exec_line(argv)}",
             "Restart=always",
             "RestartSec=5",
-            "NoNewPrivileges=yes",
-            "ProtectSystem=strict",
-            "ProtectHome=yes",
-            "PrivateTmp=yes",
+            *HARDENING,
             "",
             "[Install]",
             "WantedBy=multi-user.target",
@@ -77,15 +107,17 @@ class ExporterService:
         self.root = root
         self.service = systemd.Service(SERVICE_UNIT)
 
-    def install(self, interval: int, per_user: bool) -> bool:
+    def install(self, interval: int, per_user: bool, private: Sequence[str] = ()) -> bool:
         """Write the service, (re)start it when it changed or stopped; return if it changed.
+
+        `private` is slurm.conf's `PrivateData` (its words).
 
         Raises:
             ValueError: The charm's Python or import path cannot be written into the unit.
             SlurmOpsError: A file or `systemctl` failed.
 
         """
-        unit = service_unit_text(interval, per_user)
+        unit = service_unit_text(interval, per_user, private)
         path = self.root / UNIT_DIR.lstrip("/") / SERVICE_UNIT
         existed = path.exists()
         if files.write_if_changed(path, unit, mode=0o644):

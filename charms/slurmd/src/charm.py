@@ -18,7 +18,7 @@ from hpc_libs.charm.member import WAITING_FOR_SLURMCTLD, ClusterMember
 from hpc_libs.charm.ports import PortRange
 from hpc_libs.charm.upgrade import controllers_wait_reason
 from hpc_libs.errors import ConfigError, IntegrationError, SlurmOpsError
-from hpc_libs.interfaces.cos_agent import SLURM_LOG_FILES, CosAgentProvider
+from hpc_libs.interfaces.cos_agent import CosAgentProvider
 from hpc_libs.interfaces.slurmd import REREGISTER_REASON, SlurmdProvider, node_name
 from hpc_libs.machine import systemd
 from hpc_libs.slurm.ports import SLURMD_PORT
@@ -38,7 +38,7 @@ class SlurmdCharm(SlurmCharm[SlurmdConfig]):
     def __init__(self, framework: ops.Framework) -> None:
         self.slurmd = SlurmdManager()
         super().__init__(framework, config_type=SlurmdConfig, manager=self.slurmd)
-        self.cos_agent = CosAgentProvider(self, log_files=[SLURM_LOG_FILES])
+        self.cos_agent = CosAgentProvider(self)
         # `registered`: the node configuration slurmctld holds for this node (JSON, "" when
         # it never enlisted). `parameters`: the operator's parsed node-config (JSON).
         # `departure`: what happened to its jobs when the unit left the cluster (`member`

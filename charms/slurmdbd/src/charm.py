@@ -15,7 +15,7 @@ from hpc_libs.charm.ports import PortRange
 from hpc_libs.charm.upgrade import Plan, list_backups
 from hpc_libs.errors import ConfigError, IntegrationError, SlurmOpsError
 from hpc_libs.interfaces.base import join_order
-from hpc_libs.interfaces.cos_agent import SLURM_LOG_FILES, CosAgentProvider
+from hpc_libs.interfaces.cos_agent import CosAgentProvider
 from hpc_libs.interfaces.mysql_client import MysqlConnection, MysqlRequirer
 from hpc_libs.interfaces.slurmdbd import DbdEntry, JwtKeyData, SlurmdbdData, SlurmdbdProvider
 from hpc_libs.interfaces.slurmdbd_peer import DbdHost, SlurmdbdPeer
@@ -23,6 +23,7 @@ from hpc_libs.machine.systemd import journal_reason
 from hpc_libs.slurm import backup, upgrade
 from hpc_libs.slurm.ports import SLURMDBD_PORT
 from hpc_libs.slurm.slurmdbd import (
+    LOG_FILE,
     DbdHosts,
     SlurmdbdManager,
     StorageSettings,
@@ -55,7 +56,7 @@ class SlurmdbdCharm(SlurmCharm[SlurmdbdConfig]):
     def __init__(self, framework: ops.Framework) -> None:
         self.slurmdbd = SlurmdbdManager()
         super().__init__(framework, config_type=SlurmdbdConfig, manager=self.slurmdbd)
-        self.cos_agent = CosAgentProvider(self, log_files=[SLURM_LOG_FILES])
+        self.cos_agent = CosAgentProvider(self, log_files=[LOG_FILE])
         self.database = MysqlRequirer(self, DATABASE, DATABASE_NAME)
         self.slurmctld = SlurmdbdProvider(self, SLURMCTLD)
         self.member = ClusterMember(self, self.slurmctld, self._stored)  # leaves in reconcile
@@ -118,6 +119,7 @@ class SlurmdbdCharm(SlurmCharm[SlurmdbdConfig]):
         self.slurmdbd.key.set(auth_key)
         self.slurmdbd.jwt_key.set(jwt_key)
         self.slurmdbd.write_config(_hosts(dbds), _storage(connection), parameters)
+        self.slurmdbd.own_log_file(LOG_FILE)  # Root's directory: COS reads it by its name.
         # ServiceError: blocked with slurmdbd's reason.
         if self.member.run(self.slurmdbd.service, self.slurmdbd.fingerprint(), auth_key):
             logger.info(

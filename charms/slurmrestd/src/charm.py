@@ -12,7 +12,7 @@ from hpc_libs.charm.member import ClusterMember
 from hpc_libs.charm.ports import PortRange
 from hpc_libs.charm.upgrade import controllers_wait_reason
 from hpc_libs.errors import ScontrolError, SlurmOpsError
-from hpc_libs.interfaces.cos_agent import SLURM_LOG_FILES, CosAgentProvider
+from hpc_libs.interfaces.cos_agent import CosAgentProvider
 from hpc_libs.interfaces.slurmrestd import RestApiProvider, SlurmrestdProvider, rest_url
 from hpc_libs.machine.systemd import journal_reason
 from hpc_libs.slurm.ports import SLURMD_PORT
@@ -62,7 +62,7 @@ class SlurmrestdCharm(SlurmCharm[SlurmrestdConfig]):
         self.slurmrestd = SlurmrestdManager()
         self.conf_watch = conf_watch(self.slurmrestd.cached_conf_path, self.slurmrestd.root)
         super().__init__(framework, config_type=SlurmrestdConfig, manager=self.slurmrestd)
-        self.cos_agent = CosAgentProvider(self, log_files=[SLURM_LOG_FILES])
+        self.cos_agent = CosAgentProvider(self)
         self._stored.set_default(applied_slurmrestd="")
         self.slurmctld = SlurmrestdProvider(self, SLURMCTLD)
         self.member = ClusterMember(self, self.slurmctld, self._stored, self._leave)

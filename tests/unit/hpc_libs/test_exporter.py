@@ -4,7 +4,10 @@ The vectors in vectors/slurm-24.11 were recorded on one lab machine (`obs-0`, sl
 slurmd) with two partitions (`debug`: obs-0, ghost-[1-2]; `gpu`: ghost-[1-2]), ghost-1
 drained ("bad dimm on slot 3"), ghost-2 down ("maintenance"), one running and three pending
 jobs in `debug` and one pending in `gpu`, with the exporter's exact command lines
-(`exporter.SINFO`, `exporter.SQUEUE`, `SLURM_TIME_FORMAT=%s`) at Unix time 1795618875.
+(then `sinfo` and `squeue` with one format each, `SLURM_TIME_FORMAT=%s`) at Unix time
+1795618875. The sinfo and squeue lines are those recordings split into the current formats
+(`exporter.SINFO` and `SINFO_REASONS`, `exporter.SQUEUE` and `SQUEUE_ACCOUNTS`), the jobs
+numbered 1-5 in the recorded order.
 """
 
 from collections.abc import Mapping, Sequence
@@ -29,6 +32,15 @@ def _recorded(name: str) -> str:
     return (VECTORS / "slurm-24.11" / name).read_text()
 
 
+COMMANDS = {
+    tuple(exporter.SINFO): "sinfo",
+    tuple(exporter.SINFO_REASONS): "sinfo_reasons",
+    tuple(exporter.SQUEUE): "squeue",
+    tuple(exporter.SQUEUE_ACCOUNTS): "squeue_accounts",
+}
+"""The source name of each command the exporter may run (else its program's name)."""
+
+
 class FakeSlurm:
     """Answer the exporter's commands with recorded output; record what it ran."""
 
@@ -37,7 +49,9 @@ class FakeSlurm:
             "scontrol": _recorded("ping.json").replace("pingctl", HOST),
             "sdiag": _recorded("sdiag.json"),
             "sinfo": _recorded("sinfo-nodes.out"),
+            "sinfo_reasons": _recorded("sinfo-reasons.out"),
             "squeue": _recorded("squeue-jobs.out"),
+            "squeue_accounts": _recorded("squeue-accounts.out"),
             **overrides,
         }
         self.ran: list[list[str]] = []
@@ -45,7 +59,7 @@ class FakeSlurm:
     def __call__(self, argv: Sequence[str], env: Mapping[str, str], timeout: float) -> str:
         assert env == {"SLURM_TIME_FORMAT": "%s"}
         self.ran.append(list(argv))
-        answer = self.outputs[argv[0]]
+        answer = self.outputs[COMMANDS.get(tuple(argv), argv[0])]
         if isinstance(answer, Exception):
             raise answer
         return answer
@@ -70,6 +84,7 @@ def _scrape(
 def _collector(
     slurm: FakeSlurm, hostname: str = HOST, **kwargs: object
 ) -> exporter.SlurmCollector:
+    kwargs = {"sack_socket": Path(__file__), **kwargs}  # A path that exists.
     collector = exporter.SlurmCollector(
         hostname,
         run=slurm,
@@ -216,20 +231,70 @@ def test_a_failing_source_is_counted_and_the_last_success_kept() -> None:
 
 def test_hostile_slurm_output_cannot_add_a_series() -> None:
     """A reason is free text set by any operator: it stays one label value, escaped."""
-    hostile = (
-        'evil|debug|idle+drain|0/4/0/4|(null)|(null)|1795618809|x"} 1\n'
-        'slurm_controller_primary{host="evil"} 1\n'
-        "bad name|debug|idle|0/4/0/4|(null)|(null)|Unknown|none\n"
-        'fine|debug|idle+drain|0/4/0/4|(null)|(null)|1|quote " back\\slash\n'
+    nodes = (
+        "evil|debug|idle+drain|0/4/0/4|(null)|(null)|\n"
+        "fine|debug|idle+drain|0/4/0/4|(null)|(null)|\n"
     )
-    collector = _collector(FakeSlurm(sinfo=hostile))
+    reasons = (
+        'evil|debug|1795618809|x"} 1 slurm_controller_primary{host="evil"} 1\n'
+        "bad name|debug|Unknown|none\n"
+        "spacer|debug|Unknown|none\n"
+        'fine|debug|1|quote " back\\slash\n'
+    )
+    collector = _collector(FakeSlurm(sinfo=nodes, sinfo_reasons=reasons))
     samples = _scrape(collector)
     assert _series(samples, "slurm_node_reason_info") == {
-        (("node", "evil"), ("reason", 'x"} 1')): 1,
         (("node", "fine"), ("reason", 'quote " back\\slash')): 1,
     }
     assert _series(samples, "slurm_controller_primary") == {(("host", HOST),): 1}
-    assert samples[("slurm_exporter_skipped_lines", ())] == 2
+    assert samples[("slurm_exporter_skipped_lines", ())] == 3  # "bad name" and its neighbours.
+
+
+def test_a_newline_in_an_account_cannot_forge_a_pending_job() -> None:
+    """With AccountingStorageEnforce unset an account is any text: a newline in it must not
+    make a pending job of its own (which would fire SlurmPendingJobTooOld), nor steal the
+    account of a real job, nor hide the user's real job."""
+    forged = "physics\n9|debug|PENDING|1|mallory|64|Priority"
+    jobs = "7|debug|RUNNING|1795618800|mallory|1|None\n8|debug|PENDING|1795618870|bob|2|Priority\n"
+    accounts = f"7|{forged}\n8|chem\n8|evil\n"
+    samples = _scrape(_collector(FakeSlurm(squeue=jobs, squeue_accounts=accounts), per_user=True))
+    assert _series(samples, "slurm_partition_jobs") == {
+        (("partition", "debug"), ("state", "running")): 1,
+        (("partition", "debug"), ("state", "pending")): 1,
+    }
+    assert _series(samples, "slurm_partition_oldest_pending_job_age_seconds") == {
+        (("partition", "debug"),): RECORDED_AT - 1795618870
+    }
+    assert _series(samples, "slurm_user_jobs") == {
+        (("state", "running"), ("user", "mallory")): 1,
+        (("state", "pending"), ("user", "bob")): 1,
+    }
+    assert not _series(samples, "slurm_account_jobs")  # Both accounts' lines were suspect.
+
+
+def test_the_job_listing_holds_no_free_text() -> None:
+    """Only the accounts' listing prints an account, last, keyed by the job id."""
+    assert "%a" not in metrics.SQUEUE_FORMAT
+    assert metrics.SQUEUE_ACCOUNT_FORMAT.endswith("%a")
+    assert "Reason" not in metrics.SINFO_FORMAT
+    assert metrics.SINFO_REASON_FORMAT.endswith("Reason:0")
+
+
+def test_a_newline_in_a_node_reason_cannot_forge_a_node() -> None:
+    """The forged line reads as a reason line, of a node sinfo's listing does not hold."""
+    reasons = "ghost-1|debug*|1795618809|bad dimm\nghost-9|debug|1|Unknown|none\n"
+    samples = _scrape(_collector(FakeSlurm(sinfo_reasons=reasons)))
+    nodes = {dict(labels)["node"] for labels in _series(samples, "slurm_node_state_info")}
+    assert nodes == {"ghost-1", "ghost-2", "obs-0"}
+    assert _series(samples, "slurm_node_reason_info") == {
+        (("node", "ghost-1"), ("reason", "bad dimm")): 1
+    }
+
+
+@pytest.mark.parametrize("number", ["1" * 400, "1" * 5000, "\u0661", "\u00b2", "-1", "1e9"])
+def test_a_number_slurm_cannot_print_skips_the_line(number: str) -> None:
+    with pytest.raises(ValueError, match="not a count"):
+        metrics.parse_squeue_line(f"1|debug|PENDING|1|bob|{number}|Priority")
 
 
 def test_per_user_series_only_when_asked() -> None:
@@ -261,15 +326,15 @@ def test_a_complete_state_splits_into_base_state_and_flags(
 
 def test_gpus_from_gres_strings() -> None:
     line = metrics.parse_sinfo_line(
-        "gpu-0|gpu|mixed|4/4/0/8|gpu:a100:4(S:0-1),shard:8|gpu:a100:1(IDX:0),shard:0|Unknown|none"
+        "gpu-0|gpu|mixed|4/4/0/8|gpu:a100:4(S:0-1),shard:8|gpu:a100:1(IDX:0),shard:0|"
     )
     assert (line.gpus_total, line.gpus_allocated) == (4, 1)
 
 
 def test_a_job_in_several_partitions_counts_in_each() -> None:
-    job = metrics.parse_squeue_line("debug,gpu|PENDING|100|alice|physics|4|Priority")
+    job = metrics.parse_squeue_line("12_3|debug,gpu|PENDING|100|alice|4|Priority")
     assert job.partitions == ["debug", "gpu"]
-    assert (job.state, job.account, job.cpus) == ("pending", "physics", 4)
+    assert (job.job_id, job.state, job.cpus) == ("12_3", "pending", 4)
 
 
 def test_slurm_26_05_ping_reads_without_pinged() -> None:
@@ -296,10 +361,7 @@ def test_each_nodes_state_and_the_usable_nodes_of_a_partition() -> None:
 
 
 def test_held_jobs_do_not_age_the_queue() -> None:
-    held = (
-        "debug|PENDING|100|root|(null)|1|JobHeldUser\n"
-        "debug|PENDING|1795618800|root|(null)|1|Priority\n"
-    )
+    held = "1|debug|PENDING|100|root|1|JobHeldUser\n2|debug|PENDING|1795618800|root|1|Priority\n"
     samples = _scrape(_collector(FakeSlurm(squeue=held)))
     assert _series(samples, "slurm_partition_oldest_pending_job_age_seconds") == {
         (("partition", "debug"),): RECORDED_AT - 1795618800
@@ -324,6 +386,7 @@ def test_a_new_primary_exports_the_cluster_only_after_the_old_one_dropped_it() -
             run=slurm,
             clock=lambda: now[0],
             fence_flag=Path("/nonexistent/fenced"),
+            sack_socket=Path(__file__),
             handover=40,
         )
         for host, slurm in (("obs-0", old_slurm), ("obs-1", new_slurm))
@@ -364,7 +427,8 @@ class LosingControl(FakeSlurm):
 def test_a_pass_that_outlived_its_controller_is_not_served_as_the_primarys() -> None:
     slurm = LosingControl(scontrol=BACKUP_PING)
     samples = _scrape(_collector(slurm, "obs-0"))
-    assert [argv[0] for argv in slurm.ran] == ["scontrol", "sdiag", "sinfo", "squeue", "scontrol"]
+    ran = [COMMANDS.get(tuple(argv), argv[0]) for argv in slurm.ran]
+    assert ran == ["scontrol", "sdiag", "sinfo", "sinfo_reasons", "squeue", "scontrol"]
     assert not _series(samples, "slurm_nodes")
     assert not _series(samples, "slurm_controller_up")
     assert _series(samples, "slurm_controller_primary") == {(("host", "obs-0"),): 0}
@@ -385,3 +449,44 @@ def test_cluster_totals_count_a_node_in_two_partitions_once() -> None:
     }
     partitions = _series(samples, "slurm_partition_cpus")
     assert sum(v for k, v in partitions.items() if ("state", "total") in k) == 18
+
+
+@pytest.mark.parametrize("private", ["jobs", "users", "accounts", "usage"])
+def test_private_data_turns_the_per_user_series_off(private: str) -> None:
+    """Any local user can scrape the exporter: what PrivateData hides from users, it hides."""
+    slurm = FakeSlurm()
+    samples = _scrape(_collector(slurm, per_user=True, private=frozenset({private})))
+    for name in ("slurm_user_jobs", "slurm_user_cpus", "slurm_account_jobs"):
+        assert not _series(samples, name)
+    assert not _series(samples, "slurm_user_rpc_requests_total")
+    assert tuple(exporter.SQUEUE_ACCOUNTS) not in map(tuple, slurm.ran)
+
+
+def test_private_jobs_and_usage_are_not_read() -> None:
+    """An unprivileged exporter would read its own jobs only, and be refused sdiag: it reads
+    neither, so it never serves an empty queue as the cluster's, nor fails every pass."""
+    slurm = FakeSlurm(squeue=AssertionError("squeue ran"), sdiag=AssertionError("sdiag ran"))
+    samples = _scrape(_collector(slurm, private=frozenset({"jobs", "usage"})))
+    assert not _series(samples, "slurm_partition_jobs")
+    assert not _series(samples, "slurm_scheduler_queue_length")
+    assert _series(samples, "slurm_nodes")
+    assert samples[("slurm_exporter_last_success_timestamp_seconds", ())] == RECORDED_AT
+
+
+def test_the_command_line_reads_private_data(monkeypatch: pytest.MonkeyPatch) -> None:
+    made: list[exporter.SlurmCollector] = []
+    monkeypatch.setattr(exporter, "serve", lambda collector, *_: made.append(collector))
+    exporter.main(["--per-user", "--private-data", "Jobs, usage"])
+    assert made[0].private == {"jobs", "usage"}
+    assert not made[0].per_user
+
+
+def test_a_unit_whose_slurmctld_is_stopped_exports_its_role_and_no_failure() -> None:
+    """Unprivileged, the exporter reaches Slurm only through the local slurmctld's socket: a
+    standby unit (slurmctld stopped) is not in control, and that is no failed pass."""
+    slurm = FakeSlurm()
+    samples = _scrape(_collector(slurm, sack_socket=Path("/nonexistent/sack.socket")))
+    assert slurm.ran == []
+    assert _series(samples, "slurm_controller_primary") == {(("host", HOST),): 0}
+    assert not _series(samples, "slurm_exporter_collect_errors_total")
+    assert samples[("slurm_exporter_last_success_timestamp_seconds", ())] == RECORDED_AT

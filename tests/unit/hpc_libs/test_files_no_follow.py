@@ -221,3 +221,60 @@ def test_a_planted_network_state_link_is_refused(
         manager.copy_state_to_network()
 
     assert snapshot(outside) == before
+
+
+# A daemon's log file, read by root (the COS collector) by its name.
+
+
+@pytest.fixture
+def log_dir(root: Path) -> Path:
+    """/var/log/slurm as Debian's package leaves it: the daemons' user may write it."""
+    path = root / "var/log/slurm"
+    path.mkdir(parents=True)
+    path.chmod(0o777)
+    return path
+
+
+@pytest.mark.parametrize("planted", ["symlink", "hardlink", "fifo"])
+def test_a_log_planted_to_reach_another_file_is_replaced_and_the_file_untouched(
+    root: Path, log_dir: Path, outside: Path, planted: str
+) -> None:
+    log = log_dir / "slurmctld.log"
+    if planted == "symlink":
+        log.symlink_to(outside / "passwd")
+    elif planted == "hardlink":
+        log.hardlink_to(outside / "passwd")
+    else:
+        os.mkfifo(log)
+    before = {path: taken[:3] for path, taken in snapshot(outside).items()}
+
+    files.log_file(log, owner=ME, under=root)
+
+    # Mode, owner and group (removing a second name changes the file's change time only).
+    assert {path: taken[:3] for path, taken in snapshot(outside).items()} == before
+    assert (outside / "passwd").read_text() == "root:x:0:0\n"
+    info = log.lstat()
+    assert stat.S_ISREG(info.st_mode) and info.st_nlink == 1 and info.st_size == 0
+    assert mode_of(log) == 0o640
+    assert mode_of(log_dir) == 0o755 and log_dir.stat().st_uid == 0
+
+
+def test_a_real_log_is_kept_and_its_directory_becomes_roots(root: Path, log_dir: Path) -> None:
+    log = log_dir / "slurmdbd.log"
+    log.write_text("[2026-11-29T00:00:00] slurmdbd version 24.11 started\n")
+
+    files.log_file(log, owner=ME, under=root)
+
+    assert log.read_text() == "[2026-11-29T00:00:00] slurmdbd version 24.11 started\n"
+    assert mode_of(log) == 0o640
+    assert mode_of(log_dir) == 0o755
+
+
+def test_a_log_directory_replaced_by_a_link_is_refused(root: Path, outside: Path) -> None:
+    (root / "var/log").mkdir(parents=True)
+    (root / "var/log/slurm").symlink_to(outside)
+    before = snapshot(outside)
+
+    with pytest.raises(SlurmOpsError, match="symbolic link"):
+        files.log_file(root / "var/log/slurm/slurmctld.log", owner=ME, under=root)
+    assert snapshot(outside) == before

@@ -56,7 +56,7 @@ class PrincipalCharm(ops.CharmBase):
         self.cos_agent = cos_agent.CosAgentProvider(
             self,
             scrape_jobs=[cos_agent.scrape_job("slurm_exporter", 9341)],
-            log_files=[cos_agent.SLURM_LOG_FILES],
+            log_files=["/var/log/slurm/slurmctld.log"],
         )
 
 
@@ -100,7 +100,7 @@ def test_the_exporter_is_scraped_on_this_machine(charm_root: Path) -> None:
             "static_configs": [{"targets": ["localhost:9341"]}],
         }
     ]
-    assert config["include_log_files"] == ["/var/log/slurm/*.log"]
+    assert config["include_log_files"] == ["/var/log/slurm/slurmctld.log"]
     assert config["log_slots"] == []
 
 

@@ -2,6 +2,7 @@
 
 import base64
 import json
+import stat
 from pathlib import Path
 
 import pytest
@@ -641,11 +642,33 @@ def test_retiring_partition_is_never_the_default(ctx, machine, tmp_path, settled
     ]
 
 
-def test_slurmctld_logs_to_a_file_in_a_directory_slurm_owns(ctx, machine, tmp_path):
-    ctx.run(ctx.on.update_status(), running())
+def test_slurmctld_logs_to_its_own_file_in_a_directory_only_root_changes(ctx, machine, tmp_path):
+    """The COS collector reads the log as root, by its name: slurm (which could write the
+    directory before) may have planted a link there to any file. The directory becomes
+    root's, the link a plain log file slurm appends to, and the collector is offered that
+    one file, not a glob; logrotate (root) creates the next log."""
+    log_dir = tmp_path / "var/log/slurm"
+    log_dir.mkdir(parents=True)
+    log_dir.chmod(0o777)
+    secret = tmp_path / "secret"
+    secret.write_text("root's\n")
+    (log_dir / "slurmctld.log").symlink_to(secret)
+    relation = testing.Relation("cos-agent", remote_app_name="otelcol")
+
+    state = ctx.run(ctx.on.update_status(), running(relation))
+    out = ctx.run(ctx.on.relation_changed(state.get_relation(relation.id), remote_unit=0), state)
 
     assert "slurmctldlogfile=/var/log/slurm/slurmctld.log" in slurm_conf(tmp_path).splitlines()
-    assert (tmp_path / "var/log/slurm").is_dir()
+    assert stat.S_IMODE(log_dir.stat().st_mode) == 0o755
+    log = log_dir / "slurmctld.log"
+    assert not log.is_symlink() and log.read_text() == ""
+    assert stat.S_IMODE(log.stat().st_mode) == 0o640
+    assert secret.read_text() == "root's\n"
+    offered = json.loads(out.get_relation(relation.id).local_unit_data["config"])
+    assert offered["include_log_files"] == ["/var/log/slurm/slurmctld.log"]
+    rotation = (tmp_path / "etc/logrotate.d/slurmctld-charm").read_text()
+    assert "/var/log/slurm/slurmctld.log {" in rotation
+    assert "create 0640 slurm slurm" in rotation
 
 
 # Nodes of departed compute units (their machine may vanish before they retire themselves).

@@ -72,3 +72,35 @@ def test_an_exporter_that_cannot_start_is_a_status(ctx, exporter: FakeMachine):
     assert out.unit_status == testing.BlockedStatus(
         "the Slurm exporter is not running: error: address already in use"
     )
+
+
+def test_the_exporter_runs_unprivileged_in_a_sandbox(ctx, exporter: FakeMachine, tmp_path):
+    """Any local user can scrape it: it runs as no one in particular, with nothing to write
+    and no capability, never as root (its commands go through slurmctld's socket)."""
+    ctx.run(ctx.on.config_changed(), network_leader())
+
+    service = (tmp_path / UNIT).read_text().split("[Service]")[1].split("[Install]")[0]
+    lines = service.splitlines()
+    assert "DynamicUser=yes" in lines
+    assert not any(line.startswith(("User=", "Group=")) for line in lines)
+    for setting in (
+        "NoNewPrivileges=yes",
+        "CapabilityBoundingSet=",
+        "ProtectSystem=strict",
+        "ProtectHome=yes",
+        "PrivateTmp=yes",
+    ):
+        assert setting in lines
+    assert "--address 127.0.0.1" in _exec_start(tmp_path)
+
+
+def test_private_data_reaches_the_exporter(ctx, exporter: FakeMachine, tmp_path):
+    """The exporter drops what PrivateData hides (the per-user series among it) itself."""
+    config = {
+        "use-network-state": True,
+        "metrics-per-user": True,
+        "slurm-conf-parameters": "PrivateData=jobs,usage\n",
+    }
+    ctx.run(ctx.on.config_changed(), dataclasses.replace(network_leader(), config=config))
+
+    assert _exec_start(tmp_path).endswith("--per-user --private-data jobs,usage")

@@ -19,7 +19,9 @@ here once, against raw databag vectors (tests/unit/hpc_libs/test_interfaces_cos_
     with `uid` the 40 hex digits of SHAKE-256 over `<charm name>-<path in the charm>` and a
     tag `charm: <charm name>`;
   - `log_slots` (snap slots, `snap:slot`; none here) and `include_log_files` (file globs the
-    collector tails);
+    collector tails, as root: each charm names its daemon's log file exactly, in a directory
+    only root can change (`hpc_libs.machine.files.log_file`), never a glob over a directory
+    the slurm user writes, where it could plant a link to any file);
   - `tracing_protocols` and `subordinate`: optional, unused here.
   The collector's model requires `metrics_alert_rules`, `log_alert_rules`, `dashboards`,
   `metrics_scrape_jobs` and `log_slots`, so they are always written, empty when empty.
@@ -51,8 +53,6 @@ logger = logging.getLogger(__name__)
 COS_AGENT_ENDPOINT = "cos-agent"
 DATA_KEY = "config"
 """The one key of the principal unit's databag."""
-SLURM_LOG_FILES = "/var/log/slurm/*.log"
-"""Where the Slurm daemons the charms configure write their logs, offered to the collector."""
 UID_LENGTH = 40
 """Grafana's longest dashboard UID; the collector checks a UID has exactly this many hex digits."""
 

@@ -22,7 +22,8 @@ import os
 import pwd
 import stat
 import tempfile
-from collections.abc import Generator
+from collections.abc import Collection, Generator
+from dataclasses import dataclass
 from pathlib import Path
 
 from hpc_libs.errors import SlurmOpsError
@@ -116,6 +117,80 @@ def open_dir(path: Path, *, under: Path, create: bool = False) -> Generator[int]
         os.close(fd)
 
 
+MAX_TREE_DEPTH = 16
+"""Deepest directory `untrusted_entry` walks into (a tree from elsewhere may be any depth)."""
+
+
+@dataclass(frozen=True)
+class TrustedOwners:
+    """Whose files and directories root trusts in a tree others could have written."""
+
+    files: Collection[int]
+    dirs: Collection[int]
+
+    def problem(self, info: os.stat_result, path: Path) -> str | None:
+        """Why one entry (its `lstat`) is not to be trusted, or None."""
+        mode = info.st_mode
+        if stat.S_ISLNK(mode):
+            return f"{path} is a symbolic link"
+        if stat.S_ISDIR(mode):
+            owners, what = self.dirs, "directory"
+        elif stat.S_ISREG(mode):
+            owners, what = self.files, "file"
+        else:
+            return f"{path} is not a regular file or directory"
+        if info.st_uid not in owners:
+            return f"{what} {path} is owned by uid {info.st_uid}"
+        if mode & 0o022:
+            return f"{what} {path} is writable by group or others ({stat.S_IMODE(mode):04o})"
+        return None
+
+
+def untrusted_entry(path: Path, *, under: Path, owners: TrustedOwners) -> str | None:
+    """Describe the first entry of tree `path` that root must not trust, or return None.
+
+    Every entry, `path` included, must be a directory or a regular file of one of `owners`,
+    writable by neither group nor others: then no one else can change the tree (or replace a
+    name in it by a link) once it is checked. The walk is `open_dir`'s from the trusted
+    `under`, each entry looked at without following a link, in name order, no deeper than
+    `MAX_TREE_DEPTH`.
+
+    Raises:
+        ValueError: `path` is not below `under`.
+        SlurmOpsError: `path` or a directory in it is a symbolic link or not a directory (it
+            changed during the walk), or cannot be read.
+
+    """
+    with open_dir(path, under=under) as fd:
+        try:
+            return _untrusted(fd, path, owners, 0)
+        except OSError as e:
+            raise SlurmOpsError(f"cannot read {path}: {e}") from e
+
+
+def _untrusted(fd: int, path: Path, owners: TrustedOwners, depth: int) -> str | None:
+    """`untrusted_entry` for the open directory `fd` and what it holds."""
+    if (problem := owners.problem(os.fstat(fd), path)) is not None:
+        return problem
+    if depth >= MAX_TREE_DEPTH:
+        return f"{path} is more than {MAX_TREE_DEPTH} directories deep"
+    for name in sorted(os.listdir(fd)):
+        where = path / name
+        entry = os.stat(name, dir_fd=fd, follow_symlinks=False)
+        if not stat.S_ISDIR(entry.st_mode):
+            if (problem := owners.problem(entry, where)) is not None:
+                return problem
+            continue
+        child = _open_dir(name, fd, where)
+        try:
+            found = _untrusted(child, where, owners, depth + 1)
+        finally:
+            os.close(child)
+        if found is not None:
+            return found
+    return None
+
+
 def make_dir(
     path: Path, *, mode: int, owner: str, group: str | None = None, under: Path = Path("/")
 ) -> None:
@@ -136,6 +211,65 @@ def make_dir(
             os.fchmod(fd, mode)
         except OSError as e:
             raise SlurmOpsError(f"cannot chmod {path}: {e}") from e
+
+
+def log_file(path: Path, *, owner: str, group: str | None = None, under: Path = Path("/")) -> None:
+    """Make `path` a log file `owner` appends to, in a directory only root can change.
+
+    Root (the COS collector) reads the log by its name: in a directory `owner` could write,
+    `owner` could put a link there to any file. So the directory is made root's, 0755,
+    first (walking from the trusted `under`, no link followed); then the file is opened
+    without following a link. A regular file with one name is kept (the log so far) and
+    given `owner`, `group` and 0640; anything else planted while the directory was writable
+    (a link, a FIFO, a second name of another file) is removed and an empty file made.
+
+    Raises:
+        ValueError: `path` is not below `under`.
+        SlurmOpsError: A component is a link or not a directory, the name is a directory,
+            or an operation failed.
+
+    """
+    make_dir(path.parent, mode=0o755, owner="root", under=under)
+    with open_dir(path.parent, under=under) as dir_fd:
+        fd = _kept_log(path, dir_fd)
+        try:
+            if fd is None:
+                fd = os.open(path.name, _CREATE_FLAGS, 0o640, dir_fd=dir_fd)
+            os.fchmod(fd, 0o640)
+            set_owner(path, owner, group, fd=fd)
+        except OSError as e:
+            raise SlurmOpsError(f"cannot create {path}: {e}") from e
+        finally:
+            if fd is not None:
+                os.close(fd)
+
+
+def _kept_log(path: Path, dir_fd: int) -> int | None:
+    """Open the log `path` (in `dir_fd`) if it is a plain file; else remove what is there.
+
+    Raises:
+        SlurmOpsError: It is a directory, or an operation failed.
+
+    """
+    try:
+        fd = os.open(path.name, _READ_FLAGS, dir_fd=dir_fd)
+    except FileNotFoundError:
+        return None
+    except OSError:
+        fd = None  # A symbolic link (ELOOP), a socket (ENXIO): not a log file.
+    if fd is not None:
+        info = os.fstat(fd)
+        if stat.S_ISREG(info.st_mode) and info.st_nlink == 1:
+            return fd
+        os.close(fd)
+        if stat.S_ISDIR(info.st_mode):
+            raise SlurmOpsError(f"{path} is a directory, not a log file")
+    logger.warning("replacing %s: not a plain file of its own", path)
+    try:
+        os.unlink(path.name, dir_fd=dir_fd)
+    except OSError as e:
+        raise SlurmOpsError(f"cannot remove {path}: {e}") from e
+    return None
 
 
 def copy_tree(source: Path, target: Path, *, source_under: Path, target_under: Path) -> None:

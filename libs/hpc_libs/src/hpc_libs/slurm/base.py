@@ -35,6 +35,25 @@ SOURCES_FILE = Path("etc/apt/sources.list.d/slurm-charms.list")
 PIN_FILE = Path("etc/apt/preferences.d/slurm-charms")
 """The apt preferences holding Slurm at one major (`hpc_libs.slurm.upgrade.pin_text`)."""
 
+LOGROTATE_DIR = "etc/logrotate.d"
+LOGROTATE_RULE = """\
+# Written by the charm: root creates the new log in its root-owned directory.
+{path} {{
+  compress
+  delaycompress
+  missingok
+  notifempty
+  rotate 12
+  size=5M
+  create 0640 {owner} {owner}
+  sharedscripts
+  postrotate
+      /usr/sbin/start-stop-daemon -s USR2 --stop -x /usr/sbin/{daemon} -q || true
+  endscript
+}}
+"""
+"""The package's rotation (12 compressed logs of 5 MB), but logrotate creates the new log."""
+
 SLURM_PPA = "ppa:ubuntu-hpc/slurm-wlm-24.11"
 JWT_KEY_NAME = "jwt_hs256.key"
 """The JWT key file in /etc/slurm (`AuthAltParameters=jwt_key=`), slurmctld's and slurmdbd's."""
@@ -302,6 +321,30 @@ class SlurmManager:
     def etc_dir(self) -> Path:
         """Slurm's configuration directory, /etc/slurm."""
         return self.root / "etc/slurm"
+
+    def own_log_file(self, path: str) -> None:
+        """Prepare the daemon's log file `path` (on the machine) for the COS collector.
+
+        The collector reads it as root, so it lies in a directory only root can change,
+        created for the daemon to append to (`files.log_file`). The daemon can no longer
+        create it there, so logrotate does, with the charm's rule (`LOGROTATE_RULE`), and
+        the package's rule for the same file, which leaves it to the daemon, is removed
+        (dpkg does not bring back a configuration file the admin removed).
+
+        Raises:
+            SlurmOpsError: A component of `path` is a link, or a file operation failed.
+
+        """
+        files.log_file(
+            self.root / path.lstrip("/"), owner=self.user, group=self.group, under=self.root
+        )
+        rules = self.root / LOGROTATE_DIR
+        rule = LOGROTATE_RULE.format(path=path, daemon=self.daemon, owner=self.user)
+        files.write_if_changed(rules / f"{self.daemon}-charm", rule, mode=0o644)
+        try:
+            (rules / self.daemon).unlink(missing_ok=True)
+        except OSError as e:
+            raise SlurmOpsError(f"cannot remove {rules / self.daemon}: {e}") from e
 
     @property
     def options_variable(self) -> str:

@@ -22,6 +22,14 @@ even while control moves:
 
 After a failover the cluster-wide series are therefore absent for the takeover plus about
 two intervals, never doubled. An exporter that starts (its first pass) exports at once.
+
+Any local user can scrape the exporter, so it serves no more than any local user may read
+from Slurm: it runs unprivileged (the charm's service has no root and no Slurm key; its
+commands authenticate through slurmctld's local socket as an ordinary user), and it is told
+slurm.conf's `PrivateData` (`--private-data`). What that hides from users it does not read
+or serve: no job series with `jobs` (an ordinary user's squeue would list only its own), no
+sdiag with `usage` (refused to ordinary users), and no per-user series (users, accounts,
+RPCs by user) with any of `jobs`, `users`, `accounts` or `usage`, whatever `--per-user` says.
 """
 
 import argparse
@@ -57,6 +65,9 @@ HANDOVER_GRACE = 10.0
 """Seconds beyond one interval a new primary's exporter waits for the old one's next pass."""
 FENCE_FLAG = "/run/slurmctld-fence/fenced"
 """The fence watchdog's flag (the slurmctld charm's `fence.FENCE_FLAG`): exists while fenced."""
+SACK_SOCKET = "/run/slurmctld/sack.socket"
+"""Where this machine's slurmctld signs its users' requests (auth/slurm): the exporter's only
+way to Slurm, since it cannot read the key. Absent while slurmctld does not run here."""
 
 Run = Callable[[Sequence[str], Mapping[str, str], float], str]
 """Run a command with extra environment and a timeout; return its stdout or raise SlurmOpsError."""
@@ -69,8 +80,19 @@ def run_command(argv: Sequence[str], env: Mapping[str, str], timeout: float) -> 
 
 PING = ["scontrol", "ping", "--json"]
 SDIAG = ["sdiag", "--json"]
+PER_USER_PRIVATE = frozenset({"jobs", "users", "accounts", "usage"})
+"""`PrivateData` words any one of which turns the per-user series off."""
+
 SINFO = ["sinfo", "--noheader", "--Node", f"--Format={metrics.SINFO_FORMAT}"]
+SINFO_REASONS = ["sinfo", "--noheader", "--Node", f"--Format={metrics.SINFO_REASON_FORMAT}"]
 SQUEUE = ["squeue", "--noheader", "--all", "--array", f"--format={metrics.SQUEUE_FORMAT}"]
+SQUEUE_ACCOUNTS = [
+    "squeue",
+    "--noheader",
+    "--all",
+    "--array",
+    f"--format={metrics.SQUEUE_ACCOUNT_FORMAT}",
+]
 
 
 class SlurmCollector(Collector):
@@ -81,14 +103,19 @@ class SlurmCollector(Collector):
         hostname: str,
         *,
         per_user: bool = False,
+        private: frozenset[str] = frozenset(),
         fence_flag: Path = Path(FENCE_FLAG),
+        sack_socket: Path = Path(SACK_SOCKET),
         run: Run = run_command,
         clock: Callable[[], float] = time.time,
         handover: float = DEFAULT_INTERVAL + HANDOVER_GRACE,
     ) -> None:
         self.hostname = metrics.name_label(hostname)
-        self.per_user = per_user
+        self.private = private
+        """slurm.conf's `PrivateData` words: what Slurm hides from users, never served."""
+        self.per_user = per_user and not private & PER_USER_PRIVATE
         self.fence_flag = fence_flag
+        self.sack_socket = sack_socket
         self.run = run
         self.clock = clock
         self.handover = handover
@@ -140,6 +167,13 @@ class SlurmCollector(Collector):
         return not failed
 
     def _pings(self, durations: Family, failed: list[str]) -> list[metrics.Ping]:
+        """Ping the controllers; none answers while this machine's slurmctld does not run.
+
+        A unit whose slurmctld is stopped (a standby unit, a fenced one) has no socket to
+        sign the exporter's requests: it is not in control, and that is no failure.
+        """
+        if not self.sack_socket.exists():
+            return []
         text = self._timed("ping", PING, PING_TIMEOUT, durations, failed)
         try:
             return metrics.parse_pings(text) if text is not None else []
@@ -162,19 +196,47 @@ class SlurmCollector(Collector):
     def _cluster_families(
         self, snapshot: Snapshot, durations: Family, failed: list[str]
     ) -> list[Family]:
-        """Read what only the controller in control exports: sdiag, nodes and jobs."""
+        """Read what only the controller in control exports: sdiag, nodes and jobs.
+
+        What `PrivateData` hides from users is not read: sdiag with `usage` (Slurm refuses
+        it to users), the jobs with `jobs` (a user's squeue lists only its own).
+        """
         families: list[Family] = []
-        if (text := self._timed("sdiag", SDIAG, COMMAND_TIMEOUT, durations, failed)) is not None:
-            try:
-                families += metrics.sdiag_families(text, self.per_user, snapshot)
-            except (ValueError, KeyError) as e:
-                logger.warning("cannot parse sdiag: %s", e)
-                failed.append("sdiag")
-        if (text := self._timed("sinfo", SINFO, COMMAND_TIMEOUT, durations, failed)) is not None:
-            families += metrics.node_families(text, snapshot)
-        if (text := self._timed("squeue", SQUEUE, COMMAND_TIMEOUT, durations, failed)) is not None:
-            families += metrics.job_families(text, self.clock(), self.per_user, snapshot)
+        if "usage" not in self.private:
+            families += self._sdiag_families(snapshot, durations, failed)
+        nodes = self._timed("sinfo", SINFO, COMMAND_TIMEOUT, durations, failed)
+        reasons = self._timed("sinfo_reasons", SINFO_REASONS, COMMAND_TIMEOUT, durations, failed)
+        if nodes is not None:
+            families += metrics.node_families(nodes, reasons or "", snapshot)
+        if "jobs" not in self.private:
+            families += self._job_families(snapshot, durations, failed)
         return families
+
+    def _sdiag_families(
+        self, snapshot: Snapshot, durations: Family, failed: list[str]
+    ) -> list[Family]:
+        text = self._timed("sdiag", SDIAG, COMMAND_TIMEOUT, durations, failed)
+        if text is None:
+            return []
+        try:
+            return metrics.sdiag_families(text, self.per_user, snapshot)
+        except (ValueError, KeyError) as e:
+            logger.warning("cannot parse sdiag: %s", e)
+            failed.append("sdiag")
+            return []
+
+    def _job_families(
+        self, snapshot: Snapshot, durations: Family, failed: list[str]
+    ) -> list[Family]:
+        jobs = self._timed("squeue", SQUEUE, COMMAND_TIMEOUT, durations, failed)
+        accounts = None
+        if self.per_user:
+            accounts = self._timed(
+                "squeue_accounts", SQUEUE_ACCOUNTS, COMMAND_TIMEOUT, durations, failed
+            )
+        if jobs is None:
+            return []
+        return metrics.job_families(jobs, accounts, self.clock(), self.per_user, snapshot)
 
     def _timed(
         self,
@@ -248,13 +310,19 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--port", type=int, default=DEFAULT_PORT)
     parser.add_argument("--interval", type=float, default=DEFAULT_INTERVAL)
     parser.add_argument("--per-user", action="store_true")
+    parser.add_argument(
+        "--private-data", default="", help="slurm.conf's PrivateData, comma-separated"
+    )
     parser.add_argument("--fence-flag", type=Path, default=Path(FENCE_FLAG))
+    parser.add_argument("--sack-socket", type=Path, default=Path(SACK_SOCKET))
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(message)s")
     collector = SlurmCollector(
         socket.gethostname(),
         per_user=args.per_user,
+        private=frozenset(w.strip().lower() for w in args.private_data.split(",") if w.strip()),
         fence_flag=args.fence_flag,
+        sack_socket=args.sack_socket,
         handover=args.interval + HANDOVER_GRACE,
     )
     serve(collector, args.address, args.port, args.interval)

@@ -6,9 +6,22 @@ each scrape from the last `Snapshot`, so a scrape costs the same at any cluster 
 * `scontrol ping --json`: each controller's answer (one ping RPC per controller);
 * `sdiag --json`: the scheduler, backfill, RPC and slurmdbd-agent statistics (one RPC);
 * `sinfo --Node` with a format string (`SINFO_FORMAT`): one line per node and partition
-  with its complete state (`idle+drain`), CPUs, GRES and reason;
+  with its complete state (`idle+drain`), CPUs and GRES; a second one (`SINFO_REASON_FORMAT`)
+  for the nodes' reasons;
 * `squeue` with a format string (`SQUEUE_FORMAT`), not `--json`: at scale the JSON took
-  minutes where the plain format takes seconds.
+  minutes where the plain format takes seconds; with per-user series a second one
+  (`SQUEUE_ACCOUNT_FORMAT`) for the jobs' accounts.
+
+Slurm prints users' and operators' text verbatim, newlines included: an account (any text
+while `AccountingStorageEnforce` is unset), a node's reason. A newline in such a field starts
+a line that may read as a whole record, so no listing that counts nodes or jobs holds one:
+`SINFO_FORMAT` and `SQUEUE_FORMAT` print only fields that cannot hold a separator (ids, node
+and partition names, states, numbers, user names, Slurm's pending-reason words). The text
+comes from the second listings, keyed by node and partition or by job id with the text last,
+and is only joined onto records the first listing holds: a forged line names a key the
+first listing lacks (ignored) or repeats a real one (both dropped). Output is split on
+newlines only (never CR or U+2028); a line that does not parse is skipped with its
+neighbours, since it may be the continuation of the one before it or precede a forged one.
 
 Values are in base units: seconds (Slurm's microseconds divided), Unix timestamps in
 seconds. A node's base state is `slurm_nodes{state}`; drain, not-responding and the other
@@ -21,8 +34,9 @@ fails is skipped and counted, never guessed. prometheus-client escapes what is l
 """
 
 import re
-from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass, field
+from collections import Counter
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field, replace
 from typing import Annotated, Any, TypeVar, cast
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
@@ -30,20 +44,22 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationEr
 from hpc_libs.slurm import grammar
 
 SEPARATOR = "|"
-SINFO_FIELDS = (
-    "NodeList",
-    "Partition",
-    "StateComplete",
-    "CPUsState",
-    "Gres",
-    "GresUsed",
-    "Timestamp",
-    "Reason",
+SINFO_FIELDS = ("NodeList", "Partition", "StateComplete", "CPUsState", "Gres", "GresUsed")
+SINFO_FORMAT = ",".join(f"{name}:{SEPARATOR}" for name in SINFO_FIELDS)
+"""`sinfo --Format`: `|` after each field, none of which can hold one (no free text)."""
+SINFO_REASON_FIELDS = ("NodeList", "Partition", "Timestamp", "Reason")
+SINFO_REASON_FORMAT = (
+    ",".join(f"{name}:{SEPARATOR}" for name in SINFO_REASON_FIELDS[:-1]) + ",Reason:0"
 )
-SINFO_FORMAT = ",".join(f"{name}:{SEPARATOR}" for name in SINFO_FIELDS[:-1]) + ",Reason:0"
-"""`sinfo --Format`: `|` after each field; the reason (free text) last, unbounded."""
-SQUEUE_FORMAT = SEPARATOR.join(["%P", "%T", "%V", "%u", "%a", "%C", "%r"])
-"""`squeue --format`: partition(s), state, submit time, user, account, CPUs, reason (last)."""
+"""`sinfo --Format` of the reasons: the key, the reason's time, the reason (free text) last."""
+SQUEUE_FORMAT = SEPARATOR.join(["%i", "%P", "%T", "%V", "%u", "%C", "%r"])
+"""`squeue --format`: job id, partition(s), state, submit time, user, CPUs, pending reason.
+
+No field holds free text: `%r` is Slurm's reason word (`Priority`, `JobHeldUser`), never the
+job's description; a pending job's partitions are partitions that exist.
+"""
+SQUEUE_ACCOUNT_FORMAT = SEPARATOR.join(["%i", "%a"])
+"""`squeue --format` of the accounts: job id, then the account (any text: last)."""
 TIME_FORMAT_ENV = {"SLURM_TIME_FORMAT": "%s"}
 """Makes sinfo's reason time and squeue's submit time Unix seconds, whatever the locale."""
 
@@ -64,7 +80,11 @@ _SUFFIX_FLAGS = {
     "-": "planned",
     "$": "maintenance",
 }
-_GPU_RE = re.compile(r"(?:^|,)gpu(?::[A-Za-z0-9_.-]+)?:(\d+)")
+_GPU_RE = re.compile(r"(?:^|,)gpu(?::[A-Za-z0-9_.-]+)?:([0-9]{1,9})(?![0-9])")
+_NUMBER_RE = re.compile(r"[0-9]{1,15}")
+"""A count or a Unix time: ASCII digits, few enough for a float to hold exactly."""
+_JOB_ID_RE = re.compile(r"[0-9]{1,10}(?:_(?:[0-9]{1,10}|\[[0-9,%-]{1,200}\]))?(?:\+[0-9]{1,10})?")
+"""A job id as `squeue --array` prints it: `12`, an array task `12_3`, a het component `12+0`."""
 _NO_VALUE = {"", "(null)", "n/a", "none", "unknown"}
 
 T = TypeVar("T")
@@ -127,8 +147,42 @@ def text_label(value: str) -> str:
 
 
 def _number(value: str) -> int | None:
+    """Return a count or time; None for Slurm's words for none (`Unknown`, `N/A`).
+
+    Raises:
+        ValueError: It is neither (a sign, a fraction, non-ASCII digits, too many digits).
+
+    """
     value = value.strip()
-    return int(value) if value.isdigit() else None
+    if value.lower() in _NO_VALUE:
+        return None
+    if not _NUMBER_RE.fullmatch(value):
+        raise ValueError(f"{value[:40]!r} is not a count")
+    return int(value)
+
+
+def _count(value: str) -> int:
+    """Return a count that must be there.
+
+    Raises:
+        ValueError: It is not a count.
+
+    """
+    if (number := _number(value)) is None:
+        raise ValueError(f"{value[:40]!r} is not a count")
+    return number
+
+
+def job_id(value: str) -> str:
+    """Return a job id as `squeue --array` prints it.
+
+    Raises:
+        ValueError: It is not one.
+
+    """
+    if not _JOB_ID_RE.fullmatch(value):
+        raise ValueError(f"{value[:40]!r} is not a job id")
+    return value
 
 
 def split_state(complete: str) -> tuple[str, list[str]]:
@@ -153,7 +207,7 @@ def gpu_count(gres: str) -> int:
 
 @dataclass(frozen=True)
 class NodeLine:
-    """One `sinfo --Node` line: a node in one partition."""
+    """One `sinfo --Node` line: a node in one partition (its reason joined from the second)."""
 
     node: str
     partition: str
@@ -162,27 +216,41 @@ class NodeLine:
     cpus: dict[str, int]
     gpus_total: int
     gpus_allocated: int
-    reason_since: int | None
-    reason: str
+    reason_since: int | None = None
+    reason: str = ""
+
+
+def _fields(line: str, count: int) -> list[str]:
+    """Split a line into exactly `count` stripped fields; the last keeps any separator.
+
+    Raises:
+        ValueError: It has fewer.
+
+    """
+    parts = line.split(SEPARATOR, count - 1)
+    if len(parts) != count:
+        raise ValueError(f"{len(parts)} fields, not {count}")
+    return [p.strip() for p in parts]
 
 
 def parse_sinfo_line(line: str) -> NodeLine:
     """Parse one line of `sinfo --noheader --Node --Format=<SINFO_FORMAT>`.
 
+    Every field ends with the separator, so the line does: nothing may follow the last.
+
     Raises:
         ValueError: The line does not have the fields, or a value breaks its grammar.
 
     """
-    parts = line.split(SEPARATOR, len(SINFO_FIELDS) - 1)
-    if len(parts) != len(SINFO_FIELDS):
+    *parts, rest = line.split(SEPARATOR)
+    if len(parts) != len(SINFO_FIELDS) or rest.strip():
         raise ValueError(f"{len(parts)} fields, not {len(SINFO_FIELDS)}")
-    node, partition, complete, cpus, gres, gres_used, since, reason = (p.strip() for p in parts)
+    node, partition, complete, cpus, gres, gres_used = (p.strip() for p in parts)
     state, flags = split_state(complete)
-    counts = [_number(c) for c in cpus.split("/")]
-    if len(counts) != 4 or any(c is None for c in counts):
+    counts = [_count(c) for c in cpus.split("/")]
+    if len(counts) != 4:
         raise ValueError(f"CPUs {cpus!r} are not allocated/idle/other/total")
-    allocated, idle, other, total = (c or 0 for c in counts)
-    reason = text_label(reason)
+    allocated, idle, other, total = counts
     return NodeLine(
         node=name_label(node),
         partition=name_label(partition.rstrip("*")),
@@ -191,7 +259,32 @@ def parse_sinfo_line(line: str) -> NodeLine:
         cpus={"allocated": allocated, "idle": idle, "other": other, "total": total},
         gpus_total=gpu_count(gres),
         gpus_allocated=gpu_count(gres_used),
-        reason_since=_number(since),
+    )
+
+
+@dataclass(frozen=True)
+class NodeReason:
+    """One line of the reasons' listing: a node in one partition, its reason and since when."""
+
+    node: str
+    partition: str
+    since: int | None
+    reason: str
+
+
+def parse_reason_line(line: str) -> NodeReason:
+    """Parse one line of `sinfo --noheader --Node --Format=<SINFO_REASON_FORMAT>`.
+
+    Raises:
+        ValueError: The line does not have the fields, or a value breaks its grammar.
+
+    """
+    node, partition, since, reason = _fields(line, len(SINFO_REASON_FIELDS))
+    reason = text_label(reason)
+    return NodeReason(
+        node=name_label(node),
+        partition=name_label(partition.rstrip("*")),
+        since=_number(since),
         reason="" if reason.lower() in _NO_VALUE else reason,
     )
 
@@ -200,13 +293,14 @@ def parse_sinfo_line(line: str) -> NodeLine:
 class JobLine:
     """One `squeue` line: a job (an array task each), in one or more partitions."""
 
+    job_id: str
     partitions: list[str]
     state: str
     submitted: int | None
     user: str
-    account: str
     cpus: int
     reason: str
+    account: str = ""
 
 
 def parse_squeue_line(line: str) -> JobLine:
@@ -218,30 +312,94 @@ def parse_squeue_line(line: str) -> JobLine:
         ValueError: The line does not have the fields, or a value breaks its grammar.
 
     """
-    parts = line.split(SEPARATOR, 6)
-    if len(parts) != 7:
-        raise ValueError(f"{len(parts)} fields, not 7")
-    partitions, state, submitted, user, account, cpus, reason = (p.strip() for p in parts)
-    account = "" if account.lower() in _NO_VALUE else name_label(account)
+    job, partitions, state, submitted, user, cpus, reason = _fields(line, 7)
     return JobLine(
-        partitions=[name_label(p) for p in partitions.split(",") if p],
+        job_id=job_id(job),
+        partitions=[name_label(p) for p in partitions.split(",")],
         state=state_label(state),
         submitted=_number(submitted),
         user=name_label(user),
-        account=account,
-        cpus=_number(cpus) or 0,
+        cpus=_count(cpus),
         reason=text_label(reason),
     )
 
 
-def _parsed(lines: Iterable[str], parse: Callable[[str], T], snapshot: Snapshot) -> Iterator[T]:
+def parse_account_line(line: str) -> tuple[str, str]:
+    """Parse one line of `squeue --format=<SQUEUE_ACCOUNT_FORMAT>`: job id and account.
+
+    Raises:
+        ValueError: The line does not have the fields, or a value breaks its grammar.
+
+    """
+    job, account = _fields(line, 2)
+    return job_id(job), "" if account.lower() in _NO_VALUE else name_label(account)
+
+
+K = TypeVar("K")
+
+
+def _records(
+    output: str, parse: Callable[[str], T], key: Callable[[T], K], snapshot: Snapshot
+) -> dict[K, T]:
+    """Parse each line of `output` (split on newlines only); return the trusted records by key.
+
+    A line that does not parse is skipped with the lines next to it: it may be the rest of
+    the line before (a newline in its last field), and the line after may be forged text.
+    A key printed twice is skipped on every line (one of them is forged), even where the
+    other line was skipped for its neighbour.
+    """
+    lines = output.split("\n")
+    if lines[-1] == "":
+        lines.pop()  # The newline that ends the last line.
+    parsed: list[T | None] = []
     for line in lines:
-        if not line.strip():
-            continue
         try:
-            yield parse(line)
+            parsed.append(parse(line))
         except ValueError:
+            parsed.append(None)
+    printed = Counter(key(record) for record in parsed if record is not None)
+    kept: dict[K, T] = {}
+    for index, record in enumerate(parsed):
+        neighbours = parsed[max(0, index - 1) : index + 2]
+        if record is None or None in neighbours or printed[key(record)] > 1:
             snapshot.skipped += 1
+        else:
+            kept[key(record)] = record
+    return kept
+
+
+def read_nodes(listing: str, reasons: str, snapshot: Snapshot) -> list[NodeLine]:
+    """Return the nodes of sinfo's `listing`, each with its reason from `reasons` if any.
+
+    A reason is joined only onto a node and partition the listing holds, and only if the
+    reasons' listing prints that key once.
+    """
+    nodes = _records(listing, parse_sinfo_line, lambda n: (n.node, n.partition), snapshot)
+    texts = _records(reasons, parse_reason_line, lambda r: (r.node, r.partition), snapshot)
+    joined: list[NodeLine] = []
+    for key, node in nodes.items():
+        text = texts.get(key)
+        if text is not None and text.reason:
+            joined.append(replace(node, reason=text.reason, reason_since=text.since))
+        else:
+            joined.append(node)
+    return joined
+
+
+def read_jobs(listing: str, accounts: str | None, snapshot: Snapshot) -> list[JobLine]:
+    """Return the jobs of squeue's `listing`, each with its account from `accounts` if given.
+
+    An account is joined only onto a job the listing holds, and only if the accounts'
+    listing prints that job id once.
+    """
+    jobs = _records(listing, parse_squeue_line, lambda j: j.job_id, snapshot)
+    if accounts is None:
+        return list(jobs.values())
+    by_job = _records(accounts, parse_account_line, lambda a: a[0], snapshot)
+    return [
+        replace(job, account=by_job[job_id][1]) if job_id in by_job else job
+        for job_id, job in jobs.items()
+    ]
 
 
 USABLE_STATES = frozenset({"idle", "mixed", "allocated", "completing"})
@@ -255,8 +413,11 @@ def is_usable(state: str, flags: Iterable[str]) -> bool:
     return state in USABLE_STATES and not UNUSABLE_FLAGS.intersection(flags)
 
 
-def node_families(output: str, snapshot: Snapshot) -> list[Family]:
-    """Nodes by partition and state, flags, reasons, and partition CPUs and GPUs."""
+def node_families(listing: str, reason_listing: str, snapshot: Snapshot) -> list[Family]:
+    """Nodes by partition and state, flags, reasons, and partition CPUs and GPUs.
+
+    `listing` is sinfo's output in `SINFO_FORMAT`, `reason_listing` in `SINFO_REASON_FORMAT`.
+    """
     nodes = Family(
         "slurm_nodes", "Nodes by partition and base state.", "gauge", ("partition", "state")
     )
@@ -301,7 +462,7 @@ def node_families(output: str, snapshot: Snapshot) -> list[Family]:
     )
     cluster = _cluster_node_families()
     seen: set[str] = set()
-    for line in _parsed(output.splitlines(), parse_sinfo_line, snapshot):
+    for line in read_nodes(listing, reason_listing, snapshot):
         if line.node not in seen:  # A node in several partitions counts once cluster-wide.
             seen.add(line.node)
             _add_cluster_node(cluster, line)
@@ -343,11 +504,15 @@ def _add_cluster_node(cluster: list[Family], line: NodeLine) -> None:
     gpus.add("idle", value=max(0, line.gpus_total - line.gpus_allocated))
 
 
-def job_families(output: str, now: float, per_user: bool, snapshot: Snapshot) -> list[Family]:
+def job_families(
+    listing: str, account_listing: str | None, now: float, per_user: bool, snapshot: Snapshot
+) -> list[Family]:
     """Jobs by partition and state, pending reasons, the oldest pending job's age.
 
-    With `per_user`, jobs and CPUs by user and by account too (one series per user: off by
-    default, for cardinality).
+    `listing` is squeue's output in `SQUEUE_FORMAT`, `account_listing` in
+    `SQUEUE_ACCOUNT_FORMAT`
+    (None: no account known). With `per_user`, jobs and CPUs by user and by account too (one
+    series per user: off by default, for cardinality).
     """
     jobs = Family(
         "slurm_partition_jobs", "Jobs by partition and state.", "gauge", ("partition", "state")
@@ -371,7 +536,7 @@ def job_families(output: str, now: float, per_user: bool, snapshot: Snapshot) ->
     user_cpus = Family(
         "slurm_user_cpus", "CPUs of jobs by user and state.", "gauge", ("user", "state")
     )
-    for job in _parsed(output.splitlines(), parse_squeue_line, snapshot):
+    for job in read_jobs(listing, account_listing, snapshot):
         for partition in job.partitions:
             jobs.add(partition, job.state)
             if job.state == "pending":
