@@ -951,8 +951,8 @@ MUTATIONS = [
     Mutation(
         "autoscale-policy-numbers-loose",
         "autoscaler/src/slurm_autoscale/policy.py",
-        '    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True, strict=True)',
-        '    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)',
+        "populate_by_name=True, strict=True)",
+        "populate_by_name=True)",
         "tests/unit/autoscaler",
     ),
     Mutation(

@@ -24,7 +24,7 @@ import jubilant
 from slurm_autoscale import policy as policy_file
 from slurm_autoscale.decide import Decision, decide
 from slurm_autoscale.policy import AppPolicy, PolicyError
-from slurm_autoscale.slurm import ACTION_WAIT, Snapshot, SlurmUnreadable, read
+from slurm_autoscale.slurm import ACTION_WAIT, SlurmUnreadable, Snapshot, read
 
 logger = logging.getLogger("slurm-autoscale")
 

@@ -126,7 +126,7 @@ class _Reservations(_Answer):
 
 
 def partitions_asked(value: object) -> list[str]:
-    """The `partitions` parameter: comma-separated partition names.
+    """Read the `partitions` parameter: comma-separated partition names.
 
     Raises:
         ValueError: It is not a list of names.
@@ -229,7 +229,7 @@ def _checked(pattern: re.Pattern[str], value: str, what: str) -> str:
 
 
 def node_records(nodes: _Nodes, wanted: set[str]) -> list[dict[str, Any]]:
-    """The nodes in the wanted partitions, each field checked; other partitions left out."""
+    """Return the nodes in the wanted partitions, each field checked; the others left out."""
     records: list[dict[str, Any]] = []
     for node in nodes.nodes:
         partitions = [p for p in node.partitions if p in wanted]
@@ -252,7 +252,7 @@ def node_records(nodes: _Nodes, wanted: set[str]) -> list[dict[str, Any]]:
 
 
 def pending_shapes(jobs: _Jobs, wanted: set[str]) -> tuple[list[dict[str, Any]], int]:
-    """Pending jobs of the wanted partitions grouped by shape; and the jobs left out."""
+    """Return pending jobs of the wanted partitions by shape, and how many jobs were left out."""
     shapes: dict[tuple[Any, ...], dict[str, Any]] = {}
     for job in sorted(jobs.jobs, key=lambda j: j.job_id):
         if "PENDING" not in job.job_state:
@@ -287,7 +287,7 @@ def pending_shapes(jobs: _Jobs, wanted: set[str]) -> tuple[list[dict[str, Any]],
 
 
 def reserved_names(reservations: _Reservations, names: list[str], now: int) -> list[str]:
-    """The names among `names` that a reservation not ended yet holds."""
+    """Return the names among `names` that a reservation not ended yet holds."""
     live = [r for r in reservations.reservations if (r.end_time or now + 1) > now]
     return [name for name in names if any(in_hostlist(name, r.node_list) for r in live)]
 
@@ -326,7 +326,7 @@ def view(
 
 
 def as_results(document: dict[str, Any]) -> dict[str, str]:
-    """The document as action results: `parts` and `part-<n>` of at most PART_SIZE characters.
+    """Cut the document in action results: `parts`, `part-<n>` of at most PART_SIZE characters.
 
     Raises:
         SlurmUnreadable: It needs more than MAX_PARTS parts.
@@ -345,7 +345,7 @@ def _scontrol_json(*what: str) -> str:
 
 
 def run(event: ops.ActionEvent) -> None:
-    """The action: read Slurm, return the view; fail with Slurm's own words."""
+    """Run the action: read Slurm, return the view; fail with Slurm's own words."""
     try:
         partitions = partitions_asked(event.params.get("partitions"))
     except ValueError as e:

@@ -141,7 +141,11 @@ def test_min_above_max_is_bad_input(tmp_path, caplog):
     ("answer", "why"),
     [
         (
-            jubilant.TaskError(SimpleNamespace(message="cannot read Slurm: Unable to contact")),
+            jubilant.TaskError(
+                jubilant.Task(
+                    id="1", status="failed", message="cannot read Slurm: Unable to contact"
+                )
+            ),
             "scaling-view on slurmctld/0 failed: cannot read Slurm: Unable to contact",
         ),
         (
