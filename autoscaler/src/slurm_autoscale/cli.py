@@ -142,7 +142,7 @@ def one_pass(
             juju.add_unit(decision.app, num_units=decision.add)
         else:
             juju.remove_unit(*decision.remove)
-        state[decision.app] = now
+        state[decision.app] = slurm.now  # The controller's clock, as decide() reads it.
         write_state(args.state_file, state)
     return decisions
 
