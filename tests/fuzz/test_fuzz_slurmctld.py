@@ -124,6 +124,50 @@ def test_scalar_options(option: str, real_slurm: RealSlurm):
     surface.finish(real_slurm)
 
 
+# future-nodes with max-node-count: placeholders fill Slurm's node table, so they are judged
+# together. Seeds: the bounds of each shape (Slurm's uint16/uint32/uint64 fields), and totals
+# at and past half the table.
+FUTURE_NODES_SEEDS: list[tuple[str, int]] = [
+    ("compute=4 cpus=8 realmemory=32000", 1024),
+    ("compute=512", 1024),
+    ("compute=513", 1024),
+    ("compute=300\ngpu=213", 1024),
+    ("compute=1", 1),
+    ("compute=1", 2),
+    ("compute=4096", 8192),
+    ("compute=4096", 65533),
+    (f"compute=2 cpus=65533 realmemory={2**64 - 3} tmpdisk={2**32 - 3}", 1024),
+    ("compute=2 cpus=65534", 1024),
+    (f"compute=2 realmemory={2**64 - 2}", 1024),
+    ("compute=2 tmpdisk=4294967294", 1024),
+    ("compute=2 cpus=0", 1024),
+    ("compute=²", 1024),
+    ("compute=2 cpus=8 State=idle", 1024),
+    ("compute=2\nNodeName=x", 1024),
+]
+
+
+def future_nodes_strategy() -> st.SearchStrategy[tuple[str, int]]:
+    text = s.mutated([text for text, _ in FUTURE_NODES_SEEDS])
+    count = st.one_of(st.sampled_from([1, 2, 1024, 8192, 65533]), st.integers(-5, 70000))
+    return st.tuples(text, count)
+
+
+def test_future_nodes_within_max_node_count(real_slurm: RealSlurm):
+    state = leader(compute())
+    surface = Surface("slurmctld options future-nodes, max-node-count", baseline(state))
+
+    def example(value: tuple[str, int]) -> None:
+        text, max_node_count = value
+        config = {"future-nodes": text, "max-node-count": max_node_count}
+        out = harness.run("slurmctld", config_changed, leader(compute(), config=config), value)
+        placeholder_keys = ["NodeName", "State", "Features"] * len(text.split("\n"))
+        surface.check(out, value, extra_keys=[*placeholder_keys, *oracle.option_keys(text)])
+
+    surface.run(FUTURE_NODES_SEEDS, future_nodes_strategy(), example)
+    surface.finish(real_slurm)
+
+
 # Actions: checked parameters; the commands they run keep the benign request's shape.
 
 
@@ -387,6 +431,22 @@ def test_slurmctld_peer_unit_databag(real_slurm: RealSlurm):
 
 
 def peer_app_databag() -> st.SearchStrategy[dict[str, str]]:
+    rollout = st.fixed_dictionaries(
+        {"partition": s.mutated(["compute"])},
+        optional={
+            "since": st.sampled_from([0, 5000, -1, 2**70, "5000", True, None]),
+            "upgrade": st.sampled_from([True, False, "yes", 1, None]),
+            "jobs": st.lists(
+                st.fixed_dictionaries(
+                    {
+                        "id": st.sampled_from([7, 0, -3, 2**26, 2**70, "7", "7;x", True, None]),
+                        "node": s.mutated(["compute-0"]),
+                    }
+                ),
+                max_size=3,
+            ),
+        },
+    )
     partition = st.fixed_dictionaries(
         {"name": s.mutated(["compute", "gone"])},
         optional={
@@ -413,6 +473,7 @@ def peer_app_databag() -> st.SearchStrategy[dict[str, str]]:
                     max_size=2,
                 )
             ),
+            "rollouts": s.raw_field(st.lists(rollout, max_size=2)),
         },
     )
 
@@ -445,6 +506,12 @@ PEER_APP_SEEDS = [
     {"partitions": s.deep_json(5000)},
     {"departed_nodes": json.dumps([{"name": "a b"}])},
     {"controllers": json.dumps([{"unit": "slurmctld/0\nx"}])},
+    {
+        "rollouts": json.dumps(
+            [{"partition": "compute", "since": 1, "jobs": [{"id": "7\n31337", "node": "c-0"}]}]
+        )
+    },
+    {"rollouts": json.dumps([{"partition": "a b", "jobs": [{"id": 7, "node": "c-0;x"}]}])},
 ]
 
 

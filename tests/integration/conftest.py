@@ -28,6 +28,7 @@ LONGEST_MODULES = (
     "test_dynamic_nodes.py",
     "test_observability.py",
     "test_ha_worst_moment.py",
+    "test_hostile_user.py",
     "test_bench_lab_smoke.py",
     "test_ha_key_rotation.py",
     "test_operator_toolkit.py",
@@ -39,9 +40,10 @@ run shows what each worker ran and for how long). In CI (4 labs on 2 cores): the
 rebuild and HA major upgrade on one 11-machine cluster about 15 (alone on the shared lab host
 10 with a 2.5-minute deploy, 16 when the load made the deploy 7), the failover suite 13-15
 minutes, the dynamic-node suite 8-9, observability about 7 (alone: 11 before its test-sized
-intervals), the worst-moment failover 5 to 9 (Slurm's 121 s requeue delay), the benchmark
-smoke run about 4 (alone: 12 before it left out the figures other modules prove). The rest
-take 1 to 4 minutes each."""
+intervals), the worst-moment failover 5 to 9 (Slurm's 121 s requeue delay), the hostile
+user's scenarios (one failover, one node reboot) 5 to 6 alone, the benchmark smoke run about 4
+(alone: 12 before it left out the figures other modules prove). The rest take 1 to 4 minutes
+each."""
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

@@ -72,6 +72,8 @@ from ha_helpers import (
     unit_of_host,
 )
 
+LEADER = "slurmctld/leader"
+"""rebuild-nodes runs on the leader, which records the rollout."""
 SETTLE = 15 * 60
 ROLLOUT = 6 * 60
 UPGRADE = 10 * 60
@@ -213,7 +215,7 @@ def test_the_rebuild_partition_is_hidden_and_root_only(cluster: jubilant.Juju):
 
 def test_rebuild_nodes_refuses_a_partition_that_is_not_the_clusters(cluster: jubilant.Juju):
     with pytest.raises(jubilant.TaskError, match="partition: 'nowhere'"):
-        cluster.run(CONTROLLER, "rebuild-nodes", {"partition": "nowhere"})
+        cluster.run(LEADER, "rebuild-nodes", {"partition": "nowhere"})
 
 
 def test_a_rolling_rebuild_reboots_one_node_at_a_time_and_loses_no_job(cluster: jubilant.Juju):
@@ -227,7 +229,7 @@ def test_a_rolling_rebuild_reboots_one_node_at_a_time_and_loses_no_job(cluster: 
     began = time.monotonic()
     sh(juju, SAMPLER)
 
-    task = juju.run(CONTROLLER, "rebuild-nodes", {"partition": "compute", "max-unavailable": 1})
+    task = juju.run(LEADER, "rebuild-nodes", {"partition": "compute", "max-unavailable": 1})
     say(f"rebuild-nodes: {task.results}")
 
     statuses, after = set(), before
@@ -276,7 +278,7 @@ def test_cancel_halfway_stops_the_rollout_and_leaves_the_cluster_healthy(cluster
     user_job = submit(juju, "compute", BUSY, node_name=busy)
     CANCELLED.append(user_job)
     wait_running(juju, user_job)
-    juju.run(CONTROLLER, "rebuild-nodes", {"partition": "compute", "max-unavailable": 1})
+    juju.run(LEADER, "rebuild-nodes", {"partition": "compute", "max-unavailable": 1})
 
     def rebuilt() -> bool:
         records = nodes(juju)
@@ -311,7 +313,7 @@ def test_a_node_that_fails_its_upgrade_is_down_and_stops_the_rollout(cluster: ju
     reason = "rebuild: apt-get update failed"
 
     task = juju.run(
-        CONTROLLER,
+        LEADER,
         "rebuild-nodes",
         {"partition": "compute", "max-unavailable": 1, "upgrade": True},
     )
@@ -554,7 +556,7 @@ def test_a_major_upgrade_of_the_ha_cluster_in_slurms_order_loses_no_job(cluster:
     rollout = time.monotonic()
     for app, _ in PARTITIONS:
         task = juju.run(
-            CONTROLLER, "rebuild-nodes", {"partition": app, "max-unavailable": 1, "upgrade": True}
+            LEADER, "rebuild-nodes", {"partition": app, "max-unavailable": 1, "upgrade": True}
         )
         say(f"rebuild-nodes {app} upgrade=true: {task.results}")
     poll(lambda: node_back_on(juju, TARGET, before), timeout=UPGRADE, what="nodes on 26.05")

@@ -133,7 +133,7 @@ class SlurmctldCharm(SlurmCharm[SlurmctldConfig]):
             slurm_version=self.running_slurm,
         )
         self._placement: ha.Placement | None = None
-        self.rebuild = rebuild.Rebuild(self, self._serving_partitions)
+        self.rebuild = rebuild.Rebuild(self, self.peer, self._serving_partitions)
         framework.observe(self.on[SLURMD].relation_departed, self._on_slurmd_unit_departed)
         framework.observe(self.on.resume_action, self._on_resume_action)
         framework.observe(self.on.token_action, self._on_token_action)
@@ -276,6 +276,7 @@ class SlurmctldCharm(SlurmCharm[SlurmctldConfig]):
             controllers=[ControllerSlot(unit=u) for u in order],
             native_metrics=memory.native_metrics,
             upgrade_slurmctld_timeout=memory.upgrade_slurmctld_timeout,
+            rollouts=memory.rollouts,
         )
         self.peer.write(remembered)
         native = self.native_metrics.decision(config)
@@ -305,7 +306,7 @@ class SlurmctldCharm(SlurmCharm[SlurmctldConfig]):
         self.daemons.publish(auth_key, controllers, served, config_digest, srun_ports)
         self.accounting.share_jwt_key(jwt_secret)
         self.auth_rotation.advance(auth_key, key, backups=placement.network_state)
-        self.rebuild.stop_failed()
+        self.rebuild.reconcile()
 
     def statuses(self, config: SlurmctldConfig) -> Iterable[ops.StatusBase]:
         """Each component's word, in a fixed order (see the README's "How this charm is built")."""

@@ -4,6 +4,7 @@ from typing import Annotated, Any, Literal
 
 import overrides
 import pydantic
+from future_nodes import check_room as check_future_room
 from future_nodes import parse as parse_future_nodes
 from hpc_libs.charm.config import SlurmCharmConfig, refused_parameters
 from hpc_libs.slurm import grammar
@@ -45,6 +46,16 @@ class SlurmctldConfig(SlurmCharmConfig):
     future_nodes: Annotated[dict[str, dict[str, int]], refused_parameters(parse_future_nodes)] = (
         pydantic.Field(default_factory=dict[str, dict[str, int]])
     )
+
+    @pydantic.field_validator("future_nodes")
+    @classmethod
+    def _room_for_units(
+        cls, value: dict[str, dict[str, int]], info: pydantic.ValidationInfo
+    ) -> dict[str, dict[str, int]]:
+        """Leave `max-node-count` room for the units beside the placeholders (`future_nodes`)."""
+        if (max_node_count := info.data.get("max_node_count")) is not None:
+            check_future_room(value, max_node_count)
+        return value
 
     @pydantic.field_validator("message_timeout")
     @classmethod

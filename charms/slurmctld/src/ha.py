@@ -170,6 +170,14 @@ def controller_hosts(conf: SlurmConfig) -> list[str]:
     return [entry.split("(", 1)[0] for entry in conf.slurmctld_host or []]
 
 
+def unadopted_shared_etc(manager: SlurmctldManager) -> str | None:
+    """Why the share's `etc-slurm`, not linked yet, is refused (the leader's fails its hook).
+
+    Nothing in a refused tree is read (`SlurmctldManager.shared_etc_problem`).
+    """
+    return None if manager.etc_is_shared() else manager.shared_etc_problem()
+
+
 def link_shared_config(manager: SlurmctldManager) -> Path | None:
     """Make /etc/slurm the symlink to the leader's files on the share (a backup's side).
 
@@ -474,6 +482,8 @@ class NetworkState(Placement):
             seen = len(self.parts.peer.hosts()) + 1
             planned = self.parts.charm.app.planned_units()
             return ops.WaitingStatus(waiting_for_peers(seen, planned))
+        if not leader and (problem := unadopted_shared_etc(self.parts.manager)) is not None:
+            return ops.BlockedStatus(problem)
         if not leader and not shared_config_ready(self.parts.manager, socket.gethostname()):
             return ops.WaitingStatus(WAITING_FOR_LEADER)
         return None

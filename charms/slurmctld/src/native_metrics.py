@@ -26,7 +26,10 @@ rollout. So the leader writes MetricsType only once every reader of slurm.conf i
 run 25.11 or newer (`decide`): this slurmctld and every peer controller (their peer host
 data), every login and REST unit (the release each publishes, `ConsumerUnitData.version`),
 and every registered slurmd node (the release it registered with, in Slurm's own node
-records; placeholders in FUTURE state run nothing). A daemon of unknown release counts as
+records: `NODES_QUERY`, one line per node and partition with separator-free fields, not every
+node's whole record as JSON on every leader hook; placeholders in FUTURE state run nothing and
+sinfo leaves them out). A node in no partition is not listed by sinfo: the charms put every
+slurmd node in its application's partition. A daemon of unknown release counts as
 old under `auto`; `on` lets the operator vouch for those (a login unit of an older charm
 revision), but still refuses while one is known to be older. Off because of a daemon, the
 leader's status says which (`Decision.held_by`). Node records that cannot be read keep what
@@ -37,6 +40,7 @@ controller unit offers the same scrape jobs, and learns of a change (peer relati
 
 import dataclasses
 import logging
+import re
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
@@ -45,6 +49,7 @@ from hpc_libs.errors import SlurmOpsError
 from hpc_libs.interfaces.controller import ControllerPublisher
 from hpc_libs.interfaces.cos_agent import scrape_job
 from hpc_libs.interfaces.slurmctld_peer import SlurmctldPeer
+from hpc_libs.machine import host
 from hpc_libs.slurm import version
 from hpc_libs.slurm.ports import SLURMCTLD_PORT
 from hpc_libs.slurm.scontrol import Scontrol
@@ -57,6 +62,17 @@ PATHS = ("jobs", "nodes", "partitions", "scheduler")
 PER_USER_PATH = "jobs-users-accts"
 NATIVE_PREFIX = "slurm_native_"
 """Where native series are stored: `slurm_jobs_pending` becomes `slurm_native_jobs_pending`."""
+NODES_QUERY = [
+    "sinfo",
+    "--all",
+    "--noheader",
+    "--Node",
+    "--Format=NodeList:|,StateComplete:|,Version:0",
+]
+"""Every node in a partition (FUTURE ones left out): its name, state and release (`N/A`: none)."""
+_NODE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
+_NODE_STATE = re.compile(r"[A-Za-z_+*~#%!@^$-]{1,200}")
+_RELEASE = re.compile(r"[0-9]{1,4}\.[0-9]{1,4}(?:\.[0-9A-Za-z_.-]{1,32})?")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -140,18 +156,44 @@ def cluster_daemons(
     """Yield every reader of slurm.conf but this slurmctld: peers, joined units, then nodes.
 
     `joined` names each integration whose units publish their release (`login unit`,
-    `REST unit`). The node records are read last, lazily: a `SlurmOpsError` (ScontrolError)
-    reaches the caller.
+    `REST unit`). The node records are read last, lazily (`NODES_QUERY`, bounded by
+    `scontrol`'s timeout): a `SlurmOpsError` reaches the caller, also for a line that is not a
+    node's (no node is guessed).
     """
-    for host in peer.hosts().values():
-        yield Daemon(f"controller {host.hostname}", host.version)
+    for controller in peer.hosts().values():
+        yield Daemon(f"controller {controller.hostname}", controller.version)
     for label, publisher in joined:
         for relation in publisher.relations:
             for unit, release in publisher.unit_versions(relation).items():
                 yield Daemon(f"{label} {unit}", release)
-    for node in scontrol.show_nodes():
-        if not node.has_state("FUTURE"):  # A placeholder: no slurmd runs for it.
-            yield Daemon(f"slurmd node {node.name}", node.version or None)
+    output = host.run(NODES_QUERY, timeout=scontrol.timeout).stdout
+    for name, release in node_releases(output).items():
+        yield Daemon(f"slurmd node {name}", release)
+
+
+def node_releases(output: str) -> dict[str, str | None]:
+    """Return each node of `NODES_QUERY`'s output with its release (None: never registered).
+
+    Lines are split on newlines only (not CR nor U+2028), and each must be a whole record
+    (SlurmOpsError otherwise); a FUTURE placeholder (no slurmd runs for it) is left out.
+    """
+    releases: dict[str, str | None] = {}
+    for line in output.split("\n"):
+        if not line:
+            continue
+        fields = line.split("|")
+        valid = (
+            len(fields) == 3
+            and _NODE_NAME.fullmatch(fields[0])
+            and _NODE_STATE.fullmatch(fields[1])
+            and (fields[2] == "N/A" or _RELEASE.fullmatch(fields[2]))
+        )
+        if not valid:
+            raise SlurmOpsError(f"sinfo printed a line that is no node's: {line[:80]!r}")
+        name, state, release = fields
+        if "future" not in state.lower().split("+"):
+            releases[name] = None if release == "N/A" else release
+    return releases
 
 
 class NativeMetrics:

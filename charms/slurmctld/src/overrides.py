@@ -96,6 +96,19 @@ SLURM_CONF_OWNED: Mapping[str, str] = {
         "JobCompPass",
     ),
     **owned_by("is the charm's: slurmctld logs there", "SlurmctldLogFile"),
+    **owned_by(
+        "is the charm's: rebuild-nodes reboots nodes with the slurmd charm's program",
+        "RebootProgram",
+    ),
+    "ResumeTimeout": "is the charm's: use the reboot-timeout option",
+    "PriorityWeightPartition": (
+        "is the charm's: it gives the rebuild partition's jobs the whole partition weight, so "
+        "each runs next on its node (user partitions keep their order)"
+    ),
+    "EnforcePartLimits": (
+        "is the charm's: ALL refuses a user's job naming the root-only rebuild partition, "
+        "even in a list of partitions"
+    ),
     "ClusterName": "is the charm's: use the cluster-name option",
     "MaxNodeCount": "is the charm's: use the max-node-count option",
     "SlurmctldTimeout": "is the charm's: use the slurmctld-timeout option",

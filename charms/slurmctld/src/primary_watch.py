@@ -21,7 +21,10 @@ watch while the service it started runs, and a backup's hook (started by its slu
 start as a backup, or by the fence watchdog) can still run when it takes over.
 
 Root never reads what slurm wrote, and the service's command line is fixed by the charm, so
-the slurm user can only ask for one more `slurmctld-wake` event, which re-reads facts. Every
+the slurm user can only ask for one more `slurmctld-wake` event, which re-reads facts: what it
+makes at the flag's name (a directory too) is taken as a flag (`wake.TAKE_FLAG`), and the
+signal file's date counts only from a regular file and never after now
+(`takeover.signalled_at`). Every
 piece is written only when its content changes.
 """
 

@@ -8,15 +8,25 @@ pending upgrade when the job's comment asks for it, then reboots). At most
 `max-unavailable` nodes of a partition reboot at once: the jobs are spread over that many
 job names, and `--dependency=singleton` lets one job per name run at a time.
 
-Everything about a rollout lives in Slurm: the job names and comments say which partition,
-when it started and whether it upgrades; a node is done once its boot time is past the
-start. Nothing is stored, so a new leader reads the same progress. A node that went DOWN
+`EnforcePartLimits=ALL` makes Slurm refuse a user's job that names the partition at all,
+alone or in a list (`-p compute,rebuild`): with Slurm's default a root-only partition in a
+list is skipped, and the job is queued there.
+
+The leader records each rollout in the peer application databag (`Rollout`: the partition,
+its start, whether it upgrades, and the ids of the jobs it submitted as root), so a new
+leader reads the same rollout. Progress joins that record with two facts no user can write:
+the state of those job ids (root's jobs of the partition, `squeue --user=root`, id and state
+only) and the nodes' boot times. A node is done once it booted after the start. The charm
+holds and cancels recorded ids only: job comments, names and accounts are users' text and a
+newline in them forges lines, so nothing read from them picks a job. A node that went DOWN
 (or failed) during the rollout stops it: its pending jobs are held, the status names the
-node with Slurm's reason.
+node with Slurm's reason. Once Slurm forgets every job of a rollout (`MinJobAge`), the
+leader forgets the rollout.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import logging
@@ -27,7 +37,7 @@ from typing import Any
 
 import ops
 from hpc_libs.errors import SlurmOpsError
-from hpc_libs.interfaces.slurmctld_peer import PartitionEntry
+from hpc_libs.interfaces.slurmctld_peer import PartitionEntry, Rollout, RolloutJob, SlurmctldPeer
 from hpc_libs.machine import host
 from hpc_libs.slurm.base import REBOOT_PROGRAM, REBUILD_PARTITION
 from hpc_libs.slurm.scontrol import Node, Timestamp
@@ -40,10 +50,6 @@ MAX_TIME_MINUTES = 10
 """The rebuild partition's `MaxTime`: the job itself runs `true` once the node is back."""
 JOB_TIME = "5"  # --time of a rebuild job (minutes); within MaxTime
 TIMEOUT = 60
-# The comment a rebuild job carries: rebuild:<partition>:<rollout start>:<upgrade|reboot>:<node>
-COMMENT = re.compile(
-    r"^rebuild:(?P<partition>[^:]+):(?P<since>[0-9]+):(?P<mode>upgrade|reboot):(?P<node>[^:]+)$"
-)
 REBOOTING_STATES = ("REBOOT_REQUESTED", "REBOOT_ISSUED", "POWERING_UP")
 FAILED_STATES = ("DOWN", "FAIL", "FAILING", "INVALID_REG")
 """A node in these failed; NOT_RESPONDING alone is every node's state while it reboots."""
@@ -84,21 +90,29 @@ partition's jobs (`PriorityJobFactor` 65533, the maximum) get the whole weight; 
 partitions (factor 1 by default) all get the same sliver, so their order is unchanged."""
 
 
+ENFORCE_PART_LIMITS = "all"
+"""A job naming a partition it may not use is refused, even in a list of partitions."""
+
+
 def conf_settings(reboot_timeout: int) -> dict[str, Any]:
     """slurm.conf's keys for rebuilds: the reboot program, the time allowed, the priority.
 
-    A node not back within `ResumeTimeout` (upgrade plus reboot) goes DOWN. The operator's
-    `slurm-conf-parameters` can still set `PriorityWeightPartition` (they are applied after).
+    A node not back within `ResumeTimeout` (upgrade plus reboot) goes DOWN. All four are the
+    charm's: `slurm-conf-parameters` refuses them (`overrides.SLURM_CONF_OWNED`).
     """
     return {
         "rebootprogram": REBOOT_PROGRAM,
         "resumetimeout": reboot_timeout,
         "priorityweightpartition": PRIORITY_WEIGHT_PARTITION,
+        "enforcepartlimits": ENFORCE_PART_LIMITS,
     }
 
 
 def comment(partition: str, since: int, upgrade: bool, node: str) -> str:
-    """Return the comment of one rebuild job (read by `progress` and by the RebootProgram)."""
+    """Return the comment of one rebuild job, read by the node's RebootProgram.
+
+    The program reads it only from root's jobs (`squeue --user=root`), so no user writes it.
+    """
     return f"rebuild:{partition}:{since}:{'upgrade' if upgrade else 'reboot'}:{node}"
 
 
@@ -139,31 +153,29 @@ def submissions(
 
 
 def submit(commands: Iterable[list[str]]) -> list[int]:
-    """Run the sbatch commands; return the job ids (SlurmOpsError on the first failure)."""
+    """Run the sbatch commands; return the job ids.
+
+    On the first failure the jobs already submitted are cancelled (a job the charm cannot
+    record would reboot its node unseen), then SlurmOpsError is raised.
+    """
     job_ids: list[int] = []
-    for argv in commands:
-        output = host.run(argv, timeout=TIMEOUT).stdout.strip()
-        job_ids.append(int(output.split(";")[0]))
+    try:
+        for argv in commands:
+            job_ids.append(_job_id(host.run(argv, timeout=TIMEOUT).stdout))
+    except SlurmOpsError:
+        if job_ids:
+            with contextlib.suppress(SlurmOpsError):
+                host.run(["scancel", *map(str, job_ids)], timeout=TIMEOUT)
+        raise
     return job_ids
 
 
-@dataclasses.dataclass(frozen=True)
-class RebuildJob:
-    """A job of the rebuild partition, as `squeue` lists it."""
-
-    job_id: int
-    job_state: str
-    comment: str
-
-    @property
-    def rollout(self) -> re.Match[str] | None:
-        """Return the parsed comment when it is a rebuild job's; else None."""
-        return COMMENT.match(self.comment)
-
-    @property
-    def waiting(self) -> bool:
-        """Whether the job has not ended (pending, rebooting its node or running)."""
-        return self.job_state in WAITING_STATES
+def _job_id(parsable: str) -> int:
+    """Return the job id `sbatch --parsable` printed (`<id>` or `<id>;<cluster>`)."""
+    text = parsable.strip().split(";")[0]
+    if not JOB_ID.fullmatch(text):
+        raise SlurmOpsError(f"sbatch printed {parsable.strip()[:80]!r}, not a job id")
+    return int(text)
 
 
 class BootNode(Node):
@@ -181,23 +193,28 @@ JOBS_QUERY = [
     "--all",
     "--noheader",
     f"--partition={PARTITION}",
+    "--user=root",
     "--states=all",
-    "--format=%i|%T|%k",
+    "--format=%i|%T",
 ]
-"""The rebuild jobs Slurm knows, ended ones included (for MinJobAge): id, state, comment."""
+"""Root's jobs of the rebuild partition, ended ones included (for MinJobAge): id and state,
+two fields no user can write, so no line of the answer can be forged."""
+JOB_ID = re.compile(r"[1-9][0-9]{0,7}")
+JOB_LINE = re.compile(r"(?P<id>[1-9][0-9]{0,7})\|(?P<state>[A-Z_]{1,32})")
 
 
-def read_jobs() -> list[RebuildJob]:
-    """Return the rollouts' jobs (one read-only `squeue`; other jobs of the partition skipped)."""
-    output = host.run(JOBS_QUERY, timeout=TIMEOUT).stdout
-    jobs: list[RebuildJob] = []
-    for line in output.splitlines():
-        fields = line.strip().split("|", 2)
-        if len(fields) == 3 and fields[0].isdigit():
-            job = RebuildJob(int(fields[0]), fields[1], fields[2])
-            if job.rollout is not None:
-                jobs.append(job)
-    return jobs
+def read_jobs() -> dict[int, str]:
+    """Return the state of each of root's rebuild jobs Slurm knows, by job id."""
+    return parse_jobs(host.run(JOBS_QUERY, timeout=TIMEOUT).stdout)
+
+
+def parse_jobs(output: str) -> dict[int, str]:
+    """Read `JOBS_QUERY`'s answer: split on new lines only, a line not `<id>|<STATE>` skipped."""
+    states: dict[int, str] = {}
+    for line in output.split("\n"):
+        if (match := JOB_LINE.fullmatch(line.strip())) is not None:
+            states[int(match["id"])] = match["state"]
+    return states
 
 
 def read_nodes() -> list[BootNode]:
@@ -210,10 +227,13 @@ def read_nodes() -> list[BootNode]:
         raise SlurmOpsError(f"cannot parse {' '.join(command)}: {e}") from e
 
 
-def read_slurm() -> tuple[list[RebuildJob], list[BootNode]]:
-    """Return the rollouts' jobs and, only when there are any, every node."""
-    jobs = read_jobs()
-    return jobs, (read_nodes() if jobs else [])
+def read_slurm(rollouts: Sequence[Rollout]) -> tuple[dict[int, str], list[BootNode]]:
+    """Return the rebuild jobs' states and every node; nothing is read without a rollout."""
+    if not rollouts:
+        return {}, []
+    states = read_jobs()
+    known = any(job_id in states for rollout in rollouts for job_id, _ in rollout.submitted())
+    return states, (read_nodes() if known else [])
 
 
 @dataclasses.dataclass
@@ -253,32 +273,24 @@ class Progress:
         return f"rebuild {self.partition}: {counts}, {len(self.rebooting)} rebooting"
 
 
-def progress(jobs: Sequence[RebuildJob], nodes: Sequence[BootNode]) -> list[Progress]:
-    """Each partition's rollout, by partition name.
+def progress(
+    rollouts: Sequence[Rollout], states: Mapping[int, str], nodes: Sequence[BootNode]
+) -> list[Progress]:
+    """Each recorded rollout Slurm still knows a job of, by partition name.
 
-    A rollout exists while Slurm knows one of its jobs. A node of the partition is done once
-    it booted after the rollout started and is up; rebooting while Slurm reboots it (or its
-    rebuild job waits for the boot); failed when it is down or failing
-    before it is done (a reboot taking longer than ResumeTimeout ends DOWN).
+    A node of the partition is done once it booted after the rollout started and is up;
+    rebooting while Slurm reboots it (or its rebuild job waits for the boot); failed when it
+    is down or failing before it is done (a reboot taking longer than ResumeTimeout ends
+    DOWN). Job states come from `states` for the recorded ids only.
     """
     found: list[Progress] = []
-    by_partition: dict[str, list[RebuildJob]] = {}
-    for job in jobs:
-        if (match := job.rollout) is not None:
-            by_partition.setdefault(match["partition"], []).append(job)
-    for partition, all_jobs in sorted(by_partition.items()):
-        # The latest rollout only: Slurm may still remember an earlier one's ended jobs.
-        since = max(int(m["since"]) for j in all_jobs if (m := j.rollout) is not None)
-        its_jobs = [
-            j for j in all_jobs if (m := j.rollout) is not None and int(m["since"]) == since
-        ]
-        matches = [m for j in its_jobs if (m := j.rollout) is not None]
+    for rollout in sorted(rollouts, key=lambda r: r.partition or ""):
+        jobs = rollout.submitted()
+        if rollout.partition is None or not any(job_id in states for job_id, _ in jobs):
+            continue
+        partition, since = rollout.partition, rollout.since or 0
         members = [n for n in nodes if partition in n.partitions]
-        configuring = {
-            m["node"]
-            for j, m in zip(its_jobs, matches, strict=True)
-            if j.job_state == "CONFIGURING"
-        }
+        configuring = {node for job_id, node in jobs if states.get(job_id) == "CONFIGURING"}
         done, rebooting, failed = [], [], {}
         for node in members:
             rebooting_now = node.name in configuring or any(map(node.has_state, REBOOTING_STATES))
@@ -296,9 +308,9 @@ def progress(jobs: Sequence[RebuildJob], nodes: Sequence[BootNode]) -> list[Prog
                 done=sorted(done),
                 rebooting=sorted(rebooting),
                 failed=failed,
-                waiting_jobs=sorted(j.job_id for j in its_jobs if j.job_state == "PENDING"),
-                upgrade=any(m["mode"] == "upgrade" for m in matches),
-                open=any(j.waiting for j in its_jobs),
+                waiting_jobs=sorted(j for j, _ in jobs if states.get(j) == "PENDING"),
+                upgrade=bool(rollout.upgrade),
+                open=any(states.get(job_id) in WAITING_STATES for job_id, _ in jobs),
             )
         )
     return found
@@ -336,20 +348,24 @@ def stop_failed(rollouts: Iterable[Progress]) -> list[int]:
 
 
 def cancel(
-    jobs: Sequence[RebuildJob], nodes: Sequence[BootNode], partition: str | None
+    rollouts: Sequence[Rollout],
+    states: Mapping[int, str],
+    nodes: Sequence[BootNode],
+    partition: str | None,
 ) -> tuple[list[int], list[str]]:
-    """Cancel the rollout's jobs not started yet and the reboots not issued yet.
+    """Cancel the recorded jobs not started yet and the reboots not issued yet.
 
     Returns the cancelled job ids and the nodes whose reboot was cancelled. A node already
     rebooting (its reboot issued) finishes its reboot; its job then runs `true` and ends.
     """
-    mine = [
-        j
-        for j in jobs
-        if (m := j.rollout) is not None and (partition is None or m["partition"] == partition)
+    jobs = [
+        job
+        for rollout in rollouts
+        if partition is None or rollout.partition == partition
+        for job in rollout.submitted()
     ]
-    pending = sorted(j.job_id for j in mine if j.job_state == "PENDING")
-    targets = {m["node"] for j in mine if (m := j.rollout) is not None and j.waiting}
+    pending = sorted(job_id for job_id, _ in jobs if states.get(job_id) == "PENDING")
+    targets = {node for job_id, node in jobs if states.get(job_id) in WAITING_STATES}
     requested = sorted(
         n.name for n in nodes if n.name in targets and n.has_state("REBOOT_REQUESTED")
     )
@@ -360,14 +376,22 @@ def cancel(
     return pending, requested
 
 
+def forget_ended(rollouts: Sequence[Rollout], states: Mapping[int, str]) -> list[Rollout]:
+    """Return the rollouts Slurm still knows a job of (it forgets ended jobs after MinJobAge)."""
+    return [r for r in rollouts if any(job_id in states for job_id, _ in r.submitted())]
+
+
 class Rebuild(ops.Object):
     """The rebuild actions, the rollouts' statuses, and stopping a failed rollout (leader)."""
 
-    def __init__(self, charm: ops.CharmBase, partitions: Callable[[], list[str]]) -> None:
+    def __init__(
+        self, charm: ops.CharmBase, peer: SlurmctldPeer, partitions: Callable[[], list[str]]
+    ) -> None:
         super().__init__(charm, "rebuild")
         self._charm = charm
+        self._peer = peer
         self._partitions = partitions
-        self._read: tuple[list[RebuildJob], list[BootNode]] | None = None
+        self._read: tuple[dict[int, str], list[BootNode]] | None = None
         charm.framework.observe(charm.on.rebuild_nodes_action, self._on_rebuild_nodes)
         charm.framework.observe(charm.on.rebuild_status_action, self._on_rebuild_status)
         charm.framework.observe(charm.on.rebuild_cancel_action, self._on_rebuild_cancel)
@@ -386,7 +410,17 @@ class Rebuild(ops.Object):
             raise _RefusedError
         return str(value)
 
+    def _rollouts(self) -> list[Rollout]:
+        """Return the rollouts the leader recorded."""
+        return list(self._peer.read().rollouts or [])
+
     def _on_rebuild_nodes(self, event: ops.ActionEvent) -> None:
+        if not self._charm.unit.is_leader() or self._peer.relation is None:
+            event.fail(
+                "rebuild-nodes runs on the leader, which records the rollout: "
+                "juju run slurmctld/leader rebuild-nodes"
+            )
+            return
         try:
             partition = self._partition_param(event, required=True)
         except _RefusedError:
@@ -394,12 +428,15 @@ class Rebuild(ops.Object):
         assert partition is not None
         upgrade = bool(event.params.get("upgrade", False))
         max_unavailable = int(event.params.get("max-unavailable", 1))
+        memory = self._peer.read()
+        rollouts = list(memory.rollouts or [])
         try:
-            jobs, nodes = read_jobs(), read_nodes()
-            if in_progress(progress(jobs, nodes), partition):
+            states = read_jobs() if rollouts else {}
+            nodes = read_nodes()
+            if in_progress(progress(rollouts, states, nodes), partition):
                 event.fail(f"a rebuild of {partition} is in progress: rebuild-cancel it first")
                 return
-            members = [n.name for n in nodes if partition in n.partitions]
+            members = sorted(n.name for n in nodes if partition in n.partitions)
             if not members:
                 event.fail(f"partition {partition} has no nodes")
                 return
@@ -408,11 +445,19 @@ class Rebuild(ops.Object):
         except SlurmOpsError as e:
             event.fail(f"cannot start the rebuild of {partition}: {e.stderr or e.message}")
             return
+        rollout = Rollout(
+            partition=partition,
+            since=since,
+            upgrade=upgrade,
+            jobs=[RolloutJob(id=i, node=n) for i, n in zip(job_ids, members, strict=True)],
+        )
+        others = [r for r in rollouts if r.partition != partition]
+        self._peer.write(memory.model_copy(update={"rollouts": [*others, rollout]}))
         logger.info("rebuild %s: jobs %s", partition, job_ids)
         event.set_results(
             {
                 "partition": partition,
-                "nodes": ",".join(sorted(members)),
+                "nodes": ",".join(members),
                 "jobs": ",".join(map(str, job_ids)),
                 "upgrade": upgrade,
                 "max-unavailable": max_unavailable,
@@ -420,8 +465,9 @@ class Rebuild(ops.Object):
         )
 
     def _on_rebuild_status(self, event: ops.ActionEvent) -> None:
+        rollouts = self._rollouts()
         try:
-            rollouts = progress(*read_slurm())
+            found = progress(rollouts, *read_slurm(rollouts))
         except SlurmOpsError as e:
             event.fail(f"cannot read the rebuild jobs: {e.stderr or e.message}")
             return
@@ -434,7 +480,7 @@ class Rebuild(ops.Object):
                     "failed": ", ".join(f"{n}: {why}" for n, why in sorted(r.failed.items())),
                     "upgrade": r.upgrade,
                 }
-                for r in rollouts
+                for r in found
             }
             or {"status": "no rebuild known to Slurm"}
         )
@@ -444,8 +490,9 @@ class Rebuild(ops.Object):
             partition = self._partition_param(event, required=False)
         except _RefusedError:
             return
+        rollouts = self._rollouts()
         try:
-            job_ids, nodes = cancel(*read_slurm(), partition)
+            job_ids, nodes = cancel(rollouts, *read_slurm(rollouts), partition)
         except SlurmOpsError as e:
             event.fail(f"cannot cancel the rebuild: {e.stderr or e.message}")
             return
@@ -456,27 +503,39 @@ class Rebuild(ops.Object):
             }
         )
 
-    def _slurm(self) -> tuple[list[RebuildJob], list[BootNode]]:
+    def _slurm(self) -> tuple[dict[int, str], list[BootNode]]:
         """Read the rollouts once per dispatch (reconcile and status see the same facts)."""
         if self._read is None:
-            self._read = read_slurm()
+            self._read = read_slurm(self._rollouts())
         return self._read
 
-    def stop_failed(self) -> None:
-        """Hold the pending jobs of any rollout with a failed node (leader, each reconcile)."""
+    def reconcile(self) -> None:
+        """Hold the pending jobs of any rollout with a failed node; forget ended rollouts.
+
+        Leader only, each reconcile. A failure to read Slurm is logged; the next event retries.
+        """
+        memory = self._peer.read()
+        rollouts = list(memory.rollouts or [])
+        if not rollouts:
+            return
         try:
-            stop_failed(progress(*self._slurm()))
+            states, nodes = self._slurm()
+            stop_failed(progress(rollouts, states, nodes))
         except SlurmOpsError as e:
             logger.warning("cannot check the rebuilds: %s", e.stderr or e.message)
+            return
+        if len(kept := forget_ended(rollouts, states)) != len(rollouts):
+            self._peer.write(memory.model_copy(update={"rollouts": kept}))
 
     def statuses(self) -> Iterable[ops.StatusBase]:
         """One status per rollout Slurm knows: blocked when it stopped on a failed node."""
+        rollouts = self._rollouts()
         try:
-            rollouts = progress(*self._slurm())
+            found = progress(rollouts, *self._slurm())
         except SlurmOpsError as e:
             logger.warning("cannot read the rebuilds: %s", e.stderr or e.message)
             return
-        for rollout in rollouts:
+        for rollout in found:
             if rollout.failed:
                 yield ops.BlockedStatus(rollout.message())
             elif not rollout.finished and not rollout.cancelled:

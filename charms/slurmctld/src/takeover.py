@@ -17,13 +17,28 @@ unit last saw another controller in charge (`since`):
 
 - a node drained by slurmctld for a refused launch (`LAUNCH_DRAIN_REASONS`) is resumed;
 - a pending job requeued and held for a failed launch (`HELD_FOR_LAUNCH`) is released;
-- a requeueable batch job ended because its launch was refused for a revoked credential (that
-  line in slurmctld's log) is requeued.
+- a requeueable batch job ended because its node refused the launch (for a revoked credential)
+  is requeued. slurmctld logs `Killing non-startable batch JobId=<id>` and ends the job as it
+  ends any batch job whose script exited 1 (agent.c passes `_wif_status()`, 256, to
+  `job_complete`): FAILED, reason `NonZeroExitCode`, exit code 1:0, ended at once. So a job is
+  one when its record says so, started and ended since `since` within `LAUNCH_REFUSED_WITHIN`
+  s (the launch RPC's answer). slurmctld's log is not read: any user can write a line into it
+  (slurmctld logs an invalid partition string verbatim).
+
+The facts come from Slurm's job and node records, never from text a user can write, and cost
+little on the controller that just took over: one `squeue` and one `sinfo` per look
+(`JOBS_QUERY`, `NODES_QUERY`: state filters, and only fields that cannot hold a separator:
+ids, states, times, counters), whose lines only name candidates; each candidate's own record
+(`scontrol show job|node <id> --json`, at most `CONFIRMED_PER_LOOK` per look) decides. A look
+that cannot run (say squeue timed out on a busy controller) is a status (`cannot repair after
+takeover`), and there are at most `MAX_LOOKS` looks per takeover.
 
 A backup whose hooks never ran while another controller was in charge (on a busy machine its
 last hook may come before the primary's first heartbeat) knows of the takeover from slurmctld
 itself: a backup that takes control runs `SlurmctldPrimaryOnProg`, whose signal file
-(`primary_watch.SIGNAL_FILE`) then dates the takeover, and `since` is that time.
+(`primary_watch.SIGNAL_FILE`) then dates the takeover, and `since` is that time. SlurmUser
+writes that file: a date after now, or anything but a regular file, is no signal
+(`signalled_at`).
 
 The charm must run while the window is open, and the rule is level-triggered: any hook (the
 wake-up slurmctld's signal dispatches, a recheck, update-status, any other event) compares the
@@ -33,13 +48,15 @@ the window opens, one watcher (`hpc_libs.charm.wake.wake_every`) dispatches a lo
 fresh heartbeat within `WINDOW` s of slurmctld's signal (the new primary has not beaten yet)
 keeps looking the same way.
 
-Each job and node is repaired at most once per takeover. A node an operator drained (another
-user, or another reason) stays drained, and a job held by an operator or its user (another
-reason: Slurm clears `launch failed requeued held` on such a hold) stays held, even within the
-window. Without a takeover (the first controller, in charge from its start; a backup in charge
-that slurmctld never signalled taking control), nothing is repaired. Each repair is logged with
-the job and node, and kept for the status until the first update-status after the window that
-repairs nothing.
+Each job and node is repaired, or shown not to be a casualty, at most once per takeover. A node
+an operator drained (another user, or another reason) stays drained, and a job held by an
+operator or its user (another reason: Slurm clears `launch failed requeued held` on such a
+hold) stays held, even within the window. Without a takeover (the first controller, in charge
+from its start; a backup in charge that slurmctld never signalled taking control), nothing is
+repaired. Each repair is logged with the job and node, and kept for the status until the first
+update-status after the window that repairs nothing; so is a look that failed. Any error in the
+check is such a status, never a hook error: the hook ends and saves what was repaired, so
+nothing is repaired twice.
 """
 
 import logging
@@ -48,16 +65,15 @@ import re
 import stat
 import struct
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from datetime import datetime
 from pathlib import Path
 
 import ha
 import ops
-from cluster import SLURMCTLD_LOG_FILE
 from hpc_libs.charm import wake
 from hpc_libs.errors import SlurmOpsError
+from hpc_libs.machine import host
 from hpc_libs.slurm.scontrol import Job, Node, Scontrol
 from hpc_libs.slurm.slurmctld import SlurmctldManager
 from primary_watch import SIGNAL_FILE
@@ -74,15 +90,63 @@ SHOWN = 4
 HEARTBEAT = "heartbeat"
 HEARTBEAT_SIZE = 16
 """Two 64-bit big-endian numbers: the time of the beat and the index of the controller."""
-LOG_TAIL = 512 * 1024
-"""Bytes of slurmctld's log read for refused launches (the end of the file)."""
+MAX_LOOKS = 10
+"""Looks per takeover (each one `squeue` and one `sinfo`): the casualties appear within seconds
+of the takeover, and a controller too busy to answer is not asked again and again."""
+CONFIRMED_PER_LOOK = 20
+"""Candidates whose own record is read per look (one `scontrol show` each); the others wait
+for the next look."""
+QUERY_TIMEOUT = 30
+"""Seconds one `squeue` or `sinfo` may take; past it the look failed (a status says so)."""
 HELD_FOR_LAUNCH = "launch failed requeued held"
 LAUNCH_DRAIN_REASONS = ("Duplicate jobid", "batch job complete failure")
-REVOKED = re.compile(
-    r"^\[(?P<time>\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?)\] "
-    r"Killing non-startable batch JobId=(?P<job>\d+)[^:]*: Job credential revoked$"
+REFUSED_REASON = "NonZeroExitCode"
+"""The reason of a job slurmctld ended for a refused launch (`FAIL_EXIT_CODE`, exit code 1:0)."""
+LAUNCH_REFUSED_WITHIN = 30
+"""Seconds between such a job's start and its end: the launch RPC and its answer."""
+TIME_FORMAT_ENV = {"SLURM_TIME_FORMAT": "%s"}
+"""Makes squeue's and sinfo's times Unix seconds, whatever the locale."""
+SEPARATOR = "|"
+JOB_FIELDS = (
+    "JobId",
+    "State",
+    "SubmitTime",
+    "StartTime",
+    "EndTime",
+    "RestartCnt",
+    "Requeue",
+    "BatchFlag",
+    "exit_code",
 )
-"""slurmctld's line for a launch its node refused (24.11; 26.05 prints the step id after it)."""
+JOBS_QUERY = [
+    "squeue",
+    "--all",
+    "--noheader",
+    "--states=PENDING,FAILED,COMPLETING",
+    "--Format=" + ",".join(f"{name}:{SEPARATOR}" for name in JOB_FIELDS[:-1]) + ",exit_code:0",
+]
+"""Pending, failed and completing jobs (squeue's COMPLETING matches any state with that flag,
+PENDING and FAILED only the plain state); no field can hold the separator or a newline."""
+NODE_FIELDS = ("NodeList", "TimeStamp")
+NODES_QUERY = [
+    "sinfo",
+    "--all",
+    "--noheader",
+    "--Node",
+    "--states=drain",
+    f"--Format=NodeList:{SEPARATOR},TimeStamp:0",
+]
+"""Drained and draining nodes (a line per node and partition): name, when the reason was set."""
+_JOB_ID = re.compile(r"[1-9][0-9]{0,9}")
+_STATE = re.compile(r"[A-Z_]{1,32}")
+_COUNT = re.compile(r"[0-9]{1,5}")
+_EPOCH = re.compile(r"[0-9]{1,11}")
+_NO_TIME = ("N/A", "NONE", "Unknown")
+_EXIT_CODE = re.compile(r"(?:[0-9]{1,3}:[0-9]{1,3})?")
+_NODE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
+_MAX_JOB_ID = 2**32 - 1
+_CONTROL = re.compile(r"[\x00-\x1f\x7f\x80-\x9f\u2028\u2029]+")
+_MAX_TROUBLE = 200
 
 
 @dataclass(frozen=True)
@@ -118,33 +182,117 @@ def read_heartbeat(state_save_location: Path) -> Beat | None:
     return Beat(time=beat_time, index=index)
 
 
-def revoked_launches(log: Path, since: float) -> list[int]:
-    """Jobs slurmctld ended since `since` because their node refused a revoked credential.
+@dataclass(frozen=True)
+class JobLine:
+    """One job as `JOBS_QUERY` prints it (times None where Slurm prints none)."""
 
-    Reads the end of slurmctld's log (SlurmUser writes it: no link followed, no FIFO) and keeps
-    only the ids of whole lines in Slurm's own format, timestamped in this machine's time.
+    job_id: int
+    state: str
+    submit_time: int | None
+    start_time: int | None
+    end_time: int | None
+    restarts: int
+    requeue: bool
+    batch: bool
+    exit_code: str
+
+
+def _time(field: str) -> int | None:
+    """Read a time field: Unix seconds, or None for Slurm's words for none; else ValueError."""
+    if _EPOCH.fullmatch(field):
+        return int(field)
+    if field in _NO_TIME:
+        return None
+    raise ValueError(f"not a time: {field[:40]!r}")
+
+
+def parse_job_line(line: str) -> JobLine | None:
+    """Parse one line of `JOBS_QUERY`; None unless it is a whole record of valid fields."""
+    fields = line.split(SEPARATOR)
+    if len(fields) != len(JOB_FIELDS):
+        return None
+    job_id, state, submit, start, end, restarts, requeue, batch, exit_code = fields
+    valid = (
+        _JOB_ID.fullmatch(job_id)
+        and int(job_id) <= _MAX_JOB_ID
+        and _STATE.fullmatch(state)
+        and all(_COUNT.fullmatch(n) for n in (restarts, requeue, batch))
+        and _EXIT_CODE.fullmatch(exit_code)
+    )
+    if not valid:
+        return None
+    try:
+        submit_time, start_time, end_time = _time(submit), _time(start), _time(end)
+    except ValueError:
+        return None
+    return JobLine(
+        job_id=int(job_id),
+        state=state,
+        submit_time=submit_time,
+        start_time=start_time,
+        end_time=end_time,
+        restarts=int(restarts),
+        requeue=requeue != "0",
+        batch=batch != "0",
+        exit_code=exit_code,
+    )
+
+
+def parse_node_line(line: str) -> tuple[str, int] | None:
+    """Parse one line of `NODES_QUERY`: the node and when its reason was set; None otherwise."""
+    fields = line.split(SEPARATOR)
+    if len(fields) != len(NODE_FIELDS):
+        return None
+    name, stamp = fields
+    if not (_NODE_NAME.fullmatch(name) and _EPOCH.fullmatch(stamp)):
+        return None
+    return name, int(stamp)
+
+
+def lines(output: str) -> list[str]:
+    """Split a command's output on newlines only (CR, U+2028... stay inside a field)."""
+    return [line for line in output.split("\n") if line]
+
+
+def job_candidates(output: str, since: float) -> list[int]:
+    """Return the jobs of `JOBS_QUERY`'s output that may be casualties since `since`.
+
+    Held for a failed launch: pending (or still completing), requeued since `since` (a requeue
+    sets the submit time) and restarted. Ended for a refused launch: failed (or completing),
+    started and ended since `since`, exit code 1:0, a requeueable batch job. Each job's own
+    record decides (`held_for_launch`, `ended_for_revoked`).
     """
-    try:
-        fd = os.open(log, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
-    except OSError:
-        return []
-    try:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode):
-            return []
-        os.lseek(fd, max(0, info.st_size - LOG_TAIL), os.SEEK_SET)
-        text = os.read(fd, LOG_TAIL).decode("utf-8", errors="replace")
-    except OSError:
-        return []
-    finally:
-        os.close(fd)
-    jobs: list[int] = []
-    for line in text.splitlines():
-        if (match := REVOKED.match(line)) is None:
+    candidates: list[int] = []
+    for line in lines(output):
+        job = parse_job_line(line)
+        if job is None:
             continue
-        if datetime.fromisoformat(match["time"]).timestamp() >= since:
-            jobs.append(int(match["job"]))
-    return jobs
+        held = (
+            job.state in ("PENDING", "COMPLETING")
+            and (job.submit_time or 0) >= since
+            and job.restarts > 0
+        )
+        ended = (
+            job.state in ("FAILED", "COMPLETING")
+            and (job.start_time or 0) >= since
+            and (job.end_time or 0) >= since
+            and job.exit_code == "1:0"
+            and job.requeue
+            and job.batch
+        )
+        if (held or ended) and job.job_id not in candidates:
+            candidates.append(job.job_id)
+    return candidates
+
+
+def node_candidates(output: str, since: float) -> list[str]:
+    """Return the drained nodes of `NODES_QUERY`'s output whose reason was set since `since`."""
+    candidates: list[str] = []
+    for line in lines(output):
+        node = parse_node_line(line)
+        if node is not None and node[1] >= since and node[0] not in candidates:
+            candidates.append(node[0])
+    return candidates
 
 
 def drained_by_launch(node: Node, slurm_user: str, since: float) -> bool:
@@ -166,22 +314,48 @@ def held_for_launch(job: Job, since: float) -> bool:
     )
 
 
-def ended_for_revoked(job: Job, revoked: Iterable[int], since: float) -> bool:
-    """Whether `job` is a requeueable batch job ended since `since` for a revoked credential."""
+def ended_for_revoked(job: Job, since: float) -> bool:
+    """Whether slurmctld ended the requeueable batch `job` since `since` for a refused launch.
+
+    Its record as agent.c leaves it: FAILED with `NonZeroExitCode` and exit code 1:0 (no
+    signal), started and ended since `since`, within `LAUNCH_REFUSED_WITHIN` s.
+    """
+    start, end = job.start_time or 0, job.end_time or 0
     return (
-        job.job_id in set(revoked)
+        "FAILED" in job.job_state
+        and job.state_reason == REFUSED_REASON
+        and job.exit_code.return_code == 1
+        and not job.exit_code.signal.id
         and job.requeueable
-        and any(s in job.job_state for s in ("FAILED", "CANCELLED", "COMPLETED"))
-        and (job.end_time or 0) >= since
+        and since <= start <= end <= start + LAUNCH_REFUSED_WITHIN
     )
 
 
-def _mtime(path: Path) -> float:
-    """When `path` (not a link it may be) last changed; 0 if it does not exist."""
+def trouble_text(error: BaseException) -> str:
+    """Return what the status says of an error: Slurm's words, one line, bounded."""
+    if isinstance(error, SlurmOpsError):
+        text = error.stderr or error.message
+    else:
+        text = f"{type(error).__name__}: {error}"
+    text = _CONTROL.sub(" ", text).strip() or type(error).__name__
+    return text if len(text) <= _MAX_TROUBLE else text[: _MAX_TROUBLE - 3] + "..."
+
+
+def signalled_at(path: Path, now: float) -> float:
+    """When slurmctld's program last wrote the signal file `path`; 0 for no signal.
+
+    SlurmUser writes that file, so it can date it as it likes: only a regular file counts (a
+    link is not followed, nor a directory or FIFO taken for one), and a date after `now` is
+    no signal. Taken as now, it would open a new window at every hook, each with a watcher
+    of its own; taken as it is, a watcher would wake the charm every `RECHECK` s until then.
+    """
     try:
-        return path.lstat().st_mtime
+        info = path.lstat()
     except OSError:
         return 0.0
+    if not stat.S_ISREG(info.st_mode) or info.st_mtime > now:
+        return 0.0
+    return info.st_mtime
 
 
 def controller_index(manager: SlurmctldManager, hostname: str) -> int | None:
@@ -198,7 +372,9 @@ class TakeoverRepair(ops.Object):
     """Notice a takeover by this unit's slurmctld and undo its casualties (module doc).
 
     What it saw is kept in the unit's stored state: the controller last seen in charge, since
-    when this unit knows the others were, the open window, and the repairs for the status.
+    when this unit knows the others were, the open window, the looks taken, the jobs and nodes
+    repaired (`done`) or shown not to be casualties (`passed`), and for the status the repairs
+    and why the last look failed (`trouble`).
     """
 
     _stored = ops.StoredState()
@@ -217,12 +393,32 @@ class TakeoverRepair(ops.Object):
         self.slurm_user = slurm_user
         self.wake_event = wake_event
         self._stored.set_default(
-            in_charge=-1, others_seen_at=0.0, since=0.0, window_until=0.0, repairs=[], done=[]
+            in_charge=-1,
+            others_seen_at=0.0,
+            since=0.0,
+            window_until=0.0,
+            repairs=[],
+            done=[],
+            passed=[],
+            looks=0,
+            trouble="",
         )
-        self._repaired_now = False
+        self._repaired_now = self._troubled_now = False
         charm.framework.observe(charm.on.update_status, self._on_update_status)
 
     def check(self, manager: SlurmctldManager, hostname: str, slurmctld_timeout: int) -> None:
+        """Look at the heartbeat; after a takeover by this unit, repair what it caused.
+
+        The component's boundary: any error becomes the status's `trouble` and the unit's
+        log, never a hook error, so what was repaired before it is saved with the hook.
+        """
+        try:
+            self._check(manager, hostname, slurmctld_timeout)
+        except Exception as e:
+            logger.exception("takeover repair: cannot look")
+            self._trouble(e)
+
+    def _check(self, manager: SlurmctldManager, hostname: str, slurmctld_timeout: int) -> None:
         """Look at the heartbeat; after a takeover by this unit, repair what it caused.
 
         A heartbeat older than half `slurmctld_timeout` (twice its period) says nobody is in
@@ -233,7 +429,7 @@ class TakeoverRepair(ops.Object):
         my_index = controller_index(manager, hostname)
         if my_index is None:
             return
-        took_control = _mtime(manager.root / SIGNAL_FILE.lstrip("/"))
+        took_control = signalled_at(manager.root / SIGNAL_FILE.lstrip("/"), now)
         if beat is None or now - beat.time > slurmctld_timeout / 2:
             if now - took_control < WINDOW:  # slurmctld just signalled: look until one beats.
                 self._keep_looking(int(took_control) + WINDOW)
@@ -245,9 +441,9 @@ class TakeoverRepair(ops.Object):
         saw_another = stored.in_charge not in (-1, my_index)
         unseen = stored.in_charge == -1 and my_index > 0 and took_control > 0
         if saw_another or unseen:
-            stored.since = max(stored.others_seen_at, min(took_control, now))
+            stored.since = max(stored.others_seen_at, took_control)
             stored.window_until = now + WINDOW
-            stored.done = []
+            stored.done, stored.passed, stored.looks, stored.trouble = [], [], 0, ""
             logger.warning(
                 "this controller took over from controller %d; repairing what the takeover "
                 "did to jobs and nodes for %d s",
@@ -255,13 +451,21 @@ class TakeoverRepair(ops.Object):
                 WINDOW,
             )
         stored.in_charge = my_index
-        if now > stored.window_until:
+        if now > stored.window_until or stored.looks >= MAX_LOOKS:
             return
+        stored.looks += 1
         try:
-            self._repair(float(stored.since), manager.root / SLURMCTLD_LOG_FILE.lstrip("/"))
+            self._repair(float(stored.since))
+            stored.trouble = ""
         except SlurmOpsError as e:
             logger.warning("cannot repair after the takeover yet: %s", e.stderr or e.message)
-        self._keep_looking(int(stored.window_until))
+            self._trouble(e)
+        if stored.looks < MAX_LOOKS:
+            self._keep_looking(int(stored.window_until))
+
+    def _trouble(self, error: BaseException) -> None:
+        self._troubled_now = True
+        self._stored.trouble = trouble_text(error)
 
     def _keep_looking(self, until: int) -> None:
         """Have a hook dispatched every `RECHECK` s until `until` (epoch s), unless one is.
@@ -280,12 +484,25 @@ class TakeoverRepair(ops.Object):
             logger.warning("cannot keep looking for takeover casualties: %s", e)
 
     def _on_update_status(self, _: ops.UpdateStatusEvent) -> None:
-        """Clear the repairs at a clean update-status (window closed, nothing repaired now)."""
-        if not self._repaired_now and time.time() > self._stored.window_until:
+        """Clear the repairs and the trouble at a clean update-status.
+
+        Clean: the window closed, and nothing was repaired nor failed in this hook.
+        """
+        clean = not (self._repaired_now or self._troubled_now)
+        if clean and time.time() > self._stored.window_until:
             self._stored.repairs = []
+            self._stored.trouble = ""
 
     def statuses(self) -> Iterator[ops.StatusBase]:
-        """Say what was repaired after the takeover, until a clean update-status."""
+        """Say why the last look failed, and what was repaired, until a clean update-status."""
+        if trouble := str(self._stored.trouble):
+            more = time.time() <= self._stored.window_until and self._stored.looks < MAX_LOOKS
+            if more:
+                yield ops.WaitingStatus(f"cannot repair after takeover yet: {trouble}")
+            else:
+                yield ops.BlockedStatus(
+                    f"cannot repair after takeover: {trouble} (see drained nodes, held jobs)"
+                )
         repairs: Sequence[str] = list(self._stored.repairs)
         if not repairs:
             return
@@ -294,29 +511,56 @@ class TakeoverRepair(ops.Object):
             shown += f"; {len(repairs) - SHOWN} more (see the unit's log)"
         yield ops.ActiveStatus(f"repaired after takeover: {shown}")
 
-    def _repair(self, since: float, log: Path) -> None:
-        """Resume nodes, then release and requeue jobs, that the takeover left behind."""
-        for node in self.scontrol.show_nodes():
-            if drained_by_launch(node, self.slurm_user, since) and self._new(f"node {node.name}"):
-                self.scontrol.update_node(node.name, state="resume")
-                self._record(f"node {node.name}", f"resumed {node.name} ({node.reason})")
-        jobs = self.scontrol.show_jobs()
-        revoked = revoked_launches(log, since)
-        for job in jobs:
-            key = f"job {job.job_id}"
-            if held_for_launch(job, since) and self._new(key):
-                self.scontrol.release([job.job_id])
-                self._record(key, f"released job {job.job_id} (held after a refused launch)")
-            elif ended_for_revoked(job, revoked, since) and self._new(key):
-                self.scontrol.requeue([job.job_id])
-                self._record(key, f"requeued job {job.job_id} (killed: credential revoked)")
+    def _repair(self, since: float) -> None:
+        """Resume nodes, then release and requeue jobs, that the takeover left behind.
+
+        Both lists are read first (one look); each candidate's own record then decides, at
+        most `CONFIRMED_PER_LOOK` of them per look.
+        """
+        nodes = node_candidates(_query(NODES_QUERY), since)
+        jobs = job_candidates(_query(JOBS_QUERY), since)
+        budget = CONFIRMED_PER_LOOK
+        for name in nodes:
+            key = f"node {name}"
+            if budget == 0 or not self._new(key):
+                continue
+            budget -= 1
+            node = self.scontrol.show_node(name)
+            if node is not None and drained_by_launch(node, self.slurm_user, since):
+                self.scontrol.update_node(name, state="resume")
+                self._record(key, f"resumed {name} ({node.reason})")
+            else:
+                self._pass(key)
+        for job_id in jobs:
+            key = f"job {job_id}"
+            if budget == 0 or not self._new(key):
+                continue
+            budget -= 1
+            job = self.scontrol.show_job(job_id)
+            if job is not None and held_for_launch(job, since):
+                self.scontrol.release([job_id])
+                self._record(key, f"released job {job_id} (held after a refused launch)")
+            elif job is not None and ended_for_revoked(job, since):
+                self.scontrol.requeue([job_id])
+                self._record(key, f"requeued job {job_id} (killed: launch refused)")
+            else:
+                self._pass(key)
 
     def _new(self, key: str) -> bool:
-        """Whether `key` (a job or node) was not repaired yet after this takeover."""
-        return key not in self._stored.done
+        """Whether `key` (a job or node) was neither repaired nor passed after this takeover."""
+        return key not in self._stored.done and key not in self._stored.passed
+
+    def _pass(self, key: str) -> None:
+        """Remember that `key`'s own record shows it is no casualty (not read again)."""
+        self._stored.passed = [*self._stored.passed, key]
 
     def _record(self, key: str, repair: str) -> None:
         logger.warning("takeover repair: %s", repair)
         self._repaired_now = True
         self._stored.done = [*self._stored.done, key]
         self._stored.repairs = [*self._stored.repairs, repair]
+
+
+def _query(argv: list[str]) -> str:
+    """Run a narrow `squeue`/`sinfo` (times as Unix seconds), bounded by `QUERY_TIMEOUT`."""
+    return host.run(argv, timeout=QUERY_TIMEOUT, env=TIME_FORMAT_ENV).stdout

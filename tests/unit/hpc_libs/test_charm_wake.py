@@ -171,7 +171,7 @@ def test_a_flag_wake_is_level_triggered_and_retried(machine: FakeMachine, tmp_pa
     assert "PathExists=/run/w/flag" in path_unit.splitlines()
     assert "PathChanged" not in path_unit
     pre, start = (
-        service.index("ExecStartPre=/bin/rm -f /run/w/flag"),
+        service.index("ExecStartPre=/bin/rm -rf --one-file-system -- /run/w/flag"),
         service.index(
             'ExecStart=juju-exec -u slurmctld/0 "JUJU_DISPATCH_PATH=hooks/slurmctld-wake '
             '/var/lib/juju/agents/unit-slurmctld-0/charm/dispatch"'
@@ -179,3 +179,39 @@ def test_a_flag_wake_is_level_triggered_and_retried(machine: FakeMachine, tmp_pa
     )
     assert pre < start
     assert {"Restart=on-failure", "RestartSec=10"} <= set(service)
+
+
+def test_a_flag_of_any_kind_is_taken_and_nothing_through_it(tmp_path):
+    """Run the service's real ExecStartPre: slurm made a directory (with entries) the flag.
+
+    `rm -f` failed on it, so the service failed at every retry and no wake went through; a
+    link inside must not lead the removal anywhere else.
+    """
+    flag = tmp_path / "run" / "flag"
+    kept = tmp_path / "kept"
+    kept.mkdir()
+    (kept / "file").write_text("root's")
+    (flag / "sub").mkdir(parents=True)
+    (flag / "sub" / "entry").write_text("")
+    (flag / "link").symlink_to(kept)
+    (flag / "sub" / "file-link").symlink_to(kept / "file")
+    bridge = wake.PathWake("w", str(flag), charm="c", change="x", root=tmp_path, flag=True)
+    service = bridge.service_unit_text(DISPATCH, "slurmctld/0").splitlines()
+    [pre] = [line.removeprefix("ExecStartPre=") for line in service if "ExecStartPre=" in line]
+
+    subprocess.run(pre.split(" "), check=True, timeout=30)
+
+    assert not flag.exists()
+    assert (kept / "file").read_text() == "root's"
+
+
+def test_a_repeating_watcher_never_runs_past_its_bound(machine: FakeMachine):
+    """A deadline years away (a date slurm wrote) still ends within WATCH_BOUND s."""
+    started = int(time.time())
+
+    wake.wake_every("w.service", DISPATCH, "Wake", period=10, until=started + 10 * 365 * 86400)
+
+    [run] = machine.ran("systemd-run")
+    argv = [systemd_expands(word) for word in run[run.index("--") + 1 :]]
+    until = int(argv[argv.index("wake-repeat") + 2])
+    assert started + wake.WATCH_BOUND <= until <= int(time.time()) + wake.WATCH_BOUND

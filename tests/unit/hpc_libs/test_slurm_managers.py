@@ -1,6 +1,7 @@
 """Scenarios for the per-daemon managers: every file's path, owner, mode and content."""
 
 import base64
+import os
 from pathlib import Path
 
 import pytest
@@ -516,6 +517,79 @@ def test_share_etc_refuses_a_file_at_etc_slurm(tmp_path: Path) -> None:
     with pytest.raises(SlurmOpsError, match="not a directory"):
         SlurmctldManager(tmp_path).share_etc()
     assert (tmp_path / "etc/slurm").read_text() == "not a directory"
+
+
+def test_share_etc_refuses_a_tree_on_the_share_it_cannot_trust_before_any_backup(
+    tmp_path: Path,
+) -> None:
+    local_etc(tmp_path, {"slurm.conf": ("ClusterName=c\n", 0o644)})
+    manager = SlurmctldManager(tmp_path)
+    shared = manager.shared_etc_dir
+    shared.mkdir(parents=True)
+    shared.chmod(0o777)
+    (tmp_path / "elsewhere").mkdir()
+    (shared / "slurm.conf").write_text("ClusterName=shared\n")
+    (shared / "slurm.key").symlink_to(tmp_path / "elsewhere")
+
+    with pytest.raises(SlurmOpsError) as refused:
+        manager.share_etc()
+
+    assert refused.value.message == (
+        f"refusing to serve {shared} configless: {shared}/slurm.key is a symbolic link"
+    )
+    assert mode_of(shared) == 0o755  # Its top made root's first: nothing is added meanwhile.
+    assert not manager.etc_is_shared() and list((tmp_path / "etc").glob("slurm_*")) == []
+    assert not manager.shared_files_ready()
+
+
+def group_writable_file(shared: Path) -> None:
+    (shared / "a.conf").write_text("")
+    (shared / "a.conf").chmod(0o664)
+
+
+def others_writable_dir(shared: Path) -> None:
+    (shared / "sub").mkdir()
+    (shared / "sub").chmod(0o757)
+
+
+def fifo(shared: Path) -> None:
+    os.mkfifo(shared / "plugstack.conf.d/fifo")
+
+
+def foreign_file(shared: Path) -> None:
+    os.chown(shared / "slurm.conf", 4242, 0)
+
+
+def deep_tree(shared: Path) -> None:
+    (shared / "/".join("d" * 20)).mkdir(parents=True)
+
+
+@pytest.mark.parametrize(
+    ("make", "found"),
+    [
+        (group_writable_file, "a.conf is writable by group or others (0664)"),
+        (others_writable_dir, "directory {shared}/sub is writable by group or others (0757)"),
+        (fifo, "{shared}/plugstack.conf.d/fifo is not a regular file or directory"),
+        pytest.param(
+            foreign_file,
+            "file {shared}/slurm.conf is owned by uid 4242",
+            marks=pytest.mark.skipif(os.geteuid() != 0, reason="chown needs root"),
+        ),
+        (deep_tree, "is more than 16 directories deep"),
+    ],
+)
+def test_only_a_tree_as_the_charm_writes_it_is_adopted(tmp_path: Path, make, found) -> None:
+    manager = SlurmctldManager(tmp_path)
+    shared = manager.shared_etc_dir
+    shared.mkdir(parents=True)
+    (shared / "slurm.conf").write_text("ClusterName=shared\n")
+    (shared / "plugstack.conf.d").mkdir()
+    assert manager.shared_etc_problem() is None
+
+    make(shared)
+
+    problem = manager.shared_etc_problem()
+    assert problem is not None and found.format(shared=shared) in problem
 
 
 def test_a_failed_copy_loses_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

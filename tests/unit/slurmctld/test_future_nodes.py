@@ -61,6 +61,10 @@ def test_one_placeholder_is_a_plain_name():
         ("compute=2 gres=gpu:1", "compute: 'gres' is not one of cpus, realmemory, tmpdisk"),
         ("compute=2 cpus=-1", "compute cpus: '-1' is not a number"),
         ("compute=2 nodename=x", "'nodename' is not one of"),
+        ("compute=2 cpus=65534", "compute cpus: '65534' is not a number from 1 to 65533"),
+        ("compute=2 tmpdisk=4294967294", "'4294967294' is not a number from 1 to 4294967293"),
+        (f"compute=2 realmemory={2**64 - 2}", "is not a number from 1 to 18446744073709551613"),
+        ("compute=²", "compute: '²' is not a number"),
     ],
 )
 def test_bad_lines_are_refused_naming_the_key(text, message):
@@ -81,3 +85,45 @@ def test_a_bad_option_blocks_and_keeps_the_last_file(ctx, machine, tmp_path, set
     assert isinstance(out.unit_status, testing.BlockedStatus)
     assert "'future-nodes'" in out.unit_status.message
     assert slurm_conf(tmp_path) == applied
+
+
+def test_shapes_take_what_slurms_node_fields_hold():
+    """CPUs a uint16, TmpDisk a uint32, RealMemory a uint64 (MB), below NO_VAL and INFINITE."""
+    top = f"compute=1 cpus=65533 realmemory={2**64 - 3} tmpdisk=4294967293"
+
+    assert parse(top) == {
+        "compute": {"count": 1, "cpus": 65533, "realmemory": 2**64 - 3, "tmpdisk": 2**32 - 3}
+    }
+
+
+def test_placeholders_that_leave_no_room_for_the_units_block_naming_both_options(
+    ctx, machine, tmp_path, settled
+):
+    """Every line counts: 300 + 213 placeholders and as many units need 1026 > 1024 places."""
+    state = settled(running(compute_relation(units=1), config={"future-nodes": "compute=2"}))
+    applied = slurm_conf(tmp_path)
+    option = "compute=300\ngpu=213"
+
+    out = ctx.run(
+        ctx.on.config_changed(),
+        later(state, compute_relation(units=1), config={"future-nodes": option}),
+    )
+
+    assert out.unit_status == testing.BlockedStatus(
+        "invalid config option 'future-nodes': 513 placeholders and as many units need "
+        "max-node-count 1026 or more (it is 1024): lower the counts or raise max-node-count"
+    )
+    assert slurm_conf(tmp_path) == applied
+
+
+def test_placeholders_and_as_many_units_that_fit_are_rendered(ctx, machine, tmp_path, settled):
+    state = settled(running(compute_relation(units=1)))
+    config = {"future-nodes": "compute=6", "max-node-count": 12}
+
+    out = ctx.run(ctx.on.config_changed(), later(state, compute_relation(units=1), config=config))
+
+    assert "nodename=compute_future[0-5] state=future features=compute" in node_lines(
+        slurm_conf(tmp_path)
+    )
+    assert "maxnodecount=12" in slurm_conf(tmp_path).splitlines()
+    assert out.unit_status == testing.ActiveStatus()

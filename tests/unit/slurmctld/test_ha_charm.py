@@ -302,6 +302,46 @@ def test_the_leader_moves_etc_slurm_and_state_to_the_share_and_starts(
     assert out.unit_status.name == "active"
 
 
+def test_the_leader_refuses_an_etc_slurm_on_the_share_not_written_as_the_charm_writes(
+    ctx, machine, tmp_path, shared_fs
+):
+    """A tree left on the share is served configless: each entry is checked, none followed."""
+    (tmp_path / "etc/slurm").mkdir(parents=True)
+    (tmp_path / "etc/slurm/local.conf").write_text("mine\n")
+    shared = shared_fs / "etc-slurm"
+    (shared / "plugstack.conf.d").mkdir(parents=True)
+    (shared / "slurm.conf").write_text("clustername=old\n")
+    (shared / "plugstack.conf.d/x.conf").write_text("")
+    (shared / "plugstack.conf.d/x.conf").chmod(0o664)
+
+    out = ctx.run(ctx.on.config_changed(), network_leader())
+
+    assert out.unit_status == testing.BlockedStatus(
+        f"refusing to serve {shared} configless: file {shared}/plugstack.conf.d/x.conf is "
+        "writable by group or others (0664)"
+    )
+    assert not (tmp_path / "etc/slurm").is_symlink()
+    assert list(tmp_path.glob("etc/slurm_*")) == []  # Refused before any backup.
+    assert (shared / "slurm.conf").read_text() == "clustername=old\n"
+    assert "slurmctld" not in machine.calls("start")
+
+
+def test_a_backup_reads_nothing_from_an_etc_slurm_with_a_link_and_says_so(
+    ctx, machine, tmp_path, shared_fs
+):
+    shared = leader_wrote(shared_fs)
+    (tmp_path / "secret").write_text("root's\n")
+    (shared / "cgroup.conf").symlink_to(tmp_path / "secret")
+
+    out = ctx.run(ctx.on.config_changed(), backup())
+
+    assert out.unit_status == testing.BlockedStatus(
+        f"refusing to serve {shared} configless: {shared}/cgroup.conf is a symbolic link"
+    )
+    assert not (tmp_path / "etc/slurm").is_symlink()
+    assert "slurmctld" not in machine.calls("start")
+
+
 def test_a_running_controller_moves_to_the_share_without_losing_its_queue(
     ctx, machine, tmp_path, shared_fs
 ):

@@ -85,7 +85,7 @@ def test_the_service_takes_the_flag_then_dispatches_as_root_bounded_and_retried(
         "[Service]\n"
         "Type=oneshot\n"
         "TimeoutStartSec=600\n"
-        "ExecStartPre=/bin/rm -f /run/slurmctld-charm/wake\n"
+        "ExecStartPre=/bin/rm -rf --one-file-system -- /run/slurmctld-charm/wake\n"
         "Restart=on-failure\n"
         "RestartSec=10\n"
         'ExecStart=juju-exec -u slurmctld/1 "JUJU_DISPATCH_PATH=hooks/slurmctld-wake '

@@ -4,7 +4,7 @@ scrape jobs offered to the COS collector, read from the unit's raw `cos-agent` d
 `native-metrics=auto` (the default) turns it on once every reader of slurm.conf is known to
 run 25.11 or newer: this slurmctld, the peer controllers (their peer host data), every login
 and REST unit (the release each publishes) and every registered slurmd node (Slurm's own node
-records, `scontrol show nodes --json`). An older one refuses MetricsType.
+records, read with a narrow `sinfo`). An older one refuses MetricsType.
 """
 
 import json
@@ -21,7 +21,7 @@ NEWER = "26.05.5-1"
 OLDER = "24.11.5-1"
 """Debian 13's: no metrics/openmetrics plugin."""
 METRICS_TYPE = "metricstype=metrics/openmetrics"
-SHOW_NODES = ("scontrol", "show", "nodes")
+SHOW_NODES = ("sinfo",)
 HELD = "native metrics off until every daemon runs 25.11 or newer: "
 EXPORTER_JOB = {
     "job_name": "slurm_exporter",
@@ -47,16 +47,17 @@ NATIVE_NODES_JOB = {
 
 
 def nodes_answer(**releases: str) -> str:
-    """`scontrol show nodes --json` for nodes `name=release` ("" never registered: FUTURE)."""
-    nodes = [
-        {
-            "name": name.replace("_", "-"),
-            "state": ["FUTURE"] if not release else ["IDLE", "DYNAMIC_NORM"],
-            "version": release,
-        }
+    """What `NODES_QUERY` prints for nodes `name=release` ("" never registered: FUTURE).
+
+    sinfo leaves FUTURE nodes out (it does not ask for them); a node in two partitions is on
+    two lines.
+    """
+    lines = [
+        f"{name.replace('_', '-')}|idle+dynamic_norm|{release}\n" * 2
         for name, release in releases.items()
+        if release
     ]
-    return json.dumps({"nodes": nodes})
+    return "".join(lines)
 
 
 def units(endpoint: str, app: str, *releases: str | None) -> testing.Relation:
@@ -316,3 +317,51 @@ def test_a_collector_joining_gets_the_native_jobs_without_a_reconcile(ctx, machi
 
     names = [j["job_name"] for j in offered_jobs(out)]
     assert names[:2] == ["slurm_exporter", "slurm_native_jobs"]
+
+
+def test_the_leader_reads_each_nodes_release_with_one_narrow_sinfo(ctx, machine):
+    """Never every node's whole record as JSON on every leader hook (issue 33, A4)."""
+    ctx.run(ctx.on.config_changed(), cluster(machine))
+
+    assert machine.ran("scontrol", "show", "nodes") == []
+    assert machine.ran("sinfo") == [
+        [
+            "sinfo",
+            "--all",
+            "--noheader",
+            "--Node",
+            "--Format=NodeList:|,StateComplete:|,Version:0",
+        ]
+    ]
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "compute-1|idle|26.05.5\r|idle|24.11.5",
+        "compute-1|idle|26.05.5|extra",
+        "compute-1|idle",
+        "compute\u20281|idle|26.05.5",
+    ],
+)
+def test_a_line_of_sinfo_that_is_no_nodes_keeps_the_last_decision(
+    ctx, machine, tmp_path: Path, settled, line: str
+):
+    """Nothing is guessed from a line that is not a whole record: it may hide an older node."""
+    before = settled(cluster(machine, nodes={"compute_0": "24.11.5"}))
+    machine.responses[SHOW_NODES] = nodes_answer(compute_0="26.05.5") + line + "\n"
+
+    out = ctx.run(ctx.on.update_status(), before)
+
+    assert memory(out)["native_metrics"] is False
+    assert "metricstype" not in slurm_conf(tmp_path)
+
+
+def test_a_future_placeholder_sinfo_lists_after_all_holds_nothing(ctx, machine, tmp_path: Path):
+    """sinfo leaves FUTURE nodes out, unless its environment says otherwise (SINFO_FUTURE)."""
+    state = cluster(machine, nodes={"compute_0": "26.05.5"})
+    machine.responses[SHOW_NODES] += "p-0|future|N/A\n"
+
+    ctx.run(ctx.on.config_changed(), state)
+
+    assert METRICS_TYPE in slurm_conf(tmp_path).splitlines()

@@ -123,6 +123,10 @@ def test_cgroup_parameters_merge_but_the_plugin_stays_the_charms():
         "SlurmctldPort",
         "CommunicationParameters",
         "JobCompPass",
+        "RebootProgram",
+        "ResumeTimeout",
+        "PriorityWeightPartition",
+        "EnforcePartLimits",
     ],
 )
 def test_keys_the_charm_owns_are_refused_by_name(key: str):
@@ -130,6 +134,21 @@ def test_keys_the_charm_owns_are_refused_by_name(key: str):
 
     assert error.key == key  # named as Slurm spells it, whatever the operator's case
     assert error.message.startswith(f"{key} is ")
+
+
+@pytest.mark.parametrize(
+    ("line", "owner"),
+    [
+        ("ResumeTimeout=600", "reboot-timeout option"),
+        ("PriorityWeightPartition=1", "rebuild partition"),
+        ("EnforcePartLimits=NO", "rebuild partition"),
+    ],
+)
+def test_rebuild_keys_are_refused_naming_what_sets_them(line: str, owner: str):
+    """The charm renders them after the operator's lines: accepted, they would be replaced."""
+    error = refusal(line)
+
+    assert owner in error.message
 
 
 def test_the_configless_item_of_slurmctld_parameters_is_refused():

@@ -1,14 +1,20 @@
-"""Slurm-controlled rolling rebuild: the hidden partition, the jobs, progress, stop, cancel."""
+"""Slurm-controlled rolling rebuild: the hidden partition, the jobs, progress, stop, cancel.
 
+The leader records each rollout's job ids in the peer databag; Slurm's answers give only
+those jobs' states (root's jobs, id and state) and the nodes. A user's text in Slurm's output
+(a comment or name with a new line) never picks a job to hold or cancel.
+"""
+
+import dataclasses
 import json
 
 import ops
 import pytest
 from ops import testing
-from test_charm_slurmctld import compute_relation, running, slurm_conf
+from test_charm_slurmctld import compute_relation, databag, memory, running, slurm_conf
 
 SINCE = 5000
-JOBS = ("squeue", "--all", "--noheader", "--partition=rebuild")
+JOBS = ("squeue", "--all", "--noheader", "--partition=rebuild", "--user=root", "--states=all")
 NODES = ("scontrol", "show", "nodes", "--json")
 
 
@@ -23,13 +29,31 @@ def node(name: str, boot: int, *state: str, reason: str = "", changed: int | Non
     }
 
 
-def job(job_id: int, state: str, target: str, mode: str = "reboot", since: int = SINCE) -> str:
-    return f"{job_id}|{state}|rebuild:{target.rsplit('-', 1)[0]}:{since}:{mode}:{target}"
+def rollout(*jobs: tuple[int, str, str], since: int = SINCE, upgrade: bool = False) -> dict:
+    """The leader's record of one rollout: (id, state, node) per job, all one partition."""
+    partition = jobs[0][2].rsplit("-", 1)[0]
+    return {
+        "partition": partition,
+        "since": since,
+        "upgrade": upgrade,
+        "jobs": [{"id": job_id, "node": target} for job_id, _, target in jobs],
+    }
 
 
-def slurm_answers(machine, jobs: list[str], nodes: list[dict]) -> None:
-    machine.responses[JOBS] = "\n".join(jobs) + "\n"
+def slurm_answers(machine, jobs: list[tuple[int, str, str]], nodes: list[dict]) -> None:
+    """What squeue (root's rebuild jobs: id|state) and scontrol (the nodes) answer."""
+    machine.responses[JOBS] = "".join(f"{job_id}|{state}\n" for job_id, state, _ in jobs)
     machine.responses[NODES] = json.dumps({"nodes": nodes})
+
+
+def recorded(state: testing.State, *rollouts: dict) -> testing.State:
+    """The same state, with these rollouts in the leader's peer databag."""
+    peer = next(r for r in state.relations if isinstance(r, testing.PeerRelation))
+    data = {**peer.local_app_data, **databag(rollouts=list(rollouts))}
+    others = [r for r in state.relations if r is not peer]
+    return dataclasses.replace(
+        state, relations=[*others, dataclasses.replace(peer, local_app_data=data)]
+    )
 
 
 @pytest.fixture
@@ -62,6 +86,7 @@ def test_the_rebuild_partition_covers_every_node_set_hidden_root_only_and_never_
     assert 'rebootprogram="/usr/local/sbin/slurmd-charm-reboot"' in lines
     assert "resumetimeout=900" in lines
     assert "priorityweightpartition=100000" in lines  # else PriorityJobFactor counts for nothing
+    assert "enforcepartlimits=all" in lines  # else `-p compute,rebuild` queues a user's job there
 
 
 def test_without_compute_partitions_there_is_no_rebuild_partition(ctx, machine, tmp_path):
@@ -103,13 +128,13 @@ def test_one_node_at_a_time_by_default_and_never_more_names_than_nodes(rebuild_m
     assert len({a for c in many for a in c if a.startswith("--job-name=")}) == 2
 
 
-def test_rebuild_nodes_submits_one_job_per_node_of_the_partition(ctx, machine, cluster):
+def test_rebuild_nodes_submits_one_job_per_node_and_records_their_ids(ctx, machine, cluster):
     slurm_answers(
         machine, [], [node("compute-0", 100), node("compute-1", 100), node("debug-0", 1)]
     )
     machine.responses[("sbatch",)] = "41\n"
 
-    ctx.run(
+    out = ctx.run(
         ctx.on.action("rebuild-nodes", params={"partition": "compute", "max-unavailable": 1}),
         cluster,
     )
@@ -121,6 +146,34 @@ def test_rebuild_nodes_submits_one_job_per_node_of_the_partition(ctx, machine, c
     ]
     assert ctx.action_results is not None
     assert ctx.action_results["jobs"] == "41,41"
+    [record] = memory(out)["rollouts"]
+    assert record["partition"] == "compute"
+    assert record["jobs"] == [{"id": 41, "node": "compute-0"}, {"id": 41, "node": "compute-1"}]
+
+
+def test_rebuild_nodes_runs_on_the_leader_only(ctx, machine, cluster):
+    """Only the leader can record the rollout, and only recorded ids are ever acted on."""
+    follower = dataclasses.replace(cluster, leader=False)
+
+    with pytest.raises(testing.ActionFailed, match="slurmctld/leader"):
+        ctx.run(ctx.on.action("rebuild-nodes", params={"partition": "compute"}), follower)
+
+    assert not machine.ran("sbatch")
+
+
+def test_a_failed_submission_cancels_the_jobs_already_submitted(ctx, machine, cluster):
+    slurm_answers(machine, [], [node("compute-0", 100), node("compute-1", 100)])
+    machine.responses[("sbatch", "--parsable", "--partition=rebuild", "--nodelist=compute-0")] = (
+        "41\n"
+    )
+    machine.responses[("sbatch", "--parsable", "--partition=rebuild", "--nodelist=compute-1")] = (
+        "sbatch: error: Batch job submission failed\n"
+    )
+
+    with pytest.raises(testing.ActionFailed, match="cannot start the rebuild"):
+        ctx.run(ctx.on.action("rebuild-nodes", params={"partition": "compute"}), cluster)
+
+    assert ["scancel", "41"] in machine.commands
 
 
 @pytest.mark.parametrize("partition", ["nowhere", "rebuild", "compute --reboot", ""])
@@ -135,40 +188,47 @@ def test_rebuild_nodes_refuses_a_partition_that_is_not_ours_and_runs_nothing(
 
 
 def test_rebuild_nodes_refuses_a_second_rollout_of_a_partition_in_progress(ctx, machine, cluster):
-    slurm_answers(machine, [job(7, "PENDING", "compute-1")], [node("compute-1", 100)])
+    jobs = [(7, "PENDING", "compute-1")]
+    slurm_answers(machine, jobs, [node("compute-1", 100)])
 
     with pytest.raises(testing.ActionFailed, match="in progress"):
-        ctx.run(ctx.on.action("rebuild-nodes", params={"partition": "compute"}), cluster)
+        ctx.run(
+            ctx.on.action("rebuild-nodes", params={"partition": "compute"}),
+            recorded(cluster, rollout(*jobs)),
+        )
 
     assert not machine.ran("sbatch")
 
 
 def test_a_cancelled_rollout_does_not_block_a_new_one(ctx, machine, cluster):
     """Slurm remembers the cancelled jobs (MinJobAge): none is waiting, so a new one starts."""
-    slurm_answers(
-        machine,
-        [job(1, "COMPLETED", "compute-0"), job(2, "CANCELLED", "compute-1")],
-        [node("compute-0", SINCE + 30), node("compute-1", 100)],
-    )
+    jobs = [(1, "COMPLETED", "compute-0"), (2, "CANCELLED", "compute-1")]
+    slurm_answers(machine, jobs, [node("compute-0", SINCE + 30), node("compute-1", 100)])
     machine.responses[("sbatch",)] = "9\n"
 
-    out = ctx.run(ctx.on.action("rebuild-nodes", params={"partition": "compute"}), cluster)
+    out = ctx.run(
+        ctx.on.action("rebuild-nodes", params={"partition": "compute"}),
+        recorded(cluster, rollout(*jobs)),
+    )
 
     assert machine.ran("sbatch")
-    assert out.unit_status == ops.ActiveStatus("rebuild compute cancelled: 1/2 done")
+    assert [r["jobs"] for r in memory(out)["rollouts"]] == [
+        [{"id": 9, "node": "compute-0"}, {"id": 9, "node": "compute-1"}]
+    ]
 
 
-# Progress, from Slurm's facts.
+# Progress, from the record and Slurm's facts.
 
 
 def test_the_status_counts_done_and_rebooting_nodes(ctx, machine, cluster):
+    jobs = [
+        (1, "COMPLETED", "compute-0"),
+        (2, "CONFIGURING", "compute-1"),
+        (3, "PENDING", "compute-2"),
+    ]
     slurm_answers(
         machine,
-        [
-            job(1, "COMPLETED", "compute-0"),
-            job(2, "CONFIGURING", "compute-1"),
-            job(3, "PENDING", "compute-2"),
-        ],
+        jobs,
         [
             node("compute-0", SINCE + 30),  # booted after the rollout began
             node("compute-1", 100, "ALLOCATED", "NOT_RESPONDING", "POWERING_UP"),
@@ -176,45 +236,54 @@ def test_the_status_counts_done_and_rebooting_nodes(ctx, machine, cluster):
         ],
     )
 
-    out = ctx.run(ctx.on.update_status(), cluster)
+    out = ctx.run(ctx.on.update_status(), recorded(cluster, rollout(*jobs)))
 
     assert out.unit_status == ops.MaintenanceStatus("rebuild compute: 1/3 done, 1 rebooting")
     assert not machine.ran("scontrol", "hold")
 
 
 def test_a_new_rollout_counts_from_its_own_start_not_an_earlier_ones(ctx, machine, cluster):
-    slurm_answers(
-        machine,
-        [
-            job(1, "COMPLETED", "compute-0", since=SINCE - 900),  # the earlier rollout
-            job(7, "PENDING", "compute-0"),
-        ],
-        [node("compute-0", SINCE - 800)],  # rebuilt by the earlier rollout only
-    )
+    jobs = [(7, "PENDING", "compute-0")]
+    slurm_answers(machine, jobs, [node("compute-0", SINCE - 800)])  # rebuilt by an earlier one
 
-    out = ctx.run(ctx.on.update_status(), cluster)
+    out = ctx.run(ctx.on.update_status(), recorded(cluster, rollout(*jobs)))
 
     assert out.unit_status == ops.MaintenanceStatus("rebuild compute: 0/1 done, 0 rebooting")
 
 
 def test_a_finished_rollout_says_so_while_slurm_remembers_it(ctx, machine, cluster):
-    slurm_answers(machine, [job(1, "COMPLETED", "compute-0")], [node("compute-0", SINCE + 1)])
+    jobs = [(1, "COMPLETED", "compute-0")]
+    slurm_answers(machine, jobs, [node("compute-0", SINCE + 1)])
 
-    out = ctx.run(ctx.on.update_status(), cluster)
+    out = ctx.run(ctx.on.update_status(), recorded(cluster, rollout(*jobs)))
 
     assert out.unit_status == ops.ActiveStatus("rebuild compute: 1/1 done, 0 rebooting")
+    assert len(memory(out)["rollouts"]) == 1
+
+
+def test_a_rollout_slurm_forgot_is_forgotten_and_shown_no_more(ctx, machine, cluster):
+    slurm_answers(machine, [], [node("compute-0", SINCE + 1)])
+
+    out = ctx.run(
+        ctx.on.update_status(), recorded(cluster, rollout((1, "COMPLETED", "compute-0")))
+    )
+
+    assert out.unit_status == ops.ActiveStatus()
+    assert memory(out)["rollouts"] == []
+    assert not machine.ran(*NODES)
 
 
 def test_a_failed_node_stops_the_rollout_and_is_named_with_slurms_reason(ctx, machine, cluster):
     reason = "rebuild: apt-get upgrade failed"
+    jobs = [
+        (1, "COMPLETED", "compute-0"),
+        (2, "NODE_FAIL", "compute-1"),
+        (3, "PENDING", "compute-2"),
+        (4, "PENDING", "compute-3"),
+    ]
     slurm_answers(
         machine,
-        [
-            job(1, "COMPLETED", "compute-0"),
-            job(2, "NODE_FAIL", "compute-1", "upgrade"),
-            job(3, "PENDING", "compute-2", "upgrade"),
-            job(4, "PENDING", "compute-3", "upgrade"),
-        ],
+        jobs,
         [
             node("compute-0", SINCE + 30),
             node("compute-1", 100, "DOWN", reason=reason, changed=SINCE + 40),
@@ -223,7 +292,7 @@ def test_a_failed_node_stops_the_rollout_and_is_named_with_slurms_reason(ctx, ma
         ],
     )
 
-    out = ctx.run(ctx.on.update_status(), cluster)
+    out = ctx.run(ctx.on.update_status(), recorded(cluster, rollout(*jobs, upgrade=True)))
 
     assert out.unit_status == ops.BlockedStatus(
         f"rebuild compute stopped: compute-1 failed ({reason}); 1/4 done"
@@ -232,38 +301,103 @@ def test_a_failed_node_stops_the_rollout_and_is_named_with_slurms_reason(ctx, ma
 
 
 def test_a_node_down_before_the_rollout_does_not_stop_it(ctx, machine, cluster):
+    jobs = [(1, "PENDING", "compute-0")]
     slurm_answers(
-        machine,
-        [job(1, "PENDING", "compute-0")],
-        [node("compute-0", 100, "DOWN", reason="bad disk", changed=SINCE - 600)],
+        machine, jobs, [node("compute-0", 100, "DOWN", reason="bad disk", changed=SINCE - 600)]
     )
 
-    out = ctx.run(ctx.on.update_status(), cluster)
+    out = ctx.run(ctx.on.update_status(), recorded(cluster, rollout(*jobs)))
 
     assert out.unit_status == ops.MaintenanceStatus("rebuild compute: 0/1 done, 0 rebooting")
     assert not machine.ran("scontrol", "hold")
 
 
-def test_without_rebuild_jobs_nothing_but_the_job_list_is_read(ctx, machine, cluster):
-    machine.responses[JOBS] = ""
-
+def test_without_a_recorded_rollout_slurm_is_not_asked(ctx, machine, cluster):
     ctx.run(ctx.on.update_status(), cluster)
 
+    assert not machine.ran("squeue")
     assert not machine.ran(*NODES)
+
+
+# Hostile users: a comment, name or account with a new line forges squeue lines.
+
+FORGED = "x\n31337|PENDING|rebuild:compute:1:reboot:compute-9"
+
+
+def test_a_forged_squeue_line_never_picks_a_job_to_hold(ctx, machine, cluster):
+    """A user's job whose text forged `31337|PENDING`: only recorded ids are held."""
+    jobs = [(2, "NODE_FAIL", "compute-1"), (3, "PENDING", "compute-2")]
+    slurm_answers(
+        machine,
+        jobs,
+        [
+            node("compute-1", 100, "DOWN", reason="boom", changed=SINCE + 40),
+            node("compute-2", 100),
+        ],
+    )
+    machine.responses[JOBS] += f"77|PENDING|{FORGED}\n31337|PENDING\n"
+
+    ctx.run(ctx.on.update_status(), recorded(cluster, rollout(*jobs)))
+
+    assert [c for c in machine.commands if c[:2] == ["scontrol", "hold"]] == [
+        ["scontrol", "hold", "3"]
+    ]
+
+
+def test_a_forged_squeue_line_never_starts_a_rollout_nor_blocks_one(ctx, machine, cluster):
+    machine.responses[JOBS] = "31337|PENDING\n"
+    slurm_answers(machine, [], [node("compute-0", 100)])
+    machine.responses[JOBS] = "31337|PENDING\n"
+    machine.responses[("sbatch",)] = "9\n"
+
+    out = ctx.run(ctx.on.update_status(), cluster)
+    ctx.run(ctx.on.action("rebuild-nodes", params={"partition": "compute"}), out)
+
+    assert out.unit_status == ops.ActiveStatus()
+    assert machine.ran("sbatch")
+
+
+def test_cancel_never_cancels_an_id_it_did_not_submit(ctx, machine, cluster):
+    jobs = [(2, "PENDING", "compute-1")]
+    slurm_answers(machine, jobs, [node("compute-1", 100)])
+    machine.responses[JOBS] += "31337|PENDING\n"
+
+    ctx.run(
+        ctx.on.action("rebuild-cancel", params={"partition": "compute"}),
+        recorded(cluster, rollout(*jobs)),
+    )
+
+    assert [c for c in machine.commands if c[0] == "scancel"] == [["scancel", "2"]]
+
+
+def test_a_rollout_record_from_a_hostile_peer_is_skipped_whole(ctx, machine, cluster):
+    """The record is checked like any databag: a bad id or node name is no job of ours."""
+    bad = [
+        {"partition": "compute", "since": SINCE, "jobs": [{"id": "7; rm -rf /", "node": "c"}]},
+        {"partition": "compute", "since": SINCE, "jobs": [{"id": True, "node": "c"}]},
+        {"partition": "compute", "since": SINCE, "jobs": [{"id": 7, "node": "c 1"}]},
+    ]
+    slurm_answers(machine, [(7, "PENDING", "c")], [node("compute-0", 100, "DOWN", changed=SINCE)])
+
+    out = ctx.run(ctx.on.update_status(), recorded(cluster, *bad))
+
+    assert not machine.ran("scontrol", "hold")
+    assert out.unit_status == ops.ActiveStatus()
 
 
 # Cancel.
 
 
 def test_cancel_cancels_pending_jobs_and_reboots_not_issued_yet(ctx, machine, cluster):
+    compute = [
+        (1, "CONFIGURING", "compute-0"),
+        (2, "PENDING", "compute-1"),
+        (3, "PENDING", "compute-2"),
+    ]
+    debug = [(4, "PENDING", "debug-0")]
     slurm_answers(
         machine,
-        [
-            job(1, "CONFIGURING", "compute-0"),
-            job(2, "PENDING", "compute-1"),
-            job(3, "PENDING", "compute-2"),
-            job(4, "PENDING", "debug-0"),
-        ],
+        compute + debug,
         [
             node("compute-0", 100, "IDLE", "REBOOT_ISSUED"),
             node("compute-1", 100, "ALLOCATED", "REBOOT_REQUESTED"),
@@ -272,7 +406,10 @@ def test_cancel_cancels_pending_jobs_and_reboots_not_issued_yet(ctx, machine, cl
         ],
     )
 
-    ctx.run(ctx.on.action("rebuild-cancel", params={"partition": "compute"}), cluster)
+    ctx.run(
+        ctx.on.action("rebuild-cancel", params={"partition": "compute"}),
+        recorded(cluster, rollout(*compute), rollout(*debug)),
+    )
 
     assert ["scancel", "2", "3"] in machine.commands
     assert ["scontrol", "cancel_reboot", "compute-1"] in machine.commands
@@ -280,12 +417,9 @@ def test_cancel_cancels_pending_jobs_and_reboots_not_issued_yet(ctx, machine, cl
 
 
 def test_cancel_without_a_partition_stops_every_rollout(ctx, machine, cluster):
-    slurm_answers(
-        machine,
-        [job(2, "PENDING", "compute-1"), job(4, "PENDING", "debug-0")],
-        [node("compute-1", 100), node("debug-0", 100)],
-    )
+    compute, debug = [(2, "PENDING", "compute-1")], [(4, "PENDING", "debug-0")]
+    slurm_answers(machine, compute + debug, [node("compute-1", 100), node("debug-0", 100)])
 
-    ctx.run(ctx.on.action("rebuild-cancel"), cluster)
+    ctx.run(ctx.on.action("rebuild-cancel"), recorded(cluster, rollout(*compute), rollout(*debug)))
 
     assert ["scancel", "2", "4"] in machine.commands

@@ -76,9 +76,56 @@ def beat(tmp_path: Path, index: int, at: float) -> None:
     path.write_bytes(struct.pack(">QQ", int(at), index))
 
 
+def number(value: dict[str, Any]) -> int:
+    """A data_parser number (`{"set": true, "number": 5}`) as squeue prints it (0 unset)."""
+    return value["number"] if value.get("set", True) else 0
+
+
+def squeue_prints(job: dict[str, Any]) -> str | None:
+    """The line `JOBS_QUERY` prints for `job`, None if its state filter leaves it out.
+
+    squeue's `--states=PENDING,FAILED,COMPLETING`: the plain state, or the COMPLETING flag;
+    its State column names a flag before the base state; times in Unix seconds (`N/A`: 0).
+    """
+    states = job["job_state"]
+    if not (states in (["PENDING"], ["FAILED"]) or "COMPLETING" in states):
+        return None
+    state = "COMPLETING" if "COMPLETING" in states else states[0]
+    times = [number(job[f]) or "N/A" for f in ("submit_time", "start_time", "end_time")]
+    code = job["exit_code"]
+    signal = number(code["signal"]["id"])
+    exit_code = f"{0 if signal else number(code['return_code'])}:{signal}"
+    fields = [job["job_id"], state, *times, job["restart_cnt"], int(job["requeue"])]
+    return "|".join(str(f) for f in [*fields, int(job["batch_flag"]), exit_code])
+
+
+def sinfo_prints(node: dict[str, Any]) -> str | None:
+    """The line `NODES_QUERY` prints for `node`, None unless it is drained or draining."""
+    if "DRAIN" not in node["state"]:
+        return None
+    return f"{node['name']}|{number(node['reason_changed_at']) or 'Unknown'}"
+
+
 def slurm_shows(machine, nodes: list[dict[str, Any]], jobs: list[dict[str, Any]]) -> None:
+    """Slurm holds these records: the narrow queries list them, `scontrol show` gives each.
+
+    The charm's whole-cluster reads of old (`scontrol show jobs|nodes --json`) answer too, so
+    a test of the narrow reads also fails on a charm that still reads everything.
+    """
     machine.responses[("scontrol", "show", "nodes")] = json.dumps({"nodes": nodes})
     machine.responses[("scontrol", "show", "jobs")] = json.dumps({"jobs": jobs})
+    for node in nodes:
+        key = ("scontrol", "show", "node", node["name"])
+        machine.responses[key] = json.dumps({"nodes": [node]})
+    for job in jobs:
+        key = ("scontrol", "show", "job", str(job["job_id"]))
+        machine.responses[key] = json.dumps({"jobs": [job]})
+    machine.responses[("sinfo",)] = "".join(
+        f"{line}\n" for node in nodes if (line := sinfo_prints(node)) is not None
+    )
+    machine.responses[("squeue",)] = "".join(
+        f"{line}\n" for job in jobs if (line := squeue_prints(job)) is not None
+    )
 
 
 def repairs(machine) -> list[list[str]]:
@@ -288,6 +335,46 @@ def test_a_backup_that_never_saw_the_primary_knows_its_takeover_from_slurmctld(
     assert "released job 1" in out.unit_status.message
 
 
+def test_a_signal_dated_in_the_future_is_no_signal(ctx, machine, tmp_path, share, clock):
+    """SlurmUser dates the file itself: a date years away keeps no watcher dispatching.
+
+    Taken as it is, a watcher woke the charm every 10 s until that date.
+    """
+    slurm_shows(machine, [drained_node()], [held_job()])
+    state = ctx.run(ctx.on.update_status(), backup())  # No heartbeat: nobody in charge.
+    signal = tmp_path / "run/slurmctld-charm/primary-changed"
+    signal.parent.mkdir(parents=True, exist_ok=True)
+    signal.write_text("0\n")
+    later = NOTICED + 10 * 365 * 86400
+    os.utime(signal, (later, later))
+    clock.now = NOTICED
+
+    ctx.run(_Event("slurmctld_wake"), state)
+
+    assert machine.ran("systemd-run") == []
+    assert repairs(machine) == []
+
+
+def test_only_a_regular_signal_file_dates_a_takeover(takeover_module, tmp_path):
+    """No link is followed, and a directory or FIFO put at its name is no signal."""
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.write_text("")
+    os.utime(elsewhere, (RELAUNCH, RELAUNCH))
+    signal = tmp_path / "primary-changed"
+    signal.symlink_to(elsewhere)
+    assert takeover_module.signalled_at(signal, NOTICED) == 0
+
+    signal.unlink()
+    signal.mkdir()
+    os.utime(signal, (RELAUNCH, RELAUNCH))
+    assert takeover_module.signalled_at(signal, NOTICED) == 0
+
+    signal.rmdir()
+    signal.write_text("")
+    os.utime(signal, (RELAUNCH, RELAUNCH))
+    assert takeover_module.signalled_at(signal, NOTICED) == RELAUNCH
+
+
 def test_a_signal_before_the_casualties_time_bounds_them(ctx, machine, tmp_path, share, clock):
     """A drain older than the takeover slurmctld signalled stays, as with a seen takeover."""
     slurm_shows(machine, [drained_node()], [held_job()])
@@ -331,32 +418,212 @@ def test_a_stale_heartbeat_is_nobodys(ctx, machine, tmp_path, share, clock):
     assert machine.ran("scontrol", "release") == [RELEASE]
 
 
-def test_a_job_killed_for_a_revoked_credential_is_requeued(ctx, machine, tmp_path, share, clock):
-    ended = {"set": True, "infinite": False, "number": RELAUNCH}
-    failed = held_job(job_state=["FAILED"], state_description="", end_time=ended)
-    slurm_shows(machine, [], [failed])
-    log = tmp_path / LOG
-    log.parent.mkdir(parents=True, exist_ok=True)
-    when = "2026-11-25T15:04:34.040"
-    log.write_text(
-        "[2026-11-25T15:04:34.003] sched: Allocate JobId=1 NodeList=compute-0\n"
-        f"[{when}] Killing non-startable batch JobId=1: Job credential revoked\n"
+def at(epoch: int) -> dict[str, Any]:
+    return {"set": True, "infinite": False, "number": epoch}
+
+
+def killed_job(**changes: Any) -> dict[str, Any]:
+    """Job 1 as slurmctld leaves it after `Killing non-startable batch JobId=1` (agent.c).
+
+    `job_complete(..., _wif_status())`: status 256, so FAILED with `NonZeroExitCode` and exit
+    code 1:0, ended at once; the new primary started it at RELAUNCH.
+    """
+    exit_code = {
+        "status": ["ERROR"],
+        "return_code": at(1),
+        "signal": {"id": {"set": False, "infinite": False, "number": 0}, "name": ""},
+    }
+    record = held_job(
+        job_state=["FAILED"],
+        state_reason="NonZeroExitCode",
+        state_description="",
+        restart_cnt=0,
+        submit_time=at(RELAUNCH - 30),
+        start_time=at(RELAUNCH),
+        end_time=at(RELAUNCH),
+        exit_code=exit_code,
     )
+    return {**record, **changes}
+
+
+def test_a_job_killed_for_a_refused_launch_is_requeued(ctx, machine, tmp_path, share, clock):
+    slurm_shows(machine, [], [killed_job()])
 
     out = took_over(ctx, clock, tmp_path)
 
     assert machine.ran("scontrol", "requeue") == [["scontrol", "requeue", "1"]]
-    assert "requeued job 1 (killed: credential revoked)" in out.unit_status.message
+    assert "requeued job 1 (killed: launch refused)" in out.unit_status.message
 
 
-def test_a_failed_job_without_that_log_line_stays_failed(ctx, machine, tmp_path, share, clock):
-    ended = {"set": True, "infinite": False, "number": RELAUNCH}
-    failed = held_job(job_state=["FAILED"], state_description="", end_time=ended)
-    slurm_shows(machine, [], [failed])
+@pytest.mark.parametrize(
+    "changes",
+    [
+        pytest.param({"start_time": at(RELAUNCH - 60)}, id="it ran a minute: its own exit 1"),
+        pytest.param({"state_reason": "RaisedSignal"}, id="another reason"),
+        pytest.param({"requeue": False}, id="not requeueable"),
+        pytest.param({"job_state": ["COMPLETED"]}, id="completed"),
+        pytest.param({"start_time": at(int(SEEN) - 10), "end_time": at(int(SEEN) - 5)}, id="old"),
+    ],
+)
+@pytest.mark.usefixtures("share")
+def test_a_job_that_ended_otherwise_stays_ended(
+    ctx, machine, tmp_path, clock, changes: dict[str, Any]
+):
+    slurm_shows(machine, [], [killed_job(**changes)])
 
     took_over(ctx, clock, tmp_path)
 
     assert machine.ran("scontrol", "requeue") == []
+
+
+@pytest.mark.parametrize("newline", ["\n", "\r", "\u2028", "\x85"])
+@pytest.mark.usefixtures("share")
+def test_a_line_forged_into_slurmctlds_log_requeues_nothing(
+    ctx, machine, tmp_path, clock, newline: str
+):
+    """A user's invalid partition string, logged verbatim, carries slurmctld's words.
+
+    Job 77 is another user's job that completed after the takeover; the log says nothing true
+    about it, and its record shows no refused launch.
+    """
+    done = held_job(
+        job_id=77, job_state=["COMPLETED"], state_description="", end_time=at(RELAUNCH)
+    )
+    slurm_shows(machine, [], [done])
+    log = tmp_path / LOG
+    log.parent.mkdir(parents=True, exist_ok=True)
+    forged = (
+        "[2026-11-25T15:04:34.040] Killing non-startable batch JobId=77: Job credential revoked"
+    )
+    log.write_text(
+        "[2026-11-25T15:04:34.003] _valid_job_part: invalid partition specified: "
+        f"x{newline}{forged}\n{forged}\n"
+    )
+
+    took_over(ctx, clock, tmp_path)
+
+    assert machine.ran("scontrol", "requeue") == []
+
+
+def test_a_log_line_with_an_impossible_date_or_a_huge_id_is_no_hook_error(
+    ctx, machine, tmp_path, share, clock
+):
+    """What once raised ValueError in every hook, and lost the hook's repairs, is ignored."""
+    slurm_shows(machine, [drained_node()], [held_job()])
+    log = tmp_path / LOG
+    log.parent.mkdir(parents=True, exist_ok=True)
+    huge = "9" * 5000
+    log.write_text(
+        "[2026-13-45T99:99:99] Killing non-startable batch JobId=1: Job credential revoked\n"
+        f"[2026-11-25T15:04:34] Killing non-startable batch JobId={huge}: Job credential revoked\n"
+    )
+
+    out = took_over(ctx, clock, tmp_path)
+
+    assert repairs(machine) == [RELEASE, RESUME]
+    assert "released job 1" in out.unit_status.message
+
+
+def test_an_error_in_a_look_is_a_status_and_the_repairs_before_it_are_saved(
+    ctx, machine, tmp_path, share, clock
+):
+    """The check is the component's boundary: whatever it raises is a status, not a hook error.
+
+    The node was resumed before reading job 1 failed; the hook's state keeps that, so the next
+    look does not resume it again.
+    """
+    slurm_shows(machine, [drained_node()], [held_job()])
+    machine.responses[("scontrol", "show", "job", "1")] = ValueError("bad record")
+    machine.responses[("scontrol", "show", "jobs")] = ValueError("bad record")
+
+    state = took_over(ctx, clock, tmp_path)
+
+    assert state.unit_status == testing.WaitingStatus(
+        "cannot repair after takeover yet: ValueError: bad record"
+    )
+    assert machine.ran("scontrol", "update") == [RESUME]
+    slurm_shows(machine, [drained_node()], [held_job()])
+    clock.now = NOTICED + 10
+    beat(tmp_path, 1, clock.now)
+    out = ctx.run(_Event("slurmctld_wake"), state)
+    assert machine.ran("scontrol", "update") == [RESUME]  # Once.
+    assert machine.ran("scontrol", "release") == [RELEASE]
+    assert out.unit_status.message.startswith("repaired after takeover: resumed compute-0")
+
+
+@pytest.mark.usefixtures("share")
+def test_each_look_lists_only_drained_nodes_and_pending_or_ended_jobs(
+    ctx, machine, tmp_path, clock
+):
+    """Two narrow text queries, then the record of each candidate: never every job as JSON.
+
+    20,000 jobs were 101 MB of `scontrol show jobs --json` (328 MB peak) on the controller
+    that had just taken over; squeue's and sinfo's fields here are ids, states, counts, times.
+    """
+    slurm_shows(machine, [drained_node()], [held_job()])
+
+    took_over(ctx, clock, tmp_path)
+
+    fields = "JobId:|,State:|,SubmitTime:|,StartTime:|,EndTime:|,RestartCnt:|,Requeue:|"
+    assert machine.ran("squeue") == [
+        [
+            "squeue",
+            "--all",
+            "--noheader",
+            "--states=PENDING,FAILED,COMPLETING",
+            f"--Format={fields},BatchFlag:|,exit_code:0",
+        ]
+    ]
+    assert machine.ran("sinfo") == [
+        [
+            "sinfo",
+            "--all",
+            "--noheader",
+            "--Node",
+            "--states=drain",
+            "--Format=NodeList:|,TimeStamp:0",
+        ]
+    ]
+    shown = [
+        c for c in machine.ran("scontrol", "show") if c[2] in ("jobs", "nodes", "job", "node")
+    ]
+    assert shown == [
+        ["scontrol", "show", "node", "compute-0", "--json"],
+        ["scontrol", "show", "job", "1", "--json"],
+    ]
+
+
+def test_a_look_that_cannot_run_says_cannot_repair(ctx, machine, tmp_path, share, clock):
+    """squeue past its timeout on a busy new primary: the status says the repair did not look."""
+    slurm_shows(machine, [drained_node()], [held_job()])
+    for command in (("squeue",), ("sinfo",), ("scontrol", "show", "jobs")):
+        machine.time_out(*command)
+    machine.time_out("scontrol", "show", "nodes")
+
+    out = took_over(ctx, clock, tmp_path)
+
+    assert repairs(machine) == []
+    assert out.unit_status.name == "waiting"
+    assert out.unit_status.message.startswith("cannot repair after takeover yet: ")
+
+
+@pytest.mark.usefixtures("share")
+def test_looks_stop_after_the_cap_and_a_last_failure_stays_in_the_status(
+    ctx, machine, tmp_path, clock, takeover_module
+):
+    """A controller that never answers is asked `MAX_LOOKS` times, then the status says so."""
+    slurm_shows(machine, [], [])
+    machine.time_out("squeue")
+    machine.time_out("sinfo")
+    state = took_over(ctx, clock, tmp_path)
+    for look in range(1, 15):
+        clock.now = NOTICED + 10 * look
+        beat(tmp_path, 1, clock.now)
+        state = ctx.run(_Event("slurmctld_wake"), state)
+
+    assert len(machine.ran("sinfo")) == takeover_module.MAX_LOOKS
+    assert state.unit_status.name == "blocked"
+    assert state.unit_status.message.startswith("cannot repair after takeover: ")
 
 
 def test_the_repairs_show_until_a_clean_update_status_after_the_window(
@@ -404,3 +671,48 @@ def test_many_repairs_are_counted_in_the_status(ctx, machine, tmp_path, share, c
     assert out.unit_status.message.endswith(
         "released job 3 (held after a refused launch); 3 more (see the unit's log)"
     )
+
+
+def test_a_candidate_its_record_rejects_is_read_once_per_takeover(
+    ctx, machine, tmp_path, share, clock
+):
+    """An operator's drain is listed at every look; its record is read at the first only."""
+    node = drained_node(reason="disk swap", reason_set_by_user="root")
+    slurm_shows(machine, [node], [])
+    state = took_over(ctx, clock, tmp_path)
+    clock.now = NOTICED + 10
+    beat(tmp_path, 1, clock.now)
+
+    ctx.run(_Event("slurmctld_wake"), state)
+
+    assert len(machine.ran("sinfo")) == 2
+    assert len(machine.ran("scontrol", "show", "node", "compute-0")) == 1
+    assert machine.ran("scontrol", "update") == []
+
+
+@pytest.mark.parametrize("line_break", ["\r", "\u2028", "\x85", "\x0b"])
+def test_a_record_broken_by_another_line_break_names_no_candidate(takeover_module, line_break):
+    """Only "\n" ends squeue's and sinfo's records (`str.splitlines` would split here too)."""
+    failed = f"2|FAILED|{RELAUNCH - 30}|{RELAUNCH}|{RELAUNCH}|0|1|1|1:0"
+    drained = f"compute-0|{RELAUNCH}"
+
+    assert takeover_module.job_candidates(f"{failed}\n", SEEN) == [2]
+    assert takeover_module.job_candidates(f"x{line_break}{failed}\n", SEEN) == []
+    assert takeover_module.node_candidates(f"{drained}\n", SEEN) == ["compute-0"]
+    assert takeover_module.node_candidates(f"x{line_break}{drained}\n", SEEN) == []
+
+
+@pytest.mark.parametrize(
+    ("index", "field"),
+    [
+        *[(0, f) for f in ("9" * 5000, "4294967296", "²", "-1", "0x10")],
+        *[(i, f) for i in (2, 3, 4) for f in ("9" * 5000, "2026-13-45T99:99:99", "9" * 14, "²")],
+    ],
+)
+def test_a_huge_number_or_an_impossible_time_makes_a_line_no_record(
+    takeover_module, index: int, field: str
+):
+    fields = f"2|FAILED|{RELAUNCH - 30}|{RELAUNCH}|{RELAUNCH}|0|1|1|1:0".split("|")
+    fields[index] = field
+
+    assert takeover_module.job_candidates("|".join(fields) + "\n", SEEN) == []

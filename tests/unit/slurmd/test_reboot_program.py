@@ -95,7 +95,9 @@ def test_an_upgrade_request_upgrades_then_reboots(tmp_path, bin_dir):
     code, calls = run_program(tmp_path, bin_dir, f"rebuild:compute:5000:upgrade:{NODE}")
 
     assert code == 0
-    assert calls[0].startswith(f"squeue --noheader --all --partition=rebuild --nodelist={NODE}")
+    assert calls[0].startswith(
+        f"squeue --noheader --all --partition=rebuild --nodelist={NODE} --user=root"
+    )
     assert calls[1:] == [
         "apt-get update --error-on=any",
         "apt-cache policy slurmd",
@@ -187,6 +189,27 @@ def test_a_failure_holds_the_rest_of_its_rollout_before_the_node_goes_down(tmp_p
         f"scontrol update nodename={NODE} state=down reason=rebuild: apt-get update failed"
     )
     assert calls.index("scontrol hold 12") < down  # held before the job can end
+
+
+def test_it_reads_root_jobs_only_so_no_user_text_picks_a_job(tmp_path, bin_dir):
+    """A user's comment with a new line forges squeue lines: both queries filter by user id."""
+    code, calls = run_program(tmp_path, bin_dir, f"rebuild:c:1:upgrade:{NODE}", fail=("apt-get",))
+
+    queries = [call for call in calls if call.startswith("squeue ")]
+    assert len(queries) == 2
+    assert all(" --user=root " in f"{query} " for query in queries)
+    assert code == 1
+
+
+def test_a_forged_pending_line_without_a_job_id_is_never_held(tmp_path, bin_dir):
+    pending = "x rebuild:compute:5000:upgrade:compute-2\n12 rebuild:compute:5000:reboot:c-3\n"
+
+    code, calls = run_program(
+        tmp_path, bin_dir, f"rebuild:compute:5000:upgrade:{NODE}", ("apt-get",), pending=pending
+    )
+
+    assert code == 1
+    assert [call for call in calls if call.startswith("scontrol hold")] == ["scontrol hold 12"]
 
 
 def test_slurmd_runs_it_and_it_moves_to_its_own_transient_unit(tmp_path, bin_dir):

@@ -6,6 +6,10 @@
 # upgrade (rebuild:<partition>:<start>:upgrade:<node>), applies it, then reboots. The work
 # runs in its own transient unit: an upgrade that restarts slurmd must not kill it.
 # On failure the rollout's waiting jobs are held and the node is set DOWN with the reason.
+#
+# It reads root's jobs only (`--user=root`: the slurmctld charm submits the rebuild jobs as
+# root). A user's comment is the user's text, and a new line in it would forge a line of
+# squeue's answer: filtered by user id, no line of the answer is a user's.
 set -eu
 
 settings=${SLURMD_CHARM_REBOOT_SETTINGS:-/etc/default/slurmd-charm-reboot}  # NODE_NAME=..., by the charm
@@ -22,8 +26,9 @@ fi
 hold_rollout() {
     case "$comment" in rebuild:*:*:*:*) ;; *) return 0 ;; esac
     rollout=${comment%:*:*}:
-    squeue --noheader --all --partition=rebuild --states=PENDING --format='%i %k' |
+    squeue --noheader --all --partition=rebuild --user=root --states=PENDING --format='%i %k' |
         while read -r job job_comment; do
+            case "$job" in "" | *[!0-9]*) continue ;; esac
             case "$job_comment" in "$rollout"*) scontrol hold "$job" || true ;; esac
         done
 }
@@ -35,7 +40,7 @@ fail() {
 }
 
 comment=""
-comment=$(squeue --noheader --all --partition=rebuild --nodelist="$node" \
+comment=$(squeue --noheader --all --partition=rebuild --nodelist="$node" --user=root \
     --states=CONFIGURING --format=%k) || fail "cannot ask Slurm for the rebuild job"
 # The slurmd release apt would install (the charm's pin decides the major), and the one
 # installed: after the upgrade they must be the same, or the node would come back on the

@@ -33,6 +33,8 @@ import os
 import re
 import socket
 import sys
+import threading
+import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -1051,43 +1053,115 @@ CLIENT = "jujuc"
 """The tool links' target: a bash client (jujuc.sh) that asks this program's server."""
 
 
-def _read_request(conn: socket.socket) -> list[str] | None:
-    """Read `token cwd context-id tool argc args... stdin`, each NUL-terminated (None: bad)."""
-    data = b""
-    while True:
-        fields = data.split(b"\0")[:-1]
-        if len(fields) >= 5:
-            try:
-                wanted = 6 + int(fields[4])
-            except ValueError:
-                return None
-            if len(fields) >= wanted:
-                return [field.decode() for field in fields[:wanted]]
-        chunk = conn.recv(65536)
-        if not chunk:
-            return None
-        data += chunk
+MAX_REQUEST_BYTES = 8 * 1024 * 1024
+"""Most bytes read from one client (a request's largest part, relation data, is far less)."""
+REQUEST_SECONDS = 10.0
+"""Seconds a client has to send its whole request (the bash client sends it at once)."""
+ANSWER_SECONDS = 30.0
+"""Seconds an answer may take to leave (a client that does not read it loses it)."""
+MAX_CLIENTS = 16
+"""Clients whose requests are read at once; more wait in the listen backlog."""
 
 
-def _answer(conn: socket.socket, token: str) -> None:
-    """Answer one client: run its tool in its working directory, send `code out err`."""
-    request = _read_request(conn)
-    if request is None or not token or not hmac.compare_digest(request[0], token):
-        code, out, err = 1, "", "ERROR bad request: not a client of this hook\n"
-    elif request[2] != os.environ.get("JUJU_CONTEXT_ID"):
-        code, out, err = 1, "", f'ERROR bad request: unknown context "{request[2]}"\n'
-    else:
-        _token, cwd, _context, tool, _argc, *argv, stdin = request
+class BadRequestError(Exception):
+    """A client's request is not one the bash client sends (or came too slowly, or too big)."""
+
+
+def _read_request(
+    conn: socket.socket, *, limit: int = MAX_REQUEST_BYTES, seconds: float = REQUEST_SECONDS
+) -> list[str]:
+    """Read `token cwd context-id tool argc args... stdin`, each field NUL-terminated.
+
+    At most `limit` bytes within `seconds` in all: any local process can connect, so a
+    silent, slow or endless client is cut off rather than waited for.
+
+    Raises:
+        BadRequestError: The request is malformed, not UTF-8, too big, too slow, or cut short.
+
+    """
+    deadline = time.monotonic() + seconds
+    data = bytearray()
+    terminated = 0
+    wanted: int | None = None
+    while wanted is None or terminated < wanted:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            raise BadRequestError(f"not sent within {seconds:g} s")
+        conn.settimeout(remaining)
         try:
-            os.chdir(cwd)  # `--file <relative path>` is the client's, as with jujuc
-        except OSError as e:
-            code, out, err = 1, "", f"ERROR {e}\n"
+            chunk = conn.recv(min(65536, limit + 1 - len(data)))
+        except TimeoutError:
+            raise BadRequestError(f"not sent within {seconds:g} s") from None
+        if not chunk:
+            raise BadRequestError("cut short")
+        data += chunk
+        if len(data) > limit:
+            raise BadRequestError(f"more than {limit} bytes")
+        terminated += chunk.count(b"\0")
+        if wanted is None and terminated >= 5:
+            argc = bytes(data.split(b"\0", 5)[4])
+            if not argc.isdigit() or int(argc) > limit:
+                raise BadRequestError("the argument count is not a number")
+            wanted = 6 + int(argc)
+    try:
+        return [field.decode() for field in data.split(b"\0", wanted)[:wanted]]
+    except UnicodeDecodeError:
+        raise BadRequestError("not UTF-8") from None
+
+
+def _reply(request: list[str], token: str) -> tuple[int, str, str]:
+    """Run a request's tool in its working directory: exit status, stdout, stderr."""
+    if not token or not hmac.compare_digest(request[0].encode(), token.encode()):
+        return 1, "", "ERROR bad request: not a client of this hook\n"
+    if request[2] != os.environ.get("JUJU_CONTEXT_ID"):
+        return 1, "", f'ERROR bad request: unknown context "{request[2]}"\n'
+    _token, cwd, _context, tool, _argc, *argv, stdin = request
+    try:
+        os.chdir(cwd)  # `--file <relative path>` is the client's, as with jujuc
+    except OSError as e:
+        return 1, "", f"ERROR {e}\n"
+    try:
+        return run(tool, argv, stdin)
+    except Exception as e:  # a broken call must not take the hook's other calls down
+        return 1, "", f"ERROR {type(e).__name__}: {e}\n"
+
+
+def _answer(conn: socket.socket, token: str, turn: threading.Lock) -> None:
+    """Answer one client: read its request, run its tool in its turn, send `code out err`.
+
+    Requests are read at once (a client that stalls delays no other), tools run one at a
+    time (`turn`, as the context file's lock did; `os.chdir` is the process's). Nothing a
+    client sends can end the server: a bad request is answered as such.
+    """
+    with conn:
+        try:
+            request = _read_request(conn)
+        except (BadRequestError, OSError) as e:
+            code, out, err = 1, "", f"ERROR bad request: {e}\n"
         else:
-            try:
-                code, out, err = run(tool, argv, stdin)
-            except Exception as e:  # a broken call must not take the hook's other calls down
-                code, out, err = 1, "", f"ERROR {type(e).__name__}: {e}\n"
-    conn.sendall(f"{code}\0{out}\0{err}\0".encode())
+            with turn:
+                code, out, err = _reply(request, token)
+        conn.settimeout(ANSWER_SECONDS)
+        with contextlib.suppress(OSError):
+            conn.sendall(f"{code}\0{out}\0{err}\0".encode())
+
+
+def _client(conn: socket.socket, token: str, turn: threading.Lock, slots: threading.Semaphore):
+    """Answer `conn` (`_answer`) in its own thread, then give its slot back, come what may."""
+    try:
+        _answer(conn, token, turn)
+    except Exception as e:  # the server outlives any client
+        sys.stderr.write(f"ERROR answering a client: {type(e).__name__}: {e}\n")
+    finally:
+        slots.release()
+
+
+def _gone(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    return False
 
 
 def serve(hook_pid: int) -> int:
@@ -1100,8 +1174,10 @@ def serve(hook_pid: int) -> int:
     run the bash client, which sends the hook's token (`$LAB_TOOLS_TOKEN`, random per hook,
     only in the hook's environment), its working directory, the hook's context id, the
     tool's name, arguments and input, and prints the answer. Calls are answered one at a
-    time (as the context file's lock did), each by `run` in this process, whose environment
-    is the hook's own, as Juju's agent answers jujuc from the hook's context.
+    time, each by `run` in this process, whose environment is the hook's own, as Juju's
+    agent answers jujuc from the hook's context. Any local process can connect: each client
+    is read in a thread of its own, bounded in bytes and time (`_read_request`), at most
+    `MAX_CLIENTS` at once.
     """
     token = os.environ.get(TOKEN_ENV, "")
     port_file = os.environ.get(PORT_FILE_ENV, "")
@@ -1114,20 +1190,19 @@ def serve(hook_pid: int) -> int:
         handle.write(f"{listener.getsockname()[1]}\n")
     os.replace(f"{port_file}.tmp", port_file)
     listener.settimeout(1.0)
+    turn = threading.Lock()
+    slots = threading.BoundedSemaphore(MAX_CLIENTS)
     try:
-        while True:
+        while not _gone(hook_pid):
+            if not slots.acquire(timeout=1.0):
+                continue
             try:
                 conn, _ = listener.accept()
-            except TimeoutError:
-                try:
-                    os.kill(hook_pid, 0)
-                except ProcessLookupError:
-                    return 0
+            except OSError:  # TimeoutError: look at the hook again
+                slots.release()
                 continue
-            with conn:
-                conn.settimeout(30.0)
-                with contextlib.suppress(OSError):
-                    _answer(conn, token)
+            threading.Thread(target=_client, args=(conn, token, turn, slots), daemon=True).start()
+        return 0
     finally:
         with contextlib.suppress(OSError):
             os.unlink(port_file)

@@ -27,6 +27,7 @@ waiting for the hook), so a chain of one-shot watchers would stop after its firs
 import logging
 import re
 import shlex
+import time
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -44,6 +45,10 @@ DISPATCH_TIMEOUT = 600
 """Seconds `juju-exec` may wait for the unit's hook lock and run the hook."""
 WATCH_BOUND = 6 * 3600
 """Seconds a watcher polls before it gives up (the charm's next event starts another)."""
+TAKE_FLAG = ("/bin/rm", "-rf", "--one-file-system", "--")
+"""How a flag's service takes it, whatever it is: a directory made in its place (with
+entries) is removed as well, never following a link (`rm -r` does not), so it cannot fail the
+service at every retry; it counts as one more wake, as the file would."""
 PROGRAMS_DIR = Path(__file__).parent / "programs"
 """The watchers' shell programs, package data (`just lint` runs shellcheck over them)."""
 
@@ -123,6 +128,8 @@ def wake_every(
 
     Returns whether one was started. The hooks it dispatches find it running and leave it
     be; any hook after it ended (or was lost with its machine's systemd) starts it again.
+    Like every watcher it gives up after `WATCH_BOUND` s, whatever `until` says (a date a
+    less trusted user wrote may be years away).
 
     Raises:
         ServiceError: systemd-run failed.
@@ -130,6 +137,7 @@ def wake_every(
     """
     if systemd.Service(name).is_active():
         return False
+    until = min(until, int(time.time()) + WATCH_BOUND)
     systemd.run_transient(name, repeat_command(dispatch, period=period, until=until), description)
     return True
 
@@ -187,7 +195,9 @@ class PathWake:
     dispatch starts one more; a dispatch that failed (its hook, `juju-exec`, or systemd
     spawning it) is tried again after `RETRY_SECONDS`. Only one dispatch runs at a time.
     The directory holding the flag must be root's, so that root's `rm` of the name (which
-    never follows a link) cannot be redirected.
+    never follows a link) cannot be redirected. Whatever was made there counts as a raised
+    flag and is taken (`TAKE_FLAG`): `rm -f` of a directory fails, and failed the service at
+    every retry, so no wake went through until the next boot.
     """
 
     RETRY_SECONDS = 10
@@ -238,7 +248,7 @@ class PathWake:
 
         """
         level = [
-            f"ExecStartPre={exec_line(['/bin/rm', '-f', self.watched])}",
+            f"ExecStartPre={exec_line([*TAKE_FLAG, self.watched])}",
             "Restart=on-failure",
             f"RestartSec={self.RETRY_SECONDS}",
         ]

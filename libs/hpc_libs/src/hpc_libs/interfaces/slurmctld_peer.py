@@ -14,7 +14,11 @@ the leader only, never in one unit's StoredState:
   is not a JSON boolean is logged and read as not said;
 * `upgrade_slurmctld_timeout`: the raised `SlurmctldTimeout` (seconds) the leader rendered and
   applied for the controllers' turn of a Slurm major upgrade, absent outside it. A value that
-  is not a JSON integer from 2 to 65533 is logged and read as not said.
+  is not a JSON integer from 2 to 65533 is logged and read as not said;
+* `rollouts`: each rolling rebuild the leader started, one object per partition: the
+  partition, when it started (`since`, epoch seconds), whether it upgrades, and the jobs it
+  submitted as root (`jobs`: one `{id, node}` per node). The charm acts (hold, cancel) on these
+  ids only, never on an id it read back from Slurm's output, where users' text can forge one.
 
 Every field is optional and JSON-encoded under its own key (`ops.Relation.save`). An entry
 that does not parse (or breaks Slurm's grammar) is logged and skipped; the rest is read.
@@ -35,10 +39,10 @@ entries published to the daemons (`HostEntry`); a unit whose data breaks it is n
 """
 
 import logging
-from typing import Any, cast
+from typing import Annotated, Any, cast
 
 import ops
-from pydantic import BaseModel, ValidationError, field_validator
+from pydantic import BaseModel, Field, ValidationError, field_validator
 
 from hpc_libs.interfaces.base import (
     DatabagModel,
@@ -49,8 +53,12 @@ from hpc_libs.interfaces.base import (
     SlurmName,
     bounded_text,
 )
+from hpc_libs.slurm import grammar
 
 logger = logging.getLogger(__name__)
+
+MAX_EPOCH = 1 << 40
+"""A time far beyond any real clock, in seconds: bounds `since`."""
 
 
 class PartitionEntry(DatabagModel):
@@ -68,6 +76,30 @@ class DepartedNode(DatabagModel):
     """The node of a slurmd unit that left, to delete once idle."""
 
     name: SlurmName | None = None
+
+
+JobId = Annotated[int, Field(strict=True, ge=1, le=grammar.MAX_JOB_ID)]
+"""A Slurm job id (a JSON integer, never a boolean or text)."""
+
+
+class RolloutJob(DatabagModel):
+    """One rebuild job the leader submitted: its id and the node it reboots."""
+
+    id: JobId | None = None
+    node: SlurmName | None = None
+
+
+class Rollout(DatabagModel):
+    """One partition's rolling rebuild, as the leader started it."""
+
+    partition: SlurmName | None = None
+    since: Annotated[int, Field(strict=True, ge=0, le=MAX_EPOCH)] | None = None
+    upgrade: Annotated[bool, Field(strict=True)] | None = None
+    jobs: list[RolloutJob] | None = None
+
+    def submitted(self) -> list[tuple[int, str]]:
+        """Return its jobs as (id, node) pairs (complete entries only)."""
+        return [(job.id, job.node) for job in self.jobs or () if job.id is not None and job.node]
 
 
 class ControllerSlot(DatabagModel):
@@ -98,6 +130,7 @@ class SlurmctldPeerData(DatabagModel):
     controllers: list[ControllerSlot] | None = None
     native_metrics: bool | None = None
     upgrade_slurmctld_timeout: int | None = None
+    rollouts: list[Rollout] | None = None
 
     @field_validator("partitions", mode="before")
     @classmethod
@@ -113,6 +146,11 @@ class SlurmctldPeerData(DatabagModel):
     @classmethod
     def _controllers(cls, value: Any) -> Any:
         return _valid_items(ControllerSlot, value, "controllers")
+
+    @field_validator("rollouts", mode="before")
+    @classmethod
+    def _rollouts(cls, value: Any) -> Any:
+        return _valid_items(Rollout, value, "rollouts")
 
     @field_validator("native_metrics", mode="before")
     @classmethod

@@ -22,7 +22,8 @@ import os
 import pwd
 import stat
 import tempfile
-from collections.abc import Generator
+from collections.abc import Collection, Generator
+from dataclasses import dataclass
 from pathlib import Path
 
 from hpc_libs.errors import SlurmOpsError
@@ -114,6 +115,80 @@ def open_dir(path: Path, *, under: Path, create: bool = False) -> Generator[int]
         yield fd
     finally:
         os.close(fd)
+
+
+MAX_TREE_DEPTH = 16
+"""Deepest directory `untrusted_entry` walks into (a tree from elsewhere may be any depth)."""
+
+
+@dataclass(frozen=True)
+class TrustedOwners:
+    """Whose files and directories root trusts in a tree others could have written."""
+
+    files: Collection[int]
+    dirs: Collection[int]
+
+    def problem(self, info: os.stat_result, path: Path) -> str | None:
+        """Why one entry (its `lstat`) is not to be trusted, or None."""
+        mode = info.st_mode
+        if stat.S_ISLNK(mode):
+            return f"{path} is a symbolic link"
+        if stat.S_ISDIR(mode):
+            owners, what = self.dirs, "directory"
+        elif stat.S_ISREG(mode):
+            owners, what = self.files, "file"
+        else:
+            return f"{path} is not a regular file or directory"
+        if info.st_uid not in owners:
+            return f"{what} {path} is owned by uid {info.st_uid}"
+        if mode & 0o022:
+            return f"{what} {path} is writable by group or others ({stat.S_IMODE(mode):04o})"
+        return None
+
+
+def untrusted_entry(path: Path, *, under: Path, owners: TrustedOwners) -> str | None:
+    """Describe the first entry of tree `path` that root must not trust, or return None.
+
+    Every entry, `path` included, must be a directory or a regular file of one of `owners`,
+    writable by neither group nor others: then no one else can change the tree (or replace a
+    name in it by a link) once it is checked. The walk is `open_dir`'s from the trusted
+    `under`, each entry looked at without following a link, in name order, no deeper than
+    `MAX_TREE_DEPTH`.
+
+    Raises:
+        ValueError: `path` is not below `under`.
+        SlurmOpsError: `path` or a directory in it is a symbolic link or not a directory (it
+            changed during the walk), or cannot be read.
+
+    """
+    with open_dir(path, under=under) as fd:
+        try:
+            return _untrusted(fd, path, owners, 0)
+        except OSError as e:
+            raise SlurmOpsError(f"cannot read {path}: {e}") from e
+
+
+def _untrusted(fd: int, path: Path, owners: TrustedOwners, depth: int) -> str | None:
+    """`untrusted_entry` for the open directory `fd` and what it holds."""
+    if (problem := owners.problem(os.fstat(fd), path)) is not None:
+        return problem
+    if depth >= MAX_TREE_DEPTH:
+        return f"{path} is more than {MAX_TREE_DEPTH} directories deep"
+    for name in sorted(os.listdir(fd)):
+        where = path / name
+        entry = os.stat(name, dir_fd=fd, follow_symlinks=False)
+        if not stat.S_ISDIR(entry.st_mode):
+            if (problem := owners.problem(entry, where)) is not None:
+                return problem
+            continue
+        child = _open_dir(name, fd, where)
+        try:
+            found = _untrusted(child, where, owners, depth + 1)
+        finally:
+            os.close(child)
+        if found is not None:
+            return found
+    return None
 
 
 def make_dir(

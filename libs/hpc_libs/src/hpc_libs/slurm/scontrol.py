@@ -53,6 +53,8 @@ R = TypeVar("R", bound=BaseModel)
 StrList = Annotated[list[str], BeforeValidator(_as_list)]
 Timestamp = Annotated[int | None, BeforeValidator(_as_timestamp)]
 """A UNIX time; None when Slurm has not set it."""
+Number = Annotated[int | None, BeforeValidator(_as_timestamp)]
+"""A number in data_parser's `{"set": .., "number": ..}` form; None when Slurm has not set it."""
 
 
 class _Parsed(BaseModel):
@@ -101,6 +103,19 @@ class Node(_Parsed):
         return state.upper() in (s.upper() for s in self.state)
 
 
+class Signal(_Parsed):
+    """The signal in a job's exit code (`id` None or 0: none)."""
+
+    id: Number = None
+
+
+class ExitCode(_Parsed):
+    """A job's exit code: the status its batch script returned and the signal that ended it."""
+
+    return_code: Number = None
+    signal: Signal = Signal()
+
+
 class Job(_Parsed):
     """One job in `scontrol show job --json` (the fields the charms need)."""
 
@@ -114,7 +129,9 @@ class Job(_Parsed):
     restart_cnt: int = 0
     submit_time: Timestamp = None
     """When the job was submitted, or last requeued (a requeue submits it again)."""
+    start_time: Timestamp = None
     end_time: Timestamp = None
+    exit_code: ExitCode = ExitCode()
     nodes: str = ""
 
     @property

@@ -8,9 +8,11 @@ Each file is written atomically (a temporary file in the same directory, then a 
 peer never reads half a file, and keys are read from the file on every access (`KeyFile.get`).
 """
 
+import contextlib
 import errno
 import logging
 import os
+import pwd
 import shutil
 import uuid
 from datetime import UTC, datetime
@@ -154,9 +156,39 @@ class SlurmctldManager(SlurmManager):
     def shared_files_ready(self) -> bool:
         """Whether the leader has put slurm.conf and slurm.key on the shared filesystem.
 
-        Peers wait for this before they link /etc/slurm and start as backups.
+        Peers wait for this before they link /etc/slurm and start as backups. A tree not
+        written as the charm writes it (`shared_etc_problem`) is never ready: nothing in it
+        is read.
         """
+        if self.shared_etc_problem() is not None:
+            return False
         return all((self.shared_etc_dir / name).is_file() for name in ("slurm.conf", "slurm.key"))
+
+    def shared_etc_problem(self) -> str | None:
+        """Why `shared_etc_dir` cannot be adopted as it is; None if it is missing or sound.
+
+        slurmctld serves what is in it to every node (configless) and root writes there, so
+        it must be as the charm writes it: directories root's, files root's or SlurmUser's,
+        no link, nothing writable by group or others (`files.untrusted_entry`). A tree left
+        on the share by something else is refused, naming its first offending entry.
+        """
+        if not os.path.lexists(self.shared_etc_dir):
+            return None
+        root = os.geteuid()  # root; the test runner in unit tests
+        file_owners = {root}
+        with contextlib.suppress(KeyError):  # No slurm user yet: root's files only.
+            file_owners.add(pwd.getpwnam(self.user).pw_uid)
+        try:
+            entry = files.untrusted_entry(
+                self.shared_etc_dir,
+                under=self._trusted(self.shared_etc_dir),
+                owners=files.TrustedOwners(files=file_owners, dirs={root}),
+            )
+        except SlurmOpsError as e:
+            entry = e.message
+        if entry is None:
+            return None
+        return f"refusing to serve {self.shared_etc_dir} configless: {entry}"
 
     def share_etc(self) -> Path | None:
         """Replace /etc/slurm by a symlink to `shared_etc_dir`; return the backup made, if any.
@@ -164,18 +196,22 @@ class SlurmctldManager(SlurmManager):
         A real /etc/slurm is first copied, owners and modes kept, to `/etc/slurm_<UTC
         timestamp>`. If `shared_etc_dir` does not exist yet, it is seeded with /etc/slurm's
         files, published with one rename so a peer never sees it half copied; if it exists (a
-        peer or an earlier run made it) it is used as it is and the local files live on only
-        in the backup. Idempotent: once linked, nothing happens. The checkpoint must be
+        peer or an earlier run made it) it is used once made root's and checked
+        (`_adopt_shared_etc`, before any backup) and the local files live on only in the
+        backup. Idempotent: once linked, nothing happens. The checkpoint must be
         mounted (`hpc_libs.machine.mounts.check_mount`) before this is called.
 
         Raises:
-            SlurmOpsError: /etc/slurm is neither a directory nor a symlink, or a file
-                operation failed (nothing is removed before its copy exists).
+            SlurmOpsError: /etc/slurm is neither a directory nor a symlink, an existing
+                `shared_etc_dir` is refused, or a file operation failed (nothing is removed
+                before its copy exists).
 
         """
         if self.etc_is_shared():
             return None
         self._own_lib_dir()
+        if os.path.lexists(self.shared_etc_dir):
+            self._adopt_shared_etc()
         backup: Path | None = None
         try:
             if self.etc_dir.is_symlink():
@@ -200,6 +236,22 @@ class SlurmctldManager(SlurmManager):
         except OSError as e:
             raise SlurmOpsError(f"cannot move {self.etc_dir} to {self.shared_etc_dir}: {e}") from e
         return backup
+
+    def _adopt_shared_etc(self) -> None:
+        """Make the existing `shared_etc_dir` root's (0755), then check what it holds.
+
+        Its top first, so that no one else can add or swap an entry once it is checked.
+
+        Raises:
+            SlurmOpsError: It is a link or not a directory, or `shared_etc_problem` says why
+                it is refused (the path and its first offending entry).
+
+        """
+        files.make_dir(
+            self.shared_etc_dir, mode=0o755, owner="root", under=self._trusted(self.shared_etc_dir)
+        )
+        if (problem := self.shared_etc_problem()) is not None:
+            raise SlurmOpsError(problem)
 
     def copy_state_to_network(self, source: Path | None = None) -> bool:
         """Copy the local `StateSaveLocation` (default `state_save_location`) to the network one.
