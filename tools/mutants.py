@@ -1030,6 +1030,43 @@ MUTATIONS = [
         "                    pass",
         "lab/tests/test_machines_units.py",
     ),
+    Mutation(
+        "scaling-view-reads-text-output",
+        "charms/slurmctld/src/scaling_view.py",
+        '    return host.run(["scontrol", "show", *what, "--json"], timeout=QUERY_TIMEOUT).stdout',
+        '    return host.run(["scontrol", "show", *what], timeout=QUERY_TIMEOUT).stdout',
+        "tests/unit/slurmctld/test_actions_scaling_view.py",
+    ),
+    Mutation(
+        "autoscale-view-read-loosely",
+        "autoscaler/src/slurm_autoscale/slurm.py",
+        "Number = Annotated[int, Field(ge=0, le=MAX_NUMBER, strict=True)]\n",
+        "Number = Annotated[int, Field(ge=0)]\n",
+        "tests/unit/autoscaler",
+    ),
+    Mutation(
+        "autoscale-array-throttle-ignored",
+        "charms/slurmctld/src/scaling_view.py",
+        "    cap = int(limit) if percent else (throttle or 0)\n",
+        "    cap = int(limit) if percent else 0\n",
+        "tests/unit/slurmctld/test_actions_scaling_view.py",
+    ),
+    Mutation(
+        "autoscale-policy-numbers-loose",
+        "autoscaler/src/slurm_autoscale/policy.py",
+        "populate_by_name=True, strict=True)",
+        "populate_by_name=True)",
+        "tests/unit/autoscaler",
+    ),
+    Mutation(
+        "autoscale-missing-juju-is-a-traceback",
+        "autoscaler/src/slurm_autoscale/cli.py",
+        "    except OSError as e:  # No juju program, or the state file cannot be written.\n"
+        '        logger.error("%s", e)\n'
+        "        return EXIT_FAILED\n",
+        "",
+        "tests/unit/autoscaler",
+    ),
     # Issue 33 (A3, A4): the takeover repair decides on Slurm's records, from narrow queries.
     Mutation(
         "takeover-requeues-any-failed-job",

@@ -1,20 +1,19 @@
 """Issue 23's figures: `slurm-autoscale`'s scale-from-zero latency and its cost per pass.
 
-Set-up: slurmrestd, and a slurmd application `burst` with no unit whose partition holds 2
-FUTURE placeholders (slurmctld's `future-nodes`). The program runs in this process, as the
-console script would (`slurm_autoscale.cli`), on the benchmark's model; it reaches slurmrestd
-with curl on the login unit (`--rest-via-unit`), as the host has no route into the lab.
+Set-up: a slurmd application `burst` with no unit whose partition holds 2 FUTURE
+placeholders (slurmctld's `future-nodes`). The program runs in this process, as the console
+script would (`slurm_autoscale.cli`), on the benchmark's model; it reads Slurm through
+slurmctld's read-only `scaling-view` action (issue 33: no token, no slurmrestd).
 
 * Cost per pass, at the exporter figure's size (`--exporter-nodes` nodes, `--exporter-jobs`
-  held jobs: 64 and 10,000 by default, topped up here the way figure 8 sizes its cluster),
-  read from the real slurmrestd: per pass `juju status`, the `token` action, the three
-  GETs (jobs, nodes, reservations; with their sizes and slurmctld's CPU seconds), and the
-  program's own work on the answers (JSON decoding, `snapshot`, `decide` for both
-  applications; process CPU seconds). The held jobs are parsed like any pending job and then
-  left out as not waiting for capacity; `benchmarks/test_bench_autoscale.py` times the same
-  work over 10,000 jobs that all count (synthesised from the recorded responses).
+  held jobs: 64 and 10,000 by default, topped up here the way figure 8 sizes its cluster):
+  per pass `juju status`, the `scaling-view` action (the controller's three
+  `scontrol show ... --json`, grouped by shape; its result's size and slurmctld's CPU
+  seconds), and the program's own work on the result (`parse_view`, `decide` for both
+  applications; process CPU seconds). `benchmarks/test_bench_autoscale.py` times the
+  action's reading and the program's work over 10,000 jobs that all count.
 * Scale from zero, before the cluster is sized (an empty queue: cancelled jobs would stay
-  in slurmrestd's answer for MinJobAge): a 2-node job submitted from the login node to
+  in scontrol's answer for MinJobAge): a 2-node job submitted from the login node to
   `burst`, then one pass (`--once`); submission to the job running, split into the pass (with
   `juju add-unit`) and the rest (the units' enlistment and the job's start). The table puts
   it beside figure 1's enlistment of one unit.
@@ -24,7 +23,6 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
-import json
 import logging
 import statistics
 import tempfile
@@ -36,7 +34,7 @@ import jubilant
 from slurm_autoscale import cli
 from slurm_autoscale.decide import decide
 from slurm_autoscale.policy import parse
-from slurm_autoscale.slurm import RestClient, SlurmUnreadable, snapshot
+from slurm_autoscale.slurm import ACTION, ACTION_WAIT, SlurmUnreadable, parse_view
 
 from .cluster import CHARMS, COMPUTE, CONTROLLER, LAB_OPTIONS, LOGIN, SETTLE, Bench
 from .exporter import size_cluster, slurmctld_cpu_seconds
@@ -55,20 +53,17 @@ min = 0
 max = 128
 step = 8
 """
-ENDPOINTS = ("jobs", "nodes", "reservations")
 
 
 def deploy_autoscaled(bench: Bench, jobs: int) -> float:
-    """slurmrestd, and `burst` with 0 units and its FUTURE placeholders; seconds taken.
+    """`burst` with 0 units and its FUTURE placeholders; seconds taken.
 
     MaxJobCount is raised above `jobs` in the same change (as figure 8 does).
     """
     juju = bench.juju
     started = time.monotonic()
-    if "slurmrestd" in juju.status().apps:
+    if APP in juju.status().apps:
         return 0.0  # Deployed by the other figure of this module.
-    juju.deploy(CHARMS / "slurmrestd", "slurmrestd", config=LAB_OPTIONS)
-    juju.integrate("slurmctld:slurmrestd", "slurmrestd:slurmctld")
     juju.deploy(CHARMS / "slurmd", APP, num_units=0, config=LAB_OPTIONS)
     juju.integrate("slurmctld:slurmd", f"{APP}:slurmctld")
     options = {
@@ -77,7 +72,7 @@ def deploy_autoscaled(bench: Bench, jobs: int) -> float:
     }
     juju.config("slurmctld", options)
     juju.wait(
-        lambda status: jubilant.all_active(status, "slurmctld", "slurmrestd", "login"),
+        lambda status: jubilant.all_active(status, "slurmctld", "login"),
         error=jubilant.any_error,
         timeout=SETTLE,
         successes=2,
@@ -103,56 +98,44 @@ def _argv(folder: Path) -> list[str]:
     """The command line of a pass with the policy (written in `folder`)."""
     policy = folder / "policy.toml"
     policy.write_text(POLICY)
-    argv = ["--policy", str(policy), "--state-file", str(folder / "state.json")]
-    return [*argv, "--rest-via-unit", LOGIN]
+    return ["--policy", str(policy), "--state-file", str(folder / "state.json")]
 
 
 def _one_pass_cost(bench: Bench, args: argparse.Namespace) -> dict[str, Any]:
-    """One pass, each part timed; the program's own work timed over the same answers."""
+    """One pass, each part timed; the program's own work timed over the same result."""
     juju = bench.juju
     started = time.monotonic()
     status = juju.status()
     read_model = time.monotonic()
-    client = cli.rest_client(juju, status, args)
-    token = time.monotonic()
-    bodies: dict[str, str] = {}
-    inner = client.transport
-
-    def keep(url: str, headers: Any) -> tuple[int, str]:
-        code, body = inner(url, headers)
-        bodies[url.rsplit("/", 1)[1]] = body
-        return code, body
-
-    client = RestClient(client.base_url, client.user, client.token, keep, client.version)
+    policies = parse(args.policy.read_text())
+    leader = next(n for n, u in status.apps[args.controller_app].units.items() if u.leader)
     cpu_before = slurmctld_cpu_seconds(bench)
-    for endpoint in ENDPOINTS:
-        client.get(endpoint)
+    params = {"partitions": ",".join(sorted(policies))}
+    try:
+        results = juju.run(leader, ACTION, params, wait=ACTION_WAIT).results
+    except jubilant.TaskError as e:
+        raise SlurmUnreadable(f"{ACTION} failed: {e.task.message}") from e
     cpu_after = slurmctld_cpu_seconds(bench)
     read_slurm = time.monotonic()
-    policies = parse(args.policy.read_text())
     units = {app: sorted(status.apps[app].units) for app in policies}
     wall = dt.datetime.now(dt.UTC)
 
     def own_work() -> tuple[int, int]:
-        answers = {endpoint: json.loads(bodies[endpoint]) for endpoint in ENDPOINTS}
-        slurm = snapshot(
-            answers["jobs"], answers["nodes"], answers["reservations"], int(time.time())
-        )
+        slurm = parse_view(results)
         for app, rule in policies.items():
             decide(app, rule, units[app], slurm, now=wall)
-        return len(slurm.nodes), len(slurm.pending)
+        return len(slurm.nodes), sum(job.jobs for job in slurm.pending)
 
     cpu_started = time.process_time()
     nodes, pending = own_work()
     own_cpu = time.process_time() - cpu_started
     return {
         "juju_status_s": round(read_model - started, 3),
-        "token_action_s": round(token - read_model, 3),
-        "rest_gets_s": round(read_slurm - token, 3),
+        "view_action_s": round(read_slurm - read_model, 3),
         "slurmctld_cpu_s": round(cpu_after - cpu_before, 3),
         "own_cpu_s": round(own_cpu, 3),
         "pass_s": round(read_slurm - started + own_cpu, 3),
-        "bytes": {endpoint: len(bodies[endpoint]) for endpoint in ENDPOINTS},
+        "result_bytes": sum(len(str(value)) for value in results.values()),
         "nodes": nodes,
         "pending_jobs": pending,
     }
@@ -176,7 +159,7 @@ def pass_cost(bench: Bench, nodes: int, jobs: int, runs: int) -> dict[str, Any]:
                 failures.append(str(e).splitlines()[0])
     if not passes:
         raise RuntimeError(f"every pass failed: {failures}")
-    keys = ("juju_status_s", "token_action_s", "rest_gets_s", "slurmctld_cpu_s", "own_cpu_s")
+    keys = ("juju_status_s", "view_action_s", "slurmctld_cpu_s", "own_cpu_s")
     medians = {
         f"{key}_median": round(statistics.median(p[key] for p in passes), 3) for key in keys
     }
@@ -187,8 +170,8 @@ def pass_cost(bench: Bench, nodes: int, jobs: int, runs: int) -> dict[str, Any]:
         "pending_jobs": passes[-1]["pending_jobs"],
         "pass_s_median": round(statistics.median(p["pass_s"] for p in passes), 3),
         **medians,
-        "bytes": passes[-1]["bytes"],
-        "transport": "curl on the login unit through juju exec (--rest-via-unit)",
+        "result_bytes": passes[-1]["result_bytes"],
+        "transport": "slurmctld's scaling-view action (juju run on its leader)",
     }
 
 

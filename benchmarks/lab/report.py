@@ -393,17 +393,31 @@ def autoscale_rows(figures: dict[str, Any]) -> list[list[str]]:
         [
             "9b",
             f"Autoscaler pass at {cost['nodes']} nodes, {cost['pending_jobs']} pending jobs "
-            f"({cost['runs']} runs): pass / juju status / token / 3 GETs / own CPU; "
+            f"({cost['runs']} runs): pass / juju status / "
+            f"{'scaling-view action' if 'view_action_s_median' in cost else 'token + 3 GETs'}"
+            " / own CPU; "
             "slurmctld CPU",
             f"{_s(cost['pass_s_median'])} / {_s(cost['juju_status_s_median'])} / "
-            f"{_s(cost['token_action_s_median'])} / {_s(cost['rest_gets_s_median'])} / "
+            f"{_s(_read_slurm_s(cost))} / "
             f"{cost['own_cpu_s_median']:.2f} s; {cost['slurmctld_cpu_s_median']:.2f} s",
-            f"jobs answer {cost['bytes']['jobs'] / 2**20:.1f} MiB; "
+            f"answer {_answer_bytes(cost) / 2**10:.1f} KiB; "
             f"{len(cost['failed_passes'])} passes failed",
             "-",
         ]
     )
     return rows
+
+
+def _read_slurm_s(cost: dict[str, Any]) -> float:
+    """The pass's read of Slurm: the scaling-view action (before issue 33: token and GETs)."""
+    if "view_action_s_median" in cost:
+        return cost["view_action_s_median"]
+    return cost["token_action_s_median"] + cost["rest_gets_s_median"]
+
+
+def _answer_bytes(cost: dict[str, Any]) -> int:
+    """What the pass read: the action's result (before issue 33: slurmrestd's answers)."""
+    return cost.get("result_bytes") or sum(cost["bytes"].values())
 
 
 def hook_table(figures: dict[str, Any]) -> str:

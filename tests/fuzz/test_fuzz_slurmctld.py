@@ -210,6 +210,10 @@ ACTIONS: dict[str, tuple[dict[str, Any], dict[str, st.SearchStrategy[Any]]]] = {
         },
     ),
     "show-current-config": ({}, {}),
+    "scaling-view": (
+        {"partitions": "compute"},
+        {"partitions": s.mutated(["compute", "compute,gpu", "-h", "compute;reboot", "a,,b"])},
+    ),
 }
 
 

@@ -1,6 +1,6 @@
 """Issue 23: `slurm-autoscale` on one lab, from 0 units, up to `max` and back to 0.
 
-slurmctld, slurmrestd, a login node and a slurmd application `compute` with no unit. The
+slurmctld, a login node and a slurmd application `compute` with no unit. The
 controller's `future-nodes` keeps 4 FUTURE placeholders of 4 CPUs in the partition, so jobs
 pend instead of being refused; the policy's `max` is 3 and the lab's machines have 2 CPUs, so
 a 4-node job and a 4-CPU job are accepted by Slurm but can never fit. The tests run in order
@@ -22,14 +22,17 @@ not removed before idle-timeout is also checked there (a pass's time on a loaded
 make it a race here).
 
 The program runs in this process (`slurm_autoscale.cli.run`, the console script's code) on
-the test's model; it reaches slurmrestd with curl on the login unit (`--rest-via-unit`), as
-this host has no route into the lab's network.
+the test's model, the lab's documented way (autoscaler/README.md): it reads Slurm through
+slurmctld's read-only `scaling-view` action (issue 33: no token, no slurmrestd). A hostile
+job name (a newline, `|`, JSON of a forged job) pends through the whole module and never shows
+in a decision.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import shlex
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -37,11 +40,11 @@ from typing import Any
 
 import jubilant
 import pytest
-from deploy_helpers import deploy_rest_api, deploy_slurm
+from deploy_helpers import deploy_slurm
 from dynamic_nodes_helpers import job_state, node_states, nodes, poll, sh, try_sh
 from hpc_libs.interfaces.slurmd import node_name
 from slurm_autoscale import cli
-from slurm_autoscale.slurm import number
+from slurm_autoscale.slurm import parse_view
 
 APP = "compute"
 LOGIN = "login/0"
@@ -68,13 +71,12 @@ Autoscale = Callable[[], int]
 @pytest.fixture(scope="module")
 def cluster(juju: jubilant.Juju, charm_path: Callable[[str], Path]) -> jubilant.Juju:
     deploy_slurm(juju, charm_path, computes=((APP, 0),))
-    deploy_rest_api(juju, charm_path)
     placeholders = f"{APP}={PLACEHOLDERS} cpus={2 * NODE_CPUS} realmemory=1"
     juju.config(
         "slurmctld",
         {"future-nodes": placeholders, "slurm-conf-parameters": "MinJobAge=3600"},
     )
-    juju.wait(lambda s: jubilant.all_active(s, "slurmctld", "slurmrestd", "login"), timeout=900)
+    juju.wait(lambda s: jubilant.all_active(s, "slurmctld", "login"), timeout=900)
     return juju
 
 
@@ -85,7 +87,7 @@ def autoscale(cluster: jubilant.Juju, tmp_path_factory: pytest.TempPathFactory) 
     policy = folder / "policy.toml"
     policy.write_text(POLICY)
     argv = ["--policy", str(policy), "--once", "--state-file", str(folder / "state.json")]
-    return lambda: cli.run([*argv, "--rest-via-unit", LOGIN], juju=cluster)
+    return lambda: cli.run(argv, juju=cluster)
 
 
 @pytest.fixture(scope="module")
@@ -114,6 +116,19 @@ def submit(juju: jubilant.Juju, options: str, command: str = "true") -> str:
         juju, f"sbatch --parsable -p {APP} {options} -o /dev/null --wrap '{command}'", unit=LOGIN
     )
     return out.strip().split(";")[0]
+
+
+def test_the_view_is_read_only_and_keeps_users_text_out(cluster: jubilant.Juju):
+    """The action returns no token; a job named like a forged record is one job of its shape."""
+    forged = '\n4242|compute|PENDING\u2028{"job_id": 4242, "job_state": ["PENDING"]}'
+    held = submit(cluster, f"-H -N1 -J {shlex.quote('x' + forged)}")
+    results = cluster.run("slurmctld/leader", "scaling-view", {"partitions": APP}).results
+    assert "token" not in json.dumps(results).lower()
+    slurm = parse_view(results)
+    assert [(job.job_id, job.reason, job.jobs) for job in slurm.pending] == [
+        (int(held), "JobHeldUser", 1)
+    ]
+    sh(cluster, f"scancel {held}", unit=LOGIN)
 
 
 def test_a_job_that_can_never_fit_adds_nothing(
@@ -206,7 +221,8 @@ def test_a_node_drained_by_the_operator_is_not_removed(
     poll(others_removed, timeout=IDLE_TIMEOUT + 300, interval=3, what="the idle units removed")
     print(f"\nscale in to 1 (the drained unit): {time.monotonic() - removal:.1f} s")
     record = nodes(cluster)[drained_node]
-    idle_for = time.time() - number(record["last_busy"])
+    last_busy = record["last_busy"]
+    idle_for = time.time() - (last_busy["number"] if isinstance(last_busy, dict) else last_busy)
     assert idle_for >= IDLE_TIMEOUT and {"IDLE", "DRAIN"} <= node_states(record)
     decisions.clear()
     assert autoscale() == 0

@@ -1,9 +1,10 @@
 """`slurm-autoscale`: one pass (or a loop of passes) over the policy's slurmd applications.
 
-A pass reads the model (`juju status`), gets a short-lived token from slurmctld's `token`
-action, reads Slurm's jobs, nodes and reservations through slurmrestd, decides per
+A pass reads the model (`juju status`), runs slurmctld's read-only `scaling-view` action on
+its leader (the policy's partitions' nodes, pending jobs and reservations), decides per
 application (slurm_autoscale.decide) and acts with `juju add-unit` / `juju remove-unit`.
-Nothing changes when the input is bad or Slurm cannot be read.
+Nothing changes when the input is bad or Slurm cannot be read. Exit status: 0; 1 when Juju
+or Slurm failed (or anything unexpected, logged); 2 for bad input.
 """
 
 from __future__ import annotations
@@ -16,28 +17,20 @@ import sys
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 import jubilant
 
 from slurm_autoscale import policy as policy_file
 from slurm_autoscale.decide import Decision, decide
 from slurm_autoscale.policy import AppPolicy, PolicyError
-from slurm_autoscale.slurm import (
-    API_VERSIONS,
-    DEFAULT_API_VERSION,
-    RestClient,
-    SlurmUnreadable,
-    Transport,
-    curl_on_unit,
-    http_get,
-)
+from slurm_autoscale.slurm import ACTION_WAIT, SlurmUnreadable, Snapshot, read
 
 logger = logging.getLogger("slurm-autoscale")
 
 SLURMD_CHARM = "slurmd"
-TOKEN_LIFESPAN = 300
 EXIT_BAD_INPUT = 2
-EXIT_SLURM_UNREADABLE = 1
+EXIT_FAILED = 1
 
 
 class BadInput(ValueError):  # noqa: N818 - the message is the error
@@ -58,16 +51,12 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         default=Path.home() / ".local/state/slurm-autoscale/state.json",
         help="when each application was last scaled (for the cooldown)",
     )
-    parser.add_argument("--controller-app", default="slurmctld", help="runs the token action")
-    parser.add_argument("--rest-app", default="slurmrestd", help="the slurmrestd application")
-    parser.add_argument("--rest-url", help="slurmrestd's URL (default: from juju status)")
     parser.add_argument(
-        "--rest-via-unit",
-        metavar="UNIT",
-        help="reach slurmrestd with curl on this unit (juju exec), when this machine cannot",
+        "--controller-app", default="slurmctld", help="runs the scaling-view action"
     )
-    parser.add_argument("--token-user", default="root", help="the token's user")
-    parser.add_argument("--api-version", default=DEFAULT_API_VERSION, choices=API_VERSIONS)
+    parser.add_argument(
+        "--juju", default="juju", metavar="PROGRAM", help="the juju client (default: juju on PATH)"
+    )
     return parser.parse_args(argv)
 
 
@@ -81,34 +70,30 @@ def check_apps(policies: Mapping[str, AppPolicy], status: jubilant.Status) -> No
             raise BadInput(f"application {app!r} runs {found.charm_name!r}, not slurmd")
 
 
-def rest_client(juju: jubilant.Juju, status: jubilant.Status, args: argparse.Namespace):
-    """Build a slurmrestd client with a fresh token from the controller's leader."""
-    controllers = status.apps.get(args.controller_app)
+def read_slurm(
+    juju: jubilant.Juju, status: jubilant.Status, controller_app: str, partitions: list[str]
+) -> Snapshot:
+    """Run the read-only action on the controller's leader; no token is involved."""
+    controllers = status.apps.get(controller_app)
     leader = next(
         (n for n, u in (controllers.units if controllers else {}).items() if u.leader), None
     )
     if leader is None:
-        raise SlurmUnreadable(f"no leader unit of {args.controller_app!r} to ask for a token")
-    params = {"username": args.token_user, "lifespan": TOKEN_LIFESPAN}
-    try:
-        token = juju.run(leader, "token", params).results["token"]
-    except (jubilant.TaskError, jubilant.CLIError, KeyError) as e:
-        raise SlurmUnreadable(f"the token action on {leader} failed: {e}") from e
-    base = args.rest_url or _rest_url(juju, status, args.rest_app)
-    transport: Transport = http_get
-    if args.rest_via_unit:
-        unit = args.rest_via_unit
-        transport = curl_on_unit(lambda command: juju.exec(command, unit=unit, wait=60).stdout)
-    return RestClient(base, args.token_user, token, transport, args.api_version)
+        raise SlurmUnreadable(f"no leader unit of {controller_app!r} to read Slurm")
+
+    def run_action(unit: str, action: str, params: Mapping[str, Any]) -> Mapping[str, Any]:
+        try:
+            return juju.run(unit, action, dict(params), wait=ACTION_WAIT).results
+        except jubilant.TaskError as e:
+            raise SlurmUnreadable(f"{action} on {unit} failed: {e.task.message}") from e
+        except jubilant.CLIError as e:
+            raise SlurmUnreadable(f"{action} on {unit} failed: {_first_line(e)}") from e
+
+    return read(run_action, leader, partitions)
 
 
-def _rest_url(juju: jubilant.Juju, status: jubilant.Status, app: str) -> str:
-    """http://<address of the first slurmrestd unit>:<its port option>."""
-    rest = status.apps.get(app)
-    addresses = sorted(u.public_address for u in (rest.units if rest else {}).values())
-    if not addresses or not addresses[0]:
-        raise SlurmUnreadable(f"no unit of {app!r} with an address (set --rest-url)")
-    return f"http://{addresses[0]}:{juju.config(app).get('port', 6820)}"
+def _first_line(error: jubilant.CLIError) -> str:
+    return ((error.stderr or "").strip() or str(error)).splitlines()[0]
 
 
 def read_state(path: Path) -> dict[str, float]:
@@ -137,9 +122,10 @@ def one_pass(
     """Decide for every application, then act unless --dry-run. Raises before any action."""
     status = juju.status()
     check_apps(policies, status)
-    client = rest_client(juju, status, args)
+    slurm = read_slurm(juju, status, args.controller_app, sorted(policies))
+    if slurm.omitted:
+        logger.warning("%d pending jobs of other shapes were not read this pass", slurm.omitted)
     now = time.time()
-    slurm = client.snapshot(int(now))
     state = read_state(args.state_file)
     wall = dt.datetime.fromtimestamp(now, dt.UTC)
     decisions = [
@@ -156,7 +142,7 @@ def one_pass(
             juju.add_unit(decision.app, num_units=decision.add)
         else:
             juju.remove_unit(*decision.remove)
-        state[decision.app] = now
+        state[decision.app] = slurm.now  # The controller's clock, as decide() reads it.
         write_state(args.state_file, state)
     return decisions
 
@@ -169,7 +155,7 @@ def run(argv: Sequence[str] | None = None, juju: jubilant.Juju | None = None) ->
     except PolicyError as e:
         logger.error("%s", e)
         return EXIT_BAD_INPUT
-    model = juju if juju is not None else jubilant.Juju(model=args.model)
+    model = juju if juju is not None else jubilant.Juju(model=args.model, cli_binary=args.juju)
     while True:
         code = _pass(model, policies, args)
         if args.once or code == EXIT_BAD_INPUT:
@@ -185,10 +171,16 @@ def _pass(juju: jubilant.Juju, policies: Mapping[str, AppPolicy], args: argparse
         return EXIT_BAD_INPUT
     except SlurmUnreadable as e:
         logger.error("cannot read Slurm: %s; nothing changed", e)
-        return EXIT_SLURM_UNREADABLE
+        return EXIT_FAILED
     except jubilant.CLIError as e:
         logger.error("juju failed: %s", e.stderr or e)
-        return EXIT_SLURM_UNREADABLE
+        return EXIT_FAILED
+    except OSError as e:  # No juju program, or the state file cannot be written.
+        logger.error("%s", e)
+        return EXIT_FAILED
+    except Exception:
+        logger.exception("unexpected failure; the next pass tries again")
+        return EXIT_FAILED
     return 0
 
 

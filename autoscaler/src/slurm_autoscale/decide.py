@@ -1,7 +1,7 @@
 """The decision for one slurmd application: how many units to add, or which units to remove.
 
 A pure function of the policy, the application's units (from Juju), one look at Slurm and the
-time of the last action, so every rule is tested over recorded slurmrestd responses.
+time of the last action, so every rule is tested over recorded Slurm answers.
 """
 
 from __future__ import annotations
@@ -136,11 +136,11 @@ def _demand(
     fitting: list[Job], needed: int, never: list[Job], free: list[Node], enlisting: list[str]
 ) -> str:
     """`3 pending jobs need 4 nodes, 1 idle, 2 enlisting; 1 can never fit (job 7)`."""
-    text = f"{len(fitting)} pending jobs need {needed} nodes, {len(free)} idle"
+    text = f"{sum(job.jobs for job in fitting)} pending jobs need {needed} nodes, {len(free)} idle"
     text += f", {len(enlisting)} enlisting"
     if never:
         ids = ", ".join(str(job.job_id) for job in never[:5])
-        text += f"; {len(never)} can never fit (job {ids})"
+        text += f"; {sum(job.jobs for job in never)} can never fit (job {ids})"
     return text
 
 

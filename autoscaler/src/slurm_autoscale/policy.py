@@ -13,10 +13,12 @@ memory = 8000             # optional: RealMemory (MB) of one machine, likewise
 [[compute.schedule]]      # optional: a higher minimum at some times
 days = ["mon", "tue", "wed", "thu", "fri"]
 start = "08:00"
-end = "18:00"
+end = "18:00"             # end before start: the window crosses midnight
 min = 2
 timezone = "Europe/London"   # optional, default UTC
 ```
+
+Numbers are strict: `max = true` or `max = 3.0` is an error, not 1 or 3.
 """
 
 from __future__ import annotations
@@ -40,6 +42,10 @@ from pydantic import (
 DAYS = ("mon", "tue", "wed", "thu", "fri", "sat", "sun")
 _DURATION = re.compile(r"^(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?$")
 _CLOCK = re.compile(r"^([01]\d|2[0-3]):([0-5]\d)$")
+MAX_UNITS = 10_000
+"""Most units a policy may name (`max`, `min`, `step`): Slurm's node table is bounded too."""
+MAX_SECONDS = 366 * 24 * 3600
+"""Longest idle-timeout or cooldown: a year."""
 
 
 class PolicyError(ValueError):
@@ -57,7 +63,8 @@ def _seconds(value: Any) -> Any:
     return value
 
 
-Seconds = Annotated[int, BeforeValidator(_seconds), Field(ge=0)]
+Seconds = Annotated[int, BeforeValidator(_seconds), Field(ge=0, le=MAX_SECONDS)]
+Units = Annotated[int, Field(ge=0, le=MAX_UNITS)]
 
 
 def _clock(value: Any) -> Any:
@@ -73,14 +80,18 @@ Clock = Annotated[dt.time, BeforeValidator(_clock)]
 
 
 class Window(BaseModel):
-    """A minimum that holds on some days between `start` and `end` (end excluded)."""
+    """A minimum that holds on some days between `start` and `end` (end excluded).
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    A window whose end is before its start crosses midnight: `22:00`-`06:00` on `fri` holds
+    from Friday 22:00 to Saturday 06:00.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
 
     days: list[str] = Field(default_factory=lambda: list(DAYS), min_length=1)
     start: Clock
     end: Clock
-    min: int = Field(ge=0)
+    min: Units
     timezone: str = "UTC"
 
     @model_validator(mode="after")
@@ -88,8 +99,8 @@ class Window(BaseModel):
         unknown = [day for day in self.days if day not in DAYS]
         if unknown:
             raise ValueError(f"unknown day(s) {unknown}; use {', '.join(DAYS)}")
-        if self.start >= self.end:
-            raise ValueError(f"start {self.start:%H:%M} is not before end {self.end:%H:%M}")
+        if self.start == self.end:
+            raise ValueError(f"start and end are both {self.start:%H:%M}: an empty window")
         try:
             zoneinfo.ZoneInfo(self.timezone)
         except (zoneinfo.ZoneInfoNotFoundError, ValueError) as e:
@@ -99,21 +110,27 @@ class Window(BaseModel):
     def holds_at(self, when: dt.datetime) -> bool:
         """Whether `when` (timezone-aware) falls in this window."""
         local = when.astimezone(zoneinfo.ZoneInfo(self.timezone))
-        return DAYS[local.weekday()] in self.days and self.start <= local.time() < self.end
+        today, clock = DAYS[local.weekday()], local.time()
+        if self.start < self.end:
+            return today in self.days and self.start <= clock < self.end
+        if clock >= self.start:
+            return today in self.days
+        yesterday = DAYS[(local.weekday() - 1) % 7]
+        return clock < self.end and yesterday in self.days
 
 
 class AppPolicy(BaseModel):
     """How one slurmd application scales."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True, strict=True)
 
-    min: int = Field(default=0, ge=0)
-    max: int = Field(ge=0)
+    min: Units = 0
+    max: Units
     idle_timeout: Seconds = Field(default=600, alias="idle-timeout")
-    step: int = Field(default=1, ge=1)
+    step: int = Field(default=1, ge=1, le=MAX_UNITS)
     cooldown: Seconds = 60
-    cpus: int | None = Field(default=None, ge=1)
-    memory: int | None = Field(default=None, ge=1)
+    cpus: int | None = Field(default=None, ge=1, le=2**20)
+    memory: int | None = Field(default=None, ge=1, le=2**40)
     schedule: list[Window] = Field(default_factory=list)
 
     @model_validator(mode="after")

@@ -1,26 +1,31 @@
-"""What the autoscaler reads from Slurm: slurmrestd's jobs, nodes and reservations.
+"""What the autoscaler reads from Slurm: slurmctld's read-only `scaling-view` action.
 
-Responses of data_parser v0.0.40, v0.0.41 and v0.0.42 (Slurm 24.11) are read alike: numbers
-come either bare or as `{"set": ..., "infinite": ..., "number": ...}`; state lists are flags.
+The leader of the controller application runs `scontrol show nodes|jobs|reservations --json`
+and returns the asked partitions' nodes, their pending jobs grouped by shape, the reserved
+nodes and its clock (charms/slurmctld/src/scaling_view.py). No token leaves the controller.
+The answer is checked here with strict pydantic models: anything else is `SlurmUnreadable`,
+so a malformed answer never reaches a decision.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
-import shlex
-import urllib.error
-import urllib.request
-from collections.abc import Callable, Mapping
-from typing import Any, Protocol
+import re
+from collections.abc import Mapping
+from typing import Annotated, Any, Protocol
 
-API_VERSIONS = ("v0.0.40", "v0.0.41", "v0.0.42")
-DEFAULT_API_VERSION = "v0.0.41"
-REQUEST_TIMEOUT = 30
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
+
+ACTION = "scaling-view"
+ACTION_WAIT = 300
+"""Seconds the action may take (scontrol's JSON of a busy queue is megabytes)."""
+MAX_NUMBER = 2**63 - 1
+MAX_PARTS = 16
 
 
 class SlurmUnreadable(RuntimeError):  # noqa: N818 - says what happened, like Slurm's errors
-    """slurmrestd did not answer, refused the token, or answered something unreadable."""
+    """The action failed, did not answer, or answered something this program does not read."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -65,12 +70,62 @@ class Job:
     memory_per_node: int
     reason: str
     copies: int = 1
-    """Pending tasks of a job array (one record for all of them), else 1."""
+    """Copies of the shape that may run at once: the jobs of one shape, a job array's tasks."""
+    jobs: int = 1
+    """Pending jobs of this shape (`job_id` is one of them)."""
 
     @property
     def nodes_wanted(self) -> int:
-        """Nodes the record asks for: per task, times the tasks that may run at once."""
+        """Nodes the record asks for: per copy, times the copies that may run at once."""
         return self.node_count * self.copies
+
+
+Number = Annotated[int, Field(ge=0, le=MAX_NUMBER, strict=True)]
+Name = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9_.-]{1,64}$")]
+Word = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9_]{1,64}$")]
+Text = Annotated[str, StringConstraints(max_length=256)]
+_PARTITIONS = re.compile(r"^[A-Za-z0-9_.-]{1,64}(,[A-Za-z0-9_.-]{1,64})*$")
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+
+
+class ViewNode(_Strict):
+    """A node of the action's `nodes`."""
+
+    name: Name
+    state: list[Word]
+    cpus: Number
+    real_memory: Number
+    alloc_cpus: Number
+    last_busy: Number
+    reason: Text
+    partitions: list[Name]
+    reservation: Text
+
+
+class ViewShape(_Strict):
+    """A shape of pending jobs of the action's `pending`."""
+
+    partition: Annotated[str, StringConstraints(pattern=_PARTITIONS.pattern, max_length=1024)]
+    nodes: Annotated[int, Field(ge=1, le=MAX_NUMBER, strict=True)]
+    cpus: Number
+    memory: Number
+    reason: Word
+    jobs: Annotated[int, Field(ge=1, le=MAX_NUMBER, strict=True)]
+    copies: Annotated[int, Field(ge=1, le=MAX_NUMBER, strict=True)]
+    example: Annotated[int, Field(ge=1, le=MAX_NUMBER, strict=True)]
+
+
+class View(_Strict):
+    """The whole answer of the action."""
+
+    time: Number
+    nodes: list[ViewNode]
+    pending: list[ViewShape]
+    omitted: Number
+    reserved: list[Name]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -81,200 +136,81 @@ class Snapshot:
     pending: tuple[Job, ...]
     reserved: frozenset[str]
     now: int
+    omitted: int = 0
+    """Pending jobs the action left out (more shapes than it returns)."""
 
 
-def number(value: Any, default: int = 0) -> int:
-    """Read an integer from a bare number or a `{"set", "infinite", "number"}` object."""
-    if isinstance(value, Mapping):
-        if not value.get("set", True) or value.get("infinite", False):
-            return default
-        value = value.get("number", default)
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return default
-    return int(value)
+def parse_view(results: Mapping[str, Any]) -> Snapshot:
+    """Read the action's results (`parts`, `part-0`...) into a snapshot.
 
+    Raises:
+        SlurmUnreadable: Anything but a well-formed view.
 
-def parse_node(raw: Mapping[str, Any]) -> Node:
-    """Read a node from a `/nodes` entry."""
-    return Node(
-        name=str(raw["name"]),
-        state=frozenset(str(flag) for flag in raw.get("state", [])),
-        cpus=number(raw.get("cpus")),
-        real_memory=number(raw.get("real_memory")),
-        alloc_cpus=number(raw.get("alloc_cpus")),
-        last_busy=number(raw.get("last_busy")),
-        reason=str(raw.get("reason") or ""),
-        partitions=tuple(str(p) for p in raw.get("partitions", [])),
-        reservation=str(raw.get("reservation") or ""),
-    )
-
-
-def parse_job(raw: Mapping[str, Any]) -> Job:
-    """Read a job from a `/jobs` entry: its nodes, and the CPUs and memory each node must have."""
-    nodes = max(1, number(raw.get("node_count"), 1))
-    cpus_total = number(raw.get("cpus"))
-    cpus_per_node = max(number(raw.get("minimum_cpus_per_node"), 1), -(-cpus_total // nodes))
-    memory = number(raw.get("memory_per_node"))
-    if not memory and (per_cpu := number(raw.get("memory_per_cpu"))):
-        memory = per_cpu * cpus_per_node
-    return Job(
-        job_id=number(raw.get("job_id")),
-        partition=str(raw.get("partition") or ""),
-        node_count=nodes,
-        cpus_per_node=cpus_per_node,
-        memory_per_node=memory,
-        reason=str(raw.get("state_reason") or ""),
-        copies=_array_tasks(str(raw.get("array_task_string") or ""), raw.get("array_max_tasks")),
-    )
-
-
-def _array_tasks(tasks: str, throttle: object) -> int:
-    """How many tasks of a pending array record may run at once (`0-9%2` → 2; none → 1)."""
-    expression, _, limit = tasks.partition("%")
-    count = len(_hostlist(f"x[{expression}]")) if expression else 1
-    cap = int(limit) if limit.isdigit() else number(throttle)
-    return max(1, min(count, cap) if cap > 0 else count)
-
-
-def reserved_nodes(reservations: list[Mapping[str, Any]], now: int) -> frozenset[str]:
-    """Nodes of reservations that are active now or start later (listed hostnames only)."""
-    names: set[str] = set()
-    for reservation in reservations:
-        if number(reservation.get("end_time"), now + 1) <= now:
-            continue
-        names.update(_hostlist(str(reservation.get("node_list") or "")))
-    return frozenset(names)
-
-
-def _hostlist(text: str) -> list[str]:
-    """Expand a Slurm host list such as `compute-[0-2,5],gpu-1`."""
-    names: list[str] = []
-    for part in _split_top_level(text):
-        prefix, bracket, rest = part.partition("[")
-        if not bracket:
-            names.append(part)
-            continue
-        ranges, _, suffix = rest.partition("]")
-        for chunk in ranges.split(","):
-            low, dash, high = chunk.partition("-")
-            if not dash:
-                names.append(f"{prefix}{low}{suffix}")
-                continue
-            width = len(low)
-            names.extend(
-                f"{prefix}{index:0{width}d}{suffix}" for index in range(int(low), int(high) + 1)
-            )
-    return names
-
-
-def _split_top_level(text: str) -> list[str]:
-    """Split at commas outside brackets."""
-    parts, depth, current = [], 0, ""
-    for char in text:
-        depth += {"[": 1, "]": -1}.get(char, 0)
-        if char == "," and depth == 0:
-            parts.append(current)
-            current = ""
-        else:
-            current += char
-    if current:
-        parts.append(current)
-    return [part.strip() for part in parts if part.strip()]
-
-
-def snapshot(
-    jobs: Mapping[str, Any],
-    nodes: Mapping[str, Any],
-    reservations: Mapping[str, Any],
-    now: int,
-) -> Snapshot:
-    """Build a snapshot from the three responses; raises SlurmUnreadable on errors in them."""
-    for response in (jobs, nodes, reservations):
-        if errors := response.get("errors"):
-            raise SlurmUnreadable(f"slurmrestd answered errors: {errors}")
+    """
     try:
-        pending = tuple(
-            parse_job(job) for job in jobs["jobs"] if "PENDING" in job.get("job_state", [])
-        )
-        return Snapshot(
-            nodes=tuple(parse_node(node) for node in nodes["nodes"]),
-            pending=pending,
-            reserved=reserved_nodes(list(reservations["reservations"]), now),
-            now=now,
-        )
-    except (KeyError, TypeError, ValueError) as e:
-        raise SlurmUnreadable(f"unexpected slurmrestd response: {e!r}") from e
+        count = results["parts"]
+        if not isinstance(count, str) or not count.isdigit() or not 1 <= int(count) <= MAX_PARTS:
+            raise ValueError(f"parts {str(count)[:20]!r}")
+        parts = [results[f"part-{n}"] for n in range(int(count))]
+        if not all(isinstance(part, str) for part in parts):
+            raise ValueError("a part is not text")
+        view = View.model_validate(json.loads("".join(parts)))
+    except ValidationError as e:
+        first = e.errors()[0]
+        where = ".".join(str(part) for part in first["loc"])
+        raise SlurmUnreadable(f"unexpected {ACTION} answer at {where}: {first['msg']}") from None
+    except (KeyError, TypeError, ValueError, RecursionError) as e:
+        raise SlurmUnreadable(f"unexpected {ACTION} answer: {e!r}"[:300]) from None
+    return Snapshot(
+        nodes=tuple(_node(node) for node in view.nodes),
+        pending=tuple(_job(shape) for shape in view.pending),
+        reserved=frozenset(view.reserved),
+        now=view.time,
+        omitted=view.omitted,
+    )
 
 
-class Transport(Protocol):
-    """Sends a GET with the token headers to slurmrestd; returns (HTTP status, body)."""
+def _node(node: ViewNode) -> Node:
+    return Node(
+        name=node.name,
+        state=frozenset(node.state),
+        cpus=node.cpus,
+        real_memory=node.real_memory,
+        alloc_cpus=node.alloc_cpus,
+        last_busy=node.last_busy,
+        reason=node.reason,
+        partitions=tuple(node.partitions),
+        reservation=node.reservation,
+    )
 
-    def __call__(self, url: str, headers: Mapping[str, str]) -> tuple[int, str]:
-        """GET `url` with `headers`."""
+
+def _job(shape: ViewShape) -> Job:
+    return Job(
+        job_id=shape.example,
+        partition=shape.partition,
+        node_count=shape.nodes,
+        cpus_per_node=shape.cpus,
+        memory_per_node=shape.memory,
+        reason=shape.reason,
+        copies=shape.copies,
+        jobs=shape.jobs,
+    )
+
+
+class ActionRunner(Protocol):
+    """Runs an action on a unit and returns its results (`jubilant.Juju.run(...).results`)."""
+
+    def __call__(self, unit: str, action: str, params: Mapping[str, Any]) -> Mapping[str, Any]:
+        """Run `action` on `unit` with `params`."""
         ...
 
 
-def http_get(url: str, headers: Mapping[str, str]) -> tuple[int, str]:
-    """GET over HTTP from this machine."""
-    request = urllib.request.Request(url, headers=dict(headers))
-    try:
-        with urllib.request.urlopen(request, timeout=REQUEST_TIMEOUT) as response:
-            return response.status, response.read().decode(errors="replace")
-    except urllib.error.HTTPError as e:
-        return e.code, e.read().decode(errors="replace")
-    except OSError as e:
-        raise SlurmUnreadable(f"slurmrestd unreachable at {url}: {e}") from e
+def read(run_action: ActionRunner, leader: str, partitions: list[str]) -> Snapshot:
+    """Run the action on the controller's leader for `partitions`; its snapshot.
 
+    Raises:
+        SlurmUnreadable: The action failed (with its reason) or answered something else.
 
-def curl_on_unit(exec_on_unit: Callable[[str], str]) -> Transport:
-    """Return a transport that runs curl on a unit (`juju exec`).
-
-    For a slurmrestd this machine cannot reach. The token is then on that unit's command
-    line (and in Juju's task log): the program asks for short-lived tokens.
     """
-
-    def get(url: str, headers: Mapping[str, str]) -> tuple[int, str]:
-        options = " ".join(f"-H {shlex.quote(f'{k}: {v}')}" for k, v in headers.items())
-        marker = "\n--http-status--"
-        command = (
-            f"curl -sS --max-time {REQUEST_TIMEOUT} {options} "
-            f"-w {shlex.quote(marker + '%{http_code}')} {shlex.quote(url)}"
-        )
-        try:
-            out = exec_on_unit(command)
-        except Exception as e:
-            raise SlurmUnreadable(f"slurmrestd unreachable at {url} (via juju exec): {e}") from e
-        body, _, status = out.rpartition(marker.strip("\n"))
-        return int(status.strip() or 0) if status.strip().isdigit() else 0, body
-
-    return get
-
-
-@dataclasses.dataclass
-class RestClient:
-    """Reads Slurm through slurmrestd (`X-SLURM-USER-NAME`/`-TOKEN` headers)."""
-
-    base_url: str
-    user: str
-    token: str
-    transport: Transport = http_get
-    version: str = DEFAULT_API_VERSION
-
-    def get(self, endpoint: str) -> dict[str, Any]:
-        """GET `/slurm/<version>/<endpoint>`; raises SlurmUnreadable unless HTTP 200 JSON."""
-        url = f"{self.base_url.rstrip('/')}/slurm/{self.version}/{endpoint}"
-        headers = {"X-SLURM-USER-NAME": self.user, "X-SLURM-USER-TOKEN": self.token}
-        status, body = self.transport(url, headers)
-        if status != 200:
-            raise SlurmUnreadable(f"slurmrestd answered HTTP {status} for {endpoint}")
-        try:
-            parsed = json.loads(body)
-        except json.JSONDecodeError as e:
-            raise SlurmUnreadable(f"slurmrestd answered non-JSON for {endpoint}") from e
-        if not isinstance(parsed, dict):
-            raise SlurmUnreadable(f"slurmrestd answered a non-object for {endpoint}")
-        return parsed
-
-    def snapshot(self, now: int) -> Snapshot:
-        """Read the jobs, nodes and reservations."""
-        return snapshot(self.get("jobs"), self.get("nodes"), self.get("reservations"), now)
+    results = run_action(leader, ACTION, {"partitions": ",".join(partitions)})
+    return parse_view(results)

@@ -22,6 +22,7 @@ import partitions
 import rebuild
 import retire
 import rotation
+import scaling_view
 import takeover
 import toolkit
 from applied import AppliedConfig
@@ -142,6 +143,7 @@ class SlurmctldCharm(SlurmCharm[SlurmctldConfig]):
         framework.observe(self.on.rotate_auth_key_action, self._on_rotate_auth_key_action)
         framework.observe(self.on.secret_remove, self._on_secret_remove)
         framework.observe(self.on.list_backups_action, self._on_list_backups_action)
+        framework.observe(self.on.scaling_view_action, self._on_scaling_view_action)
         self.reconcile_on(
             self.on.slurmctld_wake,
             self.on[PEER].relation_changed,
@@ -220,6 +222,9 @@ class SlurmctldCharm(SlurmCharm[SlurmctldConfig]):
 
     def _on_list_backups_action(self, event: ops.ActionEvent) -> None:
         list_backups(event, self.slurmctld.root)
+
+    def _on_scaling_view_action(self, event: ops.ActionEvent) -> None:
+        scaling_view.run(event)
 
     def _on_secret_remove(self, event: ops.SecretRemoveEvent) -> None:
         if self.unit.is_leader():  # Only the leader manages the application's secrets.

@@ -1,7 +1,8 @@
-"""The autoscaler's decisions over slurmrestd responses recorded on the lab (Slurm 24.11).
+"""The autoscaler's decisions over Slurm answers recorded on the lab (Slurm 24.11).
 
 Fixtures (tests/unit/autoscaler/fixtures/<state>-<version>-<endpoint>.json), recorded from the
-lab's slurmrestd with data_parser v0.0.40, v0.0.41 and v0.0.42:
+lab's slurmrestd with data_parser v0.0.40, v0.0.41 and v0.0.42, reach the decisions through
+the `scaling-view` action's reading (autoscaler_recorded):
 - busy: compute-0 runs job 1 (1 of 2 CPUs), compute-1 idle; job 4 held, job 7 --begin later.
 - pending: as busy, plus jobs 8 (-N2 --exclusive, Resources) and 9 (-N2, Priority).
 - guards: compute-1 in reservation `maint`, compute-2 drained by an operator, jobs 8, 9 gone.
@@ -13,28 +14,19 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
-import json
-from pathlib import Path
 
 import pytest
+from autoscaler_recorded import answers, recorded, results
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from slurm_autoscale.decide import decide
 from slurm_autoscale.policy import AppPolicy, Window
-from slurm_autoscale.slurm import Job, Node, Snapshot, snapshot
+from slurm_autoscale.slurm import Job, Node, Snapshot, parse_view
 
-FIXTURES = Path(__file__).parent / "fixtures"
 VERSIONS = ("v0.0.40", "v0.0.41", "v0.0.42")
 RECORDED = 1795630780
 """A moment just after the recordings (compute-1's last job ended at 1795630741)."""
 MONDAY_NOON = dt.datetime(2026, 11, 23, 12, 0, tzinfo=dt.UTC)
-
-
-def recorded(state: str, version: str = "v0.0.41", now: int = RECORDED) -> Snapshot:
-    def load(endpoint: str) -> dict:
-        return json.loads((FIXTURES / f"{state}-{version}-{endpoint}.json").read_text())
-
-    return snapshot(load("jobs"), load("nodes"), load("reservations"), now)
 
 
 def policy(**fields) -> AppPolicy:
@@ -267,15 +259,13 @@ def test_never_past_max_never_below_floor_never_a_busy_node(world):
     assert not (decision.add and decision.remove)
 
 
-def test_a_pending_job_array_counts_the_tasks_that_may_run_at_once():
-    def load(endpoint: str) -> dict:
-        return json.loads((FIXTURES / f"pending-v0.0.41-{endpoint}.json").read_text())
-
-    jobs = load("jobs")
-    # Job 8's record (-N2) as the one record of a pending array of 10 tasks, at most 2 at once.
-    record = next(j for j in jobs["jobs"] if j["job_id"] == 8)
-    jobs["jobs"] = [dict(record, array_task_string="0-9%2")]
-    slurm = snapshot(jobs, load("nodes"), load("reservations"), RECORDED)
+@pytest.mark.parametrize("tasks", ["0-9%2", "0-3000000%2", "0,5%2"])
+def test_a_pending_job_array_counts_the_tasks_that_may_run_at_once(tasks):
+    documents = answers("pending")
+    # Job 8's record (-N2) as the one record of a pending array, at most 2 tasks at once.
+    record = next(j for j in documents["jobs"]["jobs"] if j["job_id"] == 8)
+    documents["jobs"]["jobs"] = [dict(record, array_task_string=tasks)]
+    slurm = parse_view(results(documents, RECORDED))
     decision = decide("compute", policy(max=10, step=10), UNITS, slurm, now=MONDAY_NOON)
     assert decision.add == 3  # 2 tasks x 2 nodes, compute-1 idle.
     assert "1 pending jobs need 4 nodes" in decision.reason

@@ -45,8 +45,25 @@ def test_a_good_policy_parses_with_durations_and_a_schedule():
         ("[compute\n", "not valid TOML"),
         ("", "no application in the policy"),
         (
-            '[compute]\nmax = 3\n[[compute.schedule]]\nstart = "18:00"\nend = "08:00"\nmin = 1\n',
-            "start 18:00 is not before end 08:00",
+            '[compute]\nmax = 3\n[[compute.schedule]]\nstart = "18:00"\nend = "18:00"\nmin = 1\n',
+            "start and end are both 18:00: an empty window",
+        ),
+        ("[compute]\nmax = true\n", "[compute]: max: Input should be a valid integer"),
+        ("[compute]\nmax = 3.0\n", "[compute]: max: Input should be a valid integer"),
+        ('[compute]\nmax = "3"\n', "[compute]: max: Input should be a valid integer"),
+        ("[compute]\nmax = 3\nstep = true\n", "step: Input should be a valid integer"),
+        ("[compute]\nmax = 3\ncpus = 2.5\n", "cpus: Input should be a valid integer"),
+        ("[compute]\nmax = 3\ncooldown = 1.5\n", "cooldown: Input should be a valid integer"),
+        ("[compute]\nmax = 10001\n", "max: Input should be less than or equal to 10000"),
+        ("[compute]\nmax = 3\nstep = 10001\n", "step: Input should be less than or equal to"),
+        (
+            "[compute]\nmax = 3\nidle-timeout = 99999999999\n",
+            "idle-timeout: Input should be less than or equal to",
+        ),
+        (
+            '[compute]\nmax = 3\n[[compute.schedule]]\nstart = "08:00"\nend = "09:00"\n'
+            "min = false\n",
+            "schedule.0.min: Input should be a valid integer",
         ),
         (
             '[compute]\nmax = 3\n[[compute.schedule]]\nstart = "25:00"\nend = "26:00"\nmin = 1\n',
@@ -73,3 +90,15 @@ def test_bad_policy_is_a_clear_error(text, message):
         parse(text, "policy.toml")
     assert message in str(caught.value)
     assert str(caught.value).startswith("policy.toml: ")
+
+
+def test_a_window_whose_end_is_before_its_start_crosses_midnight():
+    text = (
+        '[compute]\nmax = 3\n[[compute.schedule]]\ndays = ["fri"]\n'
+        'start = "22:00"\nend = "06:00"\nmin = 2\n'
+    )
+    rule = parse(text)["compute"]
+    friday = dt.datetime(2026, 11, 27, tzinfo=dt.UTC)
+    assert [rule.minimum_at(friday.replace(hour=h)) for h in (5, 21, 22, 23)] == [0, 0, 2, 2]
+    saturday = friday + dt.timedelta(days=1)
+    assert [rule.minimum_at(saturday.replace(hour=h)) for h in (0, 5, 6, 22)] == [2, 2, 0, 0]
