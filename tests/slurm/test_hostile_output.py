@@ -39,6 +39,7 @@ def slurmctld_module(name: str) -> ModuleType:
 
 
 rebuild = slurmctld_module("rebuild")
+scaling_view = slurmctld_module("scaling_view")
 takeover = slurmctld_module("takeover")
 
 USER = "nobody"
@@ -163,6 +164,21 @@ def test_the_takeover_repair_names_no_forged_candidate(cluster: Cluster, hostile
     assert {str(job.job_id) for job in records if job is not None} == real_job_ids(cluster)
     assert None not in records, answer
     assert takeover.job_candidates(answer, since=0) == [], answer
+
+
+def test_the_scaling_view_counts_each_pending_job_once(cluster: Cluster, hostile: Hostile):
+    """scontrol's JSON keeps users' text in its strings: every real job counted, once."""
+    answers = [
+        cluster.sh(cluster.controller, "scontrol", "show", what, "--json")
+        for what in ("nodes", "jobs", "reservations")
+    ]
+
+    view = scaling_view.view(*answers, [PARTITION], now=0)
+
+    examples = {shape["example"] for shape in view["pending"]}
+    assert sum(shape["jobs"] for shape in view["pending"]) == len(real_job_ids(cluster))
+    assert examples <= {hostile.victim, *hostile.forgers}
+    assert view["omitted"] == 0
 
 
 def slurm_query(cluster: Cluster, argv: list[str]) -> str:
