@@ -27,7 +27,6 @@ from pathlib import Path
 
 import jubilant
 import pytest
-from conftest import on_real_juju
 from deploy_helpers import LAB_OPTIONS
 from dynamic_nodes_helpers import poll, sh
 
@@ -40,7 +39,7 @@ LOGIN = "login/0"
 @pytest.fixture(scope="module")
 def cluster(juju: jubilant.Juju, charm_path: Callable[[str], Path]) -> jubilant.Juju:
     juju.deploy(charm_path("slurmctld"), "slurmctld", config=LAB_OPTIONS)
-    constraints = None if on_real_juju() else {"virt-type": "virtual-machine"}
+    constraints = {"virt-type": "virtual-machine"}  # Juju's own, on LXD clouds
     juju.deploy(charm_path("slurmd"), "compute", config=LAB_OPTIONS, constraints=constraints)
     juju.deploy(charm_path("sackd"), "login", config=LAB_OPTIONS)
     juju.integrate("slurmctld:slurmd", "compute:slurmctld")
