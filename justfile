@@ -76,7 +76,8 @@ integration *args:
 
 # The charms' defaults (process-isolation=cgroup) on a compute node that boots its own kernel:
 # a qemu VM under software emulation (lab/README.md, "Virtual machines"). Not in `integration`
-# (CI): on this 2-core host the VM's hooks take 25-30 s each, and the module needs 20+ minutes.
+# (CI): the VM takes most of a host core under emulation, its hooks 23-37 s each (1-7 s in a
+# container), and the module 11 minutes here; CI already runs 4 labs on 2 cores.
 integration-vm *args:
     uv run pytest tests/integration/test_vm_defaults.py {{ args }}
 
