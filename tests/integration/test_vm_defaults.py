@@ -9,7 +9,9 @@ login node. Each check below fails where the default fails to do its job:
 
 - slurmd runs under cgroup v2 with the cgroup plugins and the node is idle;
 - a job asking `--mem=64M` that fills 256 MiB ends OUT_OF_MEMORY and the node stays up;
-- `srun -c1 nproc` prints 1 (and `-c2` prints 2) on the 2-CPU VM;
+- `srun -c1 nproc` prints 1 (and `-c2` prints 2) on the 2-CPU VM, and the step's cgroup
+  allows one CPU (`cpuset.cpus.effective`): task/affinity alone makes nproc print 1, only
+  ConstrainCores confines the cgroup;
 - a process a job left in the background is gone once the job ended;
 - `scancel` of a job with child processes leaves none of them;
 - slurmd restarted by the charm (a new auth key: `rotate-auth-key`) keeps the running job.
@@ -99,10 +101,19 @@ def test_a_job_over_its_memory_ends_out_of_memory_and_the_node_stays_up(cluster:
     )
 
 
+STEP_CPUS = (
+    "srun -c{} sh -c 'cat /sys/fs/cgroup$(cut -d: -f3 /proc/self/cgroup)/cpuset.cpus.effective'"
+)
+"""The CPUs the step's own cgroup allows (task/affinity alone pins the task, not its cgroup)."""
+
+
 def test_a_step_gets_only_the_cores_it_asked_for(cluster: jubilant.Juju):
     assert on_node(cluster, "nproc").strip() == "2"
     assert sh(cluster, "srun -c1 nproc", unit=LOGIN).strip() == "1"
     assert sh(cluster, "srun -c2 nproc", unit=LOGIN).strip() == "2"
+    one = sh(cluster, STEP_CPUS.format(1), unit=LOGIN).strip()
+    assert one in ("0", "1"), f"a 1-CPU step's cgroup allows CPUs {one!r}"
+    assert sh(cluster, STEP_CPUS.format(2), unit=LOGIN).strip() == "0-1"
 
 
 def test_a_process_a_job_left_behind_is_gone_when_the_job_ends(cluster: jubilant.Juju):
