@@ -13,7 +13,13 @@ login node. Each check below fails where the default fails to do its job:
   allows one CPU (`cpuset.cpus.effective`): task/affinity alone makes nproc print 1, only
   ConstrainCores confines the cgroup;
 - a process a job left in the background is gone once the job ended;
-- `scancel` of a job with child processes leaves none of them;
+
+Each can fail, as runs here showed: with `process-isolation=none` on the same VM
+(proctrack/linuxproc, no task plugin) the first four checks fail; with the confinement default
+reverted (cgroup.conf's Constrain* keys back to Slurm's `no`) the first two do, and `srun -c1
+nproc` still printed 1 (task/affinity pins the task): hence the check of the step's cpuset.
+- `scancel` of a job with child processes leaves none of them, not even one that left the
+  job's process tree (a double fork into a new session);
 - slurmd restarted by the charm (a new auth key: `rotate-auth-key`) keeps the running job.
 
 sacct's MaxRSS is not checked here: it needs slurmdbd and its database, two more machines
@@ -127,7 +133,9 @@ def test_a_process_a_job_left_behind_is_gone_when_the_job_ends(cluster: jubilant
 
 
 def test_scancel_leaves_no_child_of_the_job(cluster: jubilant.Juju):
-    job = submit(cluster, "", "sleep 4343 & sleep 4343 & wait")
+    # One child stays the script's; the other leaves its tree (a double fork, a new session):
+    # only the job's cgroup still holds it.
+    job = submit(cluster, "", "(setsid sleep 4343 &); sleep 4343 & wait")
     wait_state(cluster, job, {"RUNNING"})
     poll(
         lambda: on_node(cluster, "ps -eo args").count("sleep 4343") == 2,
