@@ -1196,6 +1196,20 @@ MUTATIONS = [
         "",
         "tests/unit/slurmctld/test_exporter_service.py",
     ),
+    Mutation(
+        "cgroup-isolation-confines-nothing",
+        "charms/slurmctld/src/cluster.py",
+        '"cgroup": {"constraincores": True, "constrainramspace": True, "constraindevices": True},',
+        '"cgroup": {},',
+        "tests/unit/slurmctld/test_overrides_charm.py",
+    ),
+    Mutation(
+        "confinement-defaults-override-the-operator",
+        "charms/slurmctld/src/cluster.py",
+        "fields = {**CONFINEMENT[config.process_isolation], **config.cgroup_parameters}",
+        "fields = {**config.cgroup_parameters, **CONFINEMENT[config.process_isolation]}",
+        "tests/unit/slurmctld/test_overrides_charm.py",
+    ),
 ]
 
 

@@ -40,6 +40,13 @@ ISOLATION_PLUGINS: dict[str, dict[str, Any]] = {
     },
 }
 CGROUP_PLUGIN = {"cgroup": "autodetect", "none": "disabled"}
+# What `process-isolation=cgroup` confines by default (Slurm's own default for each is `no`:
+# jobs tracked, not confined): a job's cores, its RAM (`--mem`), and its devices (GPUs not
+# allocated to it are hidden). The operator's `cgroup-parameters` override each of them.
+CONFINEMENT: dict[str, dict[str, Any]] = {
+    "cgroup": {"constraincores": True, "constrainramspace": True, "constraindevices": True},
+    "none": {},
+}
 JWT_KEY_FILE = f"/etc/slurm/{JWT_KEY_NAME}"  # SlurmctldManager.jwt_key writes it.
 # Tokens (`scontrol token`, slurmrestd's rest_auth/jwt) are accepted besides auth/slurm.
 JWT_AUTH: dict[str, Any] = {
@@ -147,7 +154,8 @@ def render_slurm_conf(
 def render_cgroup_conf(config: SlurmctldConfig) -> CGroupConfig:
     """Render cgroup.conf, served to compute nodes by configless slurmctld."""
     cgroup = CGroupConfig.from_dict({"cgroupplugin": CGROUP_PLUGIN[config.process_isolation]})
-    return overrides.with_cgroup_parameters(cgroup, config.cgroup_parameters)
+    fields = {**CONFINEMENT[config.process_isolation], **config.cgroup_parameters}
+    return overrides.with_cgroup_parameters(cgroup, fields)
 
 
 def render_gres_conf() -> GresConfig:

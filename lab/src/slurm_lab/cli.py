@@ -16,7 +16,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from slurm_lab import rootfs
+from slurm_lab import rootfs, vm
 from slurm_lab.errors import LabError
 from slurm_lab.machines import Lab, Machine
 
@@ -118,7 +118,7 @@ def _no_args(parser: argparse.ArgumentParser) -> None:
 
 def _requirements(args: argparse.Namespace) -> int:
     del args
-    print(" ".join(rootfs.host_requirements()))
+    print(" ".join([*rootfs.host_requirements(), *vm.host_requirements()]))
     return 0
 
 

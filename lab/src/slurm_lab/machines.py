@@ -28,7 +28,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from slurm_lab import mirror, network, rootfs
+from slurm_lab import mirror, network, rootfs, vm, vmchannel, vmimage
 from slurm_lab.errors import LabError
 from slurm_lab.proc import run, run_resumed, start_time
 
@@ -37,6 +37,8 @@ __all__ = ["Lab", "LabError", "Machine"]
 logger = logging.getLogger(__name__)
 
 DEFAULT_STATE_DIR = Path("/var/lib/slurm-lab")
+MachineKind = Literal["container", "vm"]
+"""A systemd-nspawn container (the default) or a qemu VM with its own kernel (`slurm_lab.vm`)."""
 FaultKind = Literal["kill", "power", "network"]
 """How `Lab.fault` takes a machine down: SIGKILL a service, pull the plug, cut the link."""
 SUBNET = "10.151.0"
@@ -85,14 +87,25 @@ class Machine:
     init_pid: int = 0
     init_start: int = 0
     """When the init started (`proc.start_time`): with the PID, it tells this boot's init from
-    a process that got the PID after the init ended."""
+    a process that got the PID after the init ended. For a VM: its kernel's boot time
+    (`btime`, 0 while no boot answers), which a reboot changes."""
+    kind: MachineKind = "container"
+    channel: str = ""
+    """A VM's command channel directory (`slurm_lab.vmchannel`)."""
+
+    @staticmethod
+    def _variables(env: Mapping[str, str] | None) -> dict[str, str]:
+        variables = {"PATH": MACHINE_PATH, "HOME": "/root", "LANG": "C.UTF-8", "USER": "root"}
+        variables.update(env or {})
+        return variables
 
     def nsenter_argv(self, argv: Sequence[str], env: Mapping[str, str] | None = None) -> list[str]:
         """Return the host command line that runs argv inside this machine (for shell-likes)."""
+        if self.kind == "vm":
+            raise LabError(f"{self.name} is a VM: no host command line enters it; use exec")
         if not self.init_pid or start_time(self.init_pid) != self.init_start:
             raise LabError(f"machine {self.name} is not running")
-        variables = {"PATH": MACHINE_PATH, "HOME": "/root", "LANG": "C.UTF-8", "USER": "root"}
-        variables.update(env or {})
+        variables = self._variables(env)
         return [
             "nsenter",
             f"--target={self.init_pid}",
@@ -119,7 +132,14 @@ class Machine:
 
         Raises LabError on timeout, and with check on a non-zero exit (message has stderr).
         """
-        result = run_resumed(self.nsenter_argv(argv, env), input=input, timeout=timeout)
+        if self.kind == "vm":
+            data = (input or "").encode()
+            code, out, err = self._vm_run(argv, data, timeout, env)
+            result = subprocess.CompletedProcess(
+                list(argv), code, out.decode(errors="replace"), err.decode(errors="replace")
+            )
+        else:
+            result = run_resumed(self.nsenter_argv(argv, env), input=input, timeout=timeout)
         if check and result.returncode != 0:
             raise LabError(
                 f"{self.name}: {' '.join(argv)} exited {result.returncode}: "
@@ -127,7 +147,28 @@ class Machine:
             )
         return result
 
+    def _vm_run(
+        self,
+        argv: Sequence[str],
+        data: bytes,
+        timeout: float | None,
+        env: Mapping[str, str] | None,
+    ) -> tuple[int, bytes, bytes]:
+        """Run argv in this VM through its command channel: (exit status, stdout, stderr)."""
+        if not self.init_start:
+            raise LabError(f"machine {self.name} is not running")
+        variables = self._variables(env)
+        return vmchannel.request(
+            Path(self.channel), self.name, argv=argv, env=variables, stdin=data, timeout=timeout
+        )
+
     def _exec_bytes(self, argv: Sequence[str], data: bytes, timeout: float | None = 300) -> None:
+        if self.kind == "vm":
+            code, _, stderr = self._vm_run(argv, data, timeout, None)
+            if code != 0:
+                message = stderr.decode(errors="replace").strip()
+                raise LabError(f"{self.name}: {' '.join(argv)} failed: {message}")
+            return
         try:
             result = subprocess.run(
                 self.nsenter_argv(argv, None),
@@ -160,6 +201,12 @@ class Machine:
         if not src.is_dir():
             raise LabError(f"push: no such file or directory: {src}")
         self.exec(["mkdir", "-p", dest], check=True)
+        if self.kind == "vm":
+            archive = subprocess.run(
+                ["tar", "-C", str(src), "-cf", "-", "."], capture_output=True, check=True
+            ).stdout
+            self._exec_bytes(["tar", "-C", dest, "--no-same-owner", "-xf", "-"], archive, 600)
+            return
         with subprocess.Popen(
             ["tar", "-C", str(src), "-cf", "-", "."], stdout=subprocess.PIPE
         ) as tar:
@@ -253,13 +300,28 @@ class _Record:
     nspawn_pid: int = 0
     init_pid: int = 0
     init_start: int = 0
+    kind: MachineKind = "container"
+    """For a VM: `veth` is its tap, `nspawn_pid` its qemu, `init_start` qemu's start time."""
+    broker_pid: int = 0
+    channel: str = ""
 
     def init_runs(self) -> bool:
-        """Whether the recorded init still runs: the same process, not one that reused its PID."""
+        """Whether the recorded init (a VM's qemu) still runs, not a process reusing its PID."""
         return bool(self.init_pid) and start_time(self.init_pid) == self.init_start
 
     def machine(self) -> Machine:
         """Return the machine as commands reach it: through its init, while that runs."""
+        if self.kind == "vm":
+            boot = vmchannel.read_boot(Path(self.channel)) if self.init_runs() else None
+            btime = boot.get("btime") if boot else 0
+            return Machine(
+                self.name,
+                self.address,
+                self.init_pid if self.init_runs() else 0,
+                btime if isinstance(btime, int) else 0,
+                kind="vm",
+                channel=self.channel,
+            )
         if not self.init_runs():
             return Machine(self.name, self.address)
         return Machine(self.name, self.address, self.init_pid, self.init_start)
@@ -438,7 +500,7 @@ class Lab:
         During a reboot the old init is gone and the new one may not run yet: the record
         is returned as it is (commands in the machine fail until it is back).
         """
-        if not record.nspawn_pid or record.init_runs():
+        if record.kind == "vm" or not record.nspawn_pid or record.init_runs():
             return record
         init_pid = self._find_init(record)
         if init_pid:
@@ -455,21 +517,38 @@ class Lab:
 
         Only the machine itself can write there, unlike the shared mount every machine has.
         """
-        if name not in self._load():
+        record = self._load().get(name)
+        if record is None:
             raise LabError(f"no lab machine named {name!r}")
+        if record.kind == "vm":
+            return self._vm_host_path(record, path)
         root = self._root(name).resolve()
         found = (root / path.lstrip("/")).resolve()
         if not found.is_relative_to(root):  # a symlink in the machine must not lead the host out
             raise LabError(f"{name}: {path} leads out of the machine")
         return found
 
-    def create(self, name: str) -> Machine:
+    def _vm_host_path(self, record: _Record, path: str) -> Path:
+        """Where a path of a VM is on the host: only under /var/lib/juju, its 9p share."""
+        share = (self._machine_dir(record.name) / vm.SHARE_DIRS["labjuju"]).resolve()
+        mountpoint = vmimage.SHARES["labjuju"][0]
+        inside = Path("/" + path.lstrip("/"))
+        if not inside.is_relative_to(mountpoint):
+            raise LabError(f"{record.name} is a VM: only {mountpoint} is visible from the host")
+        found = (share / inside.relative_to(mountpoint)).resolve()
+        if not found.is_relative_to(share):
+            raise LabError(f"{record.name}: {path} leads out of the machine")
+        return found
+
+    def create(self, name: str, kind: MachineKind = "container") -> Machine:
         """Create and boot a machine; returns once its systemd is running (or degraded)."""
         if not NAME_PATTERN.match(name):
             raise LabError(f"bad machine name {name!r}: use lowercase letters, digits and '-'")
         self._record_suite()
         base = self.ensure_base()
         _raise_inotify_instances()
+        if kind == "vm":
+            return self._create_vm(name, vmimage.ensure_image(base))
         record = self._reserve(name)
         started = time.monotonic()
         try:
@@ -492,6 +571,95 @@ class Lab:
         logger.info("%s booted in %.1fs", name, time.monotonic() - started)
         self._update_hosts()
         return machine
+
+    def _create_vm(self, name: str, image: Path) -> Machine:
+        record = self._reserve(name, kind="vm")
+        started = time.monotonic()
+        try:
+            machine_dir = self._machine_dir(name)
+            if machine_dir.exists():
+                shutil.rmtree(machine_dir)
+            for share in vm.SHARE_DIRS.values():
+                (machine_dir / share).mkdir(parents=True, exist_ok=True)
+            for path in (self.shared_dir, self.charms_dir):
+                path.mkdir(parents=True, exist_ok=True)
+            others = [rec for rec in self._load().values() if rec.name != name]
+            _write_atomic(machine_dir / "machine/hosts", _hosts_file([*others, record]))
+            vm.make_disk(image, machine_dir)
+            (machine_dir / "machine-id").write_text(uuid.uuid4().hex + "\n")
+            (machine_dir / "image").write_text(str(image) + "\n")
+            vm.attach_tap(self.lab_netns, record.veth)
+            machine = self._boot_vm(record)
+        except BaseException:
+            self._teardown(record)
+            with self._locked() as records:
+                records.pop(name, None)
+            raise
+        logger.info("%s (VM) booted in %.1fs", name, time.monotonic() - started)
+        self._update_hosts()
+        return machine
+
+    def _boot_vm(self, record: _Record) -> Machine:
+        """Start the VM's qemu and broker and wait for its systemd to be up."""
+        machine_dir = self._machine_dir(record.name)
+        image = Path((machine_dir / "image").read_text().strip())
+        argv = vm.qemu_argv(
+            name=record.name,
+            address=record.address,
+            machine_id=(machine_dir / "machine-id").read_text().strip(),
+            image=image,
+            machine_dir=machine_dir,
+            channel=Path(record.channel),
+            charms_dir=self.charms_dir,
+            shared_dir=self.shared_dir,
+        )
+        if not shutil.which(vm.QEMU):
+            raise LabError(f"{vm.QEMU} not found: install qemu-system-x86")
+        _write_atomic(machine_dir / "machine/agent.py", vmimage.agent_source())
+        qemu_pid, broker_pid = vm.start(argv, self.lab_netns, machine_dir, Path(record.channel))
+        record.nspawn_pid = record.init_pid = qemu_pid
+        record.init_start = start_time(qemu_pid)
+        record.broker_pid = broker_pid
+        with self._locked() as records:
+            records[record.name] = record
+        deadline = time.monotonic() + vm.BOOT_TIMEOUT
+        state = ""
+        while time.monotonic() < deadline:
+            if not record.init_runs():
+                raise LabError(f"{record.name}: qemu exited:\n{self._qemu_log(record.name)}")
+            machine = record.machine()
+            if machine.init_start:
+                with contextlib.suppress(LabError):
+                    result = machine.exec(["systemctl", "is-system-running"], timeout=10)
+                    state = result.stdout.strip()
+                    if state in ("running", "degraded"):
+                        return machine
+            time.sleep(0.5)
+        raise LabError(
+            f"{record.name}: VM not up after {vm.BOOT_TIMEOUT}s (systemd {state!r}):\n"
+            f"{self.console_log(record.name)}"
+        )
+
+    def _qemu_log(self, name: str) -> str:
+        path = self._machine_dir(name) / "qemu.log"
+        return path.read_text(errors="replace")[-3000:] if path.exists() else ""
+
+    def _stop_vm(self, record: _Record, sig: signal.Signals = signal.SIGKILL) -> None:
+        """Power the VM off at once (qemu and its broker killed); its disk stays."""
+        if record.init_runs():
+            _kill_and_wait(record.init_pid, sig, STOP_TIMEOUT)
+        if record.broker_pid and vm.is_broker_of(record.broker_pid, self._channel_root()):
+            _kill_and_wait(record.broker_pid, signal.SIGKILL, 5)
+        for pid in (record.init_pid, record.broker_pid):
+            process = self._children.pop(pid, None)
+            if process is not None:
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    process.wait(timeout=1)
+        if record.channel:
+            (Path(record.channel) / vmchannel.BOOT_FILE).unlink(missing_ok=True)
+
+    def _channel_root(self) -> Path:
+        return vm.channel_dir(self.state_dir, "x").parent
 
     def destroy(self, name: str) -> None:
         """Stop a machine and remove everything it had (processes, mount, network, files)."""
@@ -543,6 +711,14 @@ class Lab:
         files (overlay) and address; `power_on` boots it again.
         """
         record = self._after_reboot(self._record(name))
+        if record.kind == "vm":
+            self._stop_vm(record)
+            network.set_link(self.lab_netns, record.veth, up=False)
+            with self._locked() as records:
+                records[name].nspawn_pid = records[name].init_pid = 0
+                records[name].init_start = records[name].broker_pid = 0
+            logger.info("%s powered off", name)
+            return
         if record.init_runs():
             _kill_and_wait(record.init_pid, signal.SIGKILL, 10)
         pid = record.nspawn_pid  # nspawn exits once its container is gone; else it is stopped
@@ -563,6 +739,17 @@ class Lab:
         Its cable is plugged in again (a `cut_network` before the power cut is undone too).
         """
         record = self._record(name)
+        if record.kind == "vm":
+            if record.init_runs():
+                raise LabError(f"lab machine {name!r} is already running")
+            if record.veth in network.lab_links(self.lab_netns):
+                network.set_link(self.lab_netns, record.veth, up=True)
+            else:
+                vm.attach_tap(self.lab_netns, record.veth)
+            started = time.monotonic()
+            machine = self._boot_vm(record)
+            logger.info("%s powered on in %.1fs", name, time.monotonic() - started)
+            return machine
         if record.nspawn_pid and _alive(record.nspawn_pid):
             raise LabError(f"lab machine {name!r} is already running")
         root = self._root(name)
@@ -588,8 +775,11 @@ class Lab:
         return machine
 
     def is_running(self, name: str) -> bool:
-        """Whether the machine is powered on (its container init runs)."""
-        return self._after_reboot(self._record(name)).init_runs()
+        """Whether the machine is powered on (its container init runs; a VM's boot answers)."""
+        record = self._record(name)
+        if record.kind == "vm":
+            return bool(record.machine().init_start)
+        return self._after_reboot(record).init_runs()
 
     def cut_network(self, name: str) -> None:
         """Fault: take the machine's link to the lab bridge down (its veth, in the lab netns).
@@ -642,7 +832,7 @@ class Lab:
 
     # --- create steps --------------------------------------------------------------------
 
-    def _reserve(self, name: str) -> _Record:
+    def _reserve(self, name: str, kind: MachineKind = "container") -> _Record:
         """Record the machine with a free address and make sure the bridge exists (locked)."""
         with self._locked() as records:
             if name in records:
@@ -654,6 +844,9 @@ class Lab:
                 raise LabError("the lab subnet is full")
             host = address.rsplit(".", 1)[1]
             record = _Record(name, address, f"veth{host}", f"{self.netns_prefix}{name}")
+            if kind == "vm":
+                record.kind, record.veth = "vm", vm.tap_name(address)
+                record.netns, record.channel = "", str(vm.channel_dir(self.state_dir, name))
             records[name] = record
             network.ensure_bridge(self.lab_netns)
         return record
@@ -772,6 +965,11 @@ class Lab:
         with self._locked() as records:
             content = _hosts_file(sorted(records.values(), key=lambda r: r.name))
             for record in records.values():
+                if record.kind == "vm":
+                    share = self._machine_dir(record.name) / vm.SHARE_DIRS["labmachine"]
+                    if share.is_dir():
+                        _write_atomic(share / "hosts", content)
+                    continue
                 root = self._root(record.name)
                 if (root / "etc").is_dir():
                     _write_atomic(root / "etc/hosts", content)
@@ -802,6 +1000,14 @@ class Lab:
                 process.wait(timeout=1)
 
     def _teardown(self, record: _Record) -> None:
+        if record.kind == "vm":
+            self._stop_vm(record)
+            if network.netns_exists(self.lab_netns):
+                run(["ip", "-n", self.lab_netns, "link", "del", record.veth], check=False)
+            if record.channel:
+                shutil.rmtree(record.channel, ignore_errors=True)
+            shutil.rmtree(self._machine_dir(record.name), ignore_errors=True)
+            return
         self._stop(record)
         machine_dir = self._machine_dir(record.name)
         rootfs.unmount_under(machine_dir)
@@ -812,9 +1018,18 @@ class Lab:
 
     def _sweep(self) -> None:
         """Remove leftovers no record names: stray nspawns, mounts, namespaces, the bridge."""
+        channel_root = self._channel_root()
         for entry in Path("/proc").iterdir():
-            if entry.name.isdigit() and self._is_ours(int(entry.name)):
-                _kill_and_wait(int(entry.name), signal.SIGKILL, 5)
+            if not entry.name.isdigit():
+                continue
+            pid = int(entry.name)
+            if (
+                self._is_ours(pid)
+                or vm.is_qemu_of(pid, self._machines_dir)
+                or vm.is_broker_of(pid, channel_root)
+            ):
+                _kill_and_wait(pid, signal.SIGKILL, 5)
+        shutil.rmtree(channel_root, ignore_errors=True)
         for pid in network.pids_in(self.lab_netns):  # the mirror's server (`serve_mirror`)
             _kill_and_wait(pid, signal.SIGKILL, 5)
         for lab_dir in (self._machines_dir, self.shared_dir, self.charms_dir):

@@ -183,6 +183,10 @@ def _locked(path: Path) -> Iterator[None]:
             fcntl.flock(handle, fcntl.LOCK_UN)
 
 
+locked = _locked
+"""Hold an exclusive lock on a lock file (for the builds of cached images)."""
+
+
 def unmount_under(root: Path) -> None:
     """Unmount everything mounted at or below root, deepest first (lazily if busy)."""
     for mountpoint in sorted(mounts_under(root), key=len, reverse=True):

@@ -128,6 +128,39 @@ def test_cgroup_parameters_reach_cgroup_conf_with_one_reconfigure(ctx, machine, 
     assert machine.ran(*RECONFIGURE) == [RECONFIGURE]
 
 
+def test_the_default_isolation_confines_cores_ram_and_devices(ctx, machine, tmp_path, settled):
+    settled(running())
+
+    assert cgroup_conf(tmp_path).splitlines() == [
+        "cgroupplugin=autodetect",
+        "constraincores=yes",
+        "constrainramspace=yes",
+        "constraindevices=yes",
+    ]
+
+
+def test_the_operator_overrides_a_default_confinement(ctx, machine, tmp_path, settled):
+    state = settled(running())
+    config = {"cgroup-parameters": "ConstrainDevices=no\nAllowedRAMSpace=95"}
+
+    ctx.run(ctx.on.config_changed(), later(state, config=config))
+
+    assert cgroup_conf(tmp_path).splitlines() == [
+        "cgroupplugin=autodetect",
+        "constraincores=yes",
+        "constrainramspace=yes",
+        "constraindevices=no",
+        "allowedramspace=95",
+    ]
+    assert machine.ran(*RECONFIGURE) == [RECONFIGURE]
+
+
+def test_no_isolation_confines_nothing(ctx, machine, tmp_path, settled):
+    settled(running(config={"process-isolation": "none"}))
+
+    assert cgroup_conf(tmp_path).splitlines() == ["cgroupplugin=disabled"]
+
+
 def test_cgroup_plugin_is_refused_and_cgroup_conf_kept(ctx, machine, tmp_path, settled):
     state = settled(running())
     applied = cgroup_conf(tmp_path)

@@ -44,6 +44,9 @@ LAB_GPUS_CONSTRAINT = "lab-gpus"
 LAB_GPUS_FILE = "lab-gpus.json"
 EXEC_POLL = 0.2
 """Seconds between looks at a busy unit by an `exec` waiting for its hook."""
+VIRT_TYPE_CONSTRAINT = "virt-type"
+VIRT_TYPES = {"container": "container", "virtual-machine": "vm"}
+"""Juju's `virt-type` values (LXD clouds) and the lab machine kind each gives the units."""
 
 
 def cli_error(*argv: str, message: str) -> jubilant.CLIError:
@@ -196,8 +199,11 @@ class LabJuju(jubilant.Juju):
     ) -> None:
         """Deploy a local charm directory, a bundle file, or the filesystem-client stand-in.
 
-        Lab only: the constraint `lab-gpus` (`N` or `N:<model>`, see `slurm_lab.gpu`) gives
-        every machine of the application N simulated NVIDIA GPUs (add-unit too).
+        The constraint `virt-type=virtual-machine` (Juju's, on LXD clouds) gives the
+        application's units VMs that boot their own kernel (`slurm_lab.vm`; add-unit too),
+        `container` or none gives them containers. Lab only: the constraint `lab-gpus` (`N` or
+        `N:<model>`, see `slurm_lab.gpu`) gives every machine of the application N simulated
+        NVIDIA GPUs (add-unit too).
         """
         path = Path(charm)
         with self._session():
@@ -272,6 +278,7 @@ class LabJuju(jubilant.Juju):
         if name in model.apps:
             raise cli_error("deploy", str(charm), message=f'application "{name}" already exists')
         self._set_lab_gpus(name, constraints)
+        kept = _app_constraints(constraints)
         runner.install_tools(self.lab.charms_dir)
         runner.charm_source(charm_dir, name, self.lab.charms_dir, self.lab.suite)
         new = App(
@@ -280,6 +287,7 @@ class LabJuju(jubilant.Juju):
             charm_name=spec.name,
             subordinate=spec.subordinate,
             config=_coerce_config(spec.options, dict(config or {}), name),
+            constraints=kept,
         )
         model.apps[name] = new
         self.ctl.forget_spec(name)
@@ -299,8 +307,12 @@ class LabJuju(jubilant.Juju):
             machine_id = str(model.next_machine)
             model.next_machine += 1
             plans.append((machine_id, f"juju-{model.uuid[:6]}-{machine_id}"))
+        kind = VIRT_TYPES[app.constraints.get(VIRT_TYPE_CONSTRAINT, "container")]
         with ThreadPoolExecutor(max_workers=max(1, min(4, count))) as pool:
-            machines = list(pool.map(lambda plan: self.lab.create(plan[1]), plans))
+            if kind == "vm":
+                machines = list(pool.map(lambda plan: self.lab.create(plan[1], "vm"), plans))
+            else:
+                machines = list(pool.map(lambda plan: self.lab.create(plan[1]), plans))
         units: list[Unit] = []
         gpu_spec = self.lab_gpu_spec(app.name)
         for (machine_id, _), machine in zip(plans, machines, strict=True):
@@ -812,6 +824,19 @@ class LabJuju(jubilant.Juju):
         FilesystemClient(self.ctl).add_subordinate_units(rel)
         CosCollector(self.ctl).add_subordinate_units(rel)
         lifecycle.integrated(self.ctl, rel)
+
+
+def _app_constraints(constraints: Mapping[str, ConstraintValue] | None) -> dict[str, str]:
+    """Return the constraints the model keeps for an application; a bad `virt-type` fails."""
+    kept = {key: str(value) for key, value in (constraints or {}).items()}
+    virt_type = kept.get(VIRT_TYPE_CONSTRAINT)
+    if virt_type is not None and virt_type not in VIRT_TYPES:
+        raise cli_error(
+            "deploy",
+            f"--constraints virt-type={virt_type}",
+            message=f'invalid value "{virt_type}" for "virt-type"',
+        )
+    return kept
 
 
 def _find_charm(ref: str, base_dir: Path) -> Path | None:

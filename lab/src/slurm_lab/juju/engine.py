@@ -68,7 +68,7 @@ import time
 from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 from slurm_lab.errors import LabError
 from slurm_lab.juju import charms, lifecycle, runner
@@ -176,8 +176,8 @@ class LabLike(Protocol):
     charms_dir: Path
     suite: str
 
-    def create(self, name: str) -> Any:
-        """Create and boot a machine."""
+    def create(self, name: str, kind: Literal["container", "vm"] = "container") -> Any:
+        """Create and boot a machine (a container, or a VM for `virt-type=virtual-machine`)."""
         ...
 
     def get(self, name: str) -> Any:

@@ -167,6 +167,8 @@ class App:
     leader: str | None = None
     next_unit: int = 0
     status: StatusValue = field(default_factory=StatusValue)
+    constraints: dict[str, str] = field(default_factory=dict)
+    """Juju's application constraints as deployed (`virt-type` picks the units' machine kind)."""
 
 
 @dataclass

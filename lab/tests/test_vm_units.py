@@ -1,0 +1,226 @@
+"""Lab VMs' pure parts, without qemu: the command channel, qemu's line, the constraint.
+
+The channel runs here for real: the guest agent (`vmagent`) serves on one end of a unix
+socket standing for qemu's serial port, the broker (`vmchannel`) holds the other, and
+`vmchannel.request` is what `Machine.exec` sends. test_vm.py proves the whole on real VMs.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import socket
+import tempfile
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import jubilant
+import pytest
+from slurm_lab import vm, vmagent, vmchannel, vmimage
+from slurm_lab.errors import LabError
+from slurm_lab.juju.backend import _app_constraints
+from slurm_lab.machines import Lab, _Record
+
+ENV = {"PATH": "/usr/bin:/bin"}
+
+
+@dataclass
+class Channel:
+    """A broker and an agent joined by a socket that stands for the VM's serial port."""
+
+    directory: Path
+    guest: socket.socket
+
+    def request(self, argv: list[str], stdin: bytes = b"", timeout: float | None = 10):
+        return vmchannel.request(
+            self.directory, "vm", argv=argv, env=ENV, stdin=stdin, timeout=timeout
+        )
+
+    def boot(self) -> dict[str, object] | None:
+        return vmchannel.read_boot(self.directory)
+
+
+def _wait_for(predicate, timeout: float = 10) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.02)
+
+
+def _serve_agent(guest: socket.socket) -> None:
+    agent = vmagent.Agent(guest.fileno())
+    with contextlib.suppress(OSError):
+        agent.serve()
+
+
+@pytest.fixture
+def channel() -> Iterator[Channel]:
+    directory = Path(tempfile.mkdtemp(prefix="vmch", dir="/tmp"))  # a short socket path
+    port = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    port.bind(str(directory / vmchannel.CHARDEV))
+    port.listen(1)
+    broker = vmchannel.Broker(directory)
+    threading.Thread(target=broker.serve, daemon=True).start()
+    guest, _ = port.accept()
+    threading.Thread(target=_serve_agent, args=(guest,), daemon=True).start()
+    _wait_for(lambda: vmchannel.read_boot(directory) is not None)
+    try:
+        yield Channel(directory, guest)
+    finally:
+        guest.shutdown(socket.SHUT_RDWR)  # qemu exits: the broker sees the port close
+        guest.close()
+        port.close()
+        _wait_for(lambda: not (directory / vmchannel.EXEC_SOCKET).exists())
+        for path in directory.iterdir():
+            path.unlink()
+        directory.rmdir()
+
+
+def test_a_command_gets_its_input_env_and_exit_status(channel: Channel):
+    code, out, err = channel.request(
+        ["sh", "-c", 'cat; echo "$PATH"; echo e >&2; exit 7'], b"in\n"
+    )
+
+    assert (code, out, err) == (7, b"in\n/usr/bin:/bin\n", b"e\n")
+
+
+def test_binary_output_and_many_commands_at_once(channel: Channel):
+    results: list[tuple[int, bytes, bytes]] = []
+
+    def one(n: int) -> None:
+        results.append(channel.request(["sh", "-c", f"sleep 0.2; printf '\\377{n}'"]))
+
+    threads = [threading.Thread(target=one, args=(n,)) for n in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+
+    assert sorted(out for _, out, _ in results) == [b"\xff%d" % n for n in range(8)]
+
+
+def test_a_command_past_its_timeout_is_killed_and_reported(channel: Channel, tmp_path: Path):
+    marker = tmp_path / "still-ran"
+
+    with pytest.raises(LabError, match="timed out"):
+        channel.request(["sh", "-c", f"sleep 2; touch {marker}"], timeout=0.5)
+
+    time.sleep(2.5)
+    assert not marker.exists()
+
+
+def test_a_missing_program_is_exit_127(channel: Channel):
+    code, _, err = channel.request(["/nonexistent/program"])
+
+    assert code == 127
+    assert b"No such file" in err
+
+
+def test_the_boot_answering_is_recorded_and_a_new_boot_fails_what_was_running(
+    channel: Channel,
+):
+    first = channel.boot()
+    assert first is not None
+    assert first["btime"] == int(
+        next(
+            line for line in Path("/proc/stat").read_text().split("\n") if "btime" in line
+        ).split()[1]
+    )
+    failures: list[str] = []
+
+    def waiting() -> None:
+        try:
+            channel.request(["sleep", "5"])
+        except LabError as e:
+            failures.append(str(e))
+
+    thread = threading.Thread(target=waiting)
+    thread.start()
+    time.sleep(0.5)
+    hello = {"op": "hello", "boot_id": "another-boot", "btime": 42}
+    channel.guest.sendall(b"\n" + json.dumps(hello).encode() + b"\n")  # a rebooted agent
+    thread.join(timeout=5)
+
+    assert failures == ["vm: the machine rebooted"]
+    assert channel.boot() == {"boot_id": "another-boot", "btime": 42}
+
+
+def test_a_shutting_down_agent_makes_requests_fail_at_once(channel: Channel):
+    channel.guest.sendall(b'\n{"op": "bye"}\n')
+    _wait_for(lambda: channel.boot() is None)
+
+    started = time.monotonic()
+    with pytest.raises(LabError, match="not running"):
+        channel.request(["true"])
+    assert time.monotonic() - started < 2
+
+
+def test_no_broker_means_not_running(tmp_path: Path):
+    with pytest.raises(LabError, match="not running"):
+        vmchannel.request(tmp_path, "vm", argv=["true"], env=ENV, stdin=b"", timeout=1)
+
+
+# qemu's line and the VM's place on the host.
+
+
+def test_qemu_runs_tcg_on_q35_with_one_overlay_the_tap_and_the_shares(tmp_path: Path):
+    argv = vm.qemu_argv(
+        name="vm-a",
+        address="10.151.0.7",
+        machine_id="0" * 32,
+        image=tmp_path / "image",
+        machine_dir=tmp_path / "m",
+        channel=tmp_path / "ch",
+        charms_dir=tmp_path / "charms",
+        shared_dir=tmp_path / "shared",
+    )
+    line = " ".join(argv)
+
+    assert "-M q35 -accel tcg,thread=single,tb-size=128" in line
+    assert f"file={tmp_path}/m/disk.qcow2,if=virtio,format=qcow2" in line
+    assert "tap,id=net0,ifname=tap7,script=no,downscript=no" in line
+    assert "lab.address=10.151.0.7/24" in line
+    assert "-enable-kvm" not in argv
+    for tag in vmimage.SHARES:
+        assert f"mount_tag={tag}" in line
+    assert f"path={tmp_path}/charms,security_model=passthrough,readonly=on" in line
+
+
+def test_only_a_vms_juju_dir_is_visible_from_the_host(tmp_path: Path):
+    lab = Lab(tmp_path / "state")
+    with lab._locked() as records:
+        records["vm-a"] = _Record("vm-a", "10.151.0.2", "tap2", "", kind="vm", channel="/x")
+    share = (lab.state_dir / "machines/vm-a/juju").resolve()
+
+    assert lab.host_path("vm-a", "/var/lib/juju/agents/u/f") == share / "agents/u/f"
+    with pytest.raises(LabError, match="only /var/lib/juju"):
+        lab.host_path("vm-a", "/etc/hosts")
+    with pytest.raises(LabError, match="leads out"):
+        lab.host_path("vm-a", "/var/lib/juju/../../etc/shadow")
+
+
+def test_a_vm_is_not_running_while_no_boot_answers(tmp_path: Path):
+    lab = Lab(tmp_path / "state")
+    with lab._locked() as records:
+        records["vm-a"] = _Record(
+            "vm-a", "10.151.0.2", "tap2", "", init_pid=os.getpid(), kind="vm", channel="/none"
+        )
+    assert lab._load()["vm-a"].machine().init_start == 0
+    with pytest.raises(LabError, match="not running"):
+        lab.get("vm-a").exec(["true"])
+    with pytest.raises(LabError, match="is a VM"):
+        lab.get("vm-a").nsenter_argv(["true"])
+
+
+# Juju's constraint.
+
+
+def test_virt_type_is_kept_and_a_bad_one_is_refused_as_juju_does():
+    assert _app_constraints({"virt-type": "virtual-machine"}) == {"virt-type": "virtual-machine"}
+    assert _app_constraints(None) == {}
+    with pytest.raises(jubilant.CLIError, match='invalid value "kvm" for "virt-type"'):
+        _app_constraints({"virt-type": "kvm"})
