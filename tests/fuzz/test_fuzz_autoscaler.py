@@ -7,33 +7,15 @@ the reader's own "unreadable" escapes; what comes out names only jobs and nodes 
 every pending job of the asked partitions is counted once.
 """
 
-import importlib.util
 import json
-import sys
-from pathlib import Path
-from types import ModuleType
 from typing import Any
 
+import harness
 from hypothesis import given
 from hypothesis import strategies as st
 from slurm_autoscale.slurm import SlurmUnreadable, parse_view
 
-ROOT = Path(__file__).resolve().parents[2]
-
-
-def _scaling_view() -> ModuleType:
-    name = "fuzz_slurmctld_scaling_view"
-    if name not in sys.modules:
-        path = ROOT / "charms" / "slurmctld" / "src" / "scaling_view.py"
-        spec = importlib.util.spec_from_file_location(name, path)
-        assert spec is not None and spec.loader is not None
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module
-        spec.loader.exec_module(module)
-    return sys.modules[name]
-
-
-SCALING_VIEW = _scaling_view()
+SCALING_VIEW = harness.modules("slurmctld")["scaling_view"]
 PARTITIONS = ["compute", "gpu"]
 HOSTILE = st.one_of(
     st.text(max_size=40),
