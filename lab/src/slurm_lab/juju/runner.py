@@ -302,7 +302,6 @@ def execute(
             "stderr": str(e),
             "context": None,
             "elapsed": time.monotonic() - started,
-            "lab_error": True,
         }
     context = read_context(host_path)
     ok = result.returncode == 0
