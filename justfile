@@ -194,7 +194,7 @@ lab bundle="bundles/lab.yaml":
     uv run slurm-lab juju deploy {{ bundle }} --wait
     uv run slurm-lab juju exec --unit login/0 -- sinfo
     @echo
-    @echo "The cluster is up. Drive it with juju's verbs (see README, A session on the lab):"
+    @echo "The cluster is up. Drive it with juju's verbs (docs/operations.md, A session on the lab):"
     @echo "  uv run slurm-lab juju exec --unit login/0 -- srun -N2 hostname"
     @echo "  uv run slurm-lab juju exec --unit login/0 -- sbatch --wrap \"sleep 5\""
     @echo "  uv run slurm-lab juju status    uv run slurm-lab juju debug-log --include slurmctld"
