@@ -171,13 +171,15 @@ charmcraft-constraints:
 
 # Each charm is staged as a self-contained uv project in build/<charm> (see
 # tools/charmcraft_project.py) and charmcraft runs from inside it, once per platform
-# (--platform), writing build/<name>_<platform>.charm; nothing is written outside build/.
-# Managed mode (default) needs LXD and packs every platform. Destructive mode, on Ubuntu
-# 24.04 or 26.04 without LXD, packs the platform of the host's own release only:
-# CHARMCRAFT_PACK_ARGS=--destructive-mode just pack
+# (--platform), writing <name>_<platform>.charm there, which is moved to build/; nothing is
+# written outside build/. Managed mode (default) needs LXD and packs every platform.
+# Destructive mode, on Ubuntu 24.04 or 26.04 without LXD, packs the platform of the host's own
+# release only: CHARMCRAFT_PACK_ARGS=--destructive-mode just pack
 # $CHARMCRAFT names charmcraft (default: the snap's `charmcraft`), for example the pinned one
-# from PyPI: CHARMCRAFT="uv tool run --from charmcraft==4.5.0 --constraints
-# tools/charmcraft-constraints.txt charmcraft"
+# from PyPI, with an absolute constraints path (charmcraft runs in build/<charm>):
+# CHARMCRAFT="uv tool run --from charmcraft==4.5.0 --constraints
+# $(git rev-parse --show-toplevel)/tools/charmcraft-constraints.txt charmcraft"
+# These are the files a user deploys (docs/deploy.md); `just lab-pack`'s are the lab's only.
 # Pack charms (default: all) into build/ + build/local-charms.yaml.
 pack *names:
     {{ project_tool }} pack {{ names }} {{ pack_args }}
