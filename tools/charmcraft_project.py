@@ -348,8 +348,10 @@ def platform_base(project: Mapping[str, Any], platform: str) -> str:
 def platforms_to_pack(
     project: Mapping[str, Any], destructive: bool, host: str, chosen: Sequence[str] = ()
 ) -> list[str]:
-    """The platforms to pack: ``chosen`` (``--platform``), else every platform in a managed
-    pack, else (destructive mode) those of the host's base.
+    """Return the platforms to pack.
+
+    ``chosen`` (``--platform``) if any, else every platform in a managed pack, else
+    (destructive mode) those of the host's base.
 
     Charmcraft refuses a destructive build for a base other than the host's, so asking for
     one could only fail; a chosen platform is passed on as asked (charmcraft decides).
@@ -357,9 +359,8 @@ def platforms_to_pack(
     names = platforms(project)
     unknown = [name for name in chosen if name not in names]
     if unknown:
-        raise ProjectError(
-            f"{project['name']} has no platform {', '.join(unknown)} (platforms: {', '.join(names)})"
-        )
+        known = ", ".join(names)
+        raise ProjectError(f"{project['name']} has no platform {', '.join(unknown)} ({known})")
     if chosen:
         return list(chosen)
     if not destructive:
