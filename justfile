@@ -200,11 +200,12 @@ pack *names:
 pack-check:
     #!/usr/bin/env bash
     set -euo pipefail
-    # Both wait on the network and on uv more than on the CPUs: side by side.
+    # The ABI check and the two packs (a pytest worker each) run side by side: most of their
+    # time is spent waiting on uv, the network and charmcraft's start.
     abi_log=$(mktemp)
     uv run python tools/charm_abi.py targets > "$abi_log" 2>&1 & abi=$!
     status=0
-    uv run pytest tests/pack -p no:cacheprovider -q || status=$?
+    uv run pytest tests/pack -n 2 -p no:cacheprovider -q || status=$?
     wait "$abi" || status=$?
     cat "$abi_log"
     exit "$status"

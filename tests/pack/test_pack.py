@@ -40,10 +40,10 @@ import charmcraft_project  # noqa: E402
 WRAPPER = Path(__file__).parent / "charmcraft_any_host.py"
 CHARM = "sackd"
 PLATFORMS = ("ubuntu@24.04:amd64", "ubuntu@26.04:amd64")
-#: The pinned charmcraft from PyPI as docs/deploy.md writes it (`$ROOT`: the checkout).
+#: The pinned charmcraft from PyPI as docs/deploy.md writes it, expanded by the shell.
 PINNED = (
     "uv tool run --from charmcraft=={version} --constraints "
-    "$ROOT/tools/charmcraft-constraints.txt {command}"
+    "$(git rev-parse --show-toplevel)/tools/charmcraft-constraints.txt {command}"
 )
 
 pytestmark = pytest.mark.skipif(not shutil.which("just"), reason="needs just")
@@ -54,7 +54,6 @@ def _just_pack(
 ) -> subprocess.CompletedProcess[str]:
     """`just pack sackd` from the charm's directory, $CHARMCRAFT expanded by the shell."""
     env = os.environ | {
-        "ROOT": str(REPO),
         "PACK_DIR": str(tmp_path / "build"),
         "CHARMCRAFT_PACK_ARGS": pack_args,
         # Charmcraft's log and runtime files stay in the test's directory.
@@ -85,6 +84,11 @@ def _zip_files(charm_file: Path) -> Mapping[str, bytes | None]:
         }
 
 
+def _manifest(charm_file: Path) -> bytes:
+    with zipfile.ZipFile(charm_file) as archive:
+        return archive.read("manifest.yaml")
+
+
 def test_just_pack_packs_both_platforms_with_the_real_charmcraft(tmp_path: Path):
     command = PINNED.format(version=_version(), command=f"python {WRAPPER}")
     platforms = " ".join(f"--platform {platform}" for platform in PLATFORMS)
@@ -99,7 +103,7 @@ def test_just_pack_packs_both_platforms_with_the_real_charmcraft(tmp_path: Path)
     assert not list((build / CHARM).glob("*.charm"))
     for platform, name in zip(PLATFORMS, names, strict=True):
         files = _zip_files(build / name)
-        base = charm_abi.charm_base(files_manifest(build / name))
+        base = charm_abi.charm_base(_manifest(build / name))
         assert base == charmcraft_project.platform_base({}, platform)
         # The venv is this host's CPython: the uv plugin's layout for that Python...
         config = files["venv/pyvenv.cfg"] or b""
@@ -109,11 +113,6 @@ def test_just_pack_packs_both_platforms_with_the_real_charmcraft(tmp_path: Path)
         assert charm_abi.venv_problems(files, built_with) == []
         # ...and so no file for Ubuntu, which the ABI check says.
         assert charm_abi.charm_problems(build / name), f"{name} passed as an Ubuntu charm"
-
-
-def files_manifest(charm_file: Path) -> bytes:
-    with zipfile.ZipFile(charm_file) as archive:
-        return archive.read("manifest.yaml")
 
 
 def test_the_documented_pinned_charmcraft_runs_from_any_directory(tmp_path: Path):
