@@ -1192,6 +1192,27 @@ MUTATIONS = [
         "fields = {**config.cgroup_parameters, **CONFINEMENT[config.process_isolation]}",
         "tests/unit/slurmctld/test_overrides_charm.py",
     ),
+    Mutation(
+        "pack-passes-output-outside-the-project",
+        "tools/charmcraft_project.py",
+        '    return [*charmcraft, "pack", "--platform", platform, *extra]',
+        '    return [*charmcraft, "pack", "--platform", platform, "--output", "/tmp", *extra]',
+        "tests/unit/project/test_charmcraft_projects.py",
+    ),
+    Mutation(
+        "charm-abi-ignores-the-extensions-python",
+        "tools/charm_abi.py",
+        'and match["version"] != f"3{target.minor}":',
+        'and match["version"] == "0":',
+        "tests/unit/project/test_charm_abi.py",
+    ),
+    Mutation(
+        "lab-pack-not-marked-as-lab",
+        "lab/src/slurm_lab/juju/charms.py",
+        '                data = f"# {build.note}\\n".encode() + data',
+        "                pass",
+        "lab/tests/test_packing_units.py",
+    ),
 ]
 
 
