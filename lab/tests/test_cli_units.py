@@ -17,6 +17,7 @@ import yaml
 from slurm_lab import cli
 from slurm_lab.juju import cli as juju_cli
 from slurm_lab.juju.cli import filter_log
+from slurm_lab.juju.model import App, ModelState
 from slurm_lab.juju.shell import command_string
 
 STATUS: dict[str, Any] = {
@@ -69,12 +70,38 @@ STATUS: dict[str, Any] = {
 }
 
 
+CHARMCRAFT = """\
+name: slurmd
+config:
+  options:
+    n:
+      type: int
+      default: 3
+      description: How many.
+    partition-config:
+      type: string
+      default: ""
+      description: |
+        Extra parameters of this application's partition.
+        An unknown key blocks the units.
+    reset:
+      type: boolean
+      default: false
+      description: Start again.
+    token:
+      type: string
+      description: No default, so unset until given.
+"""
+
+
 class FakeJuju:
     """Records every call; answers from canned values, or raises what a test sets."""
 
-    def __init__(self) -> None:
+    def __init__(self, charm_dir: Path) -> None:
         self.calls: list[tuple[Any, ...]] = []
         self.config_values: dict[str, Any] = {"partition-config": "", "reset": False, "n": 3}
+        app = App("slurmd", str(charm_dir), "slurmd", config={"partition-config": ""})
+        self.state = ModelState(apps={"slurmd": app})
         self.task = jubilant.Task(id="1", status="completed")
         self.log = ""
         self.raises: Exception | None = None
@@ -134,8 +161,11 @@ class FakeJuju:
 
 
 @pytest.fixture
-def fake(monkeypatch: pytest.MonkeyPatch) -> FakeJuju:
-    juju = FakeJuju()
+def fake(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> FakeJuju:
+    charm_dir = tmp_path / "charm-slurmd"
+    charm_dir.mkdir()
+    (charm_dir / "charmcraft.yaml").write_text(CHARMCRAFT)
+    juju = FakeJuju(charm_dir)
     monkeypatch.setattr(juju_cli, "make_backend", lambda args: juju)
     return juju
 
@@ -311,14 +341,47 @@ def test_config_without_keys_prints_every_option_as_juju_yaml(
 ):
     assert lab("config", "slurmd") == 0
 
-    assert yaml.safe_load(capsys.readouterr().out) == {
+    doc = yaml.safe_load(capsys.readouterr().out)
+    assert {key: doc[key] for key in ("application", "charm")} == {
         "application": "slurmd",
-        "settings": {
-            "n": {"value": 3},
-            "partition-config": {"value": ""},
-            "reset": {"value": False},
-        },
+        "charm": "slurmd",
     }
+    assert {key: setting.get("value") for key, setting in doc["settings"].items()} == {
+        "n": 3,
+        "partition-config": "",
+        "reset": False,
+        "token": None,
+    }
+
+
+def test_config_shows_each_option_with_its_description_default_type_and_source(
+    fake: FakeJuju, capsys: pytest.CaptureFixture[str]
+):
+    assert lab("config", "slurmd") == 0
+
+    out = capsys.readouterr().out
+    settings = yaml.safe_load(out)["settings"]
+    assert settings["partition-config"] == {
+        "default": "",
+        "description": "Extra parameters of this application's partition.\n"
+        "An unknown key blocks the units.\n",
+        "source": "user",  # set at deploy, even to its default
+        "type": "string",
+        "value": "",
+    }
+    assert settings["n"] == {
+        "default": 3,
+        "description": "How many.",
+        "source": "default",
+        "type": "int",
+        "value": 3,
+    }
+    assert settings["token"] == {
+        "description": "No default, so unset until given.",
+        "source": "unset",
+        "type": "string",
+    }
+    assert "    description: |\n      Extra parameters" in out  # a block, as juju prints it
 
 
 @pytest.mark.parametrize(("key", "printed"), [("n", "3\n"), ("reset", "false\n")])
@@ -611,6 +674,38 @@ def test_debug_log_lines_counts_entries_from_the_end():
     assert filter_log(LOG, [], 2).splitlines()[0].startswith("unit-slurmctld-0")
     assert filter_log(LOG, [], 0) == LOG
     assert filter_log(LOG, ["slurmd"], 1).startswith("unit-slurmd-1:")
+
+
+LEVELS_LOG = """\
+unit-slurmd-0: t DEBUG install output:
+Reading package lists...
+unit-slurmd-0: t INFO ran "install" hook (1.00s)
+unit-slurmd-0: t WARNING slow
+unit-slurmd-0: t ERROR hook "start" failed:
+  boom
+"""
+
+
+def test_debug_log_shows_info_and_up_unless_a_level_is_given(
+    fake: FakeJuju, capsys: pytest.CaptureFixture[str]
+):
+    fake.log = LEVELS_LOG
+
+    assert lab("debug-log") == 0
+    assert "DEBUG" not in capsys.readouterr().out
+    assert lab("debug-log", "--level", "debug") == 0
+    assert capsys.readouterr().out == LEVELS_LOG
+    assert lab("debug-log", "--level", "WARNING") == 0
+    assert capsys.readouterr().out == (
+        'unit-slurmd-0: t WARNING slow\nunit-slurmd-0: t ERROR hook "start" failed:\n  boom\n'
+    )
+
+
+def test_a_message_holding_a_carriage_return_or_line_separator_stays_one_entry():
+    text = "unit-a-0: t INFO x\runit-b-0: t INFO forged\u2028unit-b-0: t INFO forged too\n"
+
+    assert filter_log(text, ["b"]) == ""
+    assert filter_log(text, ["a"]) == text
 
 
 def test_debug_log_verb_reads_the_whole_log_then_filters(
