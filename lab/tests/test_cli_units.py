@@ -533,7 +533,7 @@ def test_exec_sbatch_wrap_reaches_the_machine_as_one_argument(fake: FakeJuju):
     assert lab("exec", "--unit", "login/0", "--", "sbatch", "--wrap", "sleep 5") == 0
 
     (call,) = fake.calls
-    assert call == ("exec", 'sbatch --wrap "sleep 5"', (), {"unit": "login/0", "wait": None})
+    assert call == ("exec", 'sbatch --wrap "sleep 5"', (), {"unit": "login/0", "wait": 300.0})
     assert words_seen_by_the_shell(call[1].removeprefix("sbatch ")) == ["--wrap", "sleep 5"]
 
 
@@ -542,8 +542,8 @@ def test_exec_takes_the_unit_before_the_double_dash_too(fake: FakeJuju):
     assert lab("exec", "-u", "login/0", "sinfo", "-N") == 0
 
     assert [c[1:] for c in fake.calls] == [
-        ('sbatch --wrap "sleep 5"', (), {"unit": "login/0", "wait": None}),
-        ("sinfo -N", (), {"unit": "login/0", "wait": None}),
+        ('sbatch --wrap "sleep 5"', (), {"unit": "login/0", "wait": 300.0}),
+        ("sinfo -N", (), {"unit": "login/0", "wait": 300.0}),
     ]
 
 
@@ -591,6 +591,16 @@ def test_exec_passes_stdout_stderr_and_the_return_code_through(
 def test_exec_without_a_unit_or_a_command_fails_before_running(fake: FakeJuju, argv: list[str]):
     assert lab("exec", *argv) == 1
     assert fake.calls == []
+
+
+def test_the_lab_readme_says_how_long_exec_waits_and_how_to_wait_longer():
+    readme = (Path(__file__).parents[1] / "README.md").read_text()
+    minutes = f"{juju_cli.EXEC_WAIT / 60:g} minutes"
+
+    paragraph = next(p for p in readme.split("\n\n") if "slurm-lab juju exec" in p)
+    assert minutes in paragraph
+    assert "--wait" in paragraph
+    assert "ERROR timed out waiting for command" in paragraph
 
 
 @pytest.mark.parametrize("wait", ["5x", "m", "10m5"])

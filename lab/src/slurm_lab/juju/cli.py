@@ -35,6 +35,8 @@ Setup = Callable[[argparse.ArgumentParser], None]
 AddCommand = Callable[[str, str, Setup, Handler], None]
 
 DEFAULT_WAIT_TIMEOUT = 1800.0
+EXEC_WAIT = 300.0
+"""How long `exec` waits for its command unless `--wait` says (lab/README.md, "exec")."""
 _TAG = re.compile(r"^(unit-[a-z0-9-]+-\d+): ")
 _LEVEL = re.compile(r"^unit-[a-z0-9-]+-\d+: \S+ ([A-Z]+) ")
 LOG_LEVELS = ("TRACE", "DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
@@ -436,7 +438,10 @@ def _run(args: argparse.Namespace) -> int:
 def _setup_exec(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--unit", "-u", help="the unit whose machine runs the command")
     parser.add_argument(
-        "--wait", type=_duration, default=None, help="how long to wait (e.g. 90s, 10m; 5m)"
+        "--wait",
+        type=_duration,
+        default=EXEC_WAIT,
+        help="how long to wait for the command (90s, 10m, 1h; default 5m); then it is killed",
     )
     parser.add_argument(
         "words",
