@@ -138,6 +138,29 @@ def test_cli_has_the_machine_subcommands(capsys: pytest.CaptureFixture[str]):
     assert {"debootstrap", "qemu-system-x86", "qemu-utils", "e2fsprogs"} <= set(required)
 
 
+def test_down_removes_the_state_dir_and_no_file_the_lab_did_not_make(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    monkeypatch.setattr(Lab, "_sweep", lambda self: None)  # no process or namespace to sweep
+    state = tmp_path / "state"
+    lab = Lab(state)
+    with lab._locked():  # lab.json and lab.lock, as every machine change writes them
+        pass
+    for folder in ("machines", "shared/fs", "charms/slurmd/venv", "juju/logs"):
+        (state / folder).mkdir(parents=True)
+    (state / "juju/model.json").write_text("{}")
+    (state / "suite").write_text("trixie\n")
+
+    lab.down()
+
+    assert not state.exists()
+    mine = tmp_path / "mine"  # `--state-dir` naming a directory that holds other files
+    (mine / "charms").mkdir(parents=True)
+    (mine / "notes.txt").write_text("kept")
+    Lab(mine).down()
+    assert [path.name for path in mine.iterdir()] == ["notes.txt"]
+
+
 def test_bad_machine_names_are_refused(tmp_path: Path):
     with pytest.raises(LabError, match="bad machine name"):
         Lab(tmp_path).create("Bad_Name")

@@ -56,6 +56,19 @@ REBOOT_OFF_SECONDS = 5
 """How long a rebooting machine stays off. A real reboot takes far longer; without a pause the
 new boot time (now - uptime, whole seconds, as slurmd reports it) can fall before the reboot
 request, and Slurm then takes the node for not rebooted yet."""
+STATE_ENTRIES = (
+    "machines",
+    "shared",
+    "charms",
+    "juju",
+    "suite",
+    "mirror.log",
+    "lab.json",
+    "lab.lock",
+)
+"""What a lab keeps in its state dir: machines, the shared and charm dirs they mount, the Juju
+backend's model and logs (`juju`), its suite, the mirror's log, the machine records and their
+lock. `down` removes them all."""
 BOOT_LOOP_NAME = "slurm-lab-boot"
 _BOOT_LOOP = f"""
 trap 'kill -TERM "$nspawn" 2>/dev/null; wait "$nspawn"; exit 0' TERM
@@ -672,7 +685,7 @@ class Lab:
         self._update_hosts()
 
     def down(self) -> None:
-        """Remove every machine and the lab network; leave no process, mount or namespace."""
+        """Remove every machine, the lab network and the state dir; leave no process or mount."""
         records = list(self._load().values())
         errors: list[str] = []
         with ThreadPoolExecutor(max_workers=max(1, len(records))) as pool:
@@ -686,11 +699,24 @@ class Lab:
         if leftovers := rootfs.mounts_under(self.state_dir):
             errors.append(f"still mounted: {leftovers}")
         else:
-            shutil.rmtree(self._machines_dir, ignore_errors=True)
-            shutil.rmtree(self.shared_dir, ignore_errors=True)
-            self._suite_file.unlink(missing_ok=True)
+            self._remove_state()
         if errors:
             raise LabError("lab teardown incomplete: " + "; ".join(errors))
+
+    def _remove_state(self) -> None:
+        """Remove what the lab keeps in its state dir, then the dir itself if nothing else is.
+
+        Only the lab's own entries go (`STATE_ENTRIES`): `--state-dir` may name a directory
+        that holds other files. The caches (`rootfs.cache_dir()`) stay.
+        """
+        for name in STATE_ENTRIES:
+            path = self.state_dir / name
+            if path.is_dir() and not path.is_symlink():
+                shutil.rmtree(path, ignore_errors=True)
+            else:
+                path.unlink(missing_ok=True)
+        with contextlib.suppress(OSError):  # not empty: someone else's files
+            self.state_dir.rmdir()
 
     def serve_mirror(self) -> str:
         """Serve the newer Slurm's apt mirror on the lab bridge; return its apt source line.
