@@ -28,7 +28,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from slurm_lab import mirror, network, rootfs, vm, vmchannel, vmimage
+from slurm_lab import mirror, network, programs, rootfs, vm, vmchannel, vmimage
 from slurm_lab.errors import LabError
 from slurm_lab.proc import run, run_resumed, start_time
 
@@ -70,19 +70,8 @@ STATE_ENTRIES = (
 backend's model and logs (`juju`), its suite, the mirror's log, the machine records and their
 lock. `down` removes them all."""
 BOOT_LOOP_NAME = "slurm-lab-boot"
-_BOOT_LOOP = f"""
-trap 'kill -TERM "$nspawn" 2>/dev/null; wait "$nspawn"; exit 0' TERM
-while :; do
-    uptime=$(cut -d. -f1 /proc/uptime)
-    unshare --time --boottime "-$uptime" systemd-nspawn "$@" &
-    nspawn=$!
-    wait "$nspawn"
-    status=$?
-    [ "$status" -eq {REBOOTED} ] || exit "$status"
-    sleep {REBOOT_OFF_SECONDS}
-done
-"""
-"""A machine's power supply: boots systemd-nspawn, and boots it again when it reboots.
+"""The `$0` of a machine's power supply (`programs/boot-loop.sh`), which boots systemd-nspawn,
+and boots it again when it reboots.
 
 Each boot runs in a new time namespace whose CLOCK_BOOTTIME starts near 0, so the machine's
 /proc/uptime and boot time are its own (a container's are otherwise the host's): slurmd
@@ -199,11 +188,7 @@ class Machine:
     def write_file(self, dest: str, content: str | bytes, mode: int = 0o644) -> None:
         """Write a file inside the machine atomically (parents created), owned by root."""
         data = content.encode() if isinstance(content, str) else content
-        script = (
-            'set -e; mkdir -p "$(dirname "$1")"; tmp="$1.lab-tmp.$$"; '
-            'cat > "$tmp"; chmod "$2" "$tmp"; mv -f "$tmp" "$1"'
-        )
-        self._exec_bytes(["sh", "-c", script, "sh", dest, f"{mode:o}"], data)
+        self._exec_bytes(programs.sh("write-file.sh", dest, f"{mode:o}"), data)
 
     def push(self, src: Path, dest: str) -> None:
         """Copy a host file to the path dest, or a host directory's content into dest."""
@@ -243,11 +228,8 @@ class Machine:
         # `systemctl kill` signals the unit's cgroup, which on a cgroup v1 host is shared by
         # the same unit of every lab machine: signal the unit's main process and its children
         # by PID instead, which stays inside this machine's PID namespace.
-        script = (
-            'pid=$(systemctl show -P MainPID "$1"); [ "${pid:-0}" -gt 0 ] || exit 0; '
-            'pkill -KILL -P "$pid"; kill -KILL "$pid"'
-        )
-        self.exec(["sh", "-c", script, "sh", f"{service}.service"], check=True, timeout=30)
+        argv = programs.sh("kill-service.sh", f"{service}.service")
+        self.exec(argv, check=True, timeout=30)
         deadline = time.monotonic() + 10
         while self.service_is_active(service) and time.monotonic() < deadline:
             time.sleep(0.1)
@@ -273,17 +255,6 @@ class Machine:
             argv += ["-u", unit]
         result = self.exec(argv, timeout=60)
         return result.stdout + (result.stderr if result.returncode else "")
-
-
-_REMOUNT_SHARED = """
-for unit in /etc/systemd/system/*.mount; do
-    grep -q '^Description=Lab shared filesystem' "$unit" 2>/dev/null || continue
-    where=$(sed -n 's/^Where=//p' "$unit")
-    mountpoint -q "$where" && mount -o "remount,bind,$1" "$where"
-done
-true
-"""
-"""Remount every mount the filesystem-client stand-in made in a machine (argument: ro|rw)."""
 
 
 INOTIFY_INSTANCES = 1024
@@ -844,7 +815,8 @@ class Lab:
         """Remount the machine's lab shared filesystems (filesystem-client stand-in) `mode`."""
         if not self.is_running(name):
             return
-        self.get(name).exec(["sh", "-c", _REMOUNT_SHARED, "sh", mode], check=True, timeout=30)
+        argv = programs.sh("remount-shared.sh", mode)
+        self.get(name).exec(argv, check=True, timeout=30)
 
     def network_is_up(self, name: str) -> bool:
         """Whether the machine's link to the lab bridge is up."""
@@ -899,13 +871,15 @@ class Lab:
     def _start_nspawn(self, record: _Record) -> int:
         """Start the machine's boot loop detached, its console going to a log file; its PID.
 
-        The loop (`_BOOT_LOOP`) runs systemd-nspawn, again after each reboot.
+        The loop (`programs/boot-loop.sh`) runs systemd-nspawn, again after each reboot.
         """
         argv = [
             "sh",
             "-c",
-            _BOOT_LOOP,
+            programs.text("boot-loop.sh"),
             BOOT_LOOP_NAME,
+            str(REBOOTED),
+            str(REBOOT_OFF_SECONDS),
             "--boot",
             f"--directory={self._root(record.name)}",
             f"--machine={record.name}",
