@@ -102,3 +102,8 @@ def test_a_lab_pack_says_in_its_manifest_it_is_not_for_ubuntu(tmp_path: Path):
     assert marked == b"# lab: Debian 13, Python 3.13, not for Ubuntu\n" + manifest
     assert modes["dispatch"] == stat.S_IFREG | 0o755
     assert sorted(path.name for path in tmp_path.iterdir()) == ["c.charm"]
+
+
+def test_the_builder_program_installs_charmcraft_where_the_lab_runs_it():
+    assert f"--system-site-packages {builder.CHARMCRAFT_DIR}/venv\n" in builder._SETUP
+    assert f"cat > {builder.CHARMCRAFT_LAB} <<" in builder._SETUP
