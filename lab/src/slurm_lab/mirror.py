@@ -198,6 +198,6 @@ def serve(lab_netns: str, log: Path) -> str:
 
 def _answers(lab_netns: str, url: str) -> bool:
     """Whether `url` answers from inside the lab namespace (where the server listens)."""
-    probe = f"import urllib.request as r; r.urlopen({url!r}, timeout=2).read()"
-    argv = ["ip", "netns", "exec", lab_netns, sys.executable, "-c", probe]
+    probe = "import sys, urllib.request as r; r.urlopen(sys.argv[1], timeout=2).read()"
+    argv = ["ip", "netns", "exec", lab_netns, sys.executable, "-c", probe, url]
     return run(argv, check=False).returncode == 0
