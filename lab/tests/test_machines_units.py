@@ -161,6 +161,25 @@ def test_down_removes_the_state_dir_and_no_file_the_lab_did_not_make(
     assert [path.name for path in mine.iterdir()] == ["notes.txt"]
 
 
+def test_down_powers_every_container_off_before_any_leaves_the_network(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    records = {
+        name: _Record(name, f"10.151.0.{n + 2}", f"veth{n}", f"ns-{name}")
+        for n, name in enumerate(("ctl", "dbd", "node"))
+    }
+    steps: list[str] = []
+    monkeypatch.setattr(Lab, "_load", lambda self: dict(records))
+    monkeypatch.setattr(Lab, "_stop", lambda self, record: steps.append("stop"))
+    monkeypatch.setattr(Lab, "_teardown", lambda self, record: steps.append("teardown"))
+    monkeypatch.setattr(Lab, "_sweep", lambda self: None)
+
+    Lab(tmp_path / "state").down()
+
+    assert steps[:3] == ["stop"] * 3
+    assert steps.count("teardown") == 3
+
+
 def test_bad_machine_names_are_refused(tmp_path: Path):
     with pytest.raises(LabError, match="bad machine name"):
         Lab(tmp_path).create("Bad_Name")

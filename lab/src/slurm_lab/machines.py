@@ -660,6 +660,14 @@ class Lab:
         records = list(self._load().values())
         errors: list[str] = []
         with ThreadPoolExecutor(max_workers=max(1, len(records))) as pool:
+            # Every container powers off before any leaves the network. A daemon shutting down
+            # whose peer's address is gone waits on TCP until its stop times out (slurmdbd,
+            # slurmd: past STOP_TIMEOUT, so they were killed); a peer that is off but still on
+            # the bridge refuses at once, and every daemon stops within a second.
+            containers = [r for r in records if r.kind == "container"]
+            for record, future in [(r, pool.submit(self._stop, r)) for r in containers]:
+                if (error := future.exception()) is not None:
+                    errors.append(f"{record.name}: {error}")
             for record, future in [(r, pool.submit(self._teardown, r)) for r in records]:
                 if (error := future.exception()) is not None:
                     errors.append(f"{record.name}: {error}")
