@@ -226,4 +226,4 @@ lab bundle="bundles/lab.yaml":
     @echo "  uv run slurm-lab juju exec --unit login/0 -- sbatch --wrap \"sleep 5\""
     @echo "  uv run slurm-lab juju status    uv run slurm-lab juju debug-log --include slurmctld"
     @echo "  uv run slurm-lab shell <Inst id of login/0 in juju status>"
-    @echo "Tear down: uv run slurm-lab juju destroy-model && uv run slurm-lab down"
+    @echo "Tear down: uv run slurm-lab down"
