@@ -88,8 +88,8 @@ MUTATIONS = [
     Mutation(
         "upgrade-timeout-never-restored",
         "charms/slurmctld/src/charm.py",
-        "        raised = self._upgrade_slurmctld_timeout(config, controllers)\n",
-        "        raised = self._upgrade_slurmctld_timeout(config, controllers)"
+        "        raised = self._upgrade_slurmctld_timeout(facts)\n",
+        "        raised = self._upgrade_slurmctld_timeout(facts)"
         " or memory.upgrade_slurmctld_timeout\n",
         "tests/unit/slurmctld/test_slurmctld_major_upgrade.py",
     ),
@@ -102,11 +102,9 @@ MUTATIONS = [
     ),
     Mutation(
         "fence-follows-raised-timeout",
-        "charms/slurmctld/src/charm.py",
-        "                slurmctld_timeout=config.slurmctld_timeout,\n"
-        "                running_timeout=",
-        "                slurmctld_timeout=max(config.slurmctld_timeout,"
-        " self.peer.read().upgrade_slurmctld_timeout or 0),\n                running_timeout=",
+        "charms/slurmctld/src/placement.py",
+        "        grace = fence.grace_seconds(facts.config.slurmctld_timeout)\n",
+        "        grace = fence.grace_seconds(facts.running_timeout)\n",
         "tests/unit/slurmctld/test_ha_charm.py",
     ),
     Mutation(
@@ -185,16 +183,16 @@ MUTATIONS = [
     ),
     Mutation(
         "bad-peer-not-blocked",
-        "charms/slurmctld/src/ha.py",
-        "        for problem in self.parts.peer.host_problems():",
+        "charms/slurmctld/src/placement.py",
+        "        for problem in self.peer.host_problems():",
         "        for problem in []:",
         "tests/unit/slurmctld/test_ha_charm.py",
     ),
     Mutation(
         "own-bad-hostname-configures",
-        "charms/slurmctld/src/charm.py",
-        "        if me is None:\n            return",
-        "        if me is None:\n            me = ha.Controller(socket.gethostname(), '')",
+        "charms/slurmctld/src/facts.py",
+        "        return None, f\"this unit's",
+        "        return Controller(hostname, address, version), f\"this unit's",
         "tests/unit/slurmctld/test_ha_charm.py",
     ),
     Mutation(
@@ -256,8 +254,8 @@ MUTATIONS = [
     ),
     Mutation(
         "fenced-controller-started",
-        "charms/slurmctld/src/ha.py",
-        "        return parts.fence.reason() is None  # Fenced",
+        "charms/slurmctld/src/placement.py",
+        "        return self.fence.reason() is None  # Fenced",
         "        return True  # Fenced",
         "tests/unit/slurmctld/test_ha_fence.py::test_a_fenced_backup_says_why_and_starts_no_slurmctld",
     ),
@@ -534,8 +532,7 @@ MUTATIONS = [
     Mutation(
         "native-metrics-backup-decides-from-its-own-options",
         "charms/slurmctld/src/charm.py",
-        "            jobs += native_metrics.scrape_jobs("
-        "bool(self.peer.read().native_metrics), config)",
+        "            jobs += native_metrics.scrape_jobs(leader_on, config)",
         "            jobs += native_metrics.scrape_jobs(True, config)",
         "tests/unit/slurmctld/test_native_metrics.py",
     ),

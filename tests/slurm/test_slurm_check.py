@@ -40,7 +40,7 @@ def charm_slurm_conf() -> str:
     sys.path.insert(0, str(REPO / "charms/slurmctld/src"))
     try:
         import cluster  # pyright: ignore[reportMissingImports]
-        import ha  # pyright: ignore[reportMissingImports]
+        import placement  # pyright: ignore[reportMissingImports]
         from config import SlurmctldConfig  # pyright: ignore[reportMissingImports]
         from hpc_libs.interfaces.slurmctld_peer import PartitionEntry
         from hpc_libs.slurm.slurmctld import SlurmctldManager
@@ -56,7 +56,9 @@ def charm_slurm_conf() -> str:
             [cluster.Controller("ctl", "10.0.0.1")],
             {"compute": partition},
             [],
-            {"statesavelocation": ha.LOCAL_STATE_SAVE_LOCATION},  # One controller, local state.
+            {
+                "statesavelocation": placement.LOCAL_STATE_SAVE_LOCATION
+            },  # One controller, local state.
         )
         return SlurmctldManager(Path("/nonexistent")).config.render(conf)
     finally:

@@ -3,22 +3,22 @@
 
 import logging
 import os
-import socket  # noqa: F401  # Unit tests name the host through `charm.socket`.
+import socket  # Unit tests name the host through `charm.socket`.
 from collections.abc import Iterable, Iterator
 from typing import Any
 
 import accounting
 import cluster
+import controllers
 import credentials
 import daemons
 import exporter_service
-import fence
-import ha
 import major_upgrade
 import native_metrics
 import ops
 import overrides
 import partitions
+import placement
 import rebuild
 import retire
 import rotation
@@ -27,6 +27,7 @@ import takeover
 import toolkit
 from applied import AppliedConfig
 from config import SlurmctldConfig
+from facts import Facts, own_host
 from hpc_libs.charm.base import SlurmCharm, main
 from hpc_libs.charm.ports import PortRange
 from hpc_libs.charm.upgrade import Plan, list_backups
@@ -53,7 +54,6 @@ from hpc_libs.slurm.base import SLURM_USER
 from hpc_libs.slurm.ports import SLURMCTLD_PORT
 from hpc_libs.slurm.scontrol import Scontrol
 from hpc_libs.slurm.slurmctld import SlurmctldManager
-from primary_watch import PrimaryWatch
 
 logger = logging.getLogger(__name__)
 
@@ -118,22 +118,13 @@ class SlurmctldCharm(SlurmCharm[SlurmctldConfig]):
             lambda: self.installer.version,
         )
         self.accounting = accounting.Accounting(self.slurmdbd)
-        self.machinery = ha.Machinery(
-            charm=self,
-            manager=self.slurmctld,
-            peer=self.peer,
-            mount=self.mount,
-            primary_watch=PrimaryWatch(self.slurmctld.root),
-            fence=fence.Fence(self.slurmctld.root),
-            applied=self.applied,
-            auth_rotation=self.auth_rotation,
-            takeover=self.takeover,
-            wake_event=WAKE_EVENT,
-            bind_endpoint=SLURMD,
-            slurm_version=self.running_slurm,
+        self.placement = placement.Placement(
+            self, self.slurmctld, self.peer, self.mount, WAKE_EVENT
         )
-        self._placement: ha.Placement | None = None
-        self.rebuild = rebuild.Rebuild(self, self.peer, self._serving_partitions)
+        self._facts: Facts | None = None
+        self.rebuild = rebuild.Rebuild(
+            self, self.peer, lambda: partitions.serving(self.peer.read())
+        )
         framework.observe(self.on[SLURMD].relation_departed, self._on_slurmd_unit_departed)
         framework.observe(self.on.resume_action, self._on_resume_action)
         framework.observe(self.on.token_action, self._on_token_action)
@@ -235,99 +226,94 @@ class SlurmctldCharm(SlurmCharm[SlurmctldConfig]):
     def reconcile(self, config: SlurmctldConfig) -> None:
         """Make the controller match the model; a no-op when nothing changed.
 
-        In order: ports, the exporter and the cos-agent jobs, placement (where and how
-        slurmctld runs: a unit besides the leader stops here), then the leader's work:
-        partitions, departed nodes, the rendered files, what the daemons are told, the key
-        rotation.
+        In order: ports, the exporter and the cos-agent jobs, the takeover check and
+        placement (where and how slurmctld runs: a unit besides the leader follows the
+        leader's files and stops here), then the leader's work: partitions, departed nodes,
+        the rendered files, what the daemons are told, the key rotation, the rebuilds.
         """
         if _is_install_hook():
             return  # Install only installs: keys and config wait for the shared filesystem.
+        facts = self._facts = self._gather(config)
         self.open_ports(PortRange.single(SLURMCTLD_PORT))  # Any unit may run it once it leads.
         self.slurmctld.bound_stop_time()
         self._run_exporter(config)
         self.cos_agent.publish()  # The Slurm release may have changed (upgrade, first install).
-        placement = self._placed(config)
-        me = placement.share_address()
-        if me is None:
-            return  # Its host name breaks Slurm's grammar: the status says so.
-        if not placement.prepare():
+        if config.use_network_state:  # Even when this hook cannot configure: level-triggered.
+            self.takeover.check(self.slurmctld, facts.hostname, facts.running_timeout)
+        turn = self.placement.reconcile(facts)
+        if turn is placement.Turn.FOLLOW:
+            self._follow()
+        if turn is not placement.Turn.LEAD:
             return
-        if not self.unit.is_leader():
-            placement.stand_by()
-            return
-        if not placement.lead():
-            return
-        memory = self.peer.read()
+        memory = facts.memory
         auth_key = get_or_create_auth_key_secret(self, self.slurmctld.key.generate)
         key = auth_key.get_content(refresh=True)["key"]
         jwt_secret = credentials.get_or_create_jwt_key_secret(
             self, self.slurmctld.jwt_key.generate
         )
-        order, controllers = placement.controllers(me, memory)
-        raised = self._upgrade_slurmctld_timeout(config, controllers)
-        controllers = placement.serving(me, controllers)
-        departed = retire.delete_departed_nodes(
-            retire.departed_names(memory), self.scontrol, self.watch
-        )
+        raised = self._upgrade_slurmctld_timeout(facts)
+        serving = self.placement.strategy(facts).serving(facts)
+        departed = retire.delete_departed_nodes(facts.departed, self.scontrol, self.watch)
         served = self.partitions.serve(memory, self.scontrol, self.watch, config.future_nodes)
         remembered = SlurmctldPeerData(
             partitions=list(served.values()),
             departed_nodes=[DepartedNode(name=n) for n in departed],
-            controllers=[ControllerSlot(unit=u) for u in order],
+            controllers=[ControllerSlot(unit=u) for u in facts.order],
             native_metrics=memory.native_metrics,
             upgrade_slurmctld_timeout=memory.upgrade_slurmctld_timeout,
             rollouts=memory.rollouts,
         )
-        self.peer.write(remembered)
+        self._remember(remembered)
         native = self.native_metrics.decision(config)
         timeout = major_upgrade.upgrade_timeout(config.slurmctld_timeout, raised)
         config_digest = self.applied.apply(
             cluster.render_slurm_conf(
                 config,
-                controllers,
+                serving,
                 served,
-                self.accounting.dbds(),
-                placement.conf_settings(),
+                facts.dbds,
+                self.placement.strategy(facts).conf_settings(),
                 native_metrics_on=native.on,
                 slurmctld_timeout=timeout,
             ),
             cluster.render_cgroup_conf(config),
             key,
             credentials.jwt_key(jwt_secret),
-            standby=controllers[0].hostname != me.hostname,
+            standby=serving[0].hostname != facts.hostname,
         )
+        self._facts = self.facts(config).applying(key)
         self.peer.share_slurmctld_timeout(timeout)
         # Applied: now every controller unit offers the endpoint's jobs, or withdraws them,
         # and the controllers may upgrade with SlurmctldTimeout raised (or it is restored).
         applied = {"native_metrics": native.on, "upgrade_slurmctld_timeout": raised}
-        self.peer.write(remembered.model_copy(update=applied))
+        self._remember(remembered.model_copy(update=applied))
         self.cos_agent.publish()
         srun_ports = overrides.srun_port_range(config.slurm_conf_parameters)
-        self.daemons.publish(auth_key, controllers, served, config_digest, srun_ports)
+        self.daemons.publish(auth_key, serving, served, config_digest, srun_ports)
         self.accounting.share_jwt_key(jwt_secret)
-        self.auth_rotation.advance(auth_key, key, backups=placement.network_state)
+        self.auth_rotation.advance(auth_key, key, backups=config.use_network_state)
         self.rebuild.reconcile()
 
     def statuses(self, config: SlurmctldConfig) -> Iterable[ops.StatusBase]:
         """Each component's word, in a fixed order (see the README's "How this charm is built")."""
-        placement = self._placed(config)
-        yield from placement.problems()
+        facts = self.facts(config)
+        yield from self.placement.problems(facts)
         yield from self.partitions.problems()
         yield from self.accounting.problems()
         if _is_install_hook():
             yield ops.MaintenanceStatus("slurmctld installed; configured once the unit starts")
             return
-        if (waiting := placement.wait_status()) is not None:
+        if (waiting := next(iter(self.placement.statuses(facts)), None)) is not None:
             yield waiting
             return
         if not self.slurmctld.service.is_active():
             reason = systemd.journal_reason(self.slurmctld.daemon) or "see its journal"
             yield ops.BlockedStatus(f"slurmctld is not running: {reason}")
             return
-        if self.unit.is_leader():
-            memory = self.peer.read()
+        if facts.leader:
+            memory = facts.memory
             yield from self.partitions.draining(memory)
-            if departed := retire.departed_names(memory):
+            if departed := facts.departed:
                 yield ops.ActiveStatus(f"deleting departed nodes once idle: {', '.join(departed)}")
             if (held := self.native_metrics.decision(config).held_by) is not None:
                 yield ops.ActiveStatus(held)
@@ -335,12 +321,12 @@ class SlurmctldCharm(SlurmCharm[SlurmctldConfig]):
                 yield accounting
             yield from self.partitions.default_status(memory, config.default_partition)
             yield from self.rebuild.statuses()
-            key = self.slurmctld.key.get() or ""
-            if (rotating := self.auth_rotation.status(key, placement.network_state)) is not None:
+            backups = config.use_network_state
+            if (rotating := self.auth_rotation.status(facts.applied_key, backups)) is not None:
                 yield rotating
         yield from self.takeover.statuses()
         yield from self._exporter_status()
-        if (roles := placement.role_status()) is not None:
+        if (roles := controllers.role_status(facts.hostname)) is not None:
             yield roles
 
     def upgrade_waits_for(self, target: str) -> str | None:
@@ -349,20 +335,23 @@ class SlurmctldCharm(SlurmCharm[SlurmctldConfig]):
 
     def upgrade_note(self) -> str | None:
         """Say that SlurmctldTimeout is raised while the controllers upgrade."""
-        if (raised := self.peer.read().upgrade_slurmctld_timeout) is None:
+        config = self.valid_config()
+        if (
+            config is None
+            or (raised := self.facts(config).memory.upgrade_slurmctld_timeout) is None
+        ):
             return None
         return f"SlurmctldTimeout {raised} s during the upgrade"
 
-    def _upgrade_slurmctld_timeout(
-        self, config: SlurmctldConfig, controllers: list[ha.Controller]
-    ) -> int | None:
+    def _upgrade_slurmctld_timeout(self, facts: Facts) -> int | None:
         """Return the SlurmctldTimeout raised for the controllers' turn, or None.
 
-        From every controller unit's version, serving or not (`ha.Placement.controllers`).
+        From every controller unit's version, serving or not (`Facts.controllers`).
         """
+        config = facts.config
         plan = self.major_upgrade.plan(self.installer.version, config.slurm_major)
-        versions = [c.version for c in controllers if c.version]
-        if not major_upgrade.controllers_turn(plan.target, self.accounting.dbds(), versions):
+        versions = [c.version for c in facts.controllers if c.version]
+        if not major_upgrade.controllers_turn(plan.target, list(facts.dbds), versions):
             return None
         return major_upgrade.upgrade_timeout(
             config.slurmctld_timeout, major_upgrade.UPGRADE_SLURMCTLD_TIMEOUT
@@ -371,21 +360,51 @@ class SlurmctldCharm(SlurmCharm[SlurmctldConfig]):
     def before_upgrade(self, plan: Plan) -> None:
         """Archive StateSaveLocation before slurmctld converts it (`major_upgrade`)."""
         config = self.valid_config()
-        network = config is not None and self._placed(config).network_state
+        network = config is not None and config.use_network_state
         major_upgrade.archive_state(self.slurmctld, plan, network_state=network)
 
-    def _placed(self, config: SlurmctldConfig) -> ha.Placement:
-        """Placement for this dispatch, chosen once (`ha.placement` reads use-network-state)."""
-        if self._placement is None:
-            self._placement = ha.placement(
-                self.machinery,
-                use_network_state=config.use_network_state,
-                slurmctld_timeout=config.slurmctld_timeout,
-                running_timeout=major_upgrade.upgrade_timeout(
-                    config.slurmctld_timeout, self.peer.read().upgrade_slurmctld_timeout
-                ),
-            )
-        return self._placement
+    def facts(self, config: SlurmctldConfig) -> Facts:
+        """Return this pass's facts: those the reconcile gathered, or gathered now."""
+        if self._facts is None:
+            self._facts = self._gather(config)
+        return self._facts
+
+    def _gather(self, config: SlurmctldConfig) -> Facts:
+        """Read what the components need once: the peer memory, the hosts, the dbds, the key."""
+        memory = self.peer.read()
+        binding = self.model.get_binding(SLURMD)
+        address = binding.network.bind_address if binding is not None else None
+        hostname = socket.gethostname()
+        me, problem = own_host(hostname, address and str(address), self.running_slurm())
+        if problem is not None:
+            logger.error("this unit cannot be a controller: %s", problem)
+        return Facts(
+            config=config,
+            unit=self.unit.name,
+            leader=self.unit.is_leader(),
+            hostname=hostname,
+            me=me,
+            host_problem=problem,
+            peers=self.peer.hosts(),
+            memory=memory,
+            dbds=self.accounting.dbds(),
+            applied_key=self.slurmctld.key.get() or "",
+            running_timeout=major_upgrade.upgrade_timeout(
+                config.slurmctld_timeout, memory.upgrade_slurmctld_timeout
+            ),
+        )
+
+    def _remember(self, memory: SlurmctldPeerData) -> None:
+        """Write the peer memory (leader), and keep it as this pass's facts."""
+        self.peer.write(memory)
+        if self._facts is not None:
+            self._facts = self._facts.remembering(memory)
+
+    def _follow(self) -> None:
+        """Run slurmctld as a backup from the leader's files; confirm the key it runs with."""
+        if (timeout := self.applied.follow()) is not None:
+            self.peer.share_slurmctld_timeout(timeout)
+        self.auth_rotation.confirm_standby(self.slurmctld.key.get())
 
     def _run_exporter(self, config: SlurmctldConfig) -> None:
         """Keep the Slurm exporter running on this unit, whatever its role (`exporter_service`)."""
@@ -399,17 +418,14 @@ class SlurmctldCharm(SlurmCharm[SlurmctldConfig]):
         """Return the exporter's job, and slurmctld's own endpoint's where the leader has it on."""
         jobs = [scrape_job("slurm_exporter", exporter_service.PORT)]
         if (config := self.valid_config()) is not None:
-            jobs += native_metrics.scrape_jobs(bool(self.peer.read().native_metrics), config)
+            leader_on = bool(self.facts(config).memory.native_metrics)
+            jobs += native_metrics.scrape_jobs(leader_on, config)
         return jobs
 
     def _exporter_status(self) -> Iterator[ops.StatusBase]:
         if not self.exporter.service.is_active():
             reason = systemd.journal_reason(exporter_service.SERVICE_UNIT) or "see its journal"
             yield ops.BlockedStatus(f"the Slurm exporter is not running: {reason}")
-
-    def _serving_partitions(self) -> list[str]:
-        """Return the partitions of slurmd applications the controller serves (not retiring)."""
-        return partitions.serving(self.peer.read())
 
 
 def _is_install_hook() -> bool:

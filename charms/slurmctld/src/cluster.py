@@ -17,7 +17,7 @@ import overrides
 import partitions as partitions_module
 import rebuild
 from config import SlurmctldConfig
-from ha import Controller
+from controllers import Controller
 from hpc_libs.interfaces.slurmctld_peer import PartitionEntry
 from hpc_libs.interfaces.slurmdbd import DbdEntry
 from hpc_libs.slurm.base import JWT_KEY_NAME
@@ -76,7 +76,7 @@ def accounting_settings(dbds: Sequence[DbdEntry]) -> dict[str, Any]:
 def failover_settings(
     config: SlurmctldConfig, placement: Mapping[str, Any], slurmctld_timeout: int | None = None
 ) -> dict[str, Any]:
-    """Return the failover timers, and where the state lives as placement says (`ha`).
+    """Return the failover timers, and where the state lives as placement says (`placement`).
 
     `slurmctld_timeout` replaces the configured one while the controllers upgrade
     (`major_upgrade.upgrade_timeout`).
@@ -105,7 +105,7 @@ def render_slurm_conf(
 ) -> SlurmConfig:
     """Render the complete slurm.conf for the cluster; `dbds` are the slurmdbd daemons.
 
-    `placement` holds the keys of where the state lives (`ha.Placement.conf_settings`);
+    `placement` holds the keys of where the state lives (`placement.Placement.conf_settings`);
     `native_metrics_on` adds Slurm's own metrics endpoint (`native_metrics.enabled`).
     """
     conf = SlurmConfig.from_dict(

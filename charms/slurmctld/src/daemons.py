@@ -7,7 +7,7 @@ on their own endpoint; the leader publishes the same controller data to all of t
 import logging
 
 import ops
-from ha import Controller
+from controllers import Controller
 from hpc_libs.interfaces.controller import PortRangeEntry
 from hpc_libs.interfaces.sackd import SackdRequirer
 from hpc_libs.interfaces.slurmctld_peer import PartitionEntry

@@ -69,7 +69,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-import ha
+import controllers
 import ops
 from hpc_libs.charm import wake
 from hpc_libs.errors import SlurmOpsError
@@ -363,8 +363,8 @@ def controller_index(manager: SlurmctldManager, hostname: str) -> int | None:
 
     None if it is not listed or that slurm.conf cannot be read.
     """
-    conf = ha.shared_slurm_conf(manager)
-    hosts = ha.controller_hosts(conf) if conf is not None else []
+    conf = controllers.shared_slurm_conf(manager)
+    hosts = controllers.controller_hosts(conf) if conf is not None else []
     return hosts.index(hostname) if hostname in hosts else None
 
 

@@ -17,10 +17,11 @@ use_charm("slurmctld")
 import applied
 import charm
 import cluster
+import controllers
 import credentials
 import exporter_service
 import fence
-import ha
+import network_state
 import partitions
 import primary_watch
 import rebuild
@@ -40,8 +41,13 @@ def partitions_module() -> ModuleType:
 
 
 @pytest.fixture
-def ha_module() -> ModuleType:
-    return ha
+def network_state_module() -> ModuleType:
+    return network_state
+
+
+@pytest.fixture
+def controllers_module() -> ModuleType:
+    return controllers
 
 
 @pytest.fixture
@@ -138,5 +144,5 @@ def shared_fs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
         "22 1 8:1 / / rw shared:1 - ext4 /dev/sda1 rw\n"
         f"52 22 0:46 / {checkpoint} rw shared:31 - nfs4 10.0.0.5:/export/slurm rw\n"
     )
-    monkeypatch.setattr(ha, "MOUNTINFO", table)
+    monkeypatch.setattr(network_state, "MOUNTINFO", table)
     return checkpoint
