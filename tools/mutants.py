@@ -88,9 +88,9 @@ MUTATIONS = [
     Mutation(
         "upgrade-timeout-never-restored",
         "charms/slurmctld/src/charm.py",
-        "        raised = self._upgrade_slurmctld_timeout(facts)\n",
-        "        raised = self._upgrade_slurmctld_timeout(facts)"
-        " or memory.upgrade_slurmctld_timeout\n",
+        "            plan.target, facts.dbds, versions, config.slurmctld_timeout\n        )\n",
+        "            plan.target, facts.dbds, versions, config.slurmctld_timeout\n"
+        "        ) or facts.memory.upgrade_slurmctld_timeout\n",
         "tests/unit/slurmctld/test_slurmctld_major_upgrade.py",
     ),
     Mutation(
@@ -125,14 +125,14 @@ MUTATIONS = [
     ),
     Mutation(
         "redaction-of-one-token",
-        "charms/slurmctld/src/toolkit.py",
+        "charms/slurmctld/src/actions.py",
         '            shown.append(f"{secret}={REDACTED}{ending}")',
         '            shown.append(re.sub(rf"{secret}=\\S+", f"{secret}={REDACTED}", line))',
         "tests/unit/slurmctld/test_actions_show_config.py",
     ),
     Mutation(
         "slurmdbd-conf-served",
-        "charms/slurmctld/src/toolkit.py",
+        "charms/slurmctld/src/actions.py",
         '    "acct-gather-conf": "acct_gather.conf",\n}',
         '    "acct-gather-conf": "acct_gather.conf",\n    "slurmdbd-conf": "slurmdbd.conf",\n}',
         "tests/unit/slurmctld/test_actions_show_config.py",
@@ -212,7 +212,7 @@ MUTATIONS = [
     ),
     Mutation(
         "old-revision-kept",
-        "charms/slurmctld/src/toolkit.py",
+        "charms/slurmctld/src/actions.py",
         "        event.remove_revision()",
         "        pass",
         "tests/unit/slurmctld/test_actions_keys.py",
@@ -677,7 +677,7 @@ MUTATIONS = [
     ),
     Mutation(
         "future-nodes-not-rendered",
-        "charms/slurmctld/src/cluster.py",
+        "charms/slurmctld/src/render.py",
         "        conf.nodes[node_name] = node\n",
         "        del node_name, node\n",
         "tests/unit/slurmctld/test_future_nodes.py",
@@ -796,7 +796,7 @@ MUTATIONS = [
     ),
     Mutation(
         "rebuild-record-dropped-by-the-reconcile",
-        "charms/slurmctld/src/charm.py",
+        "charms/slurmctld/src/facts.py",
         "            rollouts=memory.rollouts,\n",
         "",
         "tests/unit/slurmctld/test_rebuild.py",
@@ -1177,14 +1177,14 @@ MUTATIONS = [
     ),
     Mutation(
         "cgroup-isolation-confines-nothing",
-        "charms/slurmctld/src/cluster.py",
+        "charms/slurmctld/src/render.py",
         '"cgroup": {"constraincores": True, "constrainramspace": True, "constraindevices": True},',
         '"cgroup": {},',
         "tests/unit/slurmctld/test_overrides_charm.py",
     ),
     Mutation(
         "confinement-defaults-override-the-operator",
-        "charms/slurmctld/src/cluster.py",
+        "charms/slurmctld/src/render.py",
         "fields = {**CONFINEMENT[config.process_isolation], **config.cgroup_parameters}",
         "fields = {**config.cgroup_parameters, **CONFINEMENT[config.process_isolation]}",
         "tests/unit/slurmctld/test_overrides_charm.py",

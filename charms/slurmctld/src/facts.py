@@ -8,13 +8,35 @@ leader remembers now without reading the databag again.
 """
 
 import dataclasses
-from collections.abc import Mapping, Sequence
+import logging
+import socket
+from collections.abc import Iterable, Mapping, Sequence
 
+import ops
 from config import SlurmctldConfig
 from controllers import Controller, in_join_order
-from hpc_libs.interfaces.slurmctld_peer import ControllerHost, SlurmctldPeerData
+from hpc_libs.interfaces.slurmctld_peer import (
+    ControllerHost,
+    ControllerSlot,
+    DepartedNode,
+    PartitionEntry,
+    SlurmctldPeer,
+    SlurmctldPeerData,
+)
 from hpc_libs.interfaces.slurmdbd import DbdEntry
+from major_upgrade import upgrade_timeout
 from pydantic import ValidationError
+
+logger = logging.getLogger(__name__)
+
+
+@dataclasses.dataclass(frozen=True)
+class Keys:
+    """The leader's keys, once it leads: the auth key's secret and content, the JWT secret."""
+
+    auth_secret: ops.Secret
+    auth_key: str
+    jwt_secret: ops.Secret
 
 
 @dataclasses.dataclass(frozen=True)
@@ -40,6 +62,8 @@ class Facts:
     """The auth key this unit's slurmctld runs with (empty before the first)."""
     running_timeout: int
     """The SlurmctldTimeout slurmctld runs with: the configured one, or raised for an upgrade."""
+    keys: Keys | None = None
+    """The leader's keys, from the moment it may write the configuration (None before)."""
 
     @property
     def order(self) -> list[str]:
@@ -57,15 +81,19 @@ class Facts:
         recorded = [c.unit for c in self.memory.controllers or [] if c.unit]
         return in_join_order(self.unit, self.me, self.peers, recorded)
 
-    @property
-    def serving(self) -> list[str]:
-        """The partitions of slurmd applications the controller serves (not retiring)."""
-        return sorted(p.name for p in self.memory.partitions or [] if p.name and not p.retiring)
-
-    @property
-    def departed(self) -> list[str]:
-        """The nodes of departed units the leader deletes once idle."""
-        return [n.name for n in self.memory.departed_nodes or [] if n.name]
+    def remembered(
+        self, partitions: Iterable[PartitionEntry], departed: Iterable[str]
+    ) -> SlurmctldPeerData:
+        """Return the leader's peer memory: what it serves and retires now, the rest kept."""
+        memory = self.memory
+        return SlurmctldPeerData(
+            partitions=list(partitions),
+            departed_nodes=[DepartedNode(name=n) for n in departed],
+            controllers=[ControllerSlot(unit=u) for u in self.order],
+            native_metrics=memory.native_metrics,
+            upgrade_slurmctld_timeout=memory.upgrade_slurmctld_timeout,
+            rollouts=memory.rollouts,
+        )
 
     def remembering(self, memory: SlurmctldPeerData) -> "Facts":
         """Return these facts with the peer memory this pass wrote."""
@@ -74,6 +102,47 @@ class Facts:
     def applying(self, key: str) -> "Facts":
         """Return these facts with the auth key slurmctld now runs with."""
         return dataclasses.replace(self, applied_key=key)
+
+    def with_keys(self, keys: Keys) -> "Facts":
+        """Return these facts with the leader's keys."""
+        return dataclasses.replace(self, keys=keys)
+
+
+def gather(
+    config: SlurmctldConfig,
+    unit: ops.Unit,
+    peer: SlurmctldPeer,
+    *,
+    address: str | None,
+    version: str | None,
+    dbds: Sequence[DbdEntry],
+    applied_key: str,
+) -> Facts:
+    """Read the facts of a pass: the peer memory once, the hosts, this unit's host.
+
+    `address` is this unit's bind address (None: Juju has given none yet), `version` the
+    Slurm release it runs, `applied_key` the auth key its slurmctld runs with.
+    """
+    memory = peer.read()
+    hostname = socket.gethostname()
+    me, problem = own_host(hostname, address, version)
+    if problem is not None:
+        logger.error("this unit cannot be a controller: %s", problem)
+    return Facts(
+        config=config,
+        unit=unit.name,
+        leader=unit.is_leader(),
+        hostname=hostname,
+        me=me,
+        host_problem=problem,
+        peers=peer.hosts(),
+        memory=memory,
+        dbds=dbds,
+        applied_key=applied_key,
+        running_timeout=upgrade_timeout(
+            config.slurmctld_timeout, memory.upgrade_slurmctld_timeout
+        ),
+    )
 
 
 def own_host(

@@ -36,8 +36,15 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 import ops
+from facts import Facts
 from hpc_libs.errors import SlurmOpsError
-from hpc_libs.interfaces.slurmctld_peer import PartitionEntry, Rollout, RolloutJob, SlurmctldPeer
+from hpc_libs.interfaces.slurmctld_peer import (
+    PartitionEntry,
+    Rollout,
+    RolloutJob,
+    SlurmctldPeer,
+    SlurmctldPeerData,
+)
 from hpc_libs.machine import host
 from hpc_libs.slurm.base import REBOOT_PROGRAM, REBUILD_PARTITION
 from hpc_libs.slurm.scontrol import Node, Timestamp
@@ -503,35 +510,39 @@ class Rebuild(ops.Object):
             }
         )
 
-    def _slurm(self) -> tuple[dict[int, str], list[BootNode]]:
+    def _slurm(self, rollouts: Sequence[Rollout]) -> tuple[dict[int, str], list[BootNode]]:
         """Read the rollouts once per dispatch (reconcile and status see the same facts)."""
         if self._read is None:
-            self._read = read_slurm(self._rollouts())
+            self._read = read_slurm(rollouts)
         return self._read
 
-    def reconcile(self) -> None:
+    def reconcile(self, facts: Facts) -> SlurmctldPeerData | None:
         """Hold the pending jobs of any rollout with a failed node; forget ended rollouts.
 
-        Leader only, each reconcile. A failure to read Slurm is logged; the next event retries.
+        Leader only, each reconcile: returns the peer memory to remember when a rollout
+        ended. A failure to read Slurm is logged; the next event retries.
         """
-        memory = self._peer.read()
+        memory = facts.memory
         rollouts = list(memory.rollouts or [])
         if not rollouts:
-            return
+            return None
         try:
-            states, nodes = self._slurm()
+            states, nodes = self._slurm(rollouts)
             stop_failed(progress(rollouts, states, nodes))
         except SlurmOpsError as e:
             logger.warning("cannot check the rebuilds: %s", e.stderr or e.message)
-            return
+            return None
         if len(kept := forget_ended(rollouts, states)) != len(rollouts):
-            self._peer.write(memory.model_copy(update={"rollouts": kept}))
+            return memory.model_copy(update={"rollouts": kept})
+        return None
 
-    def statuses(self) -> Iterable[ops.StatusBase]:
-        """One status per rollout Slurm knows: blocked when it stopped on a failed node."""
-        rollouts = self._rollouts()
+    def statuses(self, facts: Facts) -> Iterable[ops.StatusBase]:
+        """One status per rollout Slurm knows (leader): blocked once stopped on a failed node."""
+        if not facts.leader:
+            return
+        rollouts = list(facts.memory.rollouts or [])
         try:
-            found = progress(rollouts, *self._slurm())
+            found = progress(rollouts, *self._slurm(rollouts))
         except SlurmOpsError as e:
             logger.warning("cannot read the rebuilds: %s", e.stderr or e.message)
             return
