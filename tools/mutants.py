@@ -775,9 +775,9 @@ MUTATIONS = [
     ),
     Mutation(
         "rebuild-reads-users-jobs",
-        "charms/slurmctld/src/rebuild.py",
-        '    "--user=root",\n    "--states=all",',
-        '    "--states=all",',
+        "libs/hpc_libs/src/hpc_libs/slurm/queue.py",
+        '        "--user=root",\n        "--states=all",',
+        '        "--states=all",',
         "tests/unit/slurmctld/test_rebuild.py",
     ),
     Mutation(
@@ -804,7 +804,7 @@ MUTATIONS = [
     Mutation(
         "rebuild-submitted-jobs-left-after-a-failed-submission",
         "charms/slurmctld/src/rebuild.py",
-        '                host.run(["scancel", *map(str, job_ids)], timeout=TIMEOUT)',
+        "                queue.scancel(job_ids, timeout=TIMEOUT)",
         "                pass",
         "tests/unit/slurmctld/test_rebuild.py",
     ),

@@ -23,7 +23,7 @@ from hpc_libs.interfaces.slurmctld_peer import (
     SlurmctldPeerData,
 )
 from hpc_libs.interfaces.slurmd import BUSY_JOB_STATES, RETIRE_REASON, node_name
-from hpc_libs.machine import host
+from hpc_libs.slurm import queue
 from hpc_libs.slurm.scontrol import Scontrol
 
 logger = logging.getLogger(__name__)
@@ -186,19 +186,12 @@ def node_jobs_query(name: str) -> list[str]:
 
 
 def _jobs_query(selection: str) -> list[str]:
-    return [
-        "squeue",
-        "--noheader",
-        "--format=%i",
-        selection,
-        f"--states={','.join(BUSY_JOB_STATES)}",
-    ]
+    return queue.busy_jobs_query(selection, BUSY_JOB_STATES)
 
 
 def _has_jobs(argv: list[str], what: str) -> bool:
     try:
-        result = host.run(argv, timeout=SQUEUE_TIMEOUT)
+        return queue.has_jobs(argv, timeout=SQUEUE_TIMEOUT)
     except SlurmOpsError as e:
         logger.warning("cannot list jobs of %s: %s", what, e.stderr or e)
         return True
-    return bool(result.stdout.strip())
