@@ -192,7 +192,8 @@ MUTATIONS = [
         "own-bad-hostname-configures",
         "charms/slurmctld/src/facts.py",
         "        return None, f\"this unit's",
-        "        return Controller(hostname, address, version), f\"this unit's",
+        "        return ControllerHost.model_construct(hostname=hostname, address=address),"
+        " f\"this unit's",
         "tests/unit/slurmctld/test_ha_charm.py",
     ),
     Mutation(

@@ -39,11 +39,10 @@ def charm_slurm_conf() -> str:
     """slurm.conf as the slurmctld charm renders it for one controller and one partition."""
     sys.path.insert(0, str(REPO / "charms/slurmctld/src"))
     try:
-        import controllers  # pyright: ignore[reportMissingImports]
         import placement  # pyright: ignore[reportMissingImports]
         import render  # pyright: ignore[reportMissingImports]
         from config import SlurmctldConfig  # pyright: ignore[reportMissingImports]
-        from hpc_libs.interfaces.slurmctld_peer import PartitionEntry
+        from hpc_libs.interfaces.slurmctld_peer import ControllerHost, PartitionEntry
         from hpc_libs.slurm.slurmctld import SlurmctldManager
 
         partition = PartitionEntry(
@@ -54,7 +53,7 @@ def charm_slurm_conf() -> str:
         )
         conf = render.render_slurm_conf(
             SlurmctldConfig(slurm_conf_parameters="MaxJobCount=20000\nMaxStepCount=100"),
-            [controllers.Controller("ctl", "10.0.0.1")],
+            [ControllerHost(hostname="ctl", address="10.0.0.1")],
             {"compute": partition},
             [],
             # One controller, local state.

@@ -1,13 +1,13 @@
 """The controllers: who they are, in which order, and how `scontrol ping` sees them.
 
 The ground floor of the charm's modules: it imports none of them. Every controller unit is a
-`Controller` (its host name, address and Slurm release as the peers share them); the leader
-keeps their join order in the peer application databag, and the first is the primary
-(`SlurmctldHost` order). With network state, each controller reads the one slurm.conf the
+`ControllerHost` (its host name, address and Slurm release as the peers share them, checked
+against Slurm's grammar; the daemons get each as a `ControllerEntry`); the leader keeps their
+join order in the peer application databag, and the first is the primary (`SlurmctldHost`
+order). With network state, each controller reads the one slurm.conf the
 leader writes on the share (`shared_slurm_conf`).
 """
 
-import dataclasses
 import logging
 from collections.abc import Mapping, Sequence
 
@@ -26,37 +26,20 @@ PING_TIMEOUT = 30
 """Seconds for `scontrol ping`, which waits for each controller that does not answer."""
 
 
-@dataclasses.dataclass(frozen=True)
-class Controller:
-    """One slurmctld unit as other hosts reach it."""
-
-    hostname: str
-    address: str
-    version: str | None = None
-    """The Slurm release it runs, as it published it (None: not said)."""
-
-    @property
-    def slurmctld_host(self) -> str:
-        """The `SlurmctldHost` value: hostname plus address, so names need not resolve."""
-        return f"{self.hostname}({self.address})"
-
-    @classmethod
-    def of(cls, host: ControllerHost) -> "Controller":
-        """Return the controller a unit's peer data describes (checked against Slurm's grammar)."""
-        return cls(str(host.hostname), str(host.address), host.version)
+def slurmctld_host(host: ControllerHost) -> str:
+    """Return a controller's `SlurmctldHost` value: host name and address (no name lookup)."""
+    return f"{host.hostname}({host.address})"
 
 
 def in_join_order(
-    unit: str, me: Controller, peers: Mapping[str, ControllerHost], recorded: Sequence[str]
-) -> tuple[list[str], list[Controller]]:
+    unit: str, me: ControllerHost, peers: Mapping[str, ControllerHost], recorded: Sequence[str]
+) -> tuple[list[str], list[ControllerHost]]:
     """Return the controller units in join order, and the controllers, primary first.
 
     `unit` is this unit (`me`), `peers` the other units' shared hosts, `recorded` the join
     order the leader keeps in the peer application databag.
     """
-    present = {unit: me}
-    for name, host in peers.items():  # Only data Slurm's grammar accepts.
-        present[name] = Controller.of(host)
+    present = {unit: me, **peers}  # Only data Slurm's grammar accepts.
     order = join_order(list(recorded), list(present))  # The first is the primary controller.
     return order, [present[name] for name in order]
 

@@ -14,7 +14,7 @@ from collections.abc import Iterable, Mapping, Sequence
 
 import ops
 from config import SlurmctldConfig
-from controllers import Controller, in_join_order
+from controllers import in_join_order
 from hpc_libs.interfaces.slurmctld_peer import (
     ControllerHost,
     ControllerSlot,
@@ -48,7 +48,7 @@ class Facts:
     """This unit's name (`slurmctld/0`)."""
     leader: bool
     hostname: str
-    me: Controller | None
+    me: ControllerHost | None
     """This unit as the other hosts reach it; None while it cannot be a controller."""
     host_problem: str | None
     """Why this unit's host name or address cannot be a `SlurmctldHost` (None: it can)."""
@@ -71,11 +71,11 @@ class Facts:
         return self._joined()[0]
 
     @property
-    def controllers(self) -> list[Controller]:
+    def controllers(self) -> list[ControllerHost]:
         """Every controller unit, serving or not, primary first (none without `me`)."""
         return self._joined()[1]
 
-    def _joined(self) -> tuple[list[str], list[Controller]]:
+    def _joined(self) -> tuple[list[str], list[ControllerHost]]:
         if self.me is None:
             return [], []
         recorded = [c.unit for c in self.memory.controllers or [] if c.unit]
@@ -147,7 +147,7 @@ def gather(
 
 def own_host(
     hostname: str, address: str | None, version: str | None
-) -> tuple[Controller | None, str | None]:
+) -> tuple[ControllerHost | None, str | None]:
     """Return this unit as a controller, or why Slurm's grammar refuses its host name or address.
 
     (None, None) while Juju has given no bind address yet: reconcile waits for it.
@@ -160,4 +160,4 @@ def own_host(
         first = e.errors()[0]
         why = str(first["msg"]).removeprefix("Value error, ")
         return None, f"this unit's {first['loc'][0]} cannot be a SlurmctldHost: {why}"
-    return Controller.of(host), None
+    return host, None

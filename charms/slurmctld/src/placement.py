@@ -21,7 +21,6 @@ import fence
 import network_state
 import ops
 import primary_watch
-from controllers import Controller
 from facts import Facts
 from hpc_libs.interfaces.mount_info import MountInfoProvider
 from hpc_libs.interfaces.slurmctld_peer import ControllerHost, SlurmctldPeer
@@ -85,7 +84,7 @@ class Strategy:
         """Whether the leader may write the configuration now; prepare the state for it."""
         raise NotImplementedError
 
-    def serving(self, facts: Facts) -> list[Controller]:
+    def serving(self, facts: Facts) -> list[ControllerHost]:
         """Return the controllers slurm.conf lists, primary first."""
         raise NotImplementedError
 
@@ -122,7 +121,7 @@ class LocalState(Strategy):
         """Return True: the state stays where it is."""
         return True
 
-    def serving(self, facts: Facts) -> list[Controller]:
+    def serving(self, facts: Facts) -> list[ControllerHost]:
         """Return this unit alone: the state is on its disk, no other unit can help."""
         return [facts.me] if facts.me is not None else []
 
@@ -182,7 +181,7 @@ class NetworkState(Strategy):
         network_state.move_to_network_state(self.manager)
         return True
 
-    def serving(self, facts: Facts) -> list[Controller]:
+    def serving(self, facts: Facts) -> list[ControllerHost]:
         """Return every controller: each reads the state on the share."""
         return facts.controllers
 
@@ -256,8 +255,7 @@ class Placement:
         """
         if (me := facts.me) is None:
             return Turn.STOP  # Its host name breaks Slurm's grammar: the status says so.
-        host = ControllerHost(hostname=me.hostname, address=me.address, version=me.version)
-        self.peer.share_host(host)
+        self.peer.share_host(me)
         strategy = self.strategy(facts)
         if not strategy.prepare(facts):
             return Turn.STOP

@@ -17,8 +17,8 @@ import overrides
 import partitions as partitions_module
 import rebuild
 from config import SlurmctldConfig
-from controllers import Controller
-from hpc_libs.interfaces.slurmctld_peer import PartitionEntry
+from controllers import slurmctld_host
+from hpc_libs.interfaces.slurmctld_peer import ControllerHost, PartitionEntry
 from hpc_libs.interfaces.slurmdbd import DbdEntry
 from hpc_libs.slurm.base import JWT_KEY_NAME
 from slurmutils import CGroupConfig, GresConfig, NodeSet, Partition, SlurmConfig
@@ -95,7 +95,7 @@ def failover_settings(
 
 def render_slurm_conf(
     config: SlurmctldConfig,
-    controllers: list[Controller],
+    controllers: list[ControllerHost],
     partitions: dict[str, PartitionEntry],
     dbds: Sequence[DbdEntry],
     placement: Mapping[str, Any],
@@ -111,7 +111,7 @@ def render_slurm_conf(
     conf = SlurmConfig.from_dict(
         {
             "clustername": config.cluster_name,
-            "slurmctldhost": [c.slurmctld_host for c in controllers],
+            "slurmctldhost": [slurmctld_host(c) for c in controllers],
             "slurmuser": "slurm",
             "authtype": "auth/slurm",
             "credtype": "cred/slurm",
