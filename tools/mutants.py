@@ -1192,6 +1192,13 @@ MUTATIONS = [
         "fields = {**config.cgroup_parameters, **CONFINEMENT[config.process_isolation]}",
         "tests/unit/slurmctld/test_overrides_charm.py",
     ),
+    Mutation(
+        "slurmd-without-dbus",
+        "libs/hpc_libs/src/hpc_libs/slurm/slurmd.py",
+        '    packages = ("slurmd", "slurm-client", "dbus")\n',
+        '    packages = ("slurmd", "slurm-client")\n',
+        "tests/unit/slurmd/test_charm_slurmd.py",
+    ),
 ]
 
 
