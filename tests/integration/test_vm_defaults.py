@@ -40,8 +40,9 @@ Each can fail, as runs here showed:
   side of a restart, and a charm that would re-register or drain the node on a key change;
 - the charm dir on the VM's disk: before the lab bound it there, findmnt showed the 9p share
   (by hand, in a run of this module);
-- not yet shown failing by a run: sacct's MaxRSS (`process-isolation=none` takes
-  jobacct_gather/none, which records none) and the VM of `add_unit`.
+- sacct's MaxRSS: with `process-isolation=none` (jobacct_gather/none) the step's MaxRSS
+  stayed 0 and the check failed, as did the plugins' (run of 05:28);
+- not yet shown failing by a run: the VM of `add_unit`.
 """
 
 from __future__ import annotations
