@@ -1211,6 +1211,13 @@ MUTATIONS = [
         "                pass",
         "lab/tests/test_packing_units.py",
     ),
+    Mutation(
+        "slurmd-without-dbus",
+        "libs/hpc_libs/src/hpc_libs/slurm/slurmd.py",
+        '    packages = ("slurmd", "slurm-client", "dbus")\n',
+        '    packages = ("slurmd", "slurm-client")\n',
+        "tests/unit/slurmd/test_charm_slurmd.py",
+    ),
 ]
 
 
