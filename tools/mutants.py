@@ -1006,6 +1006,24 @@ MUTATIONS = [
         "tests/unit/project/test_charmcraft_projects.py",
     ),
     Mutation(
+        "lab-exec-does-not-hold-its-unit",
+        "lab/src/slurm_lab/juju/engine.py",
+        '        unit.running, unit.agent = event, "executing"\n'
+        "        unit.runner_pid, unit.runner_start = os.getpid(), start_time(os.getpid())\n"
+        "        return event, run",
+        "        return event, run",
+        "lab/tests/test_backend_units.py",
+    ),
+    Mutation(
+        "lab-lost-exec-is-a-failed-hook",
+        "lab/src/slurm_lab/juju/engine.py",
+        '            if event["kind"] == "custom" and not event.get("exec"):\n'
+        "                continue",
+        '            if event["kind"] == "custom" and not event.get("exec"):\n'
+        "                pass",
+        "lab/tests/test_backend_units.py",
+    ),
+    Mutation(
         "lab-leaves-a-stopped-nsenter-stopped",
         "lab/src/slurm_lab/proc.py",
         "                    os.kill(proc.pid, signal.SIGCONT)",

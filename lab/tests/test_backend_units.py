@@ -338,3 +338,48 @@ def test_a_revision_no_one_ever_read_is_obsolete_as_soon_as_a_newer_one_exists()
     assert model.queue == [
         {"unit": "ctl/0", "kind": "secret_remove", "secret_id": secret.id, "revision": 1}
     ]
+
+
+LABTEST = Path(__file__).parent / "charms" / "labtest"
+
+
+def test_an_exec_holds_its_units_hooks_until_it_ends_but_not_other_units(tmp_path: Path):
+    ctl, model = _model_with("a", 2, peers=False)
+    ctl.log_dir = tmp_path
+    model.apps["a"].charm_dir = str(LABTEST)
+    event, run = ctl.start_exec(model.units["a/0"], "is-leader")
+    model.queue = [
+        {"unit": "a/0", "kind": "update_status"},
+        {"unit": "a/1", "kind": "update_status"},
+    ]
+    ran: list[str] = []
+    model.apps["a"].kind = "stand-in"
+    ctl.builtin["stand-in"] = lambda unit, event: ran.append(f"{unit.name} {event['kind']}")
+
+    ctl._start_runnable()  # pyright: ignore[reportPrivateUsage]
+    assert ran == ["a/1 update_status"]  # a/0's waits for the command
+    assert run.env()["PATH"].startswith("/var/lib/juju/tools/unit-a-0:")  # the hook tools first
+
+    ctl.end_exec("a/0", event, {"ok": False, "code": 3, "error": "exit status 3", "context": None})
+    ctl._start_runnable()  # pyright: ignore[reportPrivateUsage]
+
+    assert ran == ["a/1 update_status", "a/0 update_status"]
+    assert not model.units["a/0"].in_error  # a failing command is not a failed hook
+
+
+def test_an_exec_whose_process_died_frees_its_unit_without_an_error(tmp_path: Path):
+    ctl, model = _model_with("a", 1, peers=False)
+    ctl.log_dir = tmp_path
+    unit = model.units["a/0"]
+    stranger = subprocess.Popen(["sleep", "30"])
+    try:
+        unit.running, unit.agent = {"unit": "a/0", "kind": "custom", "name": "juju-exec"}, "x"
+        unit.runner_pid, unit.runner_start = stranger.pid, start_time(stranger.pid) - 1
+
+        ctl._recover_lost_hooks()  # pyright: ignore[reportPrivateUsage]
+    finally:
+        stranger.kill()
+        stranger.wait()
+
+    assert unit.running is None
+    assert not unit.in_error

@@ -16,6 +16,7 @@ import fcntl
 import json
 import math
 import shlex
+import threading
 import time
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping
@@ -41,6 +42,8 @@ from slurm_lab.juju.status import build_status
 
 LAB_GPUS_CONSTRAINT = "lab-gpus"
 LAB_GPUS_FILE = "lab-gpus.json"
+EXEC_POLL = 0.2
+"""Seconds between looks at a busy unit by an `exec` waiting for its hook."""
 VIRT_TYPE_CONSTRAINT = "virt-type"
 VIRT_TYPES = {"container": "container", "virtual-machine": "vm"}
 """Juju's `virt-type` values (LXD clouds) and the lab machine kind each gives the units."""
@@ -73,6 +76,7 @@ class LabJuju(jubilant.Juju):
         self._dir = Path(lab.state_dir) / "juju"
         self._file = self._dir / "model.json"
         self._depth = 0
+        self._threads = threading.RLock()  # one thread in a session at a time (nested: same)
         self._lock_handle: Any = None
         state = store.load(self._file)
         if state is None or not self._machines_alive(state):
@@ -117,28 +121,32 @@ class LabJuju(jubilant.Juju):
 
     @contextlib.contextmanager
     def _session(self) -> Iterator[ModelState]:
-        """Exclusive use of the model across processes; reloads it, saves it after."""
-        if self._depth:
-            self._depth += 1
-            try:
-                yield self.ctl.model
-            finally:
-                self._depth -= 1
-            return
-        self._dir.mkdir(parents=True, exist_ok=True)
-        with (self._dir / "model.lock").open("a") as handle:
-            fcntl.flock(handle, fcntl.LOCK_EX)
-            loaded = store.load(self._file)
-            if loaded is not None:
-                self.ctl.model = loaded
-            self._depth = 1
-            try:
-                self.ctl.drain()  # what came due meanwhile: retries, juju-exec, ended hooks
-                yield self.ctl.model
-                self.ctl.drain()
-            finally:
-                self._depth = 0
-                self._save()
+        """Exclusive use of the model across processes and threads; reloads it, saves it after.
+
+        Threads: a test may `exec` from a thread of its own while its main thread goes on.
+        """
+        with self._threads:
+            if self._depth:
+                self._depth += 1
+                try:
+                    yield self.ctl.model
+                finally:
+                    self._depth -= 1
+                return
+            self._dir.mkdir(parents=True, exist_ok=True)
+            with (self._dir / "model.lock").open("a") as handle:
+                fcntl.flock(handle, fcntl.LOCK_EX)
+                loaded = store.load(self._file)
+                if loaded is not None:
+                    self.ctl.model = loaded
+                self._depth = 1
+                try:
+                    self.ctl.drain()  # what came due meanwhile: retries, juju-exec, ended hooks
+                    yield self.ctl.model
+                    self.ctl.drain()
+                finally:
+                    self._depth = 0
+                    self._save()
 
     # --- unsupported: there is no juju CLI -------------------------------------------------------
 
@@ -596,35 +604,68 @@ class LabJuju(jubilant.Juju):
         unit: str | None = None,
         wait: float | None = None,
     ) -> Task:
-        """Run a shell command on a unit's (or machine's) lab machine."""
+        """Run a command on a unit in its hook context, or on a machine as a plain shell.
+
+        As `juju exec` on Juju 3.6: with `unit`, the command waits for the unit's running hook
+        and runs with the hook tools on PATH (`Controller.start_exec`), committing what it sets
+        through them if it exits 0; no hook of the unit starts until it ends. With `machine`,
+        it runs as root with no hook context. A unit of a lab stand-in (no charm, no agent)
+        gets the plain shell. The command runs outside the model session: other units' hooks
+        and other threads' commands go on meanwhile.
+        """
         if (machine is None) == (unit is None):
             raise TypeError('must specify "machine" or "unit", but not both')
+        timeout = wait or 300
+        script = command_string([command, *args])
         with self._session() as model:
+            model.next_task += 1
+            task_id = str(model.next_task)
             if unit is not None:
-                target = self.lab.get(self._unit(unit).machine)
+                target = self._unit(unit)
+                in_context = model.apps[target.app].kind == "charm"
+                name, machine_name = target.name, target.machine
             else:
+                in_context, name = False, ""
                 found = [u for u in model.units.values() if u.machine_id == str(machine)]
                 if not found:
                     raise ValueError(f'machine "{machine}" not found')
-                target = self.lab.get(found[0].machine)
-            model.next_task += 1
-            task_id = str(model.next_task)
-        script = command_string([command, *args])
-        try:
-            result = target.exec(["bash", "-c", script], timeout=wait or 300)
-        except LabError as e:
-            if "timed out" in str(e):
-                raise TimeoutError(f"timed out waiting for command: {e}") from None
-            raise
-        task = Task(
-            id=task_id,
-            status="completed" if result.returncode == 0 else "failed",
-            return_code=result.returncode,
-            stdout=result.stdout,
-            stderr=result.stderr,
-        )
+                machine_name = found[0].machine
+        if in_context:
+            task = _exec_task(task_id, lambda: self._exec_in_context(name, script, timeout))
+        else:
+            task = _exec_task(task_id, lambda: self._exec_plain(machine_name, script, timeout))
         task.raise_on_failure()
         return task
+
+    def _exec_plain(self, machine: str, script: str, timeout: float) -> dict[str, Any]:
+        """`exec` on a machine: a root shell, no hook context."""
+        result = self.lab.get(machine).exec(["bash", "-c", script], timeout=timeout)
+        return {"code": result.returncode, "stdout": result.stdout, "stderr": result.stderr}
+
+    def _exec_in_context(self, name: str, script: str, timeout: float) -> dict[str, Any]:
+        """`exec` on a charm unit: once the unit is idle, in its hook context."""
+        deadline = time.monotonic() + timeout
+        while True:
+            with self._session():  # each session applies the hooks that ended meanwhile
+                unit = self._unit(name)
+                if unit.running is None:
+                    event, run = self.ctl.start_exec(unit, script)
+                    break
+            if time.monotonic() >= deadline:
+                raise LabError(f"timed out after {timeout}s waiting for the unit's hook")
+            time.sleep(EXEC_POLL)
+        remaining = max(deadline - time.monotonic(), 1.0)
+        try:
+            response = self.ctl.execute(unit, self.ctl.machine(unit), run, remaining)
+        except BaseException:  # interrupted (or the machine is gone): release the unit
+            with self._session():
+                self.ctl.end_exec(name, event, None)
+            raise
+        with self._session():
+            self.ctl.end_exec(name, event, response)
+        if response.get("lab_error"):
+            raise LabError(response["error"])
+        return response
 
     # --- hooks on request ------------------------------------------------------------------------
 
@@ -838,6 +879,24 @@ def _stringify(results: Any) -> Any:
     if isinstance(results, dict):
         return {str(k): _stringify(v) for k, v in results.items()}  # pyright: ignore[reportUnknownVariableType]
     return str(results)
+
+
+def _exec_task(task_id: str, run: Callable[[], dict[str, Any]]) -> Task:
+    """Run an `exec` and return its task (exit status, output); TimeoutError if it timed out."""
+    try:
+        response = run()
+    except LabError as e:
+        if "timed out" in str(e):
+            raise TimeoutError(f"timed out waiting for command: {e}") from None
+        raise
+    code = int(response.get("code") or 0)
+    return Task(
+        id=task_id,
+        status="completed" if code == 0 else "failed",
+        return_code=code,
+        stdout=response.get("stdout") or "",
+        stderr=response.get("stderr") or "",
+    )
 
 
 def _task(task_id: str, response: dict[str, Any]) -> Task:

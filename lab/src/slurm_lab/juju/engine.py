@@ -50,6 +50,9 @@ How the lab still differs from Juju 3 (everything else is meant to match it):
   while it is driven, else the command times out (`EXEC_TIMEOUT`). Its changes commit if it
   exits 0; a failing command returns its exit status without putting the unit in error.
 - Actions run at once in the calling process, after the unit's own background hook (if any).
+- `juju exec --unit` from the backend (jubilant's `exec`) runs in the hook context of
+  `juju-exec` once the unit is idle, holding the unit (`start_exec`, `end_exec`) but not the
+  model: Juju holds a lock per machine, the lab serialises per unit.
 """
 
 from __future__ import annotations
@@ -59,6 +62,7 @@ import json
 import logging
 import os
 import re
+import shlex
 import threading
 import time
 from collections.abc import Callable
@@ -446,6 +450,8 @@ class Controller:
                 continue
             event, unit.running, unit.agent = unit.running, None, "idle"
             unit.runner_pid = unit.runner_start = 0
+            if event["kind"] == "custom" and not event.get("exec"):
+                continue  # the backend's `juju exec`: a command, not a hook, nothing to retry
             lost = hook_name(event, self.model)
             self.log(unit, "ERROR", f'hook "{lost}" lost: its process died')
             self._failed(unit, event)
@@ -468,8 +474,9 @@ class Controller:
         if event["kind"] == "custom":
             if response["ok"] and context is not None:
                 self.commit(unit, context)
-            elif not response["ok"]:
-                self.log(unit, "ERROR", f'juju-exec of "{name}" failed:\n{response["error"]}')
+            elif not response["ok"]:  # the backend's `juju exec` failing is no error of the unit
+                level = "ERROR" if event.get("exec") else "DEBUG"
+                self.log(unit, level, f'juju-exec of "{name}" failed:\n{response["error"]}')
             self._answer_exec(event, response)
             if reboot:
                 self._reboot(unit)
@@ -564,6 +571,41 @@ class Controller:
         """Run an event in the unit's machine now, in this thread (actions)."""
         return self.execute(unit, self.machine(unit), self.hook_run(unit, event))
 
+    # --- `juju exec --unit` from the backend ---------------------------------------------------
+
+    def start_exec(self, unit: Unit, script: str) -> tuple[JsonDict, runner.HookRun]:
+        """`juju exec --unit`: claim the idle unit for a bash script run in its hook context.
+
+        As the machine's juju-exec: the hook tools first on PATH, the hook's variables, cwd the
+        charm dir. The unit shows as executing and none of its hooks starts until `end_exec`;
+        the caller runs the script (`execute`) outside the model session, so other units'
+        hooks and other commands go on meanwhile.
+        """
+        match = DISPATCH_COMMAND.fullmatch(script)
+        event = {
+            "unit": unit.name,
+            "kind": "custom",
+            "command": f"exec /bin/bash -c {shlex.quote(script)}",
+            "name": match.group(1) if match else "juju-exec",
+        }
+        run = self.hook_run(unit, event)
+        unit.running, unit.agent = event, "executing"
+        unit.runner_pid, unit.runner_start = os.getpid(), start_time(os.getpid())
+        return event, run
+
+    def end_exec(self, name: str, event: JsonDict, response: JsonDict | None) -> None:
+        """Release the unit `start_exec` claimed; commit the script's changes if it exited 0.
+
+        A failing script returns its status, not an error of the unit. Nothing commits when
+        the lab could not run it (no response, or `lab_error`: machine down, timeout).
+        """
+        unit = self.model.units.get(name)
+        if unit is None or unit.running != event:
+            return
+        unit.running, unit.runner_pid, unit.runner_start, unit.agent = None, 0, 0, "idle"
+        if response is not None and not response.get("lab_error"):
+            self._finish(unit, event, response)
+
     def hook_run(self, unit: Unit, event: JsonDict) -> runner.HookRun:
         """Prepare one hook: the unit's view of the model and the hook's Juju variables."""
         command = event.get("command") if event["kind"] == "custom" else None
@@ -576,10 +618,17 @@ class Controller:
             command=command,
         )
 
-    def execute(self, unit: Unit, machine: MachineLike, run: runner.HookRun) -> JsonDict:
+    def execute(
+        self,
+        unit: Unit,
+        machine: MachineLike,
+        run: runner.HookRun,
+        timeout: float = HOOK_TIMEOUT,
+    ) -> JsonDict:
         """Run dispatch (or a juju-exec command) in the unit's machine; the response.
 
         Runs in worker threads: reads nothing from the model, writes only the unit's logs.
+        `lab_error` in the response: the lab failed to run it (machine down, timeout).
         """
         name = run.name
         try:
@@ -589,11 +638,11 @@ class Controller:
                 machine,
                 host_path,
                 self.charms_mount,
-                HOOK_TIMEOUT,
+                timeout,
                 serve_tools=self.serve_tools,
             )
         except LabError as e:
-            return {"ok": False, "error": str(e), "context": None}
+            return {"ok": False, "error": str(e), "context": None, "lab_error": True}
         except Exception as e:  # a worker must always answer
             return {"ok": False, "error": f"{type(e).__name__}: {e}", "context": None}
         self.hook_times.append(response["elapsed"])

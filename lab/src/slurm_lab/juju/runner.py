@@ -302,6 +302,7 @@ def execute(
             "stderr": str(e),
             "context": None,
             "elapsed": time.monotonic() - started,
+            "lab_error": True,
         }
     context = read_context(host_path)
     ok = result.returncode == 0
