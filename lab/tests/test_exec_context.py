@@ -3,7 +3,7 @@
 One machine: a single unit of the `labtest` charm (its peer relation gives the command a
 databag to write). `exec --unit` runs with the hook tools on PATH after the unit's running
 hook, and what it sets through them commits only if it exits 0; `exec --machine` has no hook
-context.
+context; `ssh` goes straight to the machine, beside the unit's running hook.
 """
 
 from __future__ import annotations
@@ -119,3 +119,18 @@ def test_an_exec_in_a_thread_holds_its_unit_not_the_model(juju: LabJuju):
     assert others_done < 3.5
     assert same_unit_done >= 4
     assert juju.status().apps["solo"].units[UNIT].juju_status.current == "idle"
+
+
+def test_ssh_goes_straight_to_the_machine_while_the_unit_runs_a_hook(juju: LabJuju):
+    juju.config("solo", {"slow": f"{UNIT}:config-changed:30"})  # back after the grace period
+    started = time.monotonic()
+
+    out = juju.ssh(UNIT, "command -v is-leader || echo", "none")
+
+    assert time.monotonic() - started < 5  # it did not wait for the hook
+    assert out == "none\n"  # no hook context
+    assert juju.status().apps["solo"].units[UNIT].juju_status.current == "executing"
+    with pytest.raises(jubilant.CLIError) as failed:
+        juju.ssh(UNIT, "echo why >&2; exit 3")
+    assert (failed.value.returncode, failed.value.stderr) == (3, "why\n")
+    juju.config("solo", {"slow": ""})

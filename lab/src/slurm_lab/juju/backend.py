@@ -43,6 +43,7 @@ from slurm_lab.juju.status import build_status
 LAB_GPUS_CONSTRAINT = "lab-gpus"
 LAB_GPUS_FILE = "lab-gpus.json"
 EXEC_POLL = 0.2
+SSH_TIMEOUT = 300.0
 """Seconds between looks at a busy unit by an `exec` waiting for its hook."""
 VIRT_TYPE_CONSTRAINT = "virt-type"
 VIRT_TYPES = {"container": "container", "virtual-machine": "vm"}
@@ -666,6 +667,66 @@ class LabJuju(jubilant.Juju):
         if response.get("lab_error"):
             raise LabError(response["error"])
         return response
+
+    def ssh(
+        self,
+        target: str | int,
+        command: str,
+        *args: str,
+        container: str | None = None,
+        host_key_checks: bool = True,
+        ssh_options: Iterable[str] = (),
+        user: str | None = None,
+    ) -> str:
+        """`juju ssh`: run a command on a unit's (or machine's) lab machine; its stdout.
+
+        As on Juju, it goes straight to the machine: no hook context, and no lock, so it runs
+        while the unit's hooks run (`exec` waits for them: Juju's machine lock). The words are
+        joined with spaces for the machine's shell, as OpenSSH sends them. The lab runs it as
+        root (its machines have no `ubuntu` account), or as `user`; `container`,
+        `host_key_checks` and `ssh_options` mean nothing there. Raises `jubilant.CLIError`
+        with the command's exit status and output when it fails, as jubilant does, and
+        TimeoutError after `SSH_TIMEOUT` seconds (the lab's bound; Juju has none).
+        """
+        del container, host_key_checks
+        if isinstance(ssh_options, str):
+            raise TypeError("ssh_options must be an iterable of str, not str")
+        script = " ".join([command, *args])
+        argv = ["bash", "-c", script]
+        if user is not None and user != "root":
+            argv = ["runuser", "-u", user, "--", *argv]
+        try:
+            result = self.lab.get(self._machine_of(str(target))).exec(argv, timeout=SSH_TIMEOUT)
+        except LabError as e:
+            if "timed out" in str(e):
+                raise TimeoutError(f"timed out waiting for ssh: {e}") from None
+            raise
+        if result.returncode != 0:
+            where = f"{user}@{target}" if user is not None else str(target)
+            argv_cli = ["juju", "ssh", where, command, *args]
+            raise jubilant.CLIError(result.returncode, argv_cli, result.stdout, result.stderr)
+        return result.stdout
+
+    def _machine_of(self, target: str) -> str:
+        """Return the lab machine of a unit (`app/N`, `app/leader`) or of a machine id.
+
+        Looked up in the model as this process last saw it, without a session (a session runs
+        and waits for hooks: `ssh` must not); a target it does not know yet takes one.
+        """
+        for attempt in range(2):
+            model = self.ctl.model
+            if "/" in target:
+                with contextlib.suppress(ValueError):
+                    return self._unit(target).machine
+            else:
+                found = [u for u in model.units.values() if u.machine_id == target]
+                if found:
+                    return found[0].machine
+            if attempt == 0:
+                with self._session():
+                    pass
+        kind = "unit" if "/" in target else "machine"
+        raise cli_error("ssh", target, message=f'{kind} "{target}" not found')
 
     # --- hooks on request ------------------------------------------------------------------------
 

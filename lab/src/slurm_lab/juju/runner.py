@@ -42,6 +42,8 @@ TOOLS_STAMP = ".stamp"
 CONTEXT_DIR = "lab-context"
 REVISION_SUFFIX = ".revision"
 """Beside the unpacked charm (host) and the unit's charm dir (machine): the pack it came from."""
+SOCKET_SUFFIX = ".sock"
+"""The hook's tool server's socket: `<context dir>/<random part of the context id>.sock`."""
 MACHINE_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 
@@ -163,9 +165,11 @@ fi
 
 #: Starts the hook's tool server (`jujuc.serve`) beside the hook; the token is the kernel's
 #: random UUID (read by the shell itself), handed to the server and the tools in the environment.
+#: The server's unix socket is named by the random part of the context id, beside the context
+#: (root only), short enough for a socket's path (at most 107 bytes).
 SERVE_TOOLS = f"""read -r {jujuc.TOKEN_ENV} < /proc/sys/kernel/random/uuid
-{jujuc.PORT_FILE_ENV}="${jujuc.CONTEXT_ENV}.port"
-export {jujuc.TOKEN_ENV} {jujuc.PORT_FILE_ENV}
+{jujuc.SOCKET_ENV}="${{{jujuc.CONTEXT_ENV}%/*}}/${{JUJU_CONTEXT_ID##*-}}{SOCKET_SUFFIX}"
+export {jujuc.TOKEN_ENV} {jujuc.SOCKET_ENV}
 /usr/bin/python3 -SE "$tools/jujuc.py" {jujuc.SERVE_FLAG} $$ </dev/null >/dev/null 2>&1 &
 """
 
@@ -267,7 +271,7 @@ def read_context(host_path: Path) -> JsonDict | None:
     for path in (
         host_path,
         Path(f"{host_path.parent}/.{host_path.name}.lock"),
-        Path(f"{host_path}.port"),
+        host_path.with_name(host_path.stem.rsplit("-", 1)[-1] + SOCKET_SUFFIX),
     ):
         with contextlib.suppress(OSError):
             path.unlink()
