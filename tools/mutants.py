@@ -221,9 +221,10 @@ MUTATIONS = [
     ),
     Mutation(
         "lab-no-secret-remove",
-        "lab/src/slurm_lab/juju/engine.py",
-        '            self.enqueue(owner, "secret_remove", secret_id=secret.id, revision=number)',
-        "            pass",
+        "lab/src/slurm_lab/juju/commit.py",
+        '        events.append(hooks.event(owner, "secret_remove", secret_id=secret.id, '
+        "revision=number))",
+        "        pass",
         "lab/tests/test_backend_units.py",
     ),
     Mutation(
@@ -249,9 +250,9 @@ MUTATIONS = [
     ),
     Mutation(
         "lab-removed-revision-stays",
-        "lab/src/slurm_lab/juju/engine.py",
-        "            secret.revisions = [r for r in secret.revisions if r.revision != revision]",
-        "            return",
+        "lab/src/slurm_lab/juju/commit.py",
+        "        secret.revisions = [r for r in secret.revisions if r.revision != revision]",
+        "        return",
         "lab/tests/test_backend_units.py",
     ),
     Mutation(

@@ -30,10 +30,11 @@ from jubilant import ConfigValue, ConstraintValue, Status, Task, TaskError, Wait
 
 from slurm_lab import gpu
 from slurm_lab.errors import LabError
-from slurm_lab.juju import actionparams, charms, lifecycle, runner
+from slurm_lab.juju import actionparams, charms, juju_exec, lifecycle, runner
 from slurm_lab.juju import model as store
 from slurm_lab.juju.cos import CosCollector
-from slurm_lab.juju.engine import JUJU_EXEC_PATH, JUJU_EXEC_SCRIPT, Controller, LabLike
+from slurm_lab.juju.engine import Controller
+from slurm_lab.juju.hooks import LabLike
 from slurm_lab.juju.model import App, Endpoint, ModelState, Relation, Unit
 from slurm_lab.juju.mysql import MysqlStandIn
 from slurm_lab.juju.prometheus import PrometheusStandIn
@@ -295,7 +296,7 @@ class LabJuju(jubilant.Juju):
         for endpoint, (role, ep_spec) in spec.endpoints().items():
             if role == "peer":
                 lifecycle.new_relation(
-                    self.ctl, [Endpoint(name, endpoint, ep_spec.get("interface", ""), "peer")]
+                    model, [Endpoint(name, endpoint, ep_spec.get("interface", ""), "peer")]
                 )
         if not spec.subordinate:
             self._add_units(new, num_units)
@@ -317,7 +318,7 @@ class LabJuju(jubilant.Juju):
         units: list[Unit] = []
         gpu_spec = self.lab_gpu_spec(app.name)
         for (machine_id, _), machine in zip(plans, machines, strict=True):
-            machine.write_file(JUJU_EXEC_PATH, JUJU_EXEC_SCRIPT, 0o755)
+            juju_exec.install(machine)
             if gpu_spec is not None:
                 gpu.simulate(machine, gpu_spec)
             unit = Unit(
@@ -334,7 +335,7 @@ class LabJuju(jubilant.Juju):
                 app.leader = unit.name
             units.append(unit)
             self._add_subordinates(unit)
-            lifecycle.unit_added(self.ctl, unit)
+            self.ctl.enqueue_all(lifecycle.unit_added(self.ctl.model, unit))
         return units
 
     def _add_subordinates(self, unit: Unit) -> None:
@@ -376,11 +377,11 @@ class LabJuju(jubilant.Juju):
             return
         app.units.remove(unit.name)
         unit.failed_event = None  # like --force: a unit in error still goes
-        lifecycle.departing(self.ctl, unit)
+        self.ctl.enqueue_all(lifecycle.departing(self.ctl.model, unit))
         for sub in [u for u in model.units.values() if u.principal == unit.name]:
             self._remove_unit(sub)
         # The leader stays leader through its departure hooks; the controller elects another
-        # unit when it destroys this one (engine.Controller._destroy_unit).
+        # unit when it destroys this one (`engine.Controller._destroy_unit`, `commit.drop_unit`).
         model.queue.append({"unit": unit.name, "kind": "_destroy_unit"})
 
     def remove_application(
@@ -398,7 +399,7 @@ class LabJuju(jubilant.Juju):
         model = self.ctl.model
         for rel in model.relations_of(app.name):
             if not rel.is_peer:
-                lifecycle.relation_removed(self.ctl, rel)
+                self.ctl.enqueue_all(lifecycle.relation_removed(rel))
         for unit in list(model.app_units(app.name)):
             self._remove_unit(unit)
         for rel in model.relations_of(app.name):
@@ -477,7 +478,7 @@ class LabJuju(jubilant.Juju):
             if len(found) != 1:
                 what = "relation not found" if not found else "ambiguous relation"
                 raise cli_error("remove-relation", app1, app2, message=f"{what}: {app1} {app2}")
-            lifecycle.relation_removed(self.ctl, found[0])
+            self.ctl.enqueue_all(lifecycle.relation_removed(found[0]))
             self._drop_subordinates(found[0])
 
     def _drop_subordinates(self, rel: Relation) -> None:
@@ -881,10 +882,10 @@ class LabJuju(jubilant.Juju):
     def _relate(self, endpoints: list[Endpoint]) -> None:
         from slurm_lab.juju.fsclient import FilesystemClient  # noqa: PLC0415
 
-        rel = lifecycle.new_relation(self.ctl, endpoints)
+        rel = lifecycle.new_relation(self.ctl.model, endpoints)
         FilesystemClient(self.ctl).add_subordinate_units(rel)
         CosCollector(self.ctl).add_subordinate_units(rel)
-        lifecycle.integrated(self.ctl, rel)
+        self.ctl.enqueue_all(lifecycle.integrated(self.ctl.model, rel))
 
 
 def _app_constraints(constraints: Mapping[str, ConstraintValue] | None) -> dict[str, str]:

@@ -89,7 +89,7 @@ class FilesystemClient:
             model.units[unit.name] = unit
             sub_app.leader = sub_app.leader or unit.name
             if principals is not None:
-                lifecycle.created(self.ctl, unit.name, rel)
+                self.ctl.enqueue_all(lifecycle.created(unit.name, rel))
 
     # --- hooks -----------------------------------------------------------------------------------
 
