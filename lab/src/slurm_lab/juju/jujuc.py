@@ -1206,6 +1206,7 @@ def serve(hook_pid: int) -> int:
         sys.stderr.write(f"ERROR {TOKEN_ENV} and {SOCKET_ENV} must be set\n")
         return 2
     listener = _listen(path)
+    mine = os.stat(path).st_ino
     listener.settimeout(1.0)
     turn = threading.Lock()
     slots = threading.BoundedSemaphore(MAX_CLIENTS)
@@ -1223,7 +1224,8 @@ def serve(hook_pid: int) -> int:
     finally:
         listener.close()
         with contextlib.suppress(OSError):
-            os.unlink(path)
+            if os.stat(path).st_ino == mine:  # not a later server's socket of the same name
+                os.unlink(path)
 
 
 def main() -> int:
