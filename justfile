@@ -24,6 +24,7 @@ lint:
     uv run ruff format --check .
     uv run codespell
     uv run python tools/shellcheck_programs.py
+    uv run python tools/import_cycles.py
 
 # Alert rules: promtool checks every rule file and runs the test cases in tests/alerts, and
 # checks every PromQL expression of the Grafana dashboards (tools/dashboards.py writes them

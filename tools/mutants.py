@@ -220,9 +220,10 @@ MUTATIONS = [
     ),
     Mutation(
         "lab-no-secret-remove",
-        "lab/src/slurm_lab/juju/engine.py",
-        '            self.enqueue(owner, "secret_remove", secret_id=secret.id, revision=number)',
-        "            pass",
+        "lab/src/slurm_lab/juju/commit.py",
+        '        events.append(hooks.event(owner, "secret_remove", secret_id=secret.id, '
+        "revision=number))",
+        "        pass",
         "lab/tests/test_backend_units.py",
     ),
     Mutation(
@@ -248,9 +249,9 @@ MUTATIONS = [
     ),
     Mutation(
         "lab-removed-revision-stays",
-        "lab/src/slurm_lab/juju/engine.py",
-        "            secret.revisions = [r for r in secret.revisions if r.revision != revision]",
-        "            return",
+        "lab/src/slurm_lab/juju/commit.py",
+        "        secret.revisions = [r for r in secret.revisions if r.revision != revision]",
+        "        return",
         "lab/tests/test_backend_units.py",
     ),
     Mutation(
@@ -1002,6 +1003,24 @@ MUTATIONS = [
         "    additionalProperties: false\n",
         "      Afterwards a daemon with the old key is refused. Run it on the leader.\n",
         "tests/unit/project/test_charmcraft_projects.py",
+    ),
+    Mutation(
+        "lab-exec-does-not-hold-its-unit",
+        "lab/src/slurm_lab/juju/engine.py",
+        '        unit.running, unit.agent = event, "executing"\n'
+        "        unit.runner_pid, unit.runner_start = os.getpid(), start_time(os.getpid())\n"
+        "        return event, run",
+        "        return event, run",
+        "lab/tests/test_backend_units.py",
+    ),
+    Mutation(
+        "lab-lost-exec-is-a-failed-hook",
+        "lab/src/slurm_lab/juju/engine.py",
+        '            if event["kind"] == "custom" and not event.get("exec"):\n'
+        "                continue",
+        '            if event["kind"] == "custom" and not event.get("exec"):\n'
+        "                pass",
+        "lab/tests/test_backend_units.py",
     ),
     Mutation(
         "lab-leaves-a-stopped-nsenter-stopped",

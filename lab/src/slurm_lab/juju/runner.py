@@ -47,6 +47,8 @@ TAR_SUFFIX = ".tar"
 """Beside the unpacked charm (host): the same files in one tar, which VMs unpack."""
 LOCAL_CHARMS_DIR = "/var/lib/lab-charms"
 """On a VM: where each unit's charm dir lies on the VM's disk (bound over `charm_dir`)."""
+SOCKET_SUFFIX = ".sock"
+"""The hook's tool server's socket: `<context dir>/<random part of the context id>.sock`."""
 MACHINE_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 
@@ -189,9 +191,11 @@ fi
 
 #: Starts the hook's tool server (`jujuc.serve`) beside the hook; the token is the kernel's
 #: random UUID (read by the shell itself), handed to the server and the tools in the environment.
+#: The server's unix socket is named by the random part of the context id, beside the context
+#: (root only), short enough for a socket's path (at most 107 bytes).
 SERVE_TOOLS = f"""read -r {jujuc.TOKEN_ENV} < /proc/sys/kernel/random/uuid
-{jujuc.PORT_FILE_ENV}="${jujuc.CONTEXT_ENV}.port"
-export {jujuc.TOKEN_ENV} {jujuc.PORT_FILE_ENV}
+{jujuc.SOCKET_ENV}="${{{jujuc.CONTEXT_ENV}%/*}}/${{JUJU_CONTEXT_ID##*-}}{SOCKET_SUFFIX}"
+export {jujuc.TOKEN_ENV} {jujuc.SOCKET_ENV}
 /usr/bin/python3 -SE "$tools/jujuc.py" {jujuc.SERVE_FLAG} $$ </dev/null >/dev/null 2>&1 &
 """
 
@@ -293,7 +297,7 @@ def read_context(host_path: Path) -> JsonDict | None:
     for path in (
         host_path,
         Path(f"{host_path.parent}/.{host_path.name}.lock"),
-        Path(f"{host_path}.port"),
+        host_path.with_name(host_path.stem.rsplit("-", 1)[-1] + SOCKET_SUFFIX),
     ):
         with contextlib.suppress(OSError):
             path.unlink()
@@ -328,6 +332,7 @@ def execute(
             "stderr": str(e),
             "context": None,
             "elapsed": time.monotonic() - started,
+            "lab_error": True,
         }
     context = read_context(host_path)
     ok = result.returncode == 0
