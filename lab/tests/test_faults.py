@@ -9,13 +9,13 @@ from __future__ import annotations
 import os
 import shutil
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
 import pytest
 from slurm_lab import cli, rootfs
 from slurm_lab.errors import LabError
-from slurm_lab.juju.model import Endpoint, ModelState, Relation, Unit
+from slurm_lab.juju.model import Endpoint, JsonDict, ModelState, Relation, Unit
 from slurm_lab.juju.standins import FilesystemClient
 from slurm_lab.machines import Lab, Machine
 
@@ -182,6 +182,9 @@ class _Ctl:
 
     def enqueue(self, unit: str, kind: str, **fields: object) -> None:
         del unit, kind, fields
+
+    def enqueue_all(self, events: Iterable[JsonDict]) -> None:
+        del events
 
 
 def test_the_filesystem_client_stand_in_shares_one_directory_and_survives_a_reboot(
