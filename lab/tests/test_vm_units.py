@@ -39,7 +39,9 @@ class Channel:
     directory: Path
     guest: socket.socket
 
-    def request(self, argv: list[str], stdin: bytes = b"", timeout: float | None = 10):
+    # Generous bounds: CI runs these beside a VM under emulation and four labs (load 10-20);
+    # a test that means "at once" compares against this timeout, not against wall-clock luck.
+    def request(self, argv: list[str], stdin: bytes = b"", timeout: float | None = 60):
         return vmchannel.request(
             self.directory, "vm", argv=argv, env=ENV, stdin=stdin, timeout=timeout
         )
@@ -48,7 +50,7 @@ class Channel:
         return vmchannel.read_boot(self.directory)
 
 
-def _wait_for(predicate, timeout: float = 10) -> None:
+def _wait_for(predicate, timeout: float = 60) -> None:
     deadline = time.monotonic() + timeout
     while not predicate():
         assert time.monotonic() < deadline, "timed out"
@@ -160,7 +162,7 @@ def test_a_shutting_down_agent_makes_requests_fail_at_once(channel: Channel):
     started = time.monotonic()
     with pytest.raises(LabError, match="not running"):
         channel.request(["true"])
-    assert time.monotonic() - started < 2
+    assert time.monotonic() - started < 5  # not the request's 60 s timeout
 
 
 def test_no_broker_means_not_running(tmp_path: Path):
