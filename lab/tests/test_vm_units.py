@@ -127,7 +127,7 @@ def test_a_missing_program_is_exit_127(channel: Channel):
 
 
 def test_the_boot_answering_is_recorded_and_a_new_boot_fails_what_was_running(
-    channel: Channel,
+    channel: Channel, tmp_path: Path
 ):
     first = channel.boot()
     assert first is not None
@@ -138,18 +138,20 @@ def test_the_boot_answering_is_recorded_and_a_new_boot_fails_what_was_running(
     )
     failures: list[str] = []
 
+    running = tmp_path / "running"
+
     def waiting() -> None:
         try:
-            channel.request(["sleep", "5"])
+            channel.request(["sh", "-c", f"touch {running}; sleep 5"])
         except LabError as e:
             failures.append(str(e))
 
     thread = threading.Thread(target=waiting)
     thread.start()
-    time.sleep(0.5)
+    _wait_for(running.exists)  # the command is in flight, whatever the host's load
     hello = {"op": "hello", "boot_id": "another-boot", "btime": 42}
     channel.guest.sendall(b"\n" + json.dumps(hello).encode() + b"\n")  # a rebooted agent
-    thread.join(timeout=5)
+    thread.join(timeout=30)
 
     assert failures == ["vm: the machine rebooted"]
     assert channel.boot() == {"boot_id": "another-boot", "btime": 42}
