@@ -40,16 +40,12 @@ from hpc_libs.interfaces.slurmctld_peer import (
     SlurmctldPeer,
     SlurmctldPeerData,
 )
-from hpc_libs.interfaces.slurmd import (
-    RETIRE_REASON,
-    SlurmdRequirer,
-    get_or_create_auth_key_secret,
-    node_name,
-)
+from hpc_libs.interfaces.slurmd import SlurmdRequirer, get_or_create_auth_key_secret
 from hpc_libs.interfaces.slurmdbd import SlurmdbdRequirer
 from hpc_libs.interfaces.slurmrestd import SlurmrestdRequirer
 from hpc_libs.machine import systemd
 from hpc_libs.slurm.base import SLURM_USER
+from hpc_libs.slurm.naming import RETIRE_REASON, node_name
 from hpc_libs.slurm.ports import SLURMCTLD_PORT
 from hpc_libs.slurm.scontrol import Scontrol
 from hpc_libs.slurm.slurmctld import SlurmctldManager

@@ -13,8 +13,8 @@ from pathlib import Path
 from hpc_libs.charm import wake
 from hpc_libs.errors import SlurmOpsError
 from hpc_libs.interfaces.slurmctld_peer import DepartedNode, PartitionEntry, SlurmctldPeerData
-from hpc_libs.interfaces.slurmd import BUSY_JOB_STATES
 from hpc_libs.machine import host
+from hpc_libs.slurm.naming import BUSY_JOB_STATES
 from hpc_libs.slurm.scontrol import Scontrol
 
 logger = logging.getLogger(__name__)
