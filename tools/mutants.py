@@ -584,50 +584,50 @@ MUTATIONS = [
     ),
     Mutation(
         "exporter-drain-as-a-state",
-        "libs/hpc_libs/src/hpc_libs/slurm/metrics.py",
+        "exporter/src/slurm_exporter/metrics.py",
         "        nodes.add(line.partition, line.state)\n",
         "        nodes.add(line.partition, line.flags[0] if line.flags else line.state)\n",
-        "tests/unit/hpc_libs/test_exporter.py",
+        "tests/unit/exporter/test_exporter.py",
     ),
     Mutation(
         "exporter-every-controller-exports-the-cluster",
-        "libs/hpc_libs/src/hpc_libs/slurm/exporter.py",
+        "exporter/src/slurm_exporter/exporter.py",
         "        cluster: list[Family] = []\n"
         "        if self._may_export_cluster(metrics.in_control(pings) == self.hostname):\n",
         "        cluster: list[Family] = []\n        if self._may_export_cluster(bool(pings)):\n",
-        "tests/unit/hpc_libs/test_exporter.py",
+        "tests/unit/exporter/test_exporter.py",
     ),
     Mutation(
         # The gate itself gone: a backup exports the cluster too (after the handover delay),
         # as exporters that run on both HA controllers do.
         "exporter-backup-exports-the-cluster",
-        "libs/hpc_libs/src/hpc_libs/slurm/exporter.py",
+        "exporter/src/slurm_exporter/exporter.py",
         "        if not in_control:\n"
         "            self._exports_from = None\n"
         "        elif self._exports_from is None:\n",
         "        if self._exports_from is None:\n",
-        "tests/unit/hpc_libs/test_exporter.py",
+        "tests/unit/exporter/test_exporter.py",
     ),
     Mutation(
         "exporter-new-primary-exports-at-once",
-        "libs/hpc_libs/src/hpc_libs/slurm/exporter.py",
+        "exporter/src/slurm_exporter/exporter.py",
         "self._exports_from = now if first_pass else now + self.handover",
         "self._exports_from = now",
-        "tests/unit/hpc_libs/test_exporter.py",
+        "tests/unit/exporter/test_exporter.py",
     ),
     Mutation(
         "exporter-no-second-ping",
-        "libs/hpc_libs/src/hpc_libs/slurm/exporter.py",
+        "exporter/src/slurm_exporter/exporter.py",
         "pings = self._pings(durations, failed)  # Still in control after the commands?",
         "pass",
-        "tests/unit/hpc_libs/test_exporter.py",
+        "tests/unit/exporter/test_exporter.py",
     ),
     Mutation(
         "exporter-cluster-totals-per-partition-line",
-        "libs/hpc_libs/src/hpc_libs/slurm/metrics.py",
+        "exporter/src/slurm_exporter/metrics.py",
         "        if line.node not in seen:",
         "        if True:",
-        "tests/unit/hpc_libs/test_exporter.py",
+        "tests/unit/exporter/test_exporter.py",
     ),
     Mutation(
         "autoscale-enlisting-not-capacity",
@@ -1152,10 +1152,10 @@ MUTATIONS = [
     ),
     Mutation(
         "exporter-trusts-a-line-after-a-broken-one",
-        "libs/hpc_libs/src/hpc_libs/slurm/metrics.py",
+        "exporter/src/slurm_exporter/metrics.py",
         "        if record is None or None in neighbours or printed[key(record)] > 1:\n",
         "        if record is None or printed[key(record)] > 1:\n",
-        "tests/unit/hpc_libs/test_exporter.py",
+        "tests/unit/exporter/test_exporter.py",
     ),
     Mutation(
         "log-file-keeps-a-second-name",
@@ -1166,10 +1166,10 @@ MUTATIONS = [
     ),
     Mutation(
         "exporter-per-user-ignores-private-data",
-        "libs/hpc_libs/src/hpc_libs/slurm/exporter.py",
+        "exporter/src/slurm_exporter/exporter.py",
         "        self.per_user = per_user and not private & PER_USER_PRIVATE\n",
         "        self.per_user = per_user\n",
-        "tests/unit/hpc_libs/test_exporter.py",
+        "tests/unit/exporter/test_exporter.py",
     ),
     Mutation(
         "exporter-runs-as-root",
