@@ -305,7 +305,9 @@ def serve(collector: SlurmCollector, address: str, port: int, interval: float) -
 
 def main(argv: Sequence[str] | None = None) -> None:
     """Parse the command line and serve (the service's `ExecStart`)."""
-    parser = argparse.ArgumentParser(description="Serve Prometheus metrics of Slurm.")
+    parser = argparse.ArgumentParser(
+        prog="python -m slurm_exporter", description="Serve Prometheus metrics of Slurm."
+    )
     parser.add_argument("--address", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=DEFAULT_PORT)
     parser.add_argument("--interval", type=float, default=DEFAULT_INTERVAL)
