@@ -1192,6 +1192,20 @@ MUTATIONS = [
         "fields = {**config.cgroup_parameters, **CONFINEMENT[config.process_isolation]}",
         "tests/unit/slurmctld/test_overrides_charm.py",
     ),
+    Mutation(
+        "databag-parsed-on-every-read",
+        "libs/hpc_libs/src/hpc_libs/interfaces/base.py",
+        "        kept = self._parsed.get(key)\n",
+        "        kept = None\n",
+        "tests/unit/hpc_libs/test_interfaces_base.py",
+    ),
+    Mutation(
+        "databag-parsed-once-whatever-was-written",
+        "libs/hpc_libs/src/hpc_libs/interfaces/base.py",
+        "        if kept is None or kept[0] != content:\n",
+        "        if kept is None:\n",
+        "tests/unit/hpc_libs/test_interfaces_base.py",
+    ),
 ]
 
 
