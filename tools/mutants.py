@@ -208,8 +208,8 @@ MUTATIONS = [
     Mutation(
         "databag-json-unbounded",
         "libs/hpc_libs/src/hpc_libs/interfaces/base.py",
-        "            return relation.load(model, source, decoder=decoder)",
-        "            return relation.load(model, source)",
+        "relation.load(model, source, decoder=decoder)",
+        "relation.load(model, source)",
         "tests/unit/hpc_libs/test_interfaces_slurmctld_peer.py",
     ),
     Mutation(
@@ -1205,6 +1205,29 @@ MUTATIONS = [
         "        if kept is None or kept[0] != content:\n",
         "        if kept is None:\n",
         "tests/unit/hpc_libs/test_interfaces_base.py",
+    ),
+    Mutation(
+        # Models compared, not text: the renamed secret id reads the same under its old name,
+        # so an upgraded slurmctld would never write the new one.
+        "databag-save-compares-models",
+        "libs/hpc_libs/src/hpc_libs/interfaces/base.py",
+        'if all(published.get(key, "") == text for key, text in saved_text(data).items()):',
+        "if self.load(type(data), relation, target) == data:",
+        "tests/unit/hpc_libs/test_interfaces_secret_id.py",
+    ),
+    Mutation(
+        "secret-id-old-name-not-read",
+        "libs/hpc_libs/src/hpc_libs/interfaces/controller.py",
+        '                secret_id = fields.get("auth_key_id")\n',
+        "                pass\n",
+        "tests/unit/hpc_libs/test_interfaces_secret_id.py",
+    ),
+    Mutation(
+        "secret-id-old-name-not-written",
+        "libs/hpc_libs/src/hpc_libs/interfaces/controller.py",
+        '            return {**fields, "auth_secret_id": secret_id, "auth_key_id": secret_id}\n',
+        '            return {**fields, "auth_secret_id": secret_id}\n',
+        "tests/unit/hpc_libs/test_interfaces_secret_id.py",
     ),
 ]
 

@@ -231,8 +231,10 @@ def read_granted_secret(model: ops.Model, secret_id: str, field: str, what: str)
     return value
 
 
-_Parsed = tuple[dict[str, str], DatabagModel | ValueError | ops.RelationDataError]
-"""A databag's content when it was parsed, and what parsing it gave (a model or the error)."""
+_Outcome = DatabagModel | ValueError | ops.RelationDataError
+"""What parsing a databag gave: a model, or why it could not."""
+_Parsed = tuple[dict[str, str], _Outcome]
+"""A databag's content when it was parsed, and what parsing it gave."""
 
 
 class Interface(ops.Object):
@@ -282,9 +284,7 @@ class Interface(ops.Object):
         kept = self._parsed.get(key)
         if kept is None or kept[0] != content:
             try:
-                outcome: DatabagModel | ValueError | ops.RelationDataError = relation.load(
-                    model, source, decoder=decoder
-                )
+                outcome: _Outcome = relation.load(model, source, decoder=decoder)
             except (ValueError, ops.RelationDataError) as e:
                 outcome = e
             kept = self._parsed[key] = (content, outcome)
@@ -335,15 +335,26 @@ class Interface(ops.Object):
     def save(self, data: DatabagModel, relation: ops.Relation, target: ops.Application) -> bool:
         """Write `data` to this app's databag if it differs; return whether it was written.
 
-        Only the leader writes application data; on other units this does nothing.
+        Only the leader writes application data; on other units this does nothing. What
+        is compared is the databag's text, not the model read back from it: a key that
+        reads the same but is written differently (a field renamed on the wire, read
+        under its old name too) is written again.
         """
         if not self.model.unit.is_leader():
             logger.debug("not the leader: not publishing %s", type(data).__name__)
             return False
-        if self.load(type(data), relation, target) == data:
+        published = relation.data[target]
+        if all(published.get(key, "") == text for key, text in saved_text(data).items()):
             return False
         relation.save(data, target)
         return True
+
+
+def saved_text(data: DatabagModel) -> dict[str, str]:
+    """Return what `ops.Relation.save` writes for `data`: each key's JSON, "" to erase it."""
+    values = data.model_dump(mode="json", by_alias=True)
+    keys = [field.alias or name for name, field in type(data).model_fields.items()]
+    return {key: json.dumps(values[key]) if key in values else "" for key in keys}
 
 
 def describe_invalid(source: ops.Application | ops.Unit, error: Exception) -> str:
