@@ -869,16 +869,16 @@ MUTATIONS = [
     ),
     Mutation(
         "upgrade-without-a-backup",
-        "libs/hpc_libs/src/hpc_libs/charm/base.py",
-        "            self.before_upgrade(plan)\n",
+        "libs/hpc_libs/src/hpc_libs/charm/upgrade.py",
+        "            self._turn.before_upgrade(plan)\n",
         "",
         "tests/unit/slurmctld/test_slurmctld_major_upgrade.py "
         "tests/unit/slurmdbd/test_slurmdbd_major_upgrade.py",
     ),
     Mutation(
         "upgrade-pin-moves-out-of-turn",
-        "libs/hpc_libs/src/hpc_libs/charm/base.py",
-        "        if plan.target is None or self.upgrade_waits_for(plan.target) is not None:",
+        "libs/hpc_libs/src/hpc_libs/charm/upgrade.py",
+        "        if plan.target is None or self._turn.upgrade_waits_for(plan.target) is not None:",
         "        if plan.target is None:",
         "tests/unit/sackd/test_sackd_major_upgrade.py "
         "tests/unit/slurmd/test_slurmd_major_upgrade.py",
@@ -906,7 +906,7 @@ MUTATIONS = [
     ),
     Mutation(
         "upgrade-first-install-outside-the-gate",
-        "libs/hpc_libs/src/hpc_libs/charm/base.py",
+        "libs/hpc_libs/src/hpc_libs/charm/upgrade.py",
         "        if _names_own_repository(config.slurm_package_source) and apt.missing(",
         "        if False and apt.missing(",
         "tests/unit/slurmd/test_slurmd_major_upgrade.py "
@@ -922,8 +922,8 @@ MUTATIONS = [
     ),
     Mutation(
         "upgrade-retry-takes-another-backup",
-        "libs/hpc_libs/src/hpc_libs/charm/base.py",
-        "        if not self.major_upgrade.saved(plan):",
+        "libs/hpc_libs/src/hpc_libs/charm/upgrade.py",
+        "        if not self.saved(plan):",
         "        if True:",
         "tests/unit/slurmctld/test_slurmctld_major_upgrade.py",
     ),
