@@ -88,9 +88,9 @@ MUTATIONS = [
     Mutation(
         "upgrade-timeout-never-restored",
         "charms/slurmctld/src/charm.py",
-        "        raised = self._upgrade_slurmctld_timeout(config, controllers)\n",
-        "        raised = self._upgrade_slurmctld_timeout(config, controllers)"
-        " or memory.upgrade_slurmctld_timeout\n",
+        "            plan.target, facts.dbds, versions, config.slurmctld_timeout\n        )\n",
+        "            plan.target, facts.dbds, versions, config.slurmctld_timeout\n"
+        "        ) or facts.memory.upgrade_slurmctld_timeout\n",
         "tests/unit/slurmctld/test_slurmctld_major_upgrade.py",
     ),
     Mutation(
@@ -102,11 +102,9 @@ MUTATIONS = [
     ),
     Mutation(
         "fence-follows-raised-timeout",
-        "charms/slurmctld/src/charm.py",
-        "                slurmctld_timeout=config.slurmctld_timeout,\n"
-        "                running_timeout=",
-        "                slurmctld_timeout=max(config.slurmctld_timeout,"
-        " self.peer.read().upgrade_slurmctld_timeout or 0),\n                running_timeout=",
+        "charms/slurmctld/src/placement.py",
+        "        grace = fence.grace_seconds(facts.config.slurmctld_timeout)\n",
+        "        grace = fence.grace_seconds(facts.running_timeout)\n",
         "tests/unit/slurmctld/test_ha_charm.py",
     ),
     Mutation(
@@ -127,14 +125,14 @@ MUTATIONS = [
     ),
     Mutation(
         "redaction-of-one-token",
-        "charms/slurmctld/src/toolkit.py",
+        "charms/slurmctld/src/actions.py",
         '            shown.append(f"{secret}={REDACTED}{ending}")',
         '            shown.append(re.sub(rf"{secret}=\\S+", f"{secret}={REDACTED}", line))',
         "tests/unit/slurmctld/test_actions_show_config.py",
     ),
     Mutation(
         "slurmdbd-conf-served",
-        "charms/slurmctld/src/toolkit.py",
+        "charms/slurmctld/src/actions.py",
         '    "acct-gather-conf": "acct_gather.conf",\n}',
         '    "acct-gather-conf": "acct_gather.conf",\n    "slurmdbd-conf": "slurmdbd.conf",\n}',
         "tests/unit/slurmctld/test_actions_show_config.py",
@@ -185,16 +183,17 @@ MUTATIONS = [
     ),
     Mutation(
         "bad-peer-not-blocked",
-        "charms/slurmctld/src/ha.py",
-        "        for problem in self.parts.peer.host_problems():",
+        "charms/slurmctld/src/placement.py",
+        "        for problem in self.peer.host_problems():",
         "        for problem in []:",
         "tests/unit/slurmctld/test_ha_charm.py",
     ),
     Mutation(
         "own-bad-hostname-configures",
-        "charms/slurmctld/src/charm.py",
-        "        if me is None:\n            return",
-        "        if me is None:\n            me = ha.Controller(socket.gethostname(), '')",
+        "charms/slurmctld/src/facts.py",
+        "        return None, f\"this unit's",
+        "        return ControllerHost.model_construct(hostname=hostname, address=address),"
+        " f\"this unit's",
         "tests/unit/slurmctld/test_ha_charm.py",
     ),
     Mutation(
@@ -214,7 +213,7 @@ MUTATIONS = [
     ),
     Mutation(
         "old-revision-kept",
-        "charms/slurmctld/src/toolkit.py",
+        "charms/slurmctld/src/actions.py",
         "        event.remove_revision()",
         "        pass",
         "tests/unit/slurmctld/test_actions_keys.py",
@@ -256,8 +255,8 @@ MUTATIONS = [
     ),
     Mutation(
         "fenced-controller-started",
-        "charms/slurmctld/src/ha.py",
-        "        return parts.fence.reason() is None  # Fenced",
+        "charms/slurmctld/src/placement.py",
+        "        return self.fence.reason() is None  # Fenced",
         "        return True  # Fenced",
         "tests/unit/slurmctld/test_ha_fence.py::test_a_fenced_backup_says_why_and_starts_no_slurmctld",
     ),
@@ -534,8 +533,7 @@ MUTATIONS = [
     Mutation(
         "native-metrics-backup-decides-from-its-own-options",
         "charms/slurmctld/src/charm.py",
-        "            jobs += native_metrics.scrape_jobs("
-        "bool(self.peer.read().native_metrics), config)",
+        "            jobs += native_metrics.scrape_jobs(leader_on, config)",
         "            jobs += native_metrics.scrape_jobs(True, config)",
         "tests/unit/slurmctld/test_native_metrics.py",
     ),
@@ -680,7 +678,7 @@ MUTATIONS = [
     ),
     Mutation(
         "future-nodes-not-rendered",
-        "charms/slurmctld/src/cluster.py",
+        "charms/slurmctld/src/render.py",
         "        conf.nodes[node_name] = node\n",
         "        del node_name, node\n",
         "tests/unit/slurmctld/test_future_nodes.py",
@@ -778,9 +776,9 @@ MUTATIONS = [
     ),
     Mutation(
         "rebuild-reads-users-jobs",
-        "charms/slurmctld/src/rebuild.py",
-        '    "--user=root",\n    "--states=all",',
-        '    "--states=all",',
+        "libs/hpc_libs/src/hpc_libs/slurm/queue.py",
+        '        "--user=root",\n        "--states=all",',
+        '        "--states=all",',
         "tests/unit/slurmctld/test_rebuild.py",
     ),
     Mutation(
@@ -799,7 +797,7 @@ MUTATIONS = [
     ),
     Mutation(
         "rebuild-record-dropped-by-the-reconcile",
-        "charms/slurmctld/src/charm.py",
+        "charms/slurmctld/src/facts.py",
         "            rollouts=memory.rollouts,\n",
         "",
         "tests/unit/slurmctld/test_rebuild.py",
@@ -807,7 +805,7 @@ MUTATIONS = [
     Mutation(
         "rebuild-submitted-jobs-left-after-a-failed-submission",
         "charms/slurmctld/src/rebuild.py",
-        '                host.run(["scancel", *map(str, job_ids)], timeout=TIMEOUT)',
+        "                queue.scancel(job_ids, timeout=TIMEOUT)",
         "                pass",
         "tests/unit/slurmctld/test_rebuild.py",
     ),
@@ -1180,14 +1178,14 @@ MUTATIONS = [
     ),
     Mutation(
         "cgroup-isolation-confines-nothing",
-        "charms/slurmctld/src/cluster.py",
+        "charms/slurmctld/src/render.py",
         '"cgroup": {"constraincores": True, "constrainramspace": True, "constraindevices": True},',
         '"cgroup": {},',
         "tests/unit/slurmctld/test_overrides_charm.py",
     ),
     Mutation(
         "confinement-defaults-override-the-operator",
-        "charms/slurmctld/src/cluster.py",
+        "charms/slurmctld/src/render.py",
         "fields = {**CONFINEMENT[config.process_isolation], **config.cgroup_parameters}",
         "fields = {**config.cgroup_parameters, **CONFINEMENT[config.process_isolation]}",
         "tests/unit/slurmctld/test_overrides_charm.py",
@@ -1228,6 +1226,27 @@ MUTATIONS = [
         '            return {**fields, "auth_secret_id": secret_id, "auth_key_id": secret_id}\n',
         '            return {**fields, "auth_secret_id": secret_id}\n',
         "tests/unit/hpc_libs/test_interfaces_secret_id.py",
+    ),
+    Mutation(
+        "pack-passes-output-outside-the-project",
+        "tools/charmcraft_project.py",
+        '    return [*charmcraft, "pack", "--platform", platform, *extra]',
+        '    return [*charmcraft, "pack", "--platform", platform, "--output", "/tmp", *extra]',
+        "tests/unit/project/test_charmcraft_projects.py",
+    ),
+    Mutation(
+        "charm-abi-ignores-the-extensions-python",
+        "tools/charm_abi.py",
+        'and match["version"] != f"3{target.minor}":',
+        'and match["version"] == "0":',
+        "tests/unit/project/test_charm_abi.py",
+    ),
+    Mutation(
+        "lab-pack-not-marked-as-lab",
+        "lab/src/slurm_lab/juju/charms.py",
+        '                data = f"# {build.note}\\n".encode() + data',
+        "                pass",
+        "lab/tests/test_packing_units.py",
     ),
 ]
 
