@@ -23,9 +23,11 @@ Sub-commands:
     CHARM is a charm of ``charms/`` by name, or any charm directory by path (the lab's test
     charms: their own ``charmcraft.yaml``, no common file). Make ``DIR/<charm>/`` a
     self-contained uv project that charmcraft's uv plugin can pack: the
-    charm's ``src/``, the full ``charmcraft.yaml``, a copy of every workspace library the charm
-    depends on under ``libs/``, a generated ``pyproject.toml`` that points at those copies by
-    path (a packed charm cannot see the workspace), and a ``uv.lock`` locked from it. The
+    charm's ``src/``, the full ``charmcraft.yaml``, a copy under ``libs/`` of every workspace
+    package the charm depends on, directly or through another (``hpc_libs``, the exporter),
+    a generated ``pyproject.toml`` that points at those copies by path (a packed charm cannot
+    see the workspace; the copies point at each other the same way), and a ``uv.lock`` locked
+    from it. The
     versions in that lock are constrained to the ones in the workspace's own ``uv.lock``, so a
     packed charm runs the dependency versions the tests ran.
 ``validate [CHARM ...]``
@@ -79,7 +81,6 @@ import yaml
 REPO = Path(__file__).resolve().parent.parent
 COMMON_FILE = REPO / "charmcraft-common.yaml"
 CHARMS_DIR = REPO / "charms"
-LIBS_DIR = REPO / "libs"
 BUILD_DIR = REPO / "build"
 TOOLS_DIR = REPO / "tools"
 CHARMCRAFT_VERSION = "4.5.0"
@@ -226,12 +227,63 @@ def _toml_table(name: str, table: Mapping[str, object]) -> str:
 
 
 def workspace_libraries() -> dict[str, Path]:
-    """Workspace libraries a charm may depend on, by project name."""
+    """Workspace packages a charm may depend on (``libs/*``, ``exporter``...), by project name.
+
+    Every member of the root ``pyproject.toml``'s workspace that builds a package; the charms
+    are members too, but build none.
+    """
+    root = tomllib.loads((REPO / "pyproject.toml").read_text())
     libraries: dict[str, Path] = {}
-    for pyproject in LIBS_DIR.glob("*/pyproject.toml"):
-        name = tomllib.loads(pyproject.read_text())["project"]["name"]
-        libraries[name] = pyproject.parent
+    for pattern in root["tool"]["uv"]["workspace"]["members"]:
+        for member in sorted(REPO.glob(pattern)):
+            pyproject = member / "pyproject.toml"
+            if pyproject.is_file() and "build-system" in (
+                data := tomllib.loads(pyproject.read_text())
+            ):
+                libraries[data["project"]["name"]] = member
     return libraries
+
+
+def workspace_sources(pyproject: Path) -> list[str]:
+    """Return what ``pyproject`` takes from the workspace (``{ workspace = true }``)."""
+    data = tomllib.loads(pyproject.read_text())
+    sources = data.get("tool", {}).get("uv", {}).get("sources", {})
+    return [name for name, spec in sources.items() if spec.get("workspace")]
+
+
+def workspace_closure(pyproject: Path, libraries: Mapping[str, Path]) -> list[str]:
+    """Return the workspace packages ``pyproject`` needs, directly or through another."""
+    needed: list[str] = []
+    pending = [(pyproject, name) for name in workspace_sources(pyproject)]
+    while pending:
+        wanted_by, name = pending.pop(0)
+        if name not in libraries:
+            raise ProjectError(f"{wanted_by}: {name} is not a package of the workspace")
+        if name not in needed:
+            needed.append(name)
+            library = libraries[name] / "pyproject.toml"
+            pending += [(library, dependency) for dependency in workspace_sources(library)]
+    return needed
+
+
+def unworkspaced(pyproject: Path, library_paths: Mapping[str, str]) -> str:
+    """Return a staged library's pyproject with its workspace sources as sibling paths.
+
+    The staged charm is a workspace of its own with no members, so a library's
+    ``{ workspace = true }`` would name nothing: each becomes ``{ path = "../<copy>" }``.
+    """
+    text = pyproject.read_text()
+    for name in workspace_sources(pyproject):
+        copy = Path(library_paths[name]).name
+        text, found = re.subn(
+            rf"^{re.escape(name)}\s*=\s*\{{\s*workspace\s*=\s*true\s*\}}[ \t]*$",
+            f'{name} = {{ path = "../{copy}" }}',
+            text,
+            flags=re.MULTILINE,
+        )
+        if found != 1:
+            raise ProjectError(f"{pyproject}: cannot rewrite the workspace source of {name}")
+    return text
 
 
 def locked_versions(lock_file: Path = REPO / "uv.lock") -> list[str]:
@@ -261,7 +313,7 @@ def staged_pyproject(charm_pyproject: Path, library_paths: Mapping[str, str]) ->
     for name, source in sources.items():
         if source.get("workspace"):
             if name not in library_paths:
-                raise ProjectError(f"{charm_pyproject}: {name} is not a library under libs/")
+                raise ProjectError(f"{charm_pyproject}: {name} is not a package of the workspace")
             staged_sources[name] = {"path": library_paths[name]}
         else:
             staged_sources[name] = source
@@ -288,19 +340,14 @@ def stage(charm: str | Path, build_dir: Path = BUILD_DIR) -> Path:
     entrypoint = target / "src" / "charm.py"
     entrypoint.chmod(entrypoint.stat().st_mode | 0o111)
     libraries = workspace_libraries()
-    charm_data = tomllib.loads((source / "pyproject.toml").read_text())
-    wanted = [
-        name
-        for name, spec in charm_data.get("tool", {}).get("uv", {}).get("sources", {}).items()
-        if spec.get("workspace")
-    ]
-    library_paths = {}
+    wanted = workspace_closure(source / "pyproject.toml", libraries)
+    library_paths = {name: (Path("libs") / libraries[name].name).as_posix() for name in wanted}
     for name in wanted:
-        if name not in libraries:
-            raise ProjectError(f"{source}: {name} is not a library under libs/")
-        relative = Path("libs") / libraries[name].name
-        shutil.copytree(libraries[name], target / relative, ignore=STAGE_IGNORE)
-        library_paths[name] = relative.as_posix()
+        copy = target / library_paths[name]
+        shutil.copytree(libraries[name], copy, ignore=STAGE_IGNORE)
+        (copy / "pyproject.toml").write_text(
+            unworkspaced(libraries[name] / "pyproject.toml", library_paths)
+        )
     (target / "pyproject.toml").write_text(
         staged_pyproject(source / "pyproject.toml", library_paths)
     )

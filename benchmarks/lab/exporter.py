@@ -34,7 +34,7 @@ from .cluster import COMPUTE, CONTROLLER, LOGIN, Bench
 SERVICE = "slurmctld-charm-exporter.service"
 ONE_PASS = """\
 import socket, time
-from hpc_libs.slurm.exporter import SlurmCollector
+from slurm_exporter.exporter import SlurmCollector
 collector = SlurmCollector(socket.gethostname())
 started = time.monotonic()
 ok = collector.collect_once()

@@ -33,7 +33,7 @@ DAEMONS = ("slurmd", "sackd", "slurmrestd", "slurmdbd")
 
 def controller_data(**raw: str) -> dict[str, str]:
     data = {
-        "auth_key_id": json.dumps(AUTH.id),
+        "auth_secret_id": json.dumps(AUTH.id),
         "jwt_key_id": json.dumps(JWT.id),
         "controllers": json.dumps(CONTROLLERS),
     }
@@ -90,12 +90,14 @@ def controller_databag() -> st.SearchStrategy[dict[str, str]]:
     port = st.sampled_from(s.PORT_VALUES)
     return st.fixed_dictionaries(
         {
-            "auth_key_id": st.one_of(
+            "auth_secret_id": st.one_of(
                 st.just(json.dumps(AUTH.id)), s.raw_field(s.mutated([AUTH.id]))
             ),
             "controllers": s.raw_field(st.lists(s.host_entry(), min_size=1, max_size=3)),
         },
         optional={
+            # The previous release's name of the secret id, read while the new one is absent.
+            "auth_key_id": s.raw_field(s.mutated([AUTH.id])),
             "jwt_key_id": s.raw_field(s.mutated([JWT.id])),
             "config_digest": s.raw_field(s.mutated(["0123abcd", "f" * 64])),
             "srun_port_range": s.raw_field(st.fixed_dictionaries({"first": port, "last": port})),
@@ -117,7 +119,13 @@ CONTROLLER_SEEDS = (
         controller_data(srun_port_range=json.dumps({"first": 63000, "last": 60001})),
         controller_data(srun_port_range=json.dumps({"first": True, "last": 2})),
         controller_data(config_digest=json.dumps("ZZ\nx")),
+        controller_data(auth_secret_id=json.dumps("secret:x --foo")),
         controller_data(auth_key_id=json.dumps("secret:x --foo")),
+        {
+            k: v
+            for k, v in controller_data(auth_key_id=json.dumps(AUTH.id)).items()
+            if k != "auth_secret_id"
+        },
     ]
 )
 
@@ -447,7 +455,7 @@ def test_auth_key_secret_content(charm: str):
 
     def example(content: dict[str, str]) -> None:
         secret = testing.Secret(tracked_content=content or {"x": "y"})
-        relation = slurmctld(controller_data(auth_key_id=json.dumps(secret.id)))
+        relation = slurmctld(controller_data(auth_secret_id=json.dumps(secret.id)))
         state = installed(charm, relation)
         state = dataclasses.replace(state, secrets=[secret, JWT, USER])
         out = harness.run(charm, changed(relation), state, content, prepare)

@@ -1,4 +1,4 @@
-"""The exporter's parsers under hostile Slurm output (`hpc_libs.slurm.metrics`).
+"""The exporter's parsers under hostile Slurm output (`slurm_exporter.metrics`).
 
 Slurm prints users' and operators' text verbatim: an account (any text while
 `AccountingStorageEnforce` is unset) and a node's reason may hold newlines, separators, CR,
@@ -20,11 +20,11 @@ from pathlib import Path
 
 import recorded
 import strategies as s
-from hpc_libs.slurm import exporter, metrics
 from hypothesis import given
 from hypothesis import strategies as st
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
+from slurm_exporter import exporter, metrics
 
 SEP = metrics.SEPARATOR
 NOW = 1795618875.0

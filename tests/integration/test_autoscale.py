@@ -42,7 +42,7 @@ import jubilant
 import pytest
 from deploy_helpers import deploy_slurm
 from dynamic_nodes_helpers import job_state, node_states, nodes, poll, sh, try_sh
-from hpc_libs.interfaces.slurmd import node_name
+from hpc_libs.slurm.naming import node_name
 from slurm_autoscale import cli
 from slurm_autoscale.slurm import parse_view
 

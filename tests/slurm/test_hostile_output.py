@@ -23,8 +23,9 @@ from pathlib import Path
 from types import ModuleType
 
 import pytest
-from hpc_libs.slurm import exporter, metrics, queue
+from hpc_libs.slurm import queue
 from incluster import PARTITION, Cluster
+from slurm_exporter import exporter, metrics
 
 SLURMCTLD_SRC = str(Path(__file__).resolve().parents[2] / "charms/slurmctld/src")
 

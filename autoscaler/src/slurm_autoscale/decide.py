@@ -9,7 +9,7 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 
-from hpc_libs.interfaces.slurmd import RETIRE_REASON, node_name
+from hpc_libs.slurm.naming import RETIRE_REASON, node_name
 
 from slurm_autoscale.policy import AppPolicy
 from slurm_autoscale.slurm import Job, Node, Snapshot

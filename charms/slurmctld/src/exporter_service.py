@@ -1,9 +1,10 @@
-"""The Slurm exporter's service on this controller unit (`hpc_libs.slurm.exporter`).
+"""The Slurm exporter's service on this controller unit (`slurm_exporter.exporter`).
 
 Every slurmctld unit runs it, whatever its role: each exports its own role and only the one
 in control exports the cluster (see the exporter's module doc), so HA never duplicates a
-series. The program is the charm's own copy of hpc_libs, run with the charm's Python and
-the charm's dependency directories (prometheus-client comes from PyPI into the charm's venv),
+series. The program is the charm's own copy of `slurm_exporter` (a workspace package only
+this charm ships), run with the charm's Python and the charm's dependency directories
+(prometheus-client comes from PyPI into the charm's venv),
 so an upgraded charm restarts the exporter with its new code. It listens on loopback only:
 the COS collector subordinate on the same machine scrapes it (`cos_agent`).
 
@@ -12,7 +13,7 @@ a transient unprivileged user of its own (`DynamicUser=`), no capabilities, the 
 read-only, no access to the Slurm key. Its commands authenticate as that user through
 slurmctld's local socket (`/run/slurmctld/sack.socket`, auth/slurm), so Slurm shows it what
 it shows any user, and it is told the operator's `PrivateData` so that it neither reads nor
-serves what that hides (see `hpc_libs.slurm.exporter`).
+serves what that hides (see `slurm_exporter.exporter`).
 """
 
 import logging
@@ -76,7 +77,7 @@ def service_unit_text(
             written into the unit.
 
     """
-    argv = [python, "-m", "hpc_libs.slurm.exporter", "--address", ADDRESS, "--port", str(PORT)]
+    argv = [python, "-m", "slurm_exporter", "--address", ADDRESS, "--port", str(PORT)]
     argv += ["--interval", str(interval), *(["--per-user"] if per_user else [])]
     if private:
         argv += ["--private-data", ",".join(private)]

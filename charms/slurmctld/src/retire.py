@@ -22,8 +22,8 @@ from hpc_libs.interfaces.slurmctld_peer import (
     SlurmctldPeer,
     SlurmctldPeerData,
 )
-from hpc_libs.interfaces.slurmd import BUSY_JOB_STATES, RETIRE_REASON, node_name
 from hpc_libs.slurm import queue
+from hpc_libs.slurm.naming import BUSY_JOB_STATES, RETIRE_REASON, node_name
 from hpc_libs.slurm.scontrol import Scontrol
 
 logger = logging.getLogger(__name__)

@@ -233,7 +233,7 @@ class AuthKeyRotation(ops.Object):
         waiting: list[str] = []
         for publisher in self._publishers:
             for relation in publisher.relations:
-                if relation.data[self.model.app].get("auth_key_id"):
+                if publisher.shares_key(relation):
                     waiting += publisher.units_without_key(relation, applied_key)
         peer = self.model.get_relation(self._peer)
         if backups and peer is not None:

@@ -19,8 +19,9 @@ from hpc_libs.charm.ports import PortRange
 from hpc_libs.charm.upgrade import controllers_wait_reason
 from hpc_libs.errors import ConfigError, IntegrationError, SlurmOpsError
 from hpc_libs.interfaces.cos_agent import CosAgentProvider
-from hpc_libs.interfaces.slurmd import REREGISTER_REASON, SlurmdProvider, node_name
+from hpc_libs.interfaces.slurmd import SlurmdProvider
 from hpc_libs.machine import systemd
+from hpc_libs.slurm.naming import REREGISTER_REASON, node_name
 from hpc_libs.slurm.ports import SLURMD_PORT
 from hpc_libs.slurm.scontrol import Scontrol
 from hpc_libs.slurm.slurmd import SlurmdManager

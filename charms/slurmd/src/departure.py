@@ -26,8 +26,8 @@ from dataclasses import dataclass, field
 
 import node
 from hpc_libs.errors import SlurmOpsError
-from hpc_libs.interfaces.slurmd import RETIRE_REASON
 from hpc_libs.machine import systemd
+from hpc_libs.slurm.naming import RETIRE_REASON
 from hpc_libs.slurm.scontrol import Scontrol
 from hpc_libs.slurm.slurmd import SlurmdManager
 

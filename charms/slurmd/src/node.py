@@ -29,9 +29,9 @@ from pathlib import Path
 from typing import Any
 
 from hpc_libs.errors import ConfigError, SlurmOpsError
-from hpc_libs.interfaces.slurmd import REREGISTER_REASON, RETIRE_REASON
 from hpc_libs.slurm import grammar, parameters, slurmd
 from hpc_libs.slurm.base import SLURM_USER
+from hpc_libs.slurm.naming import REREGISTER_REASON, RETIRE_REASON
 from hpc_libs.slurm.scontrol import NO_JOBS_MESSAGE, Scontrol
 from hpc_libs.slurm.scontrol import Node as ScontrolNode
 from slurmutils import ModelError, Node

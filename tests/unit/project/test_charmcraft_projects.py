@@ -7,6 +7,7 @@ copies - is checked in one charmcraft process per session and the tests read its
 
 import copy
 import os
+import tomllib
 from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
@@ -228,6 +229,44 @@ def test_staged_charm_is_a_self_contained_uv_project(tool: ModuleType, tmp_path:
     lock = (staged / "uv.lock").read_text()
     assert 'source = { directory = "libs/hpc_libs" }' in lock
     assert "workspace = true" not in (staged / "pyproject.toml").read_text()
+
+
+def test_a_staged_charm_carries_the_workspace_packages_its_libraries_need(
+    tool: ModuleType, tmp_path: Path
+):
+    """slurmctld takes the exporter, which takes hpc_libs: each copy points at the other."""
+    staged = tool.stage("slurmctld", tmp_path)
+
+    exporter = (staged / "libs" / "exporter" / "pyproject.toml").read_text()
+    assert 'hpc-libs = { path = "../hpc_libs" }' in exporter
+    assert "workspace = true" not in exporter
+    lock = tomllib.loads((staged / "uv.lock").read_text())
+    sources = {p["name"]: p["source"] for p in lock["package"]}
+    assert sources["slurm-exporter"] == {"directory": "libs/exporter"}
+    assert sources["hpc-libs"] == {"directory": "libs/hpc_libs"}
+
+
+def _locked_closure(lock: dict[str, Any], name: str) -> set[str]:
+    dependencies = {
+        p["name"]: [d["name"] for d in p.get("dependencies", [])] for p in lock["package"]
+    }
+    seen: set[str] = set()
+    pending = [name]
+    while pending:
+        if (package := pending.pop()) not in seen:
+            seen.add(package)
+            pending += dependencies[package]
+    return seen
+
+
+@pytest.mark.parametrize("charm", CHARMS)
+def test_only_slurmctld_ships_the_exporter_and_prometheus_client(charm: str):
+    """The exporter runs on controller units only: the other charms' venvs do without it."""
+    lock = tomllib.loads((REPO / "uv.lock").read_text())
+
+    shipped = _locked_closure(lock, charm) & {"slurm-exporter", "prometheus-client"}
+
+    assert shipped == ({"slurm-exporter", "prometheus-client"} if charm == "slurmctld" else set())
 
 
 LABTEST = REPO / "lab" / "tests" / "charms" / "labtest"

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import hpc_libs
 import prometheus_client
+import slurm_exporter
 from charm_testing import FakeMachine
 from ops import testing
 from test_charm_slurmctld import running
@@ -23,13 +24,13 @@ def test_the_leader_runs_the_exporter_from_the_charms_python(ctx, exporter: Fake
     ctx.run(ctx.on.config_changed(), network_leader())
 
     assert _exec_start(tmp_path) == (
-        f"ExecStart={sys.executable} -m hpc_libs.slurm.exporter --address 127.0.0.1 "
+        f"ExecStart={sys.executable} -m slurm_exporter --address 127.0.0.1 "
         "--port 9341 --interval 30"
     )
     text = (tmp_path / UNIT).read_text()
     assert "Restart=always" in text.splitlines()
     pythonpath = next(line for line in text.splitlines() if line.startswith("Environment="))
-    for module in (hpc_libs, prometheus_client):  # The charm's own copies.
+    for module in (slurm_exporter, hpc_libs, prometheus_client):  # The charm's own copies.
         assert any(
             Path(str(module.__file__)).is_relative_to(p) for p in pythonpath[23:].split(":")
         )

@@ -345,10 +345,13 @@ def test_slurmrestd_gets_the_auth_key_and_controllers_like_a_login_node(
     out = ctx.run(ctx.on.relation_joined(rest, remote_unit=0), later(state, rest))
 
     published = out.get_relation(rest.id).local_app_data
-    assert json.loads(published["auth_key_id"]) == secret(out, "slurm-auth-key").id
+    assert json.loads(published["auth_secret_id"]) == secret(out, "slurm-auth-key").id
     assert [c["port"] for c in json.loads(published["controllers"])] == [6817]
     assert rest.id not in secret(out, "slurm-jwt-key").remote_grants
-    assert set(published) == {"auth_key_id", "controllers", "config_digest", "srun_port_range"}
+    assert set(published) == {
+        *("auth_secret_id", "auth_key_id"),  # The new name and, for one release, the old one.
+        *("controllers", "config_digest", "srun_port_range"),
+    }
     assert json.loads(published["srun_port_range"]) is None  # srun does not run there.
     assert (tmp_path / "etc/slurm/slurm.conf").stat().st_mtime_ns == before
     assert machine.ran(*RECONFIGURE) == []

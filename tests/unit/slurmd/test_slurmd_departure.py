@@ -4,7 +4,7 @@ import json
 
 import config
 import pytest
-from hpc_libs.interfaces.slurmd import RETIRE_REASON
+from hpc_libs.slurm.naming import RETIRE_REASON
 from hpc_libs.slurm.scontrol import NO_JOBS_MESSAGE
 from ops import testing
 from test_charm_slurmd import NODE, again, controller_relation, installed, stored

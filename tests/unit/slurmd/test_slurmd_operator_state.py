@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 from charm_testing import systemd_expands
-from hpc_libs.interfaces.slurmd import REREGISTER_REASON, RETIRE_REASON
+from hpc_libs.slurm.naming import REREGISTER_REASON, RETIRE_REASON
 from ops import testing
 from test_charm_slurmd import NODE, SHOW_NODE, again, stored
 

@@ -12,17 +12,20 @@ What the skeleton does:
 - Before `reconcile`: loads the config (an invalid option: nothing is done), installs the
   packages once (`SlurmInstaller`; upgrade-charm installs again, which refreshes the
   workload version; from a repository the operator names, only the Slurm major whose turn
-  has come, else it waits: `_first_install`) and checks the Slurm version (older than
+  has come, else it waits: `MajorUpgrade.install_first`) and checks the Slurm version (older than
   24.11: nothing is done; the installed packages are upgraded from the configured source
   at the next event).
 - Captures workload failures: a `SlurmOpsError` (a daemon that cannot start, restart or
   reconfigure, a timed-out `scontrol`, failed detection, a failed apt run) raised by
   `reconcile` or by installing is logged and kept as a fact for collect-status, and the hook
   succeeds. The next event tries again. Other errors are bugs and fail the hook.
+- Runs the major upgrade's step (`hpc_libs.charm.upgrade.MajorUpgrade`, which owns the step
+  and its status; the charm answers its hooks: `upgrade_waits_for`, `before_upgrade`,
+  `upgrade_note`, `upgrades_in_charm`) before `reconcile`.
 - collect-unit-status: an invalid option (blocked, naming it); installing (maintenance);
   Slurm too old (blocked, saying which source to use); the failure captured during this
   dispatch (blocked with the daemon's own reason, or waiting when a command timed out);
-  then the charm's `statuses(config)`; then active.
+  then the upgrade's status; then the charm's `statuses(config)`; then active.
 
 Package installation failures are statuses, not hook errors: a hook in error holds every
 later event, so an operator could not fix `slurm-package-source` with `juju config` while
@@ -70,10 +73,8 @@ from hpc_libs.charm.install import SlurmInstaller
 from hpc_libs.charm.ports import PortRange
 from hpc_libs.charm.upgrade import MajorUpgrade, Plan
 from hpc_libs.errors import SlurmOpsError
-from hpc_libs.machine import apt
 from hpc_libs.slurm import schema_cache
 from hpc_libs.slurm.base import SlurmManager
-from hpc_libs.slurm.upgrade import BASE_SOURCES
 from hpc_libs.slurm.version import parse as parse_version
 from hpc_libs.slurm.version import unsupported_reason
 
@@ -110,7 +111,7 @@ class SlurmCharm(ops.CharmBase, Generic[C]):
         self._config: C | pydantic.ValidationError | None = None
         self.manager = manager
         self.installer = SlurmInstaller(self, manager)
-        self.major_upgrade = MajorUpgrade(self, manager)
+        self.major_upgrade = MajorUpgrade(self, manager, self.installer, turn=self)
         self.failure: SlurmOpsError | None = None
         """The workload failure captured during this dispatch, if any (a fact for status)."""
         framework.observe(self.on.upgrade_charm, self._on_upgrade_charm)
@@ -241,7 +242,7 @@ class SlurmCharm(ops.CharmBase, Generic[C]):
             if (reason := self._unsupported_slurm()) is not None:
                 logger.warning("not configuring Slurm: %s", reason)
                 return None
-            self._upgrade(config)
+            self.major_upgrade.step(config)
             self.reconcile(config)
         except SlurmOpsError as e:
             logger.warning("%s (the next event tries again)", e)
@@ -253,84 +254,11 @@ class SlurmCharm(ops.CharmBase, Generic[C]):
         """Install once; on upgrade-charm, or while Slurm is too old, install again."""
         source = config.package_source
         if not self.installer.installed:
-            self._first_install(config)
+            self.major_upgrade.install_first(config)
         elif self._unsupported_slurm() is not None:
             self.installer.install(source, upgrade=True)
         elif refresh:
             self.installer.install(source)
-
-    def _first_install(self, config: C) -> None:
-        """Install, from a named repository only the Slurm major Slurm's order allows now.
-
-        A unit added while `slurm-package-source` names a newer Slurm (`juju add-unit`
-        during an upgrade, a deploy with the option set) would otherwise take the newest:
-        a slurmd newer than its slurmctld, which Slurm does not support. It installs the
-        newest major offered whose turn has come (`MajorUpgrade.install_major`), pinned, and
-        the upgrade then moves it with the rest; when none may run yet (slurmd before any
-        controller said which Slurm it runs), it installs nothing and waits (status).
-        Packages already on the machine (a prepared image) are only recorded, as before.
-        """
-        source = config.package_source
-        if _names_own_repository(config.slurm_package_source) and apt.missing(
-            self.manager.packages
-        ):
-            self.major_upgrade.check(config.slurm_package_source, source, config.slurm_major, "")
-            chosen, reason = self.major_upgrade.install_major(
-                config.slurm_major, self.upgrade_waits_for
-            )
-            if reason is not None:
-                logger.info("not installing %s yet: %s", self.manager.daemon, reason)
-                return
-            if chosen is not None:
-                self.manager.hold(chosen)
-        self.installer.install(source)
-
-    def _install_wait(self, config: C) -> str | None:
-        """Why a unit not installed yet waits to install (see `_first_install`), or None."""
-        if not _names_own_repository(config.slurm_package_source):
-            return None
-        if not self.major_upgrade.checked(config.slurm_package_source, config.slurm_major):
-            return None
-        _, reason = self.major_upgrade.install_major(config.slurm_major, self.upgrade_waits_for)
-        return reason
-
-    def _upgrade(self, config: C) -> None:
-        """Upgrade Slurm's major when the options name a newer one and this unit's turn came.
-
-        Out of turn nothing moves: the pin holds Slurm at the running major, and the status
-        says what the unit waits for (`_upgrade_status`).
-        """
-        source = config.package_source
-        self.major_upgrade.check(
-            config.slurm_package_source, source, config.slurm_major, self.installer.version
-        )
-        plan = self.major_upgrade.plan(self.installer.version, config.slurm_major)
-        if plan.target is None or self.upgrade_waits_for(plan.target) is not None:
-            return
-        if not self.upgrades_in_charm:
-            self.major_upgrade.release(plan.target)
-            return
-        if not self.major_upgrade.saved(plan):  # A retry keeps the first backup.
-            self.before_upgrade(plan)
-            self.major_upgrade.record_saved(plan)
-        self.major_upgrade.apply(plan.target)
-        self.installer.record_version(self.manager.version())
-
-    def _upgrade_status(self, config: C) -> ops.StatusBase | None:
-        """Return the upgrade's word: refused, waiting for its turn, or left to the rollout."""
-        plan = self.major_upgrade.plan(self.installer.version, config.slurm_major)
-        if plan.refused is not None:
-            return ops.BlockedStatus(plan.refused)
-        if plan.target is None:
-            return None
-        note = f"; {n}" if (n := self.upgrade_note()) else ""
-        if (reason := self.upgrade_waits_for(plan.target)) is not None:
-            return ops.WaitingStatus(reason + note)
-        if not self.upgrades_in_charm:
-            return ops.ActiveStatus(
-                f"Slurm {plan.target} pending: slurmctld's rebuild-nodes upgrade=true applies it"
-            )
-        return ops.MaintenanceStatus(f"upgrading to Slurm {plan.target}{note}")
 
     def _unsupported_slurm(self) -> str | None:
         version = self.installer.version
@@ -340,7 +268,7 @@ class SlurmCharm(ops.CharmBase, Generic[C]):
         for status in self._preamble():
             event.add_status(status)
         if (config := self.valid_config()) is not None and not (self._blocked_before_reconcile()):
-            if (upgrade := self._upgrade_status(config)) is not None:
+            if (upgrade := self.major_upgrade.status(config)) is not None:
                 event.add_status(upgrade)
             for status in self.statuses(config):
                 event.add_status(status)
@@ -358,7 +286,7 @@ class SlurmCharm(ops.CharmBase, Generic[C]):
             statuses.append(_failure_status(self.failure))
         if not self.installer.installed:
             config = self.valid_config()
-            waits = self._install_wait(config) if config is not None else None
+            waits = self.major_upgrade.install_wait(config) if config is not None else None
             if waits is not None:
                 statuses.append(ops.WaitingStatus(f"{self.manager.daemon} not installed: {waits}"))
             else:
@@ -366,11 +294,6 @@ class SlurmCharm(ops.CharmBase, Generic[C]):
         elif reason := self._unsupported_slurm():
             statuses.append(ops.BlockedStatus(reason))
         return statuses
-
-
-def _names_own_repository(source_text: str) -> bool:
-    """Whether `slurm-package-source` names a repository (a PPA, a `deb` line) of its own."""
-    return source_text not in BASE_SOURCES
 
 
 def _failure_status(error: SlurmOpsError) -> ops.StatusBase:

@@ -7,29 +7,35 @@
    (unit-local stored state: the next change of the options checks again).
 2. `plan`: from the facts (the recorded offer, the options, the installed version) the
    target major, or why none can be reached (`refusal`).
-3. The charm asks its own gate (`SlurmCharm.upgrade_waits_for`); on its turn it takes its
-   backup (`SlurmCharm.before_upgrade`, once per upgrade: `saved`) and `apply` moves the pin
-   and upgrades, or, for slurmd, `release` moves the pin only and the rebuild rollout's
-   RebootProgram upgrades.
+3. `step` asks the charm's gate (`UpgradeTurn.upgrade_waits_for`); on its turn it takes the
+   charm's backup (`UpgradeTurn.before_upgrade`, once per upgrade: `saved`) and `apply` moves
+   the pin and upgrades, or, for slurmd, `release` moves the pin only and the rebuild
+   rollout's RebootProgram upgrades.
 
-A unit not installed yet goes through the same gate first: `check` records the offer and
-`install_major` picks the newest major whose turn has come, which the charm pins before apt
-installs anything (`SlurmCharm._first_install`).
+A unit not installed yet goes through the same gate first (`install_first`): `check` records
+the offer and `install_major` picks the newest major whose turn has come, pinned before apt
+installs anything.
 
-This component sets no status; the charm reports the plan.
+`SlurmCharm` runs `step` before its reconcile and puts `status` (refused, waiting for its
+turn, upgrading, or left to the rollout) among its statuses; this component sets none itself.
 """
 
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import ClassVar, Protocol
 
 import ops
 
+from hpc_libs.charm.config import SlurmCharmConfig
+from hpc_libs.charm.install import SlurmInstaller
 from hpc_libs.interfaces.controller import ControllerData
+from hpc_libs.machine import apt
 from hpc_libs.slurm import backup
 from hpc_libs.slurm.base import SlurmManager
 from hpc_libs.slurm.upgrade import (
+    BASE_SOURCES,
     DebSource,
     choose_target,
     is_newer,
@@ -53,14 +59,42 @@ class Plan:
     refused: str | None = None
 
 
+class UpgradeTurn(Protocol):
+    """What the charm tells its upgrade (`SlurmCharm` declares each, with its default)."""
+
+    upgrades_in_charm: ClassVar[bool]
+    """Whether the charm upgrades Slurm on its turn (slurmd: its rebuild rollout does)."""
+
+    def upgrade_waits_for(self, target: str) -> str | None:
+        """Say what must run major `target` before this unit upgrades; None: its turn."""
+        ...
+
+    def before_upgrade(self, plan: "Plan") -> None:
+        """Take what must be saved before the upgrade; SlurmOpsError keeps the old Slurm."""
+        ...
+
+    def upgrade_note(self) -> str | None:
+        """Return what the upgrade status adds."""
+        ...
+
+
 class MajorUpgrade(ops.Object):
     """Check the named source once per change of the options; plan and apply the upgrade."""
 
     _stored = ops.StoredState()
 
-    def __init__(self, charm: ops.CharmBase, manager: SlurmManager) -> None:
+    def __init__(
+        self,
+        charm: ops.CharmBase,
+        manager: SlurmManager,
+        installer: SlurmInstaller,
+        *,
+        turn: UpgradeTurn,
+    ) -> None:
         super().__init__(charm, "major-upgrade")
         self._manager = manager
+        self._installer = installer
+        self._turn = turn
         # `saved`: the upgrade (`<running>-><target>`) whose backup was taken, so a retry
         # after a failed upgrade keeps that backup instead of saving state a failed start of
         # the new daemon may already have converted.
@@ -155,6 +189,84 @@ class MajorUpgrade(ops.Object):
         self.release(target)
         logger.info("upgrading %s to Slurm %s", self._manager.daemon, target)
         self._manager.upgrade_packages()
+
+    def install_first(self, config: SlurmCharmConfig) -> None:
+        """Install, from a named repository only the Slurm major Slurm's order allows now.
+
+        A unit added while `slurm-package-source` names a newer Slurm (`juju add-unit`
+        during an upgrade, a deploy with the option set) would otherwise take the newest:
+        a slurmd newer than its slurmctld, which Slurm does not support. It installs the
+        newest major offered whose turn has come (`install_major`), pinned, and the
+        upgrade then moves it with the rest; when none may run yet (slurmd before any
+        controller said which Slurm it runs), it installs nothing and waits (status).
+        Packages already on the machine (a prepared image) are only recorded, as before.
+        """
+        source = config.package_source
+        if _names_own_repository(config.slurm_package_source) and apt.missing(
+            self._manager.packages
+        ):
+            self.check(config.slurm_package_source, source, config.slurm_major, "")
+            chosen, reason = self.install_major(config.slurm_major, self._turn.upgrade_waits_for)
+            if reason is not None:
+                logger.info("not installing %s yet: %s", self._manager.daemon, reason)
+                return
+            if chosen is not None:
+                self._manager.hold(chosen)
+        self._installer.install(source)
+
+    def install_wait(self, config: SlurmCharmConfig) -> str | None:
+        """Why a unit not installed yet waits to install (see `install_first`), or None."""
+        if not _names_own_repository(config.slurm_package_source):
+            return None
+        if not self.checked(config.slurm_package_source, config.slurm_major):
+            return None
+        _, reason = self.install_major(config.slurm_major, self._turn.upgrade_waits_for)
+        return reason
+
+    def step(self, config: SlurmCharmConfig) -> None:
+        """Upgrade Slurm's major when the options name a newer one and this unit's turn came.
+
+        Out of turn nothing moves: the pin holds Slurm at the running major, and `status`
+        says what the unit waits for.
+
+        Raises:
+            SlurmOpsError: apt, the backup or the daemon failed (the next event retries).
+
+        """
+        running = self._installer.version
+        self.check(config.slurm_package_source, config.package_source, config.slurm_major, running)
+        plan = self.plan(running, config.slurm_major)
+        if plan.target is None or self._turn.upgrade_waits_for(plan.target) is not None:
+            return
+        if not self._turn.upgrades_in_charm:
+            self.release(plan.target)
+            return
+        if not self.saved(plan):  # A retry keeps the first backup.
+            self._turn.before_upgrade(plan)
+            self.record_saved(plan)
+        self.apply(plan.target)
+        self._installer.record_version(self._manager.version())
+
+    def status(self, config: SlurmCharmConfig) -> ops.StatusBase | None:
+        """Return the upgrade's word: refused, waiting for its turn, or left to the rollout."""
+        plan = self.plan(self._installer.version, config.slurm_major)
+        if plan.refused is not None:
+            return ops.BlockedStatus(plan.refused)
+        if plan.target is None:
+            return None
+        note = f"; {n}" if (n := self._turn.upgrade_note()) else ""
+        if (reason := self._turn.upgrade_waits_for(plan.target)) is not None:
+            return ops.WaitingStatus(reason + note)
+        if not self._turn.upgrades_in_charm:
+            return ops.ActiveStatus(
+                f"Slurm {plan.target} pending: slurmctld's rebuild-nodes upgrade=true applies it"
+            )
+        return ops.MaintenanceStatus(f"upgrading to Slurm {plan.target}{note}")
+
+
+def _names_own_repository(source_text: str) -> bool:
+    """Whether `slurm-package-source` names a repository (a PPA, a `deb` line) of its own."""
+    return source_text not in BASE_SOURCES
 
 
 def _upgrade_key(plan: Plan) -> str:

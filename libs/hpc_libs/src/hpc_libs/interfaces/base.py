@@ -231,13 +231,27 @@ def read_granted_secret(model: ops.Model, secret_id: str, field: str, what: str)
     return value
 
 
+_Outcome = DatabagModel | ValueError | ops.RelationDataError
+"""What parsing a databag gave: a model, or why it could not."""
+_Parsed = tuple[dict[str, str], _Outcome]
+"""A databag's content when it was parsed, and what parsing it gave."""
+
+
 class Interface(ops.Object):
-    """One side (provider or requirer) of an integration over `endpoint`."""
+    """One side (provider or requirer) of an integration over `endpoint`.
+
+    Each databag is parsed once per dispatch (the charm, and so this object, lives for one),
+    however many times it is read: `load` and `problem` keep what parsing gave, keyed by
+    relation, source, model and decoder, with the content it was parsed from. A read whose
+    databag no longer holds that content (a write by this unit, through `save` or not)
+    parses again.
+    """
 
     def __init__(self, charm: ops.CharmBase, endpoint: str) -> None:
         super().__init__(charm, endpoint)
         self.charm = charm
         self.endpoint = endpoint
+        self._parsed: dict[tuple[int, str, str, type, Callable[[str], Any]], _Parsed] = {}
 
     @property
     def relations(self) -> list[ops.Relation]:
@@ -254,6 +268,28 @@ class Interface(ops.Object):
         """Whether the endpoint has at least one relation."""
         return bool(self.relations)
 
+    def _parse(
+        self,
+        model: type[D],
+        relation: ops.Relation,
+        source: ops.Application | ops.Unit,
+        decoder: Callable[[str], Any],
+    ) -> D | ValueError | ops.RelationDataError:
+        """Return `source`'s databag parsed as `model`, or why it cannot be (parsed once)."""
+        try:
+            content = dict(relation.data[source])
+        except ops.RelationDataError as e:  # Not readable by this unit: nothing to keep.
+            return e
+        key = (relation.id, type(source).__name__, source.name, model, decoder)
+        kept = self._parsed.get(key)
+        if kept is None or kept[0] != content:
+            try:
+                outcome: _Outcome = relation.load(model, source, decoder=decoder)
+            except (ValueError, ops.RelationDataError) as e:
+                outcome = e
+            kept = self._parsed[key] = (content, outcome)
+        return cast(D | ValueError | ops.RelationDataError, kept[1])
+
     def load(
         self,
         model: type[D],
@@ -268,17 +304,17 @@ class Interface(ops.Object):
         """
         if source is None:
             return None
-        try:
-            return relation.load(model, source, decoder=decoder)
-        except (ValueError, ops.RelationDataError) as e:
+        parsed = self._parse(model, relation, source, decoder)
+        if isinstance(parsed, Exception):
             logger.warning(
                 "ignoring invalid %s data in relation %s:%d: %s",
                 model.__name__,
                 self.endpoint,
                 relation.id,
-                describe_invalid(source, e),
+                describe_invalid(source, parsed),
             )
             return None
+        return parsed
 
     def problem(
         self,
@@ -293,24 +329,32 @@ class Interface(ops.Object):
         """
         if source is None:
             return None
-        try:
-            relation.load(model, source, decoder=decoder)
-        except (ValueError, ops.RelationDataError) as e:
-            return describe_invalid(source, e)
-        return None
+        parsed = self._parse(model, relation, source, decoder)
+        return describe_invalid(source, parsed) if isinstance(parsed, Exception) else None
 
     def save(self, data: DatabagModel, relation: ops.Relation, target: ops.Application) -> bool:
         """Write `data` to this app's databag if it differs; return whether it was written.
 
-        Only the leader writes application data; on other units this does nothing.
+        Only the leader writes application data; on other units this does nothing. What
+        is compared is the databag's text, not the model read back from it: a key that
+        reads the same but is written differently (a field renamed on the wire, read
+        under its old name too) is written again.
         """
         if not self.model.unit.is_leader():
             logger.debug("not the leader: not publishing %s", type(data).__name__)
             return False
-        if self.load(type(data), relation, target) == data:
+        published = relation.data[target]
+        if all(published.get(key, "") == text for key, text in saved_text(data).items()):
             return False
         relation.save(data, target)
         return True
+
+
+def saved_text(data: DatabagModel) -> dict[str, str]:
+    """Return what `ops.Relation.save` writes for `data`: each key's JSON, "" to erase it."""
+    values = data.model_dump(mode="json", by_alias=True)
+    keys = [field.alias or name for name, field in type(data).model_fields.items()]
+    return {key: json.dumps(values[key]) if key in values else "" for key in keys}
 
 
 def describe_invalid(source: ops.Application | ops.Unit, error: Exception) -> str:

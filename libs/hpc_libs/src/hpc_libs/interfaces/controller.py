@@ -1,7 +1,8 @@
 """What slurmctld gives every Slurm daemon that joins its cluster: the auth key and controllers.
 
 slurmd (compute) and sackd (login) both receive the same `ControllerData` from slurmctld's
-leader: the id of the auth key secret and the controllers, primary first, each an object
+leader: the id of the auth key secret (`auth_secret_id`; `auth_key_id` before, see
+`ControllerData`) and the controllers, primary first, each an object
 (`ControllerEntry`: hostname, address, port) checked against Slurm's grammar on both sides:
 an entry that is not a host or IP with a port in 1-65535 (`"ctl --foo"`, `"a,b"`, a new line)
 is never published, and a consumer reads a databag holding one as "not ready". The key itself
@@ -48,7 +49,7 @@ import ipaddress
 import logging
 import re
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 import ops
 from pydantic import (
@@ -129,15 +130,37 @@ class PortRangeEntry(DatabagModel):
 
 
 class ControllerData(DatabagModel):
-    """slurmctld's application databag."""
+    """slurmctld's application databag.
 
+    `auth_secret_id` is the id of the auth key's secret (the key itself is never in a
+    databag). The previous release called it `auth_key_id`: for one release both names
+    are written, the same id under each, and a reader takes the old one when the new one
+    is absent, so an upgraded slurmctld serves daemons that are not upgraded yet, and the
+    reverse. Next, slurmctld stops writing `auth_key_id`; the release after, readers stop
+    reading it.
+    """
+
+    auth_secret_id: str | None = None
     auth_key_id: str | None = None
+    """`auth_secret_id` under its previous name (see above); always the same id."""
     controllers: list[ControllerEntry] | None = None
     config_digest: str | None = None
     """Digest of the configuration slurmctld last applied (see the module's docstring)."""
     srun_port_range: PortRangeEntry | None = None
 
-    @field_validator("auth_key_id")
+    @model_validator(mode="before")
+    @classmethod
+    def _one_secret_id_under_both_names(cls, data: Any) -> Any:
+        """Give both names the id: the new name's if it has one, else the old name's."""
+        if isinstance(data, dict):
+            fields = cast(dict[str, Any], data)
+            secret_id = fields.get("auth_secret_id")
+            if secret_id is None:
+                secret_id = fields.get("auth_key_id")
+            return {**fields, "auth_secret_id": secret_id, "auth_key_id": secret_id}
+        return data
+
+    @field_validator("auth_secret_id", "auth_key_id")
     @classmethod
     def _valid_secret_id(cls, value: str | None) -> str | None:
         if value is not None:
@@ -163,7 +186,7 @@ class ControllerData(DatabagModel):
     @property
     def is_complete(self) -> bool:
         """Whether the auth key secret id and at least one controller are present."""
-        return bool(self.auth_key_id) and bool(self.conf_servers())
+        return bool(self.auth_secret_id) and bool(self.conf_servers())
 
 
 class ConsumerUnitData(DatabagModel):
@@ -239,9 +262,9 @@ class ControllerConsumer(Interface):
 
         """
         data = self.controller_data
-        if data is None or not data.auth_key_id:
+        if data is None or not data.auth_secret_id:
             raise IntegrationError("slurmctld has not shared the auth key yet")
-        return read_granted_secret(self.model, data.auth_key_id, AUTH_KEY_FIELD, "auth key")
+        return read_granted_secret(self.model, data.auth_secret_id, AUTH_KEY_FIELD, "auth key")
 
     def confirm_auth_key(self, key: str) -> bool:
         """Tell slurmctld this unit's daemon runs with `key`; return whether that was news.
@@ -300,12 +323,21 @@ class ControllerPublisher(Interface):
         auth_key.grant(relation)
         secret_id = auth_key.id or auth_key.get_info().id
         data = ControllerData(
-            auth_key_id=secret_id,
+            auth_secret_id=secret_id,
             controllers=list(controllers),
             config_digest=config_digest,
             srun_port_range=srun_port_range,
         )
         return self.save(data, relation, self.model.app)
+
+    def shares_key(self, relation: ops.Relation) -> bool:
+        """Whether this application published the auth key's secret id on `relation`.
+
+        Read raw from this application's own databag (either name: one written by the
+        previous release counts).
+        """
+        published = relation.data[self.model.app]
+        return bool(published.get("auth_secret_id") or published.get("auth_key_id"))
 
     def units_without_key(self, relation: ops.Relation, key: str) -> list[str]:
         """Return the remote units of `relation` that have not confirmed running with `key`.

@@ -14,9 +14,9 @@ Both sides check the partition and node set against Slurm's grammar
 `"60 Nodes=ALL"` never reaches slurm.conf, and the controller can say which application sent
 which bad key (`SlurmdRequirer.compute_data_problem`).
 
-The contract between the two charms about a unit's node is defined here, once: its name
-(`node_name`), the drain reasons each side sets, and the job states that keep a node busy
-(`BUSY_JOB_STATES`; what "no jobs" looks like is scontrol's, `scontrol.NO_JOBS_MESSAGE`).
+The contract between the two charms about a unit's node (its name, the drain reasons each
+side sets, the job states that keep a node busy) is `hpc_libs.slurm.naming`, which has no ops
+so the autoscaler can share it.
 """
 
 import logging
@@ -38,20 +38,6 @@ from hpc_libs.interfaces.controller import (
 )
 
 logger = logging.getLogger(__name__)
-
-
-RETIRE_REASON = "juju: unit leaving the cluster"
-"""Drain reason of the node of a slurmd unit that leaves (set by either charm)."""
-REREGISTER_REASON = "juju: applying new node configuration"
-"""Drain reason of a node waiting for its jobs to end before it registers again."""
-BUSY_JOB_STATES = ("RUNNING", "COMPLETING", "CONFIGURING", "SUSPENDED")
-"""Job states that keep a node or partition busy (pending jobs do not)."""
-
-
-def node_name(unit_name: str) -> str:
-    """Name a slurmd unit's Slurm node `<application>-<unit number>`: stable and unique."""
-    app, number = unit_name.rsplit("/", 1)
-    return f"{app}-{number}"
 
 
 def named_partition(
@@ -138,9 +124,6 @@ class SlurmdRequirer(ControllerPublisher):
 __all__ = [
     "AUTH_KEY_FIELD",
     "AUTH_KEY_LABEL",
-    "BUSY_JOB_STATES",
-    "REREGISTER_REASON",
-    "RETIRE_REASON",
     "ComputeData",
     "ControllerData",
     "ControllerEntry",
@@ -150,5 +133,4 @@ __all__ = [
     "SlurmdRequirer",
     "get_or_create_auth_key_secret",
     "named_partition",
-    "node_name",
 ]

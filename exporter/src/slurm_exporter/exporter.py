@@ -1,8 +1,8 @@
 """The Slurm exporter: a program serving Prometheus metrics of the cluster and this controller.
 
-Run as `python -m hpc_libs.slurm.exporter --port 9341 --interval 30`; the slurmctld charm
+Run as `python -m slurm_exporter --port 9341 --interval 30`; the slurmctld charm
 installs it as a systemd service on every controller unit. A background loop collects every
-`--interval` seconds (`hpc_libs.slurm.metrics` parses the commands' output) and each scrape
+`--interval` seconds (`slurm_exporter.metrics` parses the commands' output) and each scrape
 is answered from the last snapshot, so scrapes cost nothing to Slurm and the same at any
 cluster size.
 
@@ -40,6 +40,8 @@ import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 
+from hpc_libs.errors import SlurmOpsError
+from hpc_libs.machine import host
 from prometheus_client import start_http_server
 from prometheus_client.core import (
     CollectorRegistry,
@@ -49,10 +51,8 @@ from prometheus_client.core import (
 )
 from prometheus_client.registry import Collector
 
-from hpc_libs.errors import SlurmOpsError
-from hpc_libs.machine import host
-from hpc_libs.slurm import metrics
-from hpc_libs.slurm.metrics import Family, Snapshot
+from slurm_exporter import metrics
+from slurm_exporter.metrics import Family, Snapshot
 
 logger = logging.getLogger(__name__)
 
@@ -305,7 +305,9 @@ def serve(collector: SlurmCollector, address: str, port: int, interval: float) -
 
 def main(argv: Sequence[str] | None = None) -> None:
     """Parse the command line and serve (the service's `ExecStart`)."""
-    parser = argparse.ArgumentParser(description="Serve Prometheus metrics of Slurm.")
+    parser = argparse.ArgumentParser(
+        prog="python -m slurm_exporter", description="Serve Prometheus metrics of Slurm."
+    )
     parser.add_argument("--address", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=DEFAULT_PORT)
     parser.add_argument("--interval", type=float, default=DEFAULT_INTERVAL)

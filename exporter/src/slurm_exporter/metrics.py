@@ -1,6 +1,6 @@
 """Slurm's state as Prometheus samples, parsed from the cheapest commands that answer.
 
-The exporter (`hpc_libs.slurm.exporter`) runs these commands in the background and serves
+The exporter (`slurm_exporter.exporter`) runs these commands in the background and serves
 each scrape from the last `Snapshot`, so a scrape costs the same at any cluster size:
 
 * `scontrol ping --json`: each controller's answer (one ping RPC per controller);
@@ -39,9 +39,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from typing import Annotated, Any, TypeVar, cast
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
-
 from hpc_libs.slurm import grammar
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
 
 SEPARATOR = "|"
 SINFO_FIELDS = ("NodeList", "Partition", "StateComplete", "CPUsState", "Gres", "GresUsed")

@@ -15,11 +15,11 @@ from pathlib import Path
 
 import pytest
 from hpc_libs.errors import SlurmOpsError
-from hpc_libs.slurm import exporter, metrics
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
+from slurm_exporter import exporter, metrics
 
-VECTORS = Path(__file__).parent / "vectors"
+VECTORS = Path(__file__).parents[1] / "hpc_libs" / "vectors"
 RECORDED_AT = 1795618875.0
 HOST = "obs-0"
 BACKUP_PING = """{"pings": [

@@ -1,0 +1,1 @@
+"""slurm-exporter: Prometheus metrics of Slurm, served on each slurmctld unit by its charm."""
