@@ -26,6 +26,7 @@ import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import ops
 import pytest
@@ -68,7 +69,7 @@ def charm_context(name: str, charm_type: type[ops.CharmBase]) -> testing.Context
 
 
 @functools.cache
-def _charmcraft_project(name: str) -> dict[str, object]:
+def _charmcraft_project(name: str) -> dict[str, Any]:
     """Charm `name`'s charmcraft.yaml, parsed once per process (each test gets a deep copy).
 
     Parsing it took a fifth of a charm scenario's time when every test's Context did it.
