@@ -6,8 +6,6 @@ answer again. Network checks only ever run inside the lab's own namespaces.
 
 from __future__ import annotations
 
-import os
-import shutil
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -23,13 +21,7 @@ from slurm_lab.machines import Lab, Machine
 if TYPE_CHECKING:
     from slurm_lab.juju.engine import Controller
 
-pytestmark = [
-    pytest.mark.lab,
-    pytest.mark.skipif(
-        os.geteuid() != 0 or not shutil.which("debootstrap") or not shutil.which("systemd-nspawn"),
-        reason="the lab needs root, debootstrap and systemd-nspawn",
-    ),
-]
+pytestmark = pytest.mark.lab
 
 # A service that systemd restarts at once, to prove a killed one stays down.
 RESTARTING_UNIT = """\

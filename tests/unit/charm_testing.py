@@ -23,7 +23,7 @@ import functools
 import re
 import subprocess
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -75,6 +75,13 @@ def _charmcraft_project(name: str) -> dict[str, Any]:
     Parsing it took a fifth of a charm scenario's time when every test's Context did it.
     """
     return yaml.safe_load((CHARMS_DIR / name / "charmcraft.yaml").read_text())
+
+
+def manager_root(monkeypatch: pytest.MonkeyPatch, manager: type[Any], root: Path) -> Path:
+    """Make each `manager` (a Slurm daemon's manager class) the charm builds work under `root`."""
+    original: Callable[..., None] = manager.__init__
+    monkeypatch.setattr(manager, "__init__", lambda self, root=root: original(self, root))
+    return root
 
 
 def already_installed(charm_type: str, version: str = SLURM_VERSION) -> testing.StoredState:

@@ -66,18 +66,25 @@ def test_the_fragment_is_replaced_inside_its_symbol_only(mutants: ModuleType, tr
     assert "return min(n, LIMIT)" in kept  # Keeper.keep's
 
 
+SYMBOL_GONE = [
+    ("pkg/a.py::Keeper.gone", "return min(n, LIMIT)", "Keeper.gone is defined 0 times"),
+    ("pkg/b.py::spare", "return min(n, LIMIT)", "pkg/b.py does not exist"),
+    ("pkg/a.py", "import os", "names no symbol"),
+]
+"""Targets whose symbol is not there: (target, original text, what the problem says)."""
+FRAGMENT_GONE = [
+    ("pkg/a.py::Keeper.keep", "return max(n, LIMIT)", "0 times"),
+    ("pkg/a.py::spare", "import os", "in pkg/a.py::spare 0 times"),
+    ("pkg/a.py::LIMIT", "LIMIT = 4", "in pkg/a.py::LIMIT 0 times"),
+    ("run.sh", "sleep 2", "in run.sh 0 times"),
+]
+"""Targets whose symbol is there, without the original text."""
+
+
 @pytest.mark.parametrize(
     ("target", "original", "problem"),
-    [
-        ("pkg/a.py::Keeper.keep", "return max(n, LIMIT)", "0 times"),
-        ("pkg/a.py::Keeper.gone", "return min(n, LIMIT)", "Keeper.gone is defined 0 times"),
-        ("pkg/b.py::spare", "return min(n, LIMIT)", "pkg/b.py does not exist"),
-        ("pkg/a.py", "import os", "names no symbol"),
-        ("pkg/a.py::spare", "import os", "in pkg/a.py::spare 0 times"),
-        ("pkg/a.py::LIMIT", "LIMIT = 4", "in pkg/a.py::LIMIT 0 times"),
-        ("run.sh", "sleep 2", "in run.sh 0 times"),
-    ],
-    ids=["fragment", "symbol", "file", "no-symbol", "outside-the-symbol", "assignment", "program"],
+    [*SYMBOL_GONE, *FRAGMENT_GONE],
+    ids=["symbol", "file", "no-symbol", "fragment", "outside-the-symbol", "assignment", "program"],
 )
 def test_a_target_that_no_longer_matches_is_a_problem_naming_the_mutant(
     mutants: ModuleType, tree: Path, target: str, original: str, problem: str
