@@ -52,7 +52,8 @@ unit *args:
 fuzz *args:
     FUZZ_REQUIRE_SLURM=1 uv run pytest tests/fuzz -p no:cacheprovider {{ args }}
 
-# Mutation checks: each known-bad change (tools/mutants.py) must fail a unit test.
+# Mutation checks: each known-bad change (tools/mutants.py) must fail its named unit tests.
+# `just mutants --check` only lists the targets (symbol + fragment) that no longer match.
 mutants *names:
     uv run python tools/mutants.py {{ names }}
 
