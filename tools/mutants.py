@@ -27,6 +27,7 @@ Run: `just mutants` (or `uv run python tools/mutants.py [name ...]`);
 """
 
 import ast
+import functools
 import hashlib
 import importlib
 import os
@@ -1404,6 +1405,12 @@ class TargetError(Exception):
     """A mutation's target does not match its file (the message names the mutant)."""
 
 
+@functools.lru_cache(maxsize=64)
+def parsed(text: str) -> ast.Module:
+    """Parse a Python module's source, once per text (a file holds many mutants' targets)."""
+    return ast.parse(text)
+
+
 def symbol_span(text: str, symbol: str) -> tuple[int, int]:
     """Return where `symbol`'s source starts and ends in `text`, a Python module's source.
 
@@ -1425,7 +1432,7 @@ def symbol_span(text: str, symbol: str) -> tuple[int, int]:
                 if any(isinstance(t, ast.Name) and t.id == symbol for t in targets):
                     found.append(node)
 
-    visit(ast.parse(text).body, "")
+    visit(parsed(text).body, "")
     if len(found) != 1:
         raise ValueError(f"{symbol} is defined {len(found)} times")
     node = found[0]
