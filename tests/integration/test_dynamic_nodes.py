@@ -16,12 +16,13 @@ from __future__ import annotations
 import re
 import time
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import jubilant
 import pytest
-from deploy_helpers import CONTROLLER_OPTIONS, LAB_OPTIONS
+from deploy_helpers import CONTROLLER_OPTIONS, LAB_OPTIONS, wait_for_active
 from dynamic_nodes_helpers import (
     CONTROLLER,
     all_nodes_idle,
@@ -80,12 +81,7 @@ NODE_CONFIG_FIELDS = (
 """What a node is configured with (not what it is doing: state, load, allocations)."""
 
 
-def wait_active(juju: jubilant.Juju, *apps: str, timeout: float = SETTLE) -> jubilant.Status:
-    return juju.wait(
-        lambda status: jubilant.all_active(status, *apps),
-        error=lambda status: jubilant.any_error(status, *apps),
-        timeout=timeout,
-    )
+wait_active = partial(wait_for_active, timeout=SETTLE)
 
 
 def node_config(juju: jubilant.Juju, name: str) -> dict[str, Any]:
