@@ -1,4 +1,4 @@
-"""What the lab's tests share: the `lab` mark's skip, and a Juju backend on a lab per module.
+"""What the lab's tests share: the `lab` mark's skip, a lab per module, and a Juju backend on one.
 
 A test marked `lab` (a module's `pytestmark = pytest.mark.lab`) is skipped where the lab cannot
 run: without root, debootstrap or systemd-nspawn.
@@ -9,6 +9,7 @@ import shutil
 from collections.abc import Iterator
 
 import pytest
+from slurm_lab import rootfs
 from slurm_lab.juju import LabJuju
 from slurm_lab.machines import Lab
 
@@ -25,6 +26,17 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if item.get_closest_marker("lab"):
             item.add_marker(skip)
+
+
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest) -> Iterator[Lab]:
+    """A lab of the module's own on the cached base (built if missing), taken down after it."""
+    rootfs.ensure_base()
+    machines = Lab(tmp_path_factory.mktemp(request.path.stem) / "state")
+    try:
+        yield machines
+    finally:
+        machines.down()
 
 
 @pytest.fixture(scope="module")

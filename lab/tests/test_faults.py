@@ -7,7 +7,7 @@ answer again. Network checks only ever run inside the lab's own namespaces.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, cast
 
@@ -30,16 +30,6 @@ ExecStart=/bin/sleep infinity
 Restart=always
 RestartSec=100ms
 """
-
-
-@pytest.fixture(scope="module")
-def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
-    rootfs.ensure_base()
-    lab = Lab(tmp_path_factory.mktemp("faults") / "state")
-    try:
-        yield lab
-    finally:
-        lab.down()
 
 
 @pytest.fixture(scope="module")

@@ -8,11 +8,10 @@ from __future__ import annotations
 
 import os
 import shutil
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from slurm_lab import gpu, rootfs
+from slurm_lab import gpu
 from slurm_lab.errors import LabError
 from slurm_lab.machines import Lab, Machine
 
@@ -45,16 +44,6 @@ def test_information_file_has_what_the_plugin_parses() -> None:
     minor = next(line for line in lines if line.startswith("Device Minor:"))
     assert minor.split(":", 1)[1].strip() == "1"
     assert len(gpu.bus_id(1)) > 4  # The plugin skips directory names of 4 chars or less.
-
-
-@pytest.fixture(scope="module")
-def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
-    rootfs.ensure_base()
-    lab = Lab(tmp_path_factory.mktemp("gpu") / "state")
-    try:
-        yield lab
-    finally:
-        lab.down()
 
 
 @pytest.fixture(scope="module")
