@@ -5,6 +5,7 @@ set shell := ["bash", "-euo", "pipefail", "-c"]
 charms := "sackd slurmctld slurmd slurmdbd slurmrestd"
 project_tool := "uv run python tools/charmcraft_project.py"
 pack_args := env("CHARMCRAFT_PACK_ARGS", "")
+pack_dir := env("PACK_DIR", "build")
 lab_workers := env("LAB_WORKERS", "4")
 lab_test_workers := env("LAB_TEST_WORKERS", "2")
 
@@ -126,7 +127,8 @@ test:
     # Every charm is packed with charmcraft for the lab's machines (and the test charms for
     # trixie); a failed pack fails the run. Then four run side by side, each with labs of
     # its own: the lab's own tests, the fuzz suite (Slurm judges in a chroot of the base),
-    # the hpc_libs-on-Slurm tests, and the newer Slurm's charms packed then its scenarios.
+    # the hpc_libs-on-Slurm tests, and the newer Slurm's charms packed then its scenarios;
+    # beside them `just pack`'s path with the real charmcraft and both Ubuntu Python ABIs.
     # Most of their time is spent waiting on hooks, boots and daemons, not on the 2 CPUs.
     # The background steps' output follows once they are done; the first failure fails the
     # run, after all of them ended.
@@ -142,10 +144,13 @@ test:
     step fuzz > "$fuzz_log" 2>&1 & fuzz=$!
     slurm_log=$(mktemp)
     step slurm-test > "$slurm_log" 2>&1 & slurm=$!
+    pack_log=$(mktemp)
+    step pack-check > "$pack_log" 2>&1 & pack=$!
     statuses=()
     step lab-test || statuses+=($?)
     finish "$fuzz" "$fuzz_log" || statuses+=($?)
     finish "$slurm" "$slurm_log" || statuses+=($?)
+    finish "$pack" "$pack_log" || statuses+=($?)
     finish "$newer" "$newer_log" || statuses+=($?)
     [ "${#statuses[@]}" = 0 ] || exit "${statuses[0]}"
     step integration
@@ -167,17 +172,39 @@ charmcraft-constraints:
 
 # Each charm is staged as a self-contained uv project in build/<charm> (see
 # tools/charmcraft_project.py) and charmcraft runs from inside it, once per platform
-# (--platform), writing build/<name>_<platform>.charm; nothing is written outside build/.
-# Managed mode (default) needs LXD and packs every platform. Destructive mode, on Ubuntu
-# 24.04 or 26.04 without LXD, packs the platform of the host's own release only:
-# CHARMCRAFT_PACK_ARGS=--destructive-mode just pack
+# (--platform), writing <name>_<platform>.charm there, which is moved to build/; nothing is
+# written outside build/. Managed mode (default) needs LXD and packs every platform.
+# Destructive mode, on Ubuntu 24.04 or 26.04 without LXD, packs the platform of the host's own
+# release only: CHARMCRAFT_PACK_ARGS=--destructive-mode just pack
 # $CHARMCRAFT names charmcraft (default: the snap's `charmcraft`), for example the pinned one
-# from PyPI: CHARMCRAFT="uv tool run --from charmcraft==4.5.0 --constraints
-# tools/charmcraft-constraints.txt charmcraft"
-# Pack charms (default: all) into build/ + build/local-charms.yaml.
+# from PyPI, with an absolute constraints path (charmcraft runs in build/<charm>):
+# CHARMCRAFT="uv tool run --from charmcraft==4.5.0 --constraints
+# $(git rev-parse --show-toplevel)/tools/charmcraft-constraints.txt charmcraft"
+# These are the files a user deploys (docs/deploy.md); `just lab-pack`'s are the lab's only.
+# $PACK_DIR: another directory than build/ (tests). CHARMCRAFT_PACK_ARGS may hold the tool's
+# --platform P (repeatable).
+# Pack charms (default: all) into build/, and with no names build/local-charms.yaml.
 pack *names:
-    {{ project_tool }} pack {{ names }} {{ pack_args }}
-    {{ project_tool }} overlay bundles/slurm-cluster.yaml -o build/local-charms.yaml
+    {{ project_tool }} pack --build-dir {{ pack_dir }} {{ names }} {{ pack_args }}
+    {{ if names == "" { project_tool + " overlay bundles/slurm-cluster.yaml -o " + pack_dir + "/local-charms.yaml" } else { "echo 'no overlay: only just pack with no names writes it'" } }}
+
+# `just pack` with the real charmcraft (PyPI, pinned) for both platforms, in destructive mode
+# on this Debian host with only charmcraft's host-base check skipped (tests/pack); then each
+# charm's locked dependencies installed for each platform's CPython (3.12, 3.14) and x86_64
+# manylinux, every compiled extension's ABI checked (tools/charm_abi.py).
+# Check the packing path and both Python ABIs (CI).
+pack-check:
+    #!/usr/bin/env bash
+    set -euo pipefail
+    # The ABI check and the two packs (a pytest worker each) run side by side: most of their
+    # time is spent waiting on uv, the network and charmcraft's start.
+    abi_log=$(mktemp)
+    uv run python tools/charm_abi.py targets > "$abi_log" 2>&1 & abi=$!
+    status=0
+    uv run pytest tests/pack -n 2 -p no:cacheprovider -q || status=$?
+    wait "$abi" || status=$?
+    cat "$abi_log"
+    exit "$status"
 
 # Pack the charms and the lab's test charms for the lab's machines with charmcraft, in a
 # build machine of the suite's Debian and Python (root; cached by content under
@@ -190,9 +217,9 @@ lab bundle="bundles/lab.yaml":
     uv run slurm-lab juju deploy {{ bundle }} --wait
     uv run slurm-lab juju exec --unit login/0 -- sinfo
     @echo
-    @echo "The cluster is up. Drive it with juju's verbs (see README, A session on the lab):"
+    @echo "The cluster is up. Drive it with juju's verbs (docs/operations.md, A session on the lab):"
     @echo "  uv run slurm-lab juju exec --unit login/0 -- srun -N2 hostname"
     @echo "  uv run slurm-lab juju exec --unit login/0 -- sbatch --wrap \"sleep 5\""
     @echo "  uv run slurm-lab juju status    uv run slurm-lab juju debug-log --include slurmctld"
     @echo "  uv run slurm-lab shell <Inst id of login/0 in juju status>"
-    @echo "Tear down: uv run slurm-lab juju destroy-model && uv run slurm-lab down"
+    @echo "Tear down: uv run slurm-lab down"

@@ -22,6 +22,9 @@ apt_base() {
     apt-get update
     # shellcheck: `just lint` checks the shell programs the charms ship (charms/*/src/programs).
     apt-get install -y --no-install-recommends ca-certificates git shellcheck
+    # `just pack-check` runs charmcraft on this host: its apt backend imports python3-apt, and
+    # the uv plugin's build-packages (python3-dev, python3-venv) are then present beforehand.
+    apt-get install -y --no-install-recommends python3-apt python3-dev python3-venv
 }
 
 tools() {

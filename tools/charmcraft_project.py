@@ -38,15 +38,19 @@ Sub-commands:
     comes from PyPI through ``uv tool run`` at the version pinned here, with every dependency
     pinned by ``tools/charmcraft-constraints.txt``. Neither check needs LXD, snapd or a
     non-root user.
-``pack [CHARM ...] [--destructive-mode] [-- CHARMCRAFT ARGS]``
+``pack [CHARM ...] [--platform P ...] [--build-dir DIR] [--destructive-mode] [CHARMCRAFT ARGS]``
     Stage each charm (default: all) and run ``charmcraft pack --platform P`` from inside
-    ``build/<charm>/`` once per platform, writing ``build/<name>_<platform>.charm``. Run from
-    the repository root, charmcraft would take the whole repository as the part's
-    ``source: .``; without ``--platform`` it refuses a project with two platforms matching the
-    host ("Multiple builds match the current platform"). In destructive mode only the platforms
-    of the host's own base are built (charmcraft refuses the others), and the parts/prime/stage
-    trees it leaves stay in ``build/<charm>/``. ``$CHARMCRAFT`` names the charmcraft command
-    (default ``charmcraft``, the snap).
+    ``DIR/<charm>/`` (default ``build/``) once per platform, then move the file charmcraft
+    wrote there, under charmcraft's own name (``<name>_<platform>.charm``, ``:`` written
+    ``-``), to ``DIR``. Charmcraft 4.5 refuses an ``--output`` outside the project, and the
+    project is the staged charm: run from the repository root, charmcraft would take the
+    whole repository as the part's ``source: .``; without ``--platform`` it refuses a project
+    with two platforms matching the host ("Multiple builds match the current platform").
+    Every platform is packed in managed mode; in destructive mode only those of the host's
+    base (charmcraft refuses the others), and the parts/prime/stage trees it leaves stay in
+    ``DIR/<charm>/``. ``--platform`` packs only the platforms named. ``$CHARMCRAFT`` names
+    the charmcraft command (default ``charmcraft``, the snap); a missing one is a one-line
+    error saying how to install it.
 ``overlay BUNDLE [-o PATH]``
     Write a bundle overlay (default ``build/local-charms.yaml``) that points every
     application of ours in BUNDLE at its packed charm in the overlay's directory, for
@@ -341,13 +345,24 @@ def platform_base(project: Mapping[str, Any], platform: str) -> str:
     return base if sep else str(project.get("base", ""))
 
 
-def platforms_to_pack(project: Mapping[str, Any], destructive: bool, host: str) -> list[str]:
-    """Every platform in a managed pack; in destructive mode only those of the host's base.
+def platforms_to_pack(
+    project: Mapping[str, Any], destructive: bool, host: str, chosen: Sequence[str] = ()
+) -> list[str]:
+    """Return the platforms to pack.
+
+    ``chosen`` (``--platform``) if any, else every platform in a managed pack, else
+    (destructive mode) those of the host's base.
 
     Charmcraft refuses a destructive build for a base other than the host's, so asking for
-    one could only fail.
+    one could only fail; a chosen platform is passed on as asked (charmcraft decides).
     """
     names = platforms(project)
+    unknown = [name for name in chosen if name not in names]
+    if unknown:
+        known = ", ".join(names)
+        raise ProjectError(f"{project['name']} has no platform {', '.join(unknown)} ({known})")
+    if chosen:
+        return list(chosen)
     if not destructive:
         return names
     matching = [name for name in names if platform_base(project, name) == host]
@@ -359,31 +374,67 @@ def platforms_to_pack(project: Mapping[str, Any], destructive: bool, host: str) 
     return matching
 
 
-def pack_argv(platform: str, output: Path, extra: Sequence[str]) -> list[str]:
-    """Return ``charmcraft pack`` for one platform (run from inside the staged charm)."""
+#: What a missing charmcraft is told to do (one line).
+INSTALL_CHARMCRAFT = (
+    "install it (sudo snap install charmcraft --classic) or set CHARMCRAFT to the pinned one "
+    "from PyPI (docs/deploy.md)"
+)
+
+
+def charmcraft_command() -> list[str]:
+    """``$CHARMCRAFT`` split into words (default ``charmcraft``, the snap), checked to exist."""
     charmcraft = os.environ.get("CHARMCRAFT", "charmcraft").split()
-    return [*charmcraft, "pack", "--platform", platform, "--output", str(output), *extra]
+    if not charmcraft or shutil.which(charmcraft[0]) is None:
+        shown = " ".join(charmcraft) or "$CHARMCRAFT (empty)"
+        raise ProjectError(f"{shown}: command not found: {INSTALL_CHARMCRAFT}")
+    return charmcraft
 
 
-def pack(charm: str | Path, extra: Sequence[str] = (), build_dir: Path = BUILD_DIR) -> list[Path]:
+def pack_argv(charmcraft: Sequence[str], platform: str, extra: Sequence[str]) -> list[str]:
+    """Return ``charmcraft pack`` for one platform (run from inside the staged charm).
+
+    No ``--output``: charmcraft 4.5 refuses one outside the project ("Cannot create packages
+    outside of the project tree"), and the project is the staged charm. It writes the file
+    into the staged charm, and ``pack`` moves it to the build directory.
+    """
+    return [*charmcraft, "pack", "--platform", platform, *extra]
+
+
+def collect_packed(staged: Path, build_dir: Path, label: str) -> Path:
+    """Move the one ``.charm`` charmcraft wrote into ``staged`` to ``build_dir``, same name."""
+    packed = sorted(staged.glob("*.charm"))
+    if len(packed) != 1:
+        names = ", ".join(path.name for path in packed) or "none"
+        raise ProjectError(f"charmcraft pack of {label} wrote {len(packed)} charms ({names})")
+    target = build_dir / packed[0].name
+    packed[0].replace(target)
+    return target
+
+
+def pack(
+    charm: str | Path,
+    extra: Sequence[str] = (),
+    build_dir: Path = BUILD_DIR,
+    chosen: Sequence[str] = (),
+) -> list[Path]:
     """Stage ``charm`` and pack it once per platform; return the ``.charm`` files written.
 
     Charmcraft runs from inside the staged directory (its ``source: .`` is the staged charm,
-    and the trees a destructive build leaves stay under ``build_dir``).
+    and the trees a destructive build leaves stay under ``build_dir``); each file it writes
+    there is moved to ``build_dir`` under the name charmcraft gave it.
     """
-    staged = stage(charm, build_dir)
+    charmcraft = charmcraft_command()
     project = render_project(charm)
     destructive = "--destructive-mode" in extra
+    wanted = platforms_to_pack(project, destructive, host_base(), chosen)
+    staged = stage(charm, build_dir)
     written = []
-    for platform in platforms_to_pack(project, destructive, host_base()):
-        argv = pack_argv(platform, build_dir.resolve(), extra)
+    for platform in wanted:
+        argv = pack_argv(charmcraft, platform, extra)
         print("+", " ".join(argv), f"(in {staged})", flush=True)
         if subprocess.run(argv, cwd=staged, check=False).returncode != 0:
             raise ProjectError(f"charmcraft pack failed for {project['name']} on {platform}")
-        charm_file = build_dir / charm_file_name(charm, platform)
-        if not charm_file.exists():
-            raise ProjectError(f"charmcraft pack wrote no {charm_file}")
-        written.append(charm_file)
+        written.append(collect_packed(staged, build_dir, f"{project['name']} on {platform}"))
     return written
 
 
@@ -564,6 +615,15 @@ def _parser() -> argparse.ArgumentParser:
         "charmcraft pack.",
     )
     pack_cmd.add_argument("charms", nargs="*")
+    pack_cmd.add_argument(
+        "--platform",
+        action="append",
+        default=[],
+        dest="platforms",
+        help="pack only this platform (repeatable; default: every platform, or in destructive "
+        "mode those of the host's base)",
+    )
+    pack_cmd.add_argument("--build-dir", type=Path, default=BUILD_DIR)
     check = commands.add_parser("validate", help="check charms with charmcraft's schema")
     check.add_argument("charms", nargs="*")
     overlay = commands.add_parser("overlay", help="bundle overlay for the packed charms")
@@ -572,9 +632,12 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _pack_all(charms: Sequence[str], charmcraft_args: Sequence[str]) -> None:
+def _pack_all(
+    charms: Sequence[str], charmcraft_args: Sequence[str], build_dir: Path, chosen: Sequence[str]
+) -> None:
+    build_dir.mkdir(parents=True, exist_ok=True)
     for charm in charms:
-        for charm_file in pack(charm, charmcraft_args):
+        for charm_file in pack(charm, charmcraft_args, build_dir, chosen):
             print(charm_file)
 
 
@@ -590,7 +653,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         elif args.command == "stage":
             print(stage(args.charm, args.build_dir))
         elif args.command == "pack":
-            _pack_all(args.charms or charm_names(), charmcraft_args)
+            _pack_all(
+                args.charms or charm_names(), charmcraft_args, args.build_dir, args.platforms
+            )
         elif args.command == "overlay":
             args.output.write_text(local_charms_overlay(args.bundle, args.output.parent))
             print(args.output)

@@ -121,9 +121,9 @@ MUTATIONS = [
     Mutation(
         "upgrade-timeout-never-restored",
         "charms/slurmctld/src/charm.py::SlurmctldCharm.reconcile",
-        "        raised = self._upgrade_slurmctld_timeout(config, controllers)\n",
-        "        raised = self._upgrade_slurmctld_timeout(config, controllers)"
-        " or memory.upgrade_slurmctld_timeout\n",
+        "            plan.target, facts.dbds, versions, config.slurmctld_timeout\n        )\n",
+        "            plan.target, facts.dbds, versions, config.slurmctld_timeout\n"
+        "        ) or facts.memory.upgrade_slurmctld_timeout\n",
         "tests/unit/slurmctld/test_slurmctld_major_upgrade.py::test_slurmctld_timeout_is_raised_before_the_primary_stops_and_restored_after",
     ),
     Mutation(
@@ -135,11 +135,9 @@ MUTATIONS = [
     ),
     Mutation(
         "fence-follows-raised-timeout",
-        "charms/slurmctld/src/charm.py::SlurmctldCharm._placed",
-        "                slurmctld_timeout=config.slurmctld_timeout,\n"
-        "                running_timeout=",
-        "                slurmctld_timeout=max(config.slurmctld_timeout,"
-        " self.peer.read().upgrade_slurmctld_timeout or 0),\n                running_timeout=",
+        "charms/slurmctld/src/placement.py::NetworkState.prepare",
+        "        grace = fence.grace_seconds(facts.config.slurmctld_timeout)\n",
+        "        grace = fence.grace_seconds(facts.running_timeout)\n",
         "tests/unit/slurmctld/test_ha_charm.py::test_a_raised_upgrade_timeout_leaves_the_fence_on_the_configured_one",
     ),
     Mutation(
@@ -160,14 +158,14 @@ MUTATIONS = [
     ),
     Mutation(
         "redaction-of-one-token",
-        "charms/slurmctld/src/toolkit.py::redact",
+        "charms/slurmctld/src/actions.py::redact",
         '            shown.append(f"{secret}={REDACTED}{ending}")',
         '            shown.append(re.sub(rf"{secret}=\\S+", f"{secret}={REDACTED}", line))',
         "tests/unit/slurmctld/test_actions_show_config.py::test_no_key_and_no_password_appears",
     ),
     Mutation(
         "slurmdbd-conf-served",
-        "charms/slurmctld/src/toolkit.py::SERVED_FILES",
+        "charms/slurmctld/src/actions.py::SERVED_FILES",
         '    "acct-gather-conf": "acct_gather.conf",\n}',
         '    "acct-gather-conf": "acct_gather.conf",\n    "slurmdbd-conf": "slurmdbd.conf",\n}',
         "tests/unit/slurmctld/test_actions_show_config.py::test_slurmdbd_conf_is_never_served",
@@ -218,16 +216,17 @@ MUTATIONS = [
     ),
     Mutation(
         "bad-peer-not-blocked",
-        "charms/slurmctld/src/ha.py::Placement.problems",
-        "        for problem in self.parts.peer.host_problems():",
+        "charms/slurmctld/src/placement.py::Placement.problems",
+        "        for problem in self.peer.host_problems():",
         "        for problem in []:",
         "tests/unit/slurmctld/test_ha_charm.py::test_a_peer_with_invalid_host_data_blocks_naming_it_and_is_never_rendered",
     ),
     Mutation(
         "own-bad-hostname-configures",
-        "charms/slurmctld/src/charm.py::SlurmctldCharm.reconcile",
-        "        if me is None:\n            return",
-        "        if me is None:\n            me = ha.Controller(socket.gethostname(), '')",
+        "charms/slurmctld/src/facts.py::own_host",
+        "        return None, f\"this unit's",
+        "        return ControllerHost.model_construct(hostname=hostname, address=address),"
+        " f\"this unit's",
         "tests/unit/slurmctld/test_ha_charm.py::test_a_unit_whose_hostname_slurm_cannot_use_is_blocked_not_active",
     ),
     Mutation(
@@ -247,7 +246,7 @@ MUTATIONS = [
     ),
     Mutation(
         "old-revision-kept",
-        "charms/slurmctld/src/toolkit.py::remove_unused_revision",
+        "charms/slurmctld/src/actions.py::remove_unused_revision",
         "        event.remove_revision()",
         "        pass",
         "tests/unit/slurmctld/test_actions_keys.py::test_the_leader_removes_a_revision_no_unit_tracks_any_more",
@@ -289,8 +288,8 @@ MUTATIONS = [
     ),
     Mutation(
         "fenced-controller-started",
-        "charms/slurmctld/src/ha.py::NetworkState.prepare",
-        "        return parts.fence.reason() is None  # Fenced",
+        "charms/slurmctld/src/placement.py::NetworkState.prepare",
+        "        return self.fence.reason() is None  # Fenced",
         "        return True  # Fenced",
         "tests/unit/slurmctld/test_ha_fence.py::test_a_fenced_backup_says_why_and_starts_no_slurmctld",
     ),
@@ -564,8 +563,7 @@ MUTATIONS = [
     Mutation(
         "native-metrics-backup-decides-from-its-own-options",
         "charms/slurmctld/src/charm.py::SlurmctldCharm._scrape_jobs",
-        "            jobs += native_metrics.scrape_jobs("
-        "bool(self.peer.read().native_metrics), config)",
+        "            jobs += native_metrics.scrape_jobs(leader_on, config)",
         "            jobs += native_metrics.scrape_jobs(True, config)",
         "tests/unit/slurmctld/test_native_metrics.py::test_one_older_or_unknown_daemon_keeps_it_off_and_the_status_names_it",
     ),
@@ -574,8 +572,7 @@ MUTATIONS = [
         "charms/sackd/src/charm.py::SackdCharm.reconcile",
         "            self.slurmctld.publish_version(self.running_slurm())  # sackd runs it now.\n",
         "            pass\n",
-        "tests/unit/sackd/test_sackd_auth_key_confirmation.py::"
-        "test_a_running_sackd_publishes_its_slurm_release_for_slurmctld",
+        "tests/unit/sackd/test_sackd_auth_key_confirmation.py::test_a_running_sackd_publishes_its_slurm_release_for_slurmctld",
     ),
     Mutation(
         "slurmd-publishes-no-release",
@@ -711,7 +708,7 @@ MUTATIONS = [
     ),
     Mutation(
         "future-nodes-not-rendered",
-        "charms/slurmctld/src/cluster.py::render_slurm_conf",
+        "charms/slurmctld/src/render.py::render_slurm_conf",
         "        conf.nodes[node_name] = node\n",
         "        del node_name, node\n",
         "tests/unit/slurmctld/test_future_nodes.py::test_placeholders_are_rendered_for_an_application_with_no_unit",
@@ -809,9 +806,9 @@ MUTATIONS = [
     ),
     Mutation(
         "rebuild-reads-users-jobs",
-        "charms/slurmctld/src/rebuild.py::JOBS_QUERY",
-        '    "--user=root",\n    "--states=all",',
-        '    "--states=all",',
+        "libs/hpc_libs/src/hpc_libs/slurm/queue.py::root_jobs_query",
+        '        "--user=root",\n        "--states=all",',
+        '        "--states=all",',
         "tests/unit/slurmctld/test_rebuild.py::test_rebuild_nodes_refuses_a_second_rollout_of_a_partition_in_progress",
     ),
     Mutation(
@@ -830,7 +827,7 @@ MUTATIONS = [
     ),
     Mutation(
         "rebuild-record-dropped-by-the-reconcile",
-        "charms/slurmctld/src/charm.py::SlurmctldCharm.reconcile",
+        "charms/slurmctld/src/facts.py::Facts.remembered",
         "            rollouts=memory.rollouts,\n",
         "",
         "tests/unit/slurmctld/test_rebuild.py::test_the_status_counts_done_and_rebooting_nodes",
@@ -838,7 +835,7 @@ MUTATIONS = [
     Mutation(
         "rebuild-submitted-jobs-left-after-a-failed-submission",
         "charms/slurmctld/src/rebuild.py::submit",
-        '                host.run(["scancel", *map(str, job_ids)], timeout=TIMEOUT)',
+        "                queue.scancel(job_ids, timeout=TIMEOUT)",
         "                pass",
         "tests/unit/slurmctld/test_rebuild.py::test_a_failed_submission_cancels_the_jobs_already_submitted",
     ),
@@ -1207,17 +1204,38 @@ MUTATIONS = [
     ),
     Mutation(
         "cgroup-isolation-confines-nothing",
-        "charms/slurmctld/src/cluster.py::CONFINEMENT",
+        "charms/slurmctld/src/render.py::CONFINEMENT",
         '"cgroup": {"constraincores": True, "constrainramspace": True, "constraindevices": True},',
         '"cgroup": {},',
         "tests/unit/slurmctld/test_overrides_charm.py::test_the_default_isolation_confines_cores_ram_and_devices",
     ),
     Mutation(
         "confinement-defaults-override-the-operator",
-        "charms/slurmctld/src/cluster.py::render_cgroup_conf",
+        "charms/slurmctld/src/render.py::render_cgroup_conf",
         "fields = {**CONFINEMENT[config.process_isolation], **config.cgroup_parameters}",
         "fields = {**config.cgroup_parameters, **CONFINEMENT[config.process_isolation]}",
         "tests/unit/slurmctld/test_overrides_charm.py::test_the_operator_overrides_a_default_confinement",
+    ),
+    Mutation(
+        "pack-passes-output-outside-the-project",
+        "tools/charmcraft_project.py::pack_argv",
+        '    return [*charmcraft, "pack", "--platform", platform, *extra]',
+        '    return [*charmcraft, "pack", "--platform", platform, "--output", "/tmp", *extra]',
+        "tests/unit/project/test_charmcraft_projects.py",
+    ),
+    Mutation(
+        "charm-abi-ignores-the-extensions-python",
+        "tools/charm_abi.py::venv_problems",
+        'and match["version"] != f"3{target.minor}":',
+        'and match["version"] == "0":',
+        "tests/unit/project/test_charm_abi.py",
+    ),
+    Mutation(
+        "lab-pack-not-marked-as-lab",
+        "lab/src/slurm_lab/juju/charms.py::mark_lab_build",
+        '                data = f"# {build.note}\\n".encode() + data',
+        "                pass",
+        "lab/tests/test_packing_units.py",
     ),
 ]
 

@@ -17,6 +17,7 @@ import yaml
 from slurm_lab import cli
 from slurm_lab.juju import cli as juju_cli
 from slurm_lab.juju.cli import filter_log
+from slurm_lab.juju.model import App, ModelState
 from slurm_lab.juju.shell import command_string
 
 STATUS: dict[str, Any] = {
@@ -69,12 +70,38 @@ STATUS: dict[str, Any] = {
 }
 
 
+CHARMCRAFT = """\
+name: slurmd
+config:
+  options:
+    n:
+      type: int
+      default: 3
+      description: How many.
+    partition-config:
+      type: string
+      default: ""
+      description: |
+        Extra parameters of this application's partition.
+        An unknown key blocks the units.
+    reset:
+      type: boolean
+      default: false
+      description: Start again.
+    token:
+      type: string
+      description: No default, so unset until given.
+"""
+
+
 class FakeJuju:
     """Records every call; answers from canned values, or raises what a test sets."""
 
-    def __init__(self) -> None:
+    def __init__(self, charm_dir: Path) -> None:
         self.calls: list[tuple[Any, ...]] = []
         self.config_values: dict[str, Any] = {"partition-config": "", "reset": False, "n": 3}
+        app = App("slurmd", str(charm_dir), "slurmd", config={"partition-config": ""})
+        self.state = ModelState(apps={"slurmd": app})
         self.task = jubilant.Task(id="1", status="completed")
         self.log = ""
         self.raises: Exception | None = None
@@ -134,8 +161,11 @@ class FakeJuju:
 
 
 @pytest.fixture
-def fake(monkeypatch: pytest.MonkeyPatch) -> FakeJuju:
-    juju = FakeJuju()
+def fake(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> FakeJuju:
+    charm_dir = tmp_path / "charm-slurmd"
+    charm_dir.mkdir()
+    (charm_dir / "charmcraft.yaml").write_text(CHARMCRAFT)
+    juju = FakeJuju(charm_dir)
     monkeypatch.setattr(juju_cli, "make_backend", lambda args: juju)
     return juju
 
@@ -311,14 +341,47 @@ def test_config_without_keys_prints_every_option_as_juju_yaml(
 ):
     assert lab("config", "slurmd") == 0
 
-    assert yaml.safe_load(capsys.readouterr().out) == {
+    doc = yaml.safe_load(capsys.readouterr().out)
+    assert {key: doc[key] for key in ("application", "charm")} == {
         "application": "slurmd",
-        "settings": {
-            "n": {"value": 3},
-            "partition-config": {"value": ""},
-            "reset": {"value": False},
-        },
+        "charm": "slurmd",
     }
+    assert {key: setting.get("value") for key, setting in doc["settings"].items()} == {
+        "n": 3,
+        "partition-config": "",
+        "reset": False,
+        "token": None,
+    }
+
+
+def test_config_shows_each_option_with_its_description_default_type_and_source(
+    fake: FakeJuju, capsys: pytest.CaptureFixture[str]
+):
+    assert lab("config", "slurmd") == 0
+
+    out = capsys.readouterr().out
+    settings = yaml.safe_load(out)["settings"]
+    assert settings["partition-config"] == {
+        "default": "",
+        "description": "Extra parameters of this application's partition.\n"
+        "An unknown key blocks the units.\n",
+        "source": "user",  # set at deploy, even to its default
+        "type": "string",
+        "value": "",
+    }
+    assert settings["n"] == {
+        "default": 3,
+        "description": "How many.",
+        "source": "default",
+        "type": "int",
+        "value": 3,
+    }
+    assert settings["token"] == {
+        "description": "No default, so unset until given.",
+        "source": "unset",
+        "type": "string",
+    }
+    assert "    description: |\n      Extra parameters" in out  # a block, as juju prints it
 
 
 @pytest.mark.parametrize(("key", "printed"), [("n", "3\n"), ("reset", "false\n")])
@@ -470,7 +533,7 @@ def test_exec_sbatch_wrap_reaches_the_machine_as_one_argument(fake: FakeJuju):
     assert lab("exec", "--unit", "login/0", "--", "sbatch", "--wrap", "sleep 5") == 0
 
     (call,) = fake.calls
-    assert call == ("exec", 'sbatch --wrap "sleep 5"', (), {"unit": "login/0", "wait": None})
+    assert call == ("exec", 'sbatch --wrap "sleep 5"', (), {"unit": "login/0", "wait": 300.0})
     assert words_seen_by_the_shell(call[1].removeprefix("sbatch ")) == ["--wrap", "sleep 5"]
 
 
@@ -479,8 +542,8 @@ def test_exec_takes_the_unit_before_the_double_dash_too(fake: FakeJuju):
     assert lab("exec", "-u", "login/0", "sinfo", "-N") == 0
 
     assert [c[1:] for c in fake.calls] == [
-        ('sbatch --wrap "sleep 5"', (), {"unit": "login/0", "wait": None}),
-        ("sinfo -N", (), {"unit": "login/0", "wait": None}),
+        ('sbatch --wrap "sleep 5"', (), {"unit": "login/0", "wait": 300.0}),
+        ("sinfo -N", (), {"unit": "login/0", "wait": 300.0}),
     ]
 
 
@@ -528,6 +591,16 @@ def test_exec_passes_stdout_stderr_and_the_return_code_through(
 def test_exec_without_a_unit_or_a_command_fails_before_running(fake: FakeJuju, argv: list[str]):
     assert lab("exec", *argv) == 1
     assert fake.calls == []
+
+
+def test_the_lab_readme_says_how_long_exec_waits_and_how_to_wait_longer():
+    readme = (Path(__file__).parents[1] / "README.md").read_text()
+    minutes = f"{juju_cli.EXEC_WAIT / 60:g} minutes"
+
+    paragraph = next(p for p in readme.split("\n\n") if "slurm-lab juju exec" in p)
+    assert minutes in paragraph
+    assert "--wait" in paragraph
+    assert "ERROR timed out waiting for command" in paragraph
 
 
 @pytest.mark.parametrize("wait", ["5x", "m", "10m5"])
@@ -611,6 +684,38 @@ def test_debug_log_lines_counts_entries_from_the_end():
     assert filter_log(LOG, [], 2).splitlines()[0].startswith("unit-slurmctld-0")
     assert filter_log(LOG, [], 0) == LOG
     assert filter_log(LOG, ["slurmd"], 1).startswith("unit-slurmd-1:")
+
+
+LEVELS_LOG = """\
+unit-slurmd-0: t DEBUG install output:
+Reading package lists...
+unit-slurmd-0: t INFO ran "install" hook (1.00s)
+unit-slurmd-0: t WARNING slow
+unit-slurmd-0: t ERROR hook "start" failed:
+  boom
+"""
+
+
+def test_debug_log_shows_info_and_up_unless_a_level_is_given(
+    fake: FakeJuju, capsys: pytest.CaptureFixture[str]
+):
+    fake.log = LEVELS_LOG
+
+    assert lab("debug-log") == 0
+    assert "DEBUG" not in capsys.readouterr().out
+    assert lab("debug-log", "--level", "debug") == 0
+    assert capsys.readouterr().out == LEVELS_LOG
+    assert lab("debug-log", "--level", "WARNING") == 0
+    assert capsys.readouterr().out == (
+        'unit-slurmd-0: t WARNING slow\nunit-slurmd-0: t ERROR hook "start" failed:\n  boom\n'
+    )
+
+
+def test_a_message_holding_a_carriage_return_or_line_separator_stays_one_entry():
+    text = "unit-a-0: t INFO x\runit-b-0: t INFO forged\u2028unit-b-0: t INFO forged too\n"
+
+    assert filter_log(text, ["b"]) == ""
+    assert filter_log(text, ["a"]) == text
 
 
 def test_debug_log_verb_reads_the_whole_log_then_filters(

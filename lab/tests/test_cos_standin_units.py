@@ -10,8 +10,13 @@ import json
 import lzma
 
 import yaml
-from slurm_lab.juju.cos import interval_option, prometheus_config, read_config, remote_write_url
-from slurm_lab.juju.prometheus import rules_problem
+from slurm_lab.juju.standins.cos import (
+    interval_option,
+    prometheus_config,
+    read_config,
+    remote_write_url,
+)
+from slurm_lab.juju.standins.prometheus import rules_problem
 
 
 def _config(**fields: object) -> dict[str, str]:

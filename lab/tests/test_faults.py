@@ -9,17 +9,13 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, cast
 
 import pytest
 from slurm_lab import cli, rootfs
 from slurm_lab.errors import LabError
-from slurm_lab.juju.fsclient import FilesystemClient
 from slurm_lab.juju.model import Endpoint, ModelState, Relation, Unit
+from slurm_lab.juju.standins import FilesystemClient
 from slurm_lab.machines import Lab, Machine
-
-if TYPE_CHECKING:
-    from slurm_lab.juju.engine import Controller
 
 pytestmark = pytest.mark.lab
 
@@ -184,7 +180,7 @@ def test_the_filesystem_client_stand_in_shares_one_directory_and_survives_a_rebo
     )
     model.relations["1"] = relation
     units = [Unit(f"fs/{i}", "fs", name, str(i), "") for i, name in enumerate(pair)]
-    client = FilesystemClient(cast("Controller", _Ctl(lab, model)))
+    client = FilesystemClient(_Ctl(lab, model))
 
     for unit in units:
         client.handle(unit, {"kind": "relation_changed", "relation_id": 1})

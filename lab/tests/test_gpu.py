@@ -11,7 +11,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from slurm_lab import gpu
+from slurm_lab import gpu, programs
 from slurm_lab.errors import LabError
 from slurm_lab.machines import Lab, Machine
 
@@ -44,6 +44,13 @@ def test_information_file_has_what_the_plugin_parses() -> None:
     minor = next(line for line in lines if line.startswith("Device Minor:"))
     assert minor.split(":", 1)[1].strip() == "1"
     assert len(gpu.bus_id(1)) > 4  # The plugin skips directory names of 4 chars or less.
+
+
+def test_the_boot_unit_runs_the_mount_program_with_the_arguments_simulate_writes() -> None:
+    unit = programs.text(gpu.BOOT_UNIT)
+
+    assert f"EnvironmentFile={gpu.BOOT_ENV}\n" in unit
+    assert f"ExecStart=/bin/sh {gpu.BOOT_SCRIPT} $GPU_MOUNT\n" in unit  # split at spaces
 
 
 @pytest.fixture(scope="module")

@@ -138,6 +138,48 @@ def test_cli_has_the_machine_subcommands(capsys: pytest.CaptureFixture[str]):
     assert {"debootstrap", "qemu-system-x86", "qemu-utils", "e2fsprogs"} <= set(required)
 
 
+def test_down_removes_the_state_dir_and_no_file_the_lab_did_not_make(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    monkeypatch.setattr(Lab, "_sweep", lambda self: None)  # no process or namespace to sweep
+    state = tmp_path / "state"
+    lab = Lab(state)
+    with lab._locked():  # lab.json and lab.lock, as every machine change writes them
+        pass
+    for folder in ("machines", "shared/fs", "charms/slurmd/venv", "juju/logs"):
+        (state / folder).mkdir(parents=True)
+    (state / "juju/model.json").write_text("{}")
+    (state / "suite").write_text("trixie\n")
+
+    lab.down()
+
+    assert not state.exists()
+    mine = tmp_path / "mine"  # `--state-dir` naming a directory that holds other files
+    (mine / "charms").mkdir(parents=True)
+    (mine / "notes.txt").write_text("kept")
+    Lab(mine).down()
+    assert [path.name for path in mine.iterdir()] == ["notes.txt"]
+
+
+def test_down_powers_every_container_off_before_any_leaves_the_network(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    records = {
+        name: _Record(name, f"10.151.0.{n + 2}", f"veth{n}", f"ns-{name}")
+        for n, name in enumerate(("ctl", "dbd", "node"))
+    }
+    steps: list[str] = []
+    monkeypatch.setattr(Lab, "_load", lambda self: dict(records))
+    monkeypatch.setattr(Lab, "_stop", lambda self, record: steps.append("stop"))
+    monkeypatch.setattr(Lab, "_teardown", lambda self, record: steps.append("teardown"))
+    monkeypatch.setattr(Lab, "_sweep", lambda self: None)
+
+    Lab(tmp_path / "state").down()
+
+    assert steps[:3] == ["stop"] * 3
+    assert steps.count("teardown") == 3
+
+
 def test_bad_machine_names_are_refused(tmp_path: Path):
     with pytest.raises(LabError, match="bad machine name"):
         Lab(tmp_path).create("Bad_Name")

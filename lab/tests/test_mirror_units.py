@@ -61,3 +61,8 @@ def test_indexes_name_every_package_with_its_hashes(tmp_path: Path):
 
 def test_source_line_names_the_served_tree():
     assert mirror.source_line() == "deb [trusted=yes] http://10.151.0.1/debian forky main"
+
+
+def test_the_download_program_asks_apt_for_the_suite_and_component_the_mirror_serves():
+    assert f' {mirror.SUITE} {mirror.COMPONENT}" ' in mirror._DOWNLOAD
+    assert f"-t {mirror.SUITE} " in mirror._DOWNLOAD

@@ -54,7 +54,9 @@ def test_the_packed_charm_has_charmcrafts_layout(packed: Path):
     project = yaml.safe_load((LABTEST / "charmcraft.yaml").read_text())
     modes = _modes(packed)
 
-    assert packed.name.startswith("labtest_trixie_")
+    # The venv is Debian 13's CPython 3.13: the name and the manifest say so (no Ubuntu unit
+    # could run it; `just pack` makes the charms users deploy).
+    assert packed.name.startswith("labtest_trixie_lab-debian13-python3.13-not-for-ubuntu_")
     assert modes["dispatch"] & stat.S_IXUSR
     assert modes["src/charm.py"] & stat.S_IXUSR
     assert "venv/lib/python3.13/site-packages/ops/__init__.py" in modes
@@ -72,6 +74,9 @@ def test_the_packed_charm_has_charmcrafts_layout(packed: Path):
     manifest = _read_yaml(packed, "manifest.yaml")
     assert isinstance(manifest, dict)
     assert manifest["charmcraft-version"] == "4.5.0"
+    with zipfile.ZipFile(packed) as archive:
+        first_line = archive.read("manifest.yaml").decode().split("\n")[0]
+    assert first_line == "# lab: Debian 13, Python 3.13, not for Ubuntu"
 
 
 def test_a_second_request_reuses_the_packed_charm(packed: Path):

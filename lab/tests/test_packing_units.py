@@ -67,3 +67,43 @@ def test_a_failed_build_machine_command_raises_with_its_exit_and_output_tail():
     message = str(caught.value)
     assert message.startswith("cannot download (exit 3):\n")
     assert message.endswith("x" * 3982 + "E: no such package")
+
+
+def _base(root: Path, debian_version: str, python: str) -> Path:
+    (root / "etc").mkdir(parents=True)
+    (root / "etc" / "debian_version").write_text(debian_version + "\n")
+    (root / "usr" / "bin").mkdir(parents=True)
+    (root / "usr" / "bin" / "python3").symlink_to(python)
+    return root
+
+
+def test_a_lab_build_names_its_debian_and_python(tmp_path: Path):
+    trixie = charms.lab_build(_base(tmp_path / "trixie", "13.8", "python3.13"))
+    forky = charms.lab_build(_base(tmp_path / "forky", "forky/sid", "python3.14"))
+
+    assert trixie.note == "lab: Debian 13, Python 3.13, not for Ubuntu"
+    assert trixie.file_tag == "lab-debian13-python3.13-not-for-ubuntu"
+    assert forky.note == "lab: Debian forky, Python 3.14, not for Ubuntu"
+
+
+def test_a_lab_pack_says_in_its_manifest_it_is_not_for_ubuntu(tmp_path: Path):
+    manifest = b"charmcraft-version: 4.5.0\nbases:\n- name: ubuntu\n  channel: '24.04'\n"
+    charm = _charm(
+        tmp_path / "c.charm",
+        (_entry("manifest.yaml", stat.S_IFREG | 0o644), manifest),
+        (_entry("dispatch", stat.S_IFREG | 0o755), b"#!/bin/sh\n"),
+    )
+
+    charms.mark_lab_build(charm, charms.LabBuild("13", "3.13"))
+
+    with zipfile.ZipFile(charm) as archive:
+        marked = archive.read("manifest.yaml")
+        modes = {entry.filename: entry.external_attr >> 16 for entry in archive.infolist()}
+    assert marked == b"# lab: Debian 13, Python 3.13, not for Ubuntu\n" + manifest
+    assert modes["dispatch"] == stat.S_IFREG | 0o755
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["c.charm"]
+
+
+def test_the_builder_program_installs_charmcraft_where_the_lab_runs_it():
+    assert f"--system-site-packages {builder.CHARMCRAFT_DIR}/venv\n" in builder._SETUP
+    assert f"cat > {builder.CHARMCRAFT_LAB} <<" in builder._SETUP

@@ -224,3 +224,8 @@ def test_virt_type_is_kept_and_a_bad_one_is_refused_as_juju_does():
     assert _app_constraints(None) == {}
     with pytest.raises(jubilant.CLIError, match='invalid value "kvm" for "virt-type"'):
         _app_constraints({"virt-type": "kvm"})
+
+
+def test_the_vm_units_run_the_network_script_and_the_agent_the_image_holds():
+    assert f"ExecStart={vmimage.NETWORK_SCRIPT}\n" in vmimage._NETWORK_UNIT
+    assert f"ExecStart=/usr/bin/python3 {vmimage.AGENT_PATH}\n" in vmimage._AGENT_UNIT

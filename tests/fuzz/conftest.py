@@ -38,7 +38,7 @@ def real_slurm() -> RealSlurm:
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
-    """Print how many seeds and examples each surface ran (the README's counts)."""
+    """Print how many seeds and examples each surface ran (docs/development.md's counts)."""
     from surface import SEED_COUNTS, SURFACE_COUNTS
 
     if not SEED_COUNTS:

@@ -99,10 +99,10 @@ def fresh_machine(charm: str) -> Iterator[tuple[FakeMachine, Path]]:
             patch.setattr(manager.__init__, "__defaults__", (root,))
         loaded = modules(charm)
         if charm == "slurmctld":
-            patch.setattr(loaded["charm"].socket, "gethostname", lambda: "ctl0")
+            patch.setattr(loaded["facts"].socket, "gethostname", lambda: "ctl0")
             mountinfo = root / "mountinfo"
             mountinfo.write_text("22 1 8:1 / / rw shared:1 - ext4 /dev/sda1 rw\n")
-            patch.setattr(loaded["ha"], "MOUNTINFO", mountinfo)
+            patch.setattr(loaded["network_state"], "MOUNTINFO", mountinfo)
         if charm == "slurmd":
             fake.responses[("slurmd", "-C")] = HARDWARE
             fake.responses[SHOW_NODE] = REGISTERED

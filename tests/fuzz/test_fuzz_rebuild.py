@@ -4,7 +4,7 @@ Seeds are what real Slurm printed (`recorded`): the charm's query (root's jobs, 
 and a naive `%i|%T|%k` read of the same partition, whose comments forge `<id>|PENDING`
 records. Hypothesis splices in new lines, CR, U+2028, `|`, huge ids and whole forged lines.
 
-* `parse_jobs` raises nothing and returns only ids of whole `<id>|<STATE>` lines, each a
+* `queue.parse_root_jobs` raises nothing and returns only ids of whole `<id>|<STATE>` lines, each a
   Slurm job id (1 to 67,108,863 at most, 8 digits).
 * Whatever the answer, the charm holds and cancels only the job ids it recorded.
 """
@@ -15,6 +15,7 @@ import harness
 import recorded
 import strategies as s
 from hpc_libs.interfaces.slurmctld_peer import Rollout
+from hpc_libs.slurm import queue
 from hypothesis import example, given
 from hypothesis import strategies as st
 
@@ -56,8 +57,8 @@ def hostile_answer() -> st.SearchStrategy[str]:
 @given(hostile_answer())
 @example("1|PENDING|x\n31337|PENDING\n")
 @example("7|PENDING\u20281|PENDING\n99999999999|PENDING\n")
-def test_parse_jobs_reads_whole_id_state_lines_only(answer: str):
-    states = rebuild.parse_jobs(answer)
+def test_parse_root_jobs_reads_whole_id_state_lines_only(answer: str):
+    states = queue.parse_root_jobs(answer)
 
     whole = {line.strip() for line in answer.split("\n")}
     assert all(f"{job_id}|{state}" in whole for job_id, state in states.items()), answer
@@ -67,7 +68,7 @@ def test_parse_jobs_reads_whole_id_state_lines_only(answer: str):
 
 @given(hostile_answer())
 def test_only_recorded_ids_are_held_or_cancelled(answer: str):
-    states = rebuild.parse_jobs(answer)
+    states = queue.parse_root_jobs(answer)
     rollouts = rebuild.progress([RECORD], states, [])
     recorded_ids = {job_id for job_id, _ in RECORD.submitted()}
 

@@ -4,8 +4,8 @@ Prometheus, as COS has them.
 One deployment for the module: two slurmctld units on network state (HA; SlurmdTimeout=30 so a
 dead slurmd is marked down within a minute), two slurmd applications (`compute`, `debug`) of
 one unit each, a login node, slurmdbd on MySQL, the lab's COS collector stand-in `otelcol`
-(slurm_lab.juju.cos) on both controllers over `cos-agent`, and the lab's stand-in for COS's
-Prometheus (slurm_lab.juju.prometheus) integrated with the collector over
+(slurm_lab.juju.standins.cos) on both controllers over `cos-agent`, and the lab's stand-in
+for COS's Prometheus (slurm_lab.juju.standins.prometheus) integrated with the collector over
 `send-remote-write`. Each controller's collector scrapes its exporter and remote-writes every
 series to that one Prometheus, which evaluates the charm's alert rules over the whole cluster,
 so the wire contracts are proven against real consumers and the HA rule (one exporter of each

@@ -23,7 +23,7 @@ from pathlib import Path
 from types import ModuleType
 
 import pytest
-from hpc_libs.slurm import exporter, metrics
+from hpc_libs.slurm import exporter, metrics, queue
 from incluster import PARTITION, Cluster
 
 SLURMCTLD_SRC = str(Path(__file__).resolve().parents[2] / "charms/slurmctld/src")
@@ -127,9 +127,11 @@ def test_slurm_prints_users_text_verbatim_so_lines_can_be_forged(
 
 def test_the_rebuild_query_reads_no_users_line(cluster: Cluster, hostile: Hostile):
     """The charm's rollouts read root's jobs only, id and state: no forged id comes back."""
-    answer = record("squeue-rebuild", cluster.sh(cluster.controller, *rebuild.JOBS_QUERY))
+    answer = record(
+        "squeue-rebuild", cluster.sh(cluster.controller, *queue.root_jobs_query(rebuild.PARTITION))
+    )
 
-    assert rebuild.parse_jobs(answer) == {}, answer
+    assert queue.parse_root_jobs(answer) == {}, answer
 
 
 def real_job_ids(cluster: Cluster) -> set[str]:

@@ -39,10 +39,10 @@ def charm_slurm_conf() -> str:
     """slurm.conf as the slurmctld charm renders it for one controller and one partition."""
     sys.path.insert(0, str(REPO / "charms/slurmctld/src"))
     try:
-        import cluster  # pyright: ignore[reportMissingImports]
-        import ha  # pyright: ignore[reportMissingImports]
+        import placement  # pyright: ignore[reportMissingImports]
+        import render  # pyright: ignore[reportMissingImports]
         from config import SlurmctldConfig  # pyright: ignore[reportMissingImports]
-        from hpc_libs.interfaces.slurmctld_peer import PartitionEntry
+        from hpc_libs.interfaces.slurmctld_peer import ControllerHost, PartitionEntry
         from hpc_libs.slurm.slurmctld import SlurmctldManager
 
         partition = PartitionEntry(
@@ -51,12 +51,13 @@ def charm_slurm_conf() -> str:
             nodeset={"nodeset": "compute", "feature": "compute"},
             relation_id=3,
         )
-        conf = cluster.render_slurm_conf(
+        conf = render.render_slurm_conf(
             SlurmctldConfig(slurm_conf_parameters="MaxJobCount=20000\nMaxStepCount=100"),
-            [cluster.Controller("ctl", "10.0.0.1")],
+            [ControllerHost(hostname="ctl", address="10.0.0.1")],
             {"compute": partition},
             [],
-            {"statesavelocation": ha.LOCAL_STATE_SAVE_LOCATION},  # One controller, local state.
+            # One controller, local state.
+            {"statesavelocation": placement.LOCAL_STATE_SAVE_LOCATION},
         )
         return SlurmctldManager(Path("/nonexistent")).config.render(conf)
     finally:

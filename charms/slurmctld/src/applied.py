@@ -20,13 +20,15 @@ import hashlib
 import json
 import logging
 import os
+from collections.abc import Iterator
 
 import ops
-from cluster import SLURMCTLD_LOG_FILE, render_gres_conf
+from facts import Facts
 from hpc_libs.errors import SlurmOpsError
-from hpc_libs.machine import files
+from hpc_libs.machine import files, systemd
 from hpc_libs.slurm.scontrol import Scontrol
 from hpc_libs.slurm.slurmctld import SlurmctldManager
+from render import SLURMCTLD_LOG_FILE, render_gres_conf
 from slurmutils import CGroupConfig, SlurmConfig
 
 logger = logging.getLogger(__name__)
@@ -154,6 +156,12 @@ class AppliedConfig(ops.Object):
         self._stored.identity = wanted_identity
         self._stored.accounting = has_accounting(conf)
         return self.served_digest()
+
+    def statuses(self, facts: Facts) -> Iterator[ops.StatusBase]:
+        """Block while slurmctld does not run, with its journal's reason (the list stops)."""
+        if not self._manager.service.is_active():
+            reason = systemd.journal_reason(self._manager.daemon) or "see its journal"
+            yield ops.BlockedStatus(f"slurmctld is not running: {reason}")
 
     def served_digest(self) -> str:
         """Digest the configuration files slurmctld serves configless, as they are on disk.

@@ -1,18 +1,22 @@
-"""The JWT key the controller signs and checks tokens with, and checks on a token request.
+"""The controller's keys: the JWT key it signs and checks tokens with, the auth key's secret.
 
 The slurmctld leader creates the key once, as an application secret (`slurm-jwt-key`): every
 controller unit reads it from there and writes `/etc/slurm/jwt_hs256.key`. The key is granted
 to the slurmdbd integration only (slurmdbd verifies tokens too), never to slurmrestd, which
-passes tokens on without reading the key (`hpc_libs.interfaces.slurmrestd`).
+passes tokens on without reading the key (`hpc_libs.interfaces.slurmrestd`). The auth key's
+secret is made the same way (`hpc_libs.interfaces.slurmd`); `rotation` rotates it.
 """
 
 import re
 from collections.abc import Callable
 
 import ops
+from facts import Keys
 from hpc_libs.errors import IntegrationError
 from hpc_libs.interfaces.base import get_or_create_app_secret
+from hpc_libs.interfaces.slurmd import get_or_create_auth_key_secret
 from hpc_libs.interfaces.slurmrestd import JWT_KEY_FIELD, JWT_KEY_LABEL
+from hpc_libs.slurm.slurmctld import SlurmctldManager
 
 # POSIX user names: characters of the portable filename set, not starting with '-' (the
 # first character could otherwise read as an option); at most 32 like useradd.
@@ -50,6 +54,17 @@ def get_or_create_jwt_key_secret(charm: ops.CharmBase, generate: Callable[[], st
 
     """
     return get_or_create_app_secret(charm, JWT_KEY_LABEL, JWT_KEY_FIELD, generate, "JWT key")
+
+
+def keys(charm: ops.CharmBase, manager: SlurmctldManager) -> Keys:
+    """Return the leader's keys: the auth key's secret and content, the JWT key's secret.
+
+    Each secret is created once, with a key `manager` generates (leader only).
+    """
+    auth_secret = get_or_create_auth_key_secret(charm, manager.key.generate)
+    auth_key = auth_secret.get_content(refresh=True)["key"]
+    jwt_secret = get_or_create_jwt_key_secret(charm, manager.jwt_key.generate)
+    return Keys(auth_secret=auth_secret, auth_key=auth_key, jwt_secret=jwt_secret)
 
 
 def jwt_key(secret: ops.Secret) -> str:

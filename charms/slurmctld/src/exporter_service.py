@@ -17,10 +17,13 @@ serves what that hides (see `hpc_libs.slurm.exporter`).
 
 import logging
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
+import ops
+from facts import Facts
 from hpc_libs.charm import wake
+from hpc_libs.errors import SlurmOpsError
 from hpc_libs.machine import files, systemd
 
 logger = logging.getLogger(__name__)
@@ -106,6 +109,21 @@ class ExporterService:
     def __init__(self, root: Path = Path("/")) -> None:
         self.root = root
         self.service = systemd.Service(SERVICE_UNIT)
+
+    def reconcile(self, facts: Facts) -> None:
+        """Keep the exporter running on this unit, whatever its role; a failure is logged."""
+        config = facts.config
+        try:
+            private = config.slurm_conf_parameters.get("privatedata", [])
+            self.install(config.metrics_interval, config.metrics_per_user, private)
+        except (ValueError, SlurmOpsError) as e:
+            logger.warning("cannot run the Slurm exporter (the next event retries): %s", e)
+
+    def statuses(self, facts: Facts) -> Iterator[ops.StatusBase]:
+        """Block while the exporter's service does not run, with its journal's reason."""
+        if not self.service.is_active():
+            reason = systemd.journal_reason(SERVICE_UNIT) or "see its journal"
+            yield ops.BlockedStatus(f"the Slurm exporter is not running: {reason}")
 
     def install(self, interval: int, per_user: bool, private: Sequence[str] = ()) -> bool:
         """Write the service, (re)start it when it changed or stopped; return if it changed.

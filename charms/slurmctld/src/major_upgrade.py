@@ -17,6 +17,7 @@ with it (its unit databag). The leader renders the configured value again afterw
 """
 
 import logging
+from collections.abc import Iterable, Sequence
 
 from hpc_libs.charm.upgrade import Plan
 from hpc_libs.interfaces.slurmctld_peer import SlurmctldPeer
@@ -55,6 +56,18 @@ def controllers_turn(target: str | None, dbds: list[DbdEntry], versions: list[st
         return False
     dbd_versions = [(d.host or "slurmdbd", d.version) for d in dbds]
     return upgrade.wait_reason(newest, "slurmdbd", dbd_versions) is None
+
+
+def raised_timeout(
+    target: str | None, dbds: Sequence[DbdEntry], versions: Iterable[str | None], configured: int
+) -> int | None:
+    """Return the SlurmctldTimeout raised for the controllers' turn of `target`, or None.
+
+    `versions` are every controller unit's, serving or not (`Facts.controllers`).
+    """
+    if not controllers_turn(target, list(dbds), [v for v in versions if v]):
+        return None
+    return upgrade_timeout(configured, UPGRADE_SLURMCTLD_TIMEOUT)
 
 
 def waits_for(target: str, dbds: list[DbdEntry], peer: SlurmctldPeer, unit: str) -> str | None:

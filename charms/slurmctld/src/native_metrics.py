@@ -45,7 +45,9 @@ import re
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
+import ops
 from config import SlurmctldConfig
+from facts import Facts
 from hpc_libs.errors import SlurmOpsError
 from hpc_libs.interfaces.controller import ControllerPublisher
 from hpc_libs.interfaces.cos_agent import scrape_job
@@ -213,16 +215,21 @@ class NativeMetrics:
         self._own_release = own_release
         self._decision: Decision | None = None
 
-    def decision(self, config: SlurmctldConfig) -> Decision:
+    def reconcile(self, facts: Facts) -> Decision:
         """Return whether the leader's slurm.conf turns the endpoint on (decided once)."""
         if self._decision is None:
             self._decision = decide(
-                config,
+                facts.config,
                 self._own_release(),
                 cluster_daemons(self._peer, self._joined, self._scontrol),
-                previous=bool(self._peer.read().native_metrics),
+                previous=bool(facts.memory.native_metrics),
             )
         return self._decision
+
+    def statuses(self, facts: Facts) -> Iterator[ops.StatusBase]:
+        """Say what holds the endpoint off while it is asked for (the leader)."""
+        if facts.leader and (held := self.reconcile(facts).held_by) is not None:
+            yield ops.ActiveStatus(held)
 
 
 def conf_settings(on: bool) -> dict[str, Any]:

@@ -21,6 +21,7 @@ from typing import Any
 
 import ops
 import retire
+from facts import Facts
 from hpc_libs.interfaces.slurmctld_peer import PartitionEntry, SlurmctldPeerData
 from hpc_libs.interfaces.slurmd import ComputeData, SlurmdRequirer, named_partition
 from hpc_libs.slurm.base import REBUILD_PARTITION
@@ -181,6 +182,8 @@ class Partitions:
     """The slurmd applications' partitions, as the controller reads and serves them."""
 
     slurmd: SlurmdRequirer
+    scontrol: Scontrol
+    watch: retire.Watch
 
     def integrated(self) -> list[str]:
         """Name the slurmd applications integrated now."""
@@ -213,20 +216,15 @@ class Partitions:
                 unusable.append(app)
         return unusable
 
-    def serve(
-        self,
-        memory: SlurmctldPeerData,
-        scontrol: Scontrol,
-        watch: retire.Watch,
-        future: Mapping[str, object],
-    ) -> dict[str, PartitionEntry]:
+    def reconcile(self, facts: Facts) -> dict[str, PartitionEntry]:
         """Return the partitions to serve now, from the live ones and those remembered.
 
-        `future` names the applications with FUTURE placeholders (`future-nodes`).
+        The applications in `future-nodes` are served before their first unit (`awaited`).
         """
+        memory = facts.memory
         known = {p.name: p for p in memory.partitions or [] if p.name}
-        live = self.awaited(future, known) | self.live()
-        return merge_partitions(known, live, self.integrated(), scontrol, watch)
+        live = self.awaited(facts.config.future_nodes, known) | self.live()
+        return merge_partitions(known, live, self.integrated(), self.scontrol, self.watch)
 
     def awaited(
         self, future: Mapping[str, object], known: Mapping[str, PartitionEntry]
@@ -244,7 +242,7 @@ class Partitions:
             if app in relations and app not in known
         }
 
-    def problems(self) -> Iterator[ops.StatusBase]:
+    def problems(self, facts: Facts) -> Iterator[ops.StatusBase]:
         """Block on data from slurmd applications the controller cannot use."""
         for relation in self.slurmd.relations:
             if problem := self.slurmd.compute_data_problem(relation):
@@ -252,12 +250,10 @@ class Partitions:
         for app in self.unusable():
             yield ops.BlockedStatus(f"cannot serve partition of application '{app}'")
 
-    def draining(self, memory: SlurmctldPeerData) -> Iterator[ops.StatusBase]:
-        """Say which partitions the leader drains until idle."""
-        if retiring := [p.name for p in memory.partitions or [] if p.retiring and p.name]:
-            yield ops.ActiveStatus(f"draining partitions: {', '.join(retiring)}")
-
-    def default_status(self, memory: SlurmctldPeerData, wanted: str) -> Iterator[ops.StatusBase]:
-        """Say why `default-partition` is not the default partition, when it is set and is not."""
-        if status := default_partition_status(wanted, memory.partitions or [], self.integrated()):
+    def statuses(self, facts: Facts) -> Iterator[ops.StatusBase]:
+        """Say why `default-partition` is not the default partition (leader, when it is set)."""
+        wanted, served = facts.config.default_partition, facts.memory.partitions or []
+        if facts.leader and (
+            status := default_partition_status(wanted, served, self.integrated())
+        ):
             yield status

@@ -30,15 +30,22 @@ import contextlib
 import dataclasses
 import json
 import logging
-import re
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 import ops
+from facts import Facts
 from hpc_libs.errors import SlurmOpsError
-from hpc_libs.interfaces.slurmctld_peer import PartitionEntry, Rollout, RolloutJob, SlurmctldPeer
+from hpc_libs.interfaces.slurmctld_peer import (
+    PartitionEntry,
+    Rollout,
+    RolloutJob,
+    SlurmctldPeer,
+    SlurmctldPeerData,
+)
 from hpc_libs.machine import host
+from hpc_libs.slurm import queue
 from hpc_libs.slurm.base import REBOOT_PROGRAM, REBUILD_PARTITION
 from hpc_libs.slurm.scontrol import Node, Timestamp
 from pydantic import BaseModel, ValidationError
@@ -124,7 +131,7 @@ def job_name(partition: str, group: int) -> str:
 def submissions(
     partition: str, nodes: Sequence[str], max_unavailable: int, upgrade: bool, since: int
 ) -> list[list[str]]:
-    """One `sbatch` per node; node i goes to group i mod max-unavailable.
+    """One `sbatch`'s options per node; node i goes to group i mod max-unavailable.
 
     Each group is a job name with `--dependency=singleton`, so at most `max_unavailable`
     rebuild jobs of the partition (each one node being rebooted) run at once.
@@ -132,8 +139,6 @@ def submissions(
     groups = max(1, max_unavailable)
     return [
         [
-            "sbatch",
-            "--parsable",
             f"--partition={PARTITION}",
             f"--nodelist={node}",
             "--nodes=1",
@@ -152,30 +157,22 @@ def submissions(
     ]
 
 
-def submit(commands: Iterable[list[str]]) -> list[int]:
-    """Run the sbatch commands; return the job ids.
+def submit(submitted: Iterable[list[str]]) -> list[int]:
+    """Submit the jobs (`submissions`, sbatch's options each) as root; return their ids.
 
     On the first failure the jobs already submitted are cancelled (a job the charm cannot
     record would reboot its node unseen), then SlurmOpsError is raised.
     """
     job_ids: list[int] = []
     try:
-        for argv in commands:
-            job_ids.append(_job_id(host.run(argv, timeout=TIMEOUT).stdout))
+        for options in submitted:
+            job_ids.append(queue.sbatch(options, timeout=TIMEOUT))
     except SlurmOpsError:
         if job_ids:
             with contextlib.suppress(SlurmOpsError):
-                host.run(["scancel", *map(str, job_ids)], timeout=TIMEOUT)
+                queue.scancel(job_ids, timeout=TIMEOUT)
         raise
     return job_ids
-
-
-def _job_id(parsable: str) -> int:
-    """Return the job id `sbatch --parsable` printed (`<id>` or `<id>;<cluster>`)."""
-    text = parsable.strip().split(";")[0]
-    if not JOB_ID.fullmatch(text):
-        raise SlurmOpsError(f"sbatch printed {parsable.strip()[:80]!r}, not a job id")
-    return int(text)
 
 
 class BootNode(Node):
@@ -188,33 +185,13 @@ class _Nodes(BaseModel):
     nodes: list[BootNode] = []
 
 
-JOBS_QUERY = [
-    "squeue",
-    "--all",
-    "--noheader",
-    f"--partition={PARTITION}",
-    "--user=root",
-    "--states=all",
-    "--format=%i|%T",
-]
-"""Root's jobs of the rebuild partition, ended ones included (for MinJobAge): id and state,
-two fields no user can write, so no line of the answer can be forged."""
-JOB_ID = re.compile(r"[1-9][0-9]{0,7}")
-JOB_LINE = re.compile(r"(?P<id>[1-9][0-9]{0,7})\|(?P<state>[A-Z_]{1,32})")
-
-
 def read_jobs() -> dict[int, str]:
-    """Return the state of each of root's rebuild jobs Slurm knows, by job id."""
-    return parse_jobs(host.run(JOBS_QUERY, timeout=TIMEOUT).stdout)
+    """Return the state of each of root's rebuild jobs Slurm knows, by job id.
 
-
-def parse_jobs(output: str) -> dict[int, str]:
-    """Read `JOBS_QUERY`'s answer: split on new lines only, a line not `<id>|<STATE>` skipped."""
-    states: dict[int, str] = {}
-    for line in output.split("\n"):
-        if (match := JOB_LINE.fullmatch(line.strip())) is not None:
-            states[int(match["id"])] = match["state"]
-    return states
+    Ended ones included (for MinJobAge): id and state, two fields no user can write, so no
+    line of the answer can be forged (`queue.root_jobs`).
+    """
+    return queue.root_jobs(PARTITION, timeout=TIMEOUT)
 
 
 def read_nodes() -> list[BootNode]:
@@ -335,13 +312,12 @@ def stop_failed(rollouts: Iterable[Progress]) -> list[int]:
     held: list[int] = []
     for rollout in rollouts:
         if rollout.failed and rollout.waiting_jobs:
-            ids = ",".join(map(str, rollout.waiting_jobs))
-            host.run(["scontrol", "hold", ids], timeout=TIMEOUT)
+            queue.hold(rollout.waiting_jobs, timeout=TIMEOUT)
             logger.warning(
                 "rebuild %s stopped: %s failed; held jobs %s",
                 rollout.partition,
                 ", ".join(sorted(rollout.failed)),
-                ids,
+                ",".join(map(str, rollout.waiting_jobs)),
             )
             held.extend(rollout.waiting_jobs)
     return held
@@ -370,9 +346,9 @@ def cancel(
         n.name for n in nodes if n.name in targets and n.has_state("REBOOT_REQUESTED")
     )
     if pending:
-        host.run(["scancel", *map(str, pending)], timeout=TIMEOUT)
+        queue.scancel(pending, timeout=TIMEOUT)
     if requested:
-        host.run(["scontrol", "cancel_reboot", ",".join(requested)], timeout=TIMEOUT)
+        queue.cancel_reboot(requested, timeout=TIMEOUT)
     return pending, requested
 
 
@@ -503,35 +479,39 @@ class Rebuild(ops.Object):
             }
         )
 
-    def _slurm(self) -> tuple[dict[int, str], list[BootNode]]:
+    def _slurm(self, rollouts: Sequence[Rollout]) -> tuple[dict[int, str], list[BootNode]]:
         """Read the rollouts once per dispatch (reconcile and status see the same facts)."""
         if self._read is None:
-            self._read = read_slurm(self._rollouts())
+            self._read = read_slurm(rollouts)
         return self._read
 
-    def reconcile(self) -> None:
+    def reconcile(self, facts: Facts) -> SlurmctldPeerData | None:
         """Hold the pending jobs of any rollout with a failed node; forget ended rollouts.
 
-        Leader only, each reconcile. A failure to read Slurm is logged; the next event retries.
+        Leader only, each reconcile: returns the peer memory to remember when a rollout
+        ended. A failure to read Slurm is logged; the next event retries.
         """
-        memory = self._peer.read()
+        memory = facts.memory
         rollouts = list(memory.rollouts or [])
         if not rollouts:
-            return
+            return None
         try:
-            states, nodes = self._slurm()
+            states, nodes = self._slurm(rollouts)
             stop_failed(progress(rollouts, states, nodes))
         except SlurmOpsError as e:
             logger.warning("cannot check the rebuilds: %s", e.stderr or e.message)
-            return
+            return None
         if len(kept := forget_ended(rollouts, states)) != len(rollouts):
-            self._peer.write(memory.model_copy(update={"rollouts": kept}))
+            return memory.model_copy(update={"rollouts": kept})
+        return None
 
-    def statuses(self) -> Iterable[ops.StatusBase]:
-        """One status per rollout Slurm knows: blocked when it stopped on a failed node."""
-        rollouts = self._rollouts()
+    def statuses(self, facts: Facts) -> Iterable[ops.StatusBase]:
+        """One status per rollout Slurm knows (leader): blocked once stopped on a failed node."""
+        if not facts.leader:
+            return
+        rollouts = list(facts.memory.rollouts or [])
         try:
-            found = progress(rollouts, *self._slurm())
+            found = progress(rollouts, *self._slurm(rollouts))
         except SlurmOpsError as e:
             logger.warning("cannot read the rebuilds: %s", e.stderr or e.message)
             return

@@ -7,14 +7,23 @@ within seconds of that (`hpc_libs.charm.wake`). Any later event retries as well.
 """
 
 import logging
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
+from typing import Any
 
+import ops
+from facts import Facts
 from hpc_libs.charm import wake
+from hpc_libs.charm.base import SlurmCharm
 from hpc_libs.errors import SlurmOpsError
-from hpc_libs.interfaces.slurmctld_peer import DepartedNode, PartitionEntry, SlurmctldPeerData
-from hpc_libs.interfaces.slurmd import BUSY_JOB_STATES
-from hpc_libs.machine import host
+from hpc_libs.interfaces.slurmctld_peer import (
+    DepartedNode,
+    PartitionEntry,
+    SlurmctldPeer,
+    SlurmctldPeerData,
+)
+from hpc_libs.interfaces.slurmd import BUSY_JOB_STATES, RETIRE_REASON, node_name
+from hpc_libs.slurm import queue
 from hpc_libs.slurm.scontrol import Scontrol
 
 logger = logging.getLogger(__name__)
@@ -42,6 +51,52 @@ def watcher(unit: str, charm_dir: Path, event: str) -> Watch:
             logger.warning("cannot watch %s %s (the next event checks again): %s", kind, name, e)
 
     return watch
+
+
+class Retirement(ops.Object):
+    """The leader's retirement of departed units' nodes, and its word on what it retires."""
+
+    def __init__(
+        self,
+        charm: SlurmCharm[Any],
+        endpoint: str,
+        peer: SlurmctldPeer,
+        scontrol: Scontrol,
+        wake_event: str,
+    ) -> None:
+        """`endpoint` is slurmd's; `wake_event` the hook a watcher dispatches once idle."""
+        super().__init__(charm, "retirement")
+        self.charm, self.peer, self.scontrol = charm, peer, scontrol
+        self.watch = watcher(charm.unit.name, charm.charm_dir, wake_event)
+        charm.framework.observe(charm.on[endpoint].relation_departed, self._on_unit_departed)
+
+    def _on_unit_departed(self, event: ops.RelationDepartedEvent) -> None:
+        """Take a leaving compute unit's node out of the cluster, from the controller's side.
+
+        The unit retires its node itself, but its machine may disappear before it can
+        (Juju removes the machine with its last unit): the controller drains the node and
+        deletes it once no job runs on it, so no node of a removed unit is left behind.
+        """
+        leaving = event.departing_unit
+        if self.charm.unit.is_leader() and leaving is not None and leaving != self.charm.unit:
+            name = node_name(leaving.name)
+            drain_node(self.scontrol, name, RETIRE_REASON)
+            self.peer.write(with_departed(self.peer.read(), name))
+        self.charm.converge()
+
+    def reconcile(self, facts: Facts) -> list[str]:
+        """Delete the departed units' nodes that are idle; return those still to delete."""
+        return delete_departed_nodes(departed_names(facts.memory), self.scontrol, self.watch)
+
+    def statuses(self, facts: Facts) -> Iterator[ops.StatusBase]:
+        """Say which partitions the leader drains, and which nodes it deletes, once idle."""
+        if not facts.leader:
+            return
+        memory = facts.memory
+        if retiring := [p.name for p in memory.partitions or [] if p.retiring and p.name]:
+            yield ops.ActiveStatus(f"draining partitions: {', '.join(retiring)}")
+        if departed := departed_names(memory):
+            yield ops.ActiveStatus(f"deleting departed nodes once idle: {', '.join(departed)}")
 
 
 def retire_partition(
@@ -131,19 +186,12 @@ def node_jobs_query(name: str) -> list[str]:
 
 
 def _jobs_query(selection: str) -> list[str]:
-    return [
-        "squeue",
-        "--noheader",
-        "--format=%i",
-        selection,
-        f"--states={','.join(BUSY_JOB_STATES)}",
-    ]
+    return queue.busy_jobs_query(selection, BUSY_JOB_STATES)
 
 
 def _has_jobs(argv: list[str], what: str) -> bool:
     try:
-        result = host.run(argv, timeout=SQUEUE_TIMEOUT)
+        return queue.has_jobs(argv, timeout=SQUEUE_TIMEOUT)
     except SlurmOpsError as e:
         logger.warning("cannot list jobs of %s: %s", what, e.stderr or e)
         return True
-    return bool(result.stdout.strip())

@@ -30,10 +30,12 @@ import base64
 import binascii
 import json
 import logging
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, cast
 
 import ops
+from facts import Facts
 from hpc_libs.charm.base import SlurmCharm
 from hpc_libs.interfaces.controller import (
     AUTH_KEY_FIELD,
@@ -256,6 +258,18 @@ class AuthKeyRotation(ops.Object):
         return ops.MaintenanceStatus(
             f"rotating the auth key: {step}" + (f"; waiting for {shown}" if waiting else "")
         )
+
+    def reconcile(self, facts: Facts) -> None:
+        """Go on with a rotation once every daemon confirmed the current keys (the leader)."""
+        if facts.keys is not None:
+            backups = facts.config.use_network_state
+            self.advance(facts.keys.auth_secret, facts.keys.auth_key, backups=backups)
+
+    def statuses(self, facts: Facts) -> Iterator[ops.StatusBase]:
+        """Say which step a rotation is at and whom it waits for (the leader)."""
+        backups = facts.config.use_network_state
+        if facts.leader and (step := self.status(facts.applied_key, backups)) is not None:
+            yield step
 
     def confirm_standby(self, key_on_disk: str | None) -> None:
         """Tell the other controllers this one runs with `key_on_disk` (after `follow`)."""

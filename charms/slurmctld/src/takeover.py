@@ -69,8 +69,9 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-import ha
+import controllers
 import ops
+from facts import Facts
 from hpc_libs.charm import wake
 from hpc_libs.errors import SlurmOpsError
 from hpc_libs.machine import host
@@ -363,8 +364,8 @@ def controller_index(manager: SlurmctldManager, hostname: str) -> int | None:
 
     None if it is not listed or that slurm.conf cannot be read.
     """
-    conf = ha.shared_slurm_conf(manager)
-    hosts = ha.controller_hosts(conf) if conf is not None else []
+    conf = controllers.shared_slurm_conf(manager)
+    hosts = controllers.controller_hosts(conf) if conf is not None else []
     return hosts.index(hostname) if hostname in hosts else None
 
 
@@ -386,9 +387,11 @@ class TakeoverRepair(ops.Object):
         *,
         slurm_user: str,
         wake_event: str,
+        manager: SlurmctldManager,
     ) -> None:
         """`wake_event` is the hook a recheck dispatches (the charm's wake-up event)."""
         super().__init__(charm, "takeover-repair")
+        self.manager = manager
         self.scontrol = scontrol
         self.slurm_user = slurm_user
         self.wake_event = wake_event
@@ -405,6 +408,11 @@ class TakeoverRepair(ops.Object):
         )
         self._repaired_now = self._troubled_now = False
         charm.framework.observe(charm.on.update_status, self._on_update_status)
+
+    def reconcile(self, facts: Facts) -> None:
+        """With network state, at every hook: even one that cannot configure (level-triggered)."""
+        if facts.config.use_network_state:
+            self.check(self.manager, facts.hostname, facts.running_timeout)
 
     def check(self, manager: SlurmctldManager, hostname: str, slurmctld_timeout: int) -> None:
         """Look at the heartbeat; after a takeover by this unit, repair what it caused.
@@ -493,7 +501,7 @@ class TakeoverRepair(ops.Object):
             self._stored.repairs = []
             self._stored.trouble = ""
 
-    def statuses(self) -> Iterator[ops.StatusBase]:
+    def statuses(self, facts: Facts) -> Iterator[ops.StatusBase]:
         """Say why the last look failed, and what was repaired, until a clean update-status."""
         if trouble := str(self._stored.trouble):
             more = time.time() <= self._stored.window_until and self._stored.looks < MAX_LOOKS

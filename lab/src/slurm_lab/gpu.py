@@ -36,10 +36,10 @@ lists the GPUs again.
 from __future__ import annotations
 
 import re
-import shlex
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from slurm_lab import programs
 from slurm_lab.errors import LabError
 
 if TYPE_CHECKING:
@@ -111,93 +111,47 @@ def information(spec: GpuSpec, index: int) -> str:
     )
 
 
-def _list_script(spec: GpuSpec) -> str:
-    """Shell that (re)writes the GPU list under STATE_DIR (the mounts show it at once)."""
-    state = shlex.quote(STATE_DIR)
-    lines = [
-        "set -e",
-        f"rm -rf {state}/proc/nvidia/gpus {state}/sys/nvidia",
-        f"mkdir -p {state}/proc/nvidia/gpus {state}/sys/nvidia",
-        "cpus=0-$(($(nproc --all) - 1))",
-    ]
-    for index in range(spec.count):
-        bus = bus_id(index)
-        gpu_dir = f"{state}/proc/nvidia/gpus/{bus}"
-        sys_dir = f"{state}/sys/nvidia/{bus}"
-        lines += [
-            f"mkdir -p {shlex.quote(gpu_dir)} {shlex.quote(sys_dir)}",
-            f"printf %s {shlex.quote(information(spec, index))}"
-            f" > {shlex.quote(gpu_dir)}/information",
-            f'echo "$cpus" > {shlex.quote(sys_dir)}/local_cpulist',
-        ]
-    return "\n".join(lines) + "\n"
+def _list_argv(spec: GpuSpec) -> list[str]:
+    """Return the argv that (re)writes the GPU list under STATE_DIR (the mounts show it)."""
+    gpus = [part for i in range(spec.count) for part in (bus_id(i), information(spec, i))]
+    return programs.sh("gpu-list.sh", STATE_DIR, *gpus)
 
 
-def _mount_script(spec: GpuSpec) -> str:
-    """Shell that binds the files over /proc/driver and /sys/bus/pci/drivers, makes devices."""
-    state = shlex.quote(STATE_DIR)
-    lines = [
-        "set -e",
-        f"mountpoint -q /proc/driver || mount --bind {state}/proc /proc/driver",
-        f"mountpoint -q /sys/bus/pci/drivers || mount --bind {state}/sys /sys/bus/pci/drivers",
-        f"[ -e /dev/nvidiactl ] || mknod -m 0666 /dev/nvidiactl c {NVIDIA_MAJOR} 255",
-    ]
-    for index in range(spec.count):
-        lines.append(
-            f"[ -e /dev/nvidia{index} ] || "
-            f"mknod -m 0666 /dev/nvidia{index} c {NVIDIA_MAJOR} {index}"
-        )
-    return "\n".join(lines) + "\n"
+def _mount_args(spec: GpuSpec) -> list[str]:
+    """Return gpu-mount.sh's arguments: the files' dir, the NVIDIA major, the GPU count."""
+    return [STATE_DIR, str(NVIDIA_MAJOR), str(spec.count)]
 
 
 BOOT_SCRIPT = f"{STATE_DIR}/boot.sh"
+BOOT_ENV = f"{STATE_DIR}/boot.env"
 BOOT_UNIT = "slurm-lab-gpu.service"
+"""The machine's unit that puts the GPUs back at every boot, before slurmd: it runs
+BOOT_SCRIPT (`gpu-mount.sh`) with the arguments in BOOT_ENV.
 
-
-def _boot_unit() -> str:
-    """Return the machine's unit that puts the GPUs back at every boot, before slurmd.
-
-    Real GPUs are there at every boot; the bind mounts and /dev nodes of the simulation are
-    not (a power cycle drops both), so the machine's own systemd makes them again.
-    """
-    return "\n".join(
-        [
-            "[Unit]",
-            "Description=Lab: simulated NVIDIA GPUs (the driver's /proc and /sys files)",
-            "DefaultDependencies=no",
-            "After=local-fs.target",
-            "Before=slurmd.service multi-user.target",
-            "",
-            "[Service]",
-            "Type=oneshot",
-            "RemainAfterExit=yes",
-            f"ExecStart=/bin/sh {BOOT_SCRIPT}",
-            "",
-            "[Install]",
-            "WantedBy=multi-user.target",
-            "",
-        ]
-    )
+Real GPUs are there at every boot; the bind mounts and /dev nodes of the simulation are not
+(a power cycle drops both), so the machine's own systemd makes them again."""
 
 
 def simulate(machine: Machine, spec: GpuSpec) -> None:
     """Make the machine have `spec.count` NVIDIA GPUs of `spec.model`, now and at each boot."""
-    _sh(machine, _list_script(spec) + _mount_script(spec))
-    machine.write_file(BOOT_SCRIPT, _mount_script(spec), 0o755)
-    machine.write_file(f"/etc/systemd/system/{BOOT_UNIT}", _boot_unit(), 0o644)
-    _sh(machine, f"systemctl daemon-reload && systemctl enable {BOOT_UNIT}\n")
+    _run(machine, _list_argv(spec))
+    _run(machine, programs.sh("gpu-mount.sh", *_mount_args(spec)))
+    machine.write_file(BOOT_SCRIPT, programs.text("gpu-mount.sh"), 0o755)
+    machine.write_file(BOOT_ENV, f"GPU_MOUNT={' '.join(_mount_args(spec))}\n", 0o644)
+    machine.write_file(f"/etc/systemd/system/{BOOT_UNIT}", programs.text(BOOT_UNIT), 0o644)
+    _run(machine, ["systemctl", "daemon-reload"])
+    _run(machine, ["systemctl", "enable", BOOT_UNIT])
 
 
 def fail_driver(machine: Machine) -> None:
     """Fault: the NVIDIA driver stays loaded but lists no GPU (they fell off the bus)."""
-    state = shlex.quote(STATE_DIR)
-    _sh(machine, f"set -e; mountpoint -q /proc/driver; rm -rf {state}/proc/nvidia/gpus/*\n")
+    _run(machine, programs.sh("gpu-fail.sh", STATE_DIR))
 
 
 def restore_driver(machine: Machine, spec: GpuSpec) -> None:
     """Undo `fail_driver`: the driver lists the machine's GPUs again."""
-    _sh(machine, _list_script(spec))
+    _run(machine, _list_argv(spec))
 
 
-def _sh(machine: Machine, script: str) -> None:
-    machine.exec(["sh", "-c", script], timeout=60, check=True)
+def _run(machine: Machine, argv: list[str]) -> None:
+    machine.exec(argv, timeout=60, check=True)

@@ -28,7 +28,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from slurm_lab import mirror, network, rootfs, vm, vmchannel, vmimage
+from slurm_lab import mirror, network, programs, rootfs, vm, vmchannel, vmimage
 from slurm_lab.errors import LabError
 from slurm_lab.proc import run, run_resumed, start_time
 
@@ -56,20 +56,22 @@ REBOOT_OFF_SECONDS = 5
 """How long a rebooting machine stays off. A real reboot takes far longer; without a pause the
 new boot time (now - uptime, whole seconds, as slurmd reports it) can fall before the reboot
 request, and Slurm then takes the node for not rebooted yet."""
+STATE_ENTRIES = (
+    "machines",
+    "shared",
+    "charms",
+    "juju",
+    "suite",
+    "mirror.log",
+    "lab.json",
+    "lab.lock",
+)
+"""What a lab keeps in its state dir: machines, the shared and charm dirs they mount, the Juju
+backend's model and logs (`juju`), its suite, the mirror's log, the machine records and their
+lock. `down` removes them all."""
 BOOT_LOOP_NAME = "slurm-lab-boot"
-_BOOT_LOOP = f"""
-trap 'kill -TERM "$nspawn" 2>/dev/null; wait "$nspawn"; exit 0' TERM
-while :; do
-    uptime=$(cut -d. -f1 /proc/uptime)
-    unshare --time --boottime "-$uptime" systemd-nspawn "$@" &
-    nspawn=$!
-    wait "$nspawn"
-    status=$?
-    [ "$status" -eq {REBOOTED} ] || exit "$status"
-    sleep {REBOOT_OFF_SECONDS}
-done
-"""
-"""A machine's power supply: boots systemd-nspawn, and boots it again when it reboots.
+"""The `$0` of a machine's power supply (`programs/boot-loop.sh`), which boots systemd-nspawn,
+and boots it again when it reboots.
 
 Each boot runs in a new time namespace whose CLOCK_BOOTTIME starts near 0, so the machine's
 /proc/uptime and boot time are its own (a container's are otherwise the host's): slurmd
@@ -186,11 +188,7 @@ class Machine:
     def write_file(self, dest: str, content: str | bytes, mode: int = 0o644) -> None:
         """Write a file inside the machine atomically (parents created), owned by root."""
         data = content.encode() if isinstance(content, str) else content
-        script = (
-            'set -e; mkdir -p "$(dirname "$1")"; tmp="$1.lab-tmp.$$"; '
-            'cat > "$tmp"; chmod "$2" "$tmp"; mv -f "$tmp" "$1"'
-        )
-        self._exec_bytes(["sh", "-c", script, "sh", dest, f"{mode:o}"], data)
+        self._exec_bytes(programs.sh("write-file.sh", dest, f"{mode:o}"), data)
 
     def push(self, src: Path, dest: str) -> None:
         """Copy a host file to the path dest, or a host directory's content into dest."""
@@ -230,11 +228,8 @@ class Machine:
         # `systemctl kill` signals the unit's cgroup, which on a cgroup v1 host is shared by
         # the same unit of every lab machine: signal the unit's main process and its children
         # by PID instead, which stays inside this machine's PID namespace.
-        script = (
-            'pid=$(systemctl show -P MainPID "$1"); [ "${pid:-0}" -gt 0 ] || exit 0; '
-            'pkill -KILL -P "$pid"; kill -KILL "$pid"'
-        )
-        self.exec(["sh", "-c", script, "sh", f"{service}.service"], check=True, timeout=30)
+        argv = programs.sh("kill-service.sh", f"{service}.service")
+        self.exec(argv, check=True, timeout=30)
         deadline = time.monotonic() + 10
         while self.service_is_active(service) and time.monotonic() < deadline:
             time.sleep(0.1)
@@ -260,17 +255,6 @@ class Machine:
             argv += ["-u", unit]
         result = self.exec(argv, timeout=60)
         return result.stdout + (result.stderr if result.returncode else "")
-
-
-_REMOUNT_SHARED = """
-for unit in /etc/systemd/system/*.mount; do
-    grep -q '^Description=Lab shared filesystem' "$unit" 2>/dev/null || continue
-    where=$(sed -n 's/^Where=//p' "$unit")
-    mountpoint -q "$where" && mount -o "remount,bind,$1" "$where"
-done
-true
-"""
-"""Remount every mount the filesystem-client stand-in made in a machine (argument: ro|rw)."""
 
 
 INOTIFY_INSTANCES = 1024
@@ -672,10 +656,18 @@ class Lab:
         self._update_hosts()
 
     def down(self) -> None:
-        """Remove every machine and the lab network; leave no process, mount or namespace."""
+        """Remove every machine, the lab network and the state dir; leave no process or mount."""
         records = list(self._load().values())
         errors: list[str] = []
         with ThreadPoolExecutor(max_workers=max(1, len(records))) as pool:
+            # Every container powers off before any leaves the network. A daemon shutting down
+            # whose peer's address is gone waits on TCP until its stop times out (slurmdbd,
+            # slurmd: past STOP_TIMEOUT, so they were killed); a peer that is off but still on
+            # the bridge refuses at once, and every daemon stops within a second.
+            containers = [r for r in records if r.kind == "container"]
+            for record, future in [(r, pool.submit(self._stop, r)) for r in containers]:
+                if (error := future.exception()) is not None:
+                    errors.append(f"{record.name}: {error}")
             for record, future in [(r, pool.submit(self._teardown, r)) for r in records]:
                 if (error := future.exception()) is not None:
                     errors.append(f"{record.name}: {error}")
@@ -686,11 +678,24 @@ class Lab:
         if leftovers := rootfs.mounts_under(self.state_dir):
             errors.append(f"still mounted: {leftovers}")
         else:
-            shutil.rmtree(self._machines_dir, ignore_errors=True)
-            shutil.rmtree(self.shared_dir, ignore_errors=True)
-            self._suite_file.unlink(missing_ok=True)
+            self._remove_state()
         if errors:
             raise LabError("lab teardown incomplete: " + "; ".join(errors))
+
+    def _remove_state(self) -> None:
+        """Remove what the lab keeps in its state dir, then the dir itself if nothing else is.
+
+        Only the lab's own entries go (`STATE_ENTRIES`): `--state-dir` may name a directory
+        that holds other files. The caches (`rootfs.cache_dir()`) stay.
+        """
+        for name in STATE_ENTRIES:
+            path = self.state_dir / name
+            if path.is_dir() and not path.is_symlink():
+                shutil.rmtree(path, ignore_errors=True)
+            else:
+                path.unlink(missing_ok=True)
+        with contextlib.suppress(OSError):  # not empty: someone else's files
+            self.state_dir.rmdir()
 
     def serve_mirror(self) -> str:
         """Serve the newer Slurm's apt mirror on the lab bridge; return its apt source line.
@@ -818,7 +823,8 @@ class Lab:
         """Remount the machine's lab shared filesystems (filesystem-client stand-in) `mode`."""
         if not self.is_running(name):
             return
-        self.get(name).exec(["sh", "-c", _REMOUNT_SHARED, "sh", mode], check=True, timeout=30)
+        argv = programs.sh("remount-shared.sh", mode)
+        self.get(name).exec(argv, check=True, timeout=30)
 
     def network_is_up(self, name: str) -> bool:
         """Whether the machine's link to the lab bridge is up."""
@@ -873,13 +879,15 @@ class Lab:
     def _start_nspawn(self, record: _Record) -> int:
         """Start the machine's boot loop detached, its console going to a log file; its PID.
 
-        The loop (`_BOOT_LOOP`) runs systemd-nspawn, again after each reboot.
+        The loop (`programs/boot-loop.sh`) runs systemd-nspawn, again after each reboot.
         """
         argv = [
             "sh",
             "-c",
-            _BOOT_LOOP,
+            programs.text("boot-loop.sh"),
             BOOT_LOOP_NAME,
+            str(REBOOTED),
+            str(REBOOT_OFF_SECONDS),
             "--boot",
             f"--directory={self._root(record.name)}",
             f"--machine={record.name}",

@@ -34,7 +34,7 @@ import time
 from email.utils import formatdate
 from pathlib import Path
 
-from slurm_lab import builder, network, rootfs
+from slurm_lab import builder, network, programs, rootfs
 from slurm_lab.errors import LabError
 from slurm_lab.proc import run
 
@@ -74,16 +74,9 @@ Pin: release n=forky
 Pin-Priority: 990
 """
 
-#: In a trixie container on the host's network: which forky packages the upgrade needs.
-_DOWNLOAD = f"""set -eu
-export DEBIAN_FRONTEND=noninteractive
-echo "deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] $1 {SUITE} {COMPONENT}" \\
-    > /etc/apt/sources.list.d/{SUITE}.list
-apt-get -q update -o Acquire::Check-Valid-Until=false >/dev/null
-shift
-mkdir -p /out/partial
-apt-get -q install -y --download-only -o Dir::Cache::archives=/out -t {SUITE} "$@"
-"""
+#: In a trixie container on the host's network: which forky packages the upgrade needs
+#: (`$1` the archive, then the packages; the program names SUITE and COMPONENT).
+_DOWNLOAD = programs.text("mirror-download.sh")
 
 
 def source_line(address: str = MIRROR_ADDRESS) -> str:
@@ -205,6 +198,6 @@ def serve(lab_netns: str, log: Path) -> str:
 
 def _answers(lab_netns: str, url: str) -> bool:
     """Whether `url` answers from inside the lab namespace (where the server listens)."""
-    probe = f"import urllib.request as r; r.urlopen({url!r}, timeout=2).read()"
-    argv = ["ip", "netns", "exec", lab_netns, sys.executable, "-c", probe]
+    probe = "import sys, urllib.request as r; r.urlopen(sys.argv[1], timeout=2).read()"
+    argv = ["ip", "netns", "exec", lab_netns, sys.executable, "-c", probe, url]
     return run(argv, check=False).returncode == 0

@@ -22,6 +22,7 @@ import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
+from slurm_lab import programs
 from slurm_lab.errors import LabError
 from slurm_lab.proc import run
 
@@ -211,8 +212,7 @@ def _chroot(root: Path, *argv: str) -> None:
 
 def _configure(root: Path) -> None:
     """Make the debootstrapped tree a good container base."""
-    units = " ".join(DISABLED_UNITS)
-    _chroot(root, "sh", "-c", f"for u in {units}; do systemctl disable $u || true; done")
+    _chroot(root, *programs.sh("disable-units.sh", *DISABLED_UNITS))
     _chroot(root, "systemctl", "mask", *MASKED_UNITS)
     _chroot(root, "apt-get", "clean")
     # Each machine gets its own machine-id written into its overlay before boot.

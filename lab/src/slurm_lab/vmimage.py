@@ -25,7 +25,7 @@ from collections.abc import Iterator
 from importlib import resources
 from pathlib import Path
 
-from slurm_lab import rootfs
+from slurm_lab import programs, rootfs
 from slurm_lab.errors import LabError
 from slurm_lab.proc import run
 
@@ -106,26 +106,7 @@ AGENT_PATH = "/lab/machine/agent.py"
 each boot: the lab's current agent, whatever image the VM boots."""
 NETWORK_SCRIPT = "/usr/local/lib/slurm-lab/network"
 
-_INIT = """#!/bin/busybox sh
-/bin/busybox mkdir -p /proc /sys /dev /newroot
-/bin/busybox mount -t proc proc /proc
-/bin/busybox mount -t sysfs sysfs /sys
-/bin/busybox mount -t devtmpfs devtmpfs /dev
-for module in $(/bin/busybox cat /modules.order); do
-    /bin/busybox insmod "/modules/$module" 2>/dev/null
-done
-tries=0
-while [ ! -b /dev/vda ] && [ "$tries" -lt 500 ]; do
-    /bin/busybox usleep 10000
-    tries=$((tries + 1))
-done
-/bin/busybox mount -t ext4 -o rw,noatime /dev/vda /newroot || {
-    echo "initramfs: cannot mount /dev/vda"; exec /bin/busybox sh
-}
-/bin/busybox umount /sys /proc
-/bin/busybox mount --move /dev /newroot/dev
-exec /bin/busybox switch_root /newroot /sbin/init
-"""
+_INIT = programs.text("vm-init.sh")
 """The initramfs' /init: load the root disk's modules, mount it, hand over to systemd."""
 
 _NETWORK = """#!/bin/sh
@@ -140,41 +121,10 @@ ip addr add "$address" dev eth0 2>/dev/null || true
 ip link set eth0 up
 """
 
-_NETWORK_UNIT = f"""[Unit]
-Description=Lab network address
-DefaultDependencies=no
-Before=network.target network-online.target
-Wants=network.target
-After=systemd-modules-load.service
-
-[Service]
-Type=oneshot
-RemainAfterExit=yes
-ExecStart={NETWORK_SCRIPT}
-
-[Install]
-WantedBy=network-online.target multi-user.target
-"""
-
-_AGENT_UNIT = f"""[Unit]
-Description=Lab command channel (virtio serial port lab.0)
-DefaultDependencies=no
-After=systemd-modules-load.service local-fs.target
-Wants=systemd-modules-load.service
-RequiresMountsFor=/lab/machine
-Conflicts=shutdown.target
-Before=shutdown.target
-
-[Service]
-ExecStart=/usr/bin/python3 {AGENT_PATH}
-Restart=always
-RestartSec=1
-# Commands it ran (nohup'd ones included) outlive a restart of the agent.
-KillMode=process
-
-[Install]
-WantedBy=sysinit.target
-"""
+_NETWORK_UNIT = programs.text("lab-network.service")
+"""Runs NETWORK_SCRIPT (`_NETWORK`) before the network is up."""
+_AGENT_UNIT = programs.text("lab-agent.service")
+"""Runs the command agent (AGENT_PATH) from early boot to shutdown."""
 
 
 def recipe() -> dict[str, object]:

@@ -278,26 +278,38 @@ def test_destructive_mode_packs_only_the_hosts_base(tool: ModuleType):
 
 
 FAKE_CHARMCRAFT = """#!/bin/sh
-# Records where and how it ran, then writes the file charmcraft would.
+# Records where and how it ran, then does what charmcraft 4.5 does: refuses an --output
+# outside the project (the current directory), else writes <name>_<platform>.charm there.
 echo "$PWD $*" >> "$CALLS"
+output=.
 while [ $# -gt 0 ]; do
     case "$1" in --platform) platform=$(echo "$2" | tr : -);; --output) output=$2;; esac
     shift
 done
+case "$(realpath "$output")/" in
+    "$PWD"/*) ;;
+    *) echo "Cannot create packages outside of the project tree." >&2; exit 1;;
+esac
 name=$(sed -n 's/^name: //p' charmcraft.yaml)
 touch "$output/${name}_${platform}.charm"
 """
 
 
-def test_pack_runs_charmcraft_from_inside_the_staged_charm_once_per_platform(
-    tool: ModuleType, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-):
+@pytest.fixture
+def fake_charmcraft(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Put FAKE_CHARMCRAFT in $CHARMCRAFT; return the file its calls are recorded in."""
     fake = tmp_path / "charmcraft"
     fake.write_text(FAKE_CHARMCRAFT)
     fake.chmod(0o755)
     calls = tmp_path / "calls"
     monkeypatch.setenv("CHARMCRAFT", str(fake))
     monkeypatch.setenv("CALLS", str(calls))
+    return calls
+
+
+def test_pack_runs_charmcraft_from_inside_the_staged_charm_once_per_platform(
+    tool: ModuleType, tmp_path: Path, fake_charmcraft: Path
+):
     build = tmp_path / "build"
 
     written = tool.pack("sackd", ["--verbose"], build)
@@ -306,12 +318,47 @@ def test_pack_runs_charmcraft_from_inside_the_staged_charm_once_per_platform(
         "sackd_ubuntu@24.04-amd64.charm",
         "sackd_ubuntu@26.04-amd64.charm",
     ]
-    ran = calls.read_text().splitlines()
+    assert all(path.parent == build and path.is_file() for path in written)
+    ran = fake_charmcraft.read_text().splitlines()
     assert ran == [
-        f"{build}/sackd pack --platform {platform} --output {build} --verbose"
+        f"{build}/sackd pack --platform {platform} --verbose"
         for platform in ("ubuntu@24.04:amd64", "ubuntu@26.04:amd64")
     ]
+    assert not list((build / "sackd").glob("*.charm"))
     assert sorted(path.name for path in tmp_path.iterdir()) == ["build", "calls", "charmcraft"]
+
+
+def test_pack_packs_only_the_platforms_asked_for(
+    tool: ModuleType, tmp_path: Path, fake_charmcraft: Path
+):
+    written = tool.pack("sackd", ["--destructive-mode"], tmp_path, ["ubuntu@26.04:amd64"])
+
+    assert [path.name for path in written] == ["sackd_ubuntu@26.04-amd64.charm"]
+    with pytest.raises(tool.ProjectError, match=r"no platform ubuntu@22\.04:amd64 "):
+        tool.pack("sackd", [], tmp_path, ["ubuntu@22.04:amd64"])
+
+
+def test_just_pack_writes_every_charm_and_an_overlay_naming_each(
+    tool: ModuleType, tmp_path: Path, fake_charmcraft: Path
+):
+    build = tmp_path / "build"
+    overlay = build / "local-charms.yaml"
+    bundle = REPO / "bundles" / "slurm-cluster.yaml"
+
+    # What the justfile's `pack` recipe runs, in a build directory of the test's own.
+    assert tool.main(["pack", "--build-dir", str(build)]) == 0
+    assert tool.main(["overlay", str(bundle), "-o", str(overlay)]) == 0
+
+    packed = {path.name for path in build.glob("*.charm")}
+    assert packed == {
+        f"{charm}_ubuntu@{release}-amd64.charm"
+        for charm in tool.charm_names()
+        for release in ("24.04", "26.04")
+    }
+    named = yaml.safe_load(overlay.read_text())["applications"]
+    assert {spec["charm"].removeprefix("./") for spec in named.values()} >= {
+        f"{charm}_ubuntu@24.04-amd64.charm" for charm in tool.charm_names()
+    }
 
 
 def test_pack_fails_when_charmcraft_fails(
@@ -321,6 +368,24 @@ def test_pack_fails_when_charmcraft_fails(
 
     with pytest.raises(tool.ProjectError, match="charmcraft pack failed for sackd"):
         tool.pack("sackd", [], tmp_path)
+
+
+def test_a_missing_charmcraft_is_one_line_saying_how_to_install_it(
+    tool: ModuleType,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+):
+    monkeypatch.setenv("PATH", str(tmp_path))
+    monkeypatch.delenv("CHARMCRAFT", raising=False)
+
+    assert tool.main(["pack", "sackd", "--build-dir", str(tmp_path / "build")]) == 1
+
+    error = capsys.readouterr().err
+    assert error.count("\n") == 1
+    assert "charmcraft: command not found" in error
+    assert "snap install charmcraft" in error
+    assert not (tmp_path / "build" / "sackd").exists()
 
 
 @pytest.mark.parametrize("charm", CHARMS)

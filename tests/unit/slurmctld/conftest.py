@@ -16,22 +16,24 @@ from ops import testing
 use_charm("slurmctld")
 import applied
 import charm
-import cluster
+import controllers
 import credentials
 import exporter_service
+import facts
 import fence
-import ha
+import network_state
 import partitions
 import primary_watch
 import rebuild
+import render
 import takeover
 
 _REAL_EXPORTER_INSTALL = exporter_service.ExporterService.install
 
 
 @pytest.fixture
-def cluster_module() -> ModuleType:
-    return cluster
+def render_module() -> ModuleType:
+    return render
 
 
 @pytest.fixture
@@ -40,8 +42,13 @@ def partitions_module() -> ModuleType:
 
 
 @pytest.fixture
-def ha_module() -> ModuleType:
-    return ha
+def network_state_module() -> ModuleType:
+    return network_state
+
+
+@pytest.fixture
+def controllers_module() -> ModuleType:
+    return controllers
 
 
 @pytest.fixture
@@ -88,7 +95,7 @@ def ctx() -> testing.Context[ops.CharmBase]:
 def machine(machine: FakeMachine, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> FakeMachine:
     """The shared fake machine (tests/unit/conftest.py), named ctl0."""
     monkeypatch.setattr(charm, "SlurmctldManager", partial(SlurmctldManager, root=tmp_path))
-    monkeypatch.setattr(charm.socket, "gethostname", lambda: "ctl0")
+    monkeypatch.setattr(facts.socket, "gethostname", lambda: "ctl0")
     # The exporter's service is its own concern (test_exporter_service.py, `exporter` fixture):
     # the other scenarios count slurmctld's service calls without it.
     # It runs already there, so they see no call for it.
@@ -138,5 +145,5 @@ def shared_fs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
         "22 1 8:1 / / rw shared:1 - ext4 /dev/sda1 rw\n"
         f"52 22 0:46 / {checkpoint} rw shared:31 - nfs4 10.0.0.5:/export/slurm rw\n"
     )
-    monkeypatch.setattr(ha, "MOUNTINFO", table)
+    monkeypatch.setattr(network_state, "MOUNTINFO", table)
     return checkpoint

@@ -7,9 +7,9 @@ from test_charm_slurmctld import running
 
 
 @pytest.fixture
-def slurmctld_toolkit():
-    """The charm's `toolkit` module, as the charm imported it."""
-    return charm.toolkit
+def slurmctld_actions():
+    """The charm's `actions` module, as the charm imported it."""
+    return charm.actions
 
 
 def run_action(ctx, params):
@@ -80,10 +80,10 @@ def test_a_reason_with_an_equals_sign_stays_one_argument(ctx, machine):
     [(None, "drain", "x"), (3, "drain", "x"), ("compute-0", None, None), ("c", "drain", 7)],
 )
 def test_node_state_request_refuses_values_of_the_wrong_type(
-    slurmctld_toolkit, nodes, state, reason
+    slurmctld_actions, nodes, state, reason
 ):
     with pytest.raises(ValueError):
-        slurmctld_toolkit.node_state_request(nodes, state, reason)
+        slurmctld_actions.node_state_request(nodes, state, reason)
 
 
 def test_slurms_refusal_fails_the_action_with_slurms_words(ctx, machine):

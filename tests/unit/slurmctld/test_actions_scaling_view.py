@@ -21,7 +21,7 @@ RECORDED = 1795630780
 
 @pytest.fixture(autouse=True)
 def recorded_clock(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(charm.scaling_view, "time", SimpleNamespace(time=lambda: RECORDED))
+    monkeypatch.setattr(charm.actions.scaling_view, "time", SimpleNamespace(time=lambda: RECORDED))
 
 
 def answer(machine: FakeMachine, state: str, **changed: str) -> None:
@@ -185,13 +185,13 @@ def test_a_view_too_large_for_one_argument_is_cut_in_parts(ctx, machine):
     ],
 )
 def test_array_tasks_are_counted_from_the_bounds(tasks, throttle, copies):
-    assert charm.scaling_view.array_copies(tasks, throttle) == copies
+    assert charm.actions.scaling_view.array_copies(tasks, throttle) == copies
 
 
 @pytest.mark.parametrize("tasks", ["5-1", "0-9:0", "x", "0-9%", "0-9%x", "1,,2", "-1"])
 def test_an_array_task_list_slurm_never_prints_is_unreadable(tasks):
-    with pytest.raises(charm.scaling_view.SlurmUnreadable):
-        charm.scaling_view.array_copies(tasks, None)
+    with pytest.raises(charm.actions.scaling_view.SlurmUnreadable):
+        charm.actions.scaling_view.array_copies(tasks, None)
 
 
 @pytest.mark.parametrize(
@@ -208,4 +208,4 @@ def test_an_array_task_list_slurm_never_prints_is_unreadable(tasks):
     ],
 )
 def test_reserved_nodes_are_matched_without_expanding_the_host_list(name, hostlist, held):
-    assert charm.scaling_view.in_hostlist(name, hostlist) is held
+    assert charm.actions.scaling_view.in_hostlist(name, hostlist) is held

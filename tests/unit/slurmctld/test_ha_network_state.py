@@ -17,8 +17,13 @@ KEY = base64.b64encode(b"k" * 1024).decode()
 
 
 @pytest.fixture
-def ha(ha_module: ModuleType) -> ModuleType:
-    return ha_module
+def network_state(network_state_module: ModuleType) -> ModuleType:
+    return network_state_module
+
+
+@pytest.fixture
+def controllers(controllers_module: ModuleType) -> ModuleType:
+    return controllers_module
 
 
 @pytest.fixture
@@ -43,21 +48,25 @@ def autofs_at(path: Path) -> str:
 # The mount request and the mount wait.
 
 
-def test_the_mount_request_is_the_checkpoint_and_never_executes_from_the_share(ha):
-    assert ha.MOUNT_REQUEST.mountpoint == CHECKPOINT
-    assert (ha.MOUNT_REQUEST.noexec, ha.MOUNT_REQUEST.nosuid, ha.MOUNT_REQUEST.nodev) == (
+def test_the_mount_request_is_the_checkpoint_and_never_executes_from_the_share(network_state):
+    assert network_state.MOUNT_REQUEST.mountpoint == CHECKPOINT
+    assert (
+        network_state.MOUNT_REQUEST.noexec,
+        network_state.MOUNT_REQUEST.nosuid,
+        network_state.MOUNT_REQUEST.nodev,
+    ) == (
         True,
         True,
         True,
     )
-    assert not ha.MOUNT_REQUEST.read_only
-    assert ha.NETWORK_STATE_SAVE_LOCATION == CHECKPOINT + "/slurmctld"
+    assert not network_state.MOUNT_REQUEST.read_only
+    assert network_state.NETWORK_STATE_SAVE_LOCATION == CHECKPOINT + "/slurmctld"
 
 
 def test_without_a_filesystem_client_the_unit_is_blocked_saying_what_to_integrate(
-    ha, manager, machine
+    network_state, manager, machine
 ):
-    status = ha.mount_status(manager, integrated=False)
+    status = network_state.mount_status(manager, integrated=False)
 
     assert status == ops.BlockedStatus(
         f"use-network-state needs a filesystem-client integration on 'mount' ({CHECKPOINT})"
@@ -65,10 +74,12 @@ def test_without_a_filesystem_client_the_unit_is_blocked_saying_what_to_integrat
     assert machine.commands == []  # Nothing to look at yet.
 
 
-def test_a_plain_directory_is_not_the_shared_filesystem(ha, manager, machine, monkeypatch):
-    monkeypatch.setattr(ha, "MOUNTINFO", mount_table(manager.root))
+def test_a_plain_directory_is_not_the_shared_filesystem(
+    network_state, manager, machine, monkeypatch
+):
+    monkeypatch.setattr(network_state, "MOUNTINFO", mount_table(manager.root))
 
-    status = ha.mount_status(manager, integrated=True)
+    status = network_state.mount_status(manager, integrated=True)
 
     checkpoint = manager.checkpoint_dir
     assert status == ops.WaitingStatus(
@@ -78,11 +89,11 @@ def test_a_plain_directory_is_not_the_shared_filesystem(ha, manager, machine, mo
 
 
 def test_a_filesystem_client_saying_not_mounted_explains_the_wait(
-    ha, manager, machine, monkeypatch
+    network_state, manager, machine, monkeypatch
 ):
-    monkeypatch.setattr(ha, "MOUNTINFO", mount_table(manager.root))
+    monkeypatch.setattr(network_state, "MOUNTINFO", mount_table(manager.root))
 
-    status = ha.mount_status(manager, integrated=True, answers=[False])
+    status = network_state.mount_status(manager, integrated=True, answers=[False])
 
     assert status == ops.WaitingStatus(
         f"waiting for the filesystem-client to mount {CHECKPOINT} (it reports not mounted)"
@@ -90,41 +101,45 @@ def test_a_filesystem_client_saying_not_mounted_explains_the_wait(
 
 
 def test_a_filesystem_client_saying_mounted_is_not_trusted_alone(
-    ha, manager, machine, monkeypatch
+    network_state, manager, machine, monkeypatch
 ):
-    monkeypatch.setattr(ha, "MOUNTINFO", mount_table(manager.root))
+    monkeypatch.setattr(network_state, "MOUNTINFO", mount_table(manager.root))
 
-    status = ha.mount_status(manager, integrated=True, answers=[True])
+    status = network_state.mount_status(manager, integrated=True, answers=[True])
 
     assert isinstance(status, ops.WaitingStatus)
     assert status.message.endswith("is not a mount point")
 
 
 def test_the_machine_decides_even_when_the_filesystem_client_says_not_mounted(
-    ha, manager, machine, monkeypatch
+    network_state, manager, machine, monkeypatch
 ):
     checkpoint = manager.checkpoint_dir
-    monkeypatch.setattr(ha, "MOUNTINFO", mount_table(manager.root, nfs_at(checkpoint)))
+    monkeypatch.setattr(network_state, "MOUNTINFO", mount_table(manager.root, nfs_at(checkpoint)))
 
-    assert ha.mount_status(manager, integrated=True, answers=[False]) is None
+    assert network_state.mount_status(manager, integrated=True, answers=[False]) is None
 
 
-def test_an_autofs_trigger_alone_is_not_mounted(ha, manager, machine, monkeypatch):
+def test_an_autofs_trigger_alone_is_not_mounted(network_state, manager, machine, monkeypatch):
     checkpoint = manager.checkpoint_dir
-    monkeypatch.setattr(ha, "MOUNTINFO", mount_table(manager.root, autofs_at(checkpoint)))
+    monkeypatch.setattr(
+        network_state, "MOUNTINFO", mount_table(manager.root, autofs_at(checkpoint))
+    )
 
-    status = ha.mount_status(manager, integrated=True)
+    status = network_state.mount_status(manager, integrated=True)
 
     assert isinstance(status, ops.WaitingStatus)
     assert status.message.endswith(f"{checkpoint} is an autofs trigger not mounted")
 
 
-def test_a_hung_server_is_a_wait_not_a_hang(ha, manager, machine: FakeMachine, monkeypatch):
+def test_a_hung_server_is_a_wait_not_a_hang(
+    network_state, manager, machine: FakeMachine, monkeypatch
+):
     checkpoint = manager.checkpoint_dir
-    monkeypatch.setattr(ha, "MOUNTINFO", mount_table(manager.root, nfs_at(checkpoint)))
+    monkeypatch.setattr(network_state, "MOUNTINFO", mount_table(manager.root, nfs_at(checkpoint)))
     machine.time_out("ls")
 
-    status = ha.mount_status(manager, integrated=True)
+    status = network_state.mount_status(manager, integrated=True)
 
     assert status == ops.WaitingStatus(
         f"waiting for the shared filesystem at {CHECKPOINT}: cannot access {checkpoint}: timed out"
@@ -133,12 +148,14 @@ def test_a_hung_server_is_a_wait_not_a_hang(ha, manager, machine: FakeMachine, m
     assert timeout == 15.0
 
 
-def test_a_real_filesystem_at_the_checkpoint_is_usable(ha, manager, machine, monkeypatch):
+def test_a_real_filesystem_at_the_checkpoint_is_usable(
+    network_state, manager, machine, monkeypatch
+):
     checkpoint = manager.checkpoint_dir
     table = mount_table(manager.root, autofs_at(checkpoint), nfs_at(checkpoint))
-    monkeypatch.setattr(ha, "MOUNTINFO", table)
+    monkeypatch.setattr(network_state, "MOUNTINFO", table)
 
-    assert ha.mount_status(manager, integrated=True) is None
+    assert network_state.mount_status(manager, integrated=True) is None
 
 
 # Moving a controller to network state.
@@ -153,10 +170,12 @@ def local_controller(manager: SlurmctldManager, machine: FakeMachine) -> None:
     machine.active.add("slurmctld")
 
 
-def test_a_running_controller_is_stopped_before_its_state_is_copied(ha, manager, machine):
+def test_a_running_controller_is_stopped_before_its_state_is_copied(
+    network_state, manager, machine
+):
     local_controller(manager, machine)
 
-    assert ha.move_to_network_state(manager) is True
+    assert network_state.move_to_network_state(manager) is True
 
     assert machine.calls("stop") == ["slurmctld"]
     assert "slurmctld" not in machine.active  # The caller starts it on the share.
@@ -170,41 +189,41 @@ def test_a_running_controller_is_stopped_before_its_state_is_copied(ha, manager,
     assert not (backups[0] / "slurm.key").exists()  # No key copy outlives the move.
 
 
-def test_moving_twice_moves_nothing(ha, manager, machine):
+def test_moving_twice_moves_nothing(network_state, manager, machine):
     local_controller(manager, machine)
-    ha.move_to_network_state(manager)
+    network_state.move_to_network_state(manager)
     machine.service_calls.clear()
 
-    assert ha.move_to_network_state(manager) is False
+    assert network_state.move_to_network_state(manager) is False
 
     assert machine.service_calls == []
     assert len(list(manager.root.glob("etc/slurm_*"))) == 1
 
 
-def test_a_stopped_fresh_controller_gets_an_empty_network_state(ha, manager, machine):
-    assert ha.move_to_network_state(manager) is True
+def test_a_stopped_fresh_controller_gets_an_empty_network_state(network_state, manager, machine):
+    assert network_state.move_to_network_state(manager) is True
 
     assert machine.calls("stop") == []
     assert manager.network_state_save_location.is_dir()
     assert manager.etc_is_shared()
 
 
-def test_state_already_on_the_share_is_never_overwritten(ha, manager, machine):
+def test_state_already_on_the_share_is_never_overwritten(network_state, manager, machine):
     local_controller(manager, machine)
     manager.network_state_save_location.mkdir(parents=True)
     (manager.network_state_save_location / "job_state").write_bytes(b"the share's queue")
 
-    ha.move_to_network_state(manager)
+    network_state.move_to_network_state(manager)
 
     assert (manager.network_state_save_location / "job_state").read_bytes() == b"the share's queue"
 
 
-def test_a_failed_stop_moves_nothing(ha, manager, machine):
+def test_a_failed_stop_moves_nothing(network_state, manager, machine):
     local_controller(manager, machine)
     machine.fail("systemctl", "stop", returncode=1, stderr="Failed to stop slurmctld.service")
 
     with pytest.raises(ServiceError, match="systemctl stop slurmctld failed"):
-        ha.move_to_network_state(manager)
+        network_state.move_to_network_state(manager)
 
     assert not manager.etc_is_shared()
     assert not manager.network_state_save_location.exists()
@@ -226,43 +245,45 @@ def leader_wrote(manager: SlurmctldManager, conf: str = SHARED_CONF) -> None:
     (shared / "slurm.conf").write_text(conf)
 
 
-def test_a_backup_waits_for_the_keys_and_slurm_conf_on_the_share(ha, manager):
-    assert not ha.shared_config_ready(manager, "ctl1")
+def test_a_backup_waits_for_the_keys_and_slurm_conf_on_the_share(network_state, manager):
+    assert not network_state.shared_config_ready(manager, "ctl1")
     manager.shared_etc_dir.mkdir(parents=True)
     (manager.shared_etc_dir / "slurm.key").write_bytes(b"k")
 
-    assert not ha.shared_config_ready(manager, "ctl1")
+    assert not network_state.shared_config_ready(manager, "ctl1")
 
 
-def test_a_backup_waits_while_the_shared_slurm_conf_still_points_at_local_state(ha, manager):
+def test_a_backup_waits_while_the_shared_slurm_conf_still_points_at_local_state(
+    network_state, manager
+):
     leader_wrote(
         manager, SHARED_CONF.replace(f"{CHECKPOINT}/slurmctld", "/var/lib/slurm/slurmctld")
     )
 
-    assert not ha.shared_config_ready(manager, "ctl1")
+    assert not network_state.shared_config_ready(manager, "ctl1")
 
 
-def test_a_backup_waits_until_the_leader_lists_it_as_a_controller(ha, manager):
+def test_a_backup_waits_until_the_leader_lists_it_as_a_controller(network_state, manager):
     leader_wrote(manager)
 
-    assert not ha.shared_config_ready(manager, "ctl2")
-    assert not ha.shared_config_ready(manager, "ctl")  # A prefix is no match.
-    assert ha.shared_config_ready(manager, "ctl1")
+    assert not network_state.shared_config_ready(manager, "ctl2")
+    assert not network_state.shared_config_ready(manager, "ctl")  # A prefix is no match.
+    assert network_state.shared_config_ready(manager, "ctl1")
 
 
-def test_an_unreadable_shared_slurm_conf_is_not_ready(ha, manager):
+def test_an_unreadable_shared_slurm_conf_is_not_ready(network_state, manager):
     leader_wrote(manager, "this is = not [slurm.conf\n")
 
-    assert not ha.shared_config_ready(manager, "ctl1")
+    assert not network_state.shared_config_ready(manager, "ctl1")
 
 
-def test_a_backup_links_to_the_leaders_files_and_keeps_its_own_in_a_backup(ha, manager):
+def test_a_backup_links_to_the_leaders_files_and_keeps_its_own_in_a_backup(network_state, manager):
     leader_wrote(manager)
     manager.etc_dir.mkdir(parents=True)
     (manager.etc_dir / "slurm.conf").write_text("clustername=mine\n")
-    assert ha.shared_config_ready(manager, "ctl1")
+    assert network_state.shared_config_ready(manager, "ctl1")
 
-    backup = ha.link_shared_config(manager)
+    backup = network_state.link_shared_config(manager)
 
     assert manager.etc_is_shared()
     assert manager.config.path.read_text() == SHARED_CONF
@@ -277,8 +298,8 @@ def test_a_backup_links_to_the_leaders_files_and_keeps_its_own_in_a_backup(ha, m
     ("planned", "seen", "complete"),
     [(1, 0, True), (3, 2, True), (3, 1, False), (3, 0, False), (2, 2, True)],
 )
-def test_all_peers_seen(ha, planned, seen, complete):
-    assert ha.all_peers_seen(planned, seen) is complete
+def test_all_peers_seen(network_state, planned, seen, complete):
+    assert network_state.all_peers_seen(planned, seen) is complete
 
 
 def ping(hostname: str, up: bool, index: int) -> ControllerPing:
@@ -305,21 +326,21 @@ def pings(*states: bool) -> list[ControllerPing]:
         ("other", (True, False), "primary - UP, backup1 - DOWN"),
     ],
 )
-def test_controller_states_put_this_unit_first(ha, hostname, states, text):
-    assert ha.controller_states(pings(*states), hostname) == text
+def test_controller_states_put_this_unit_first(controllers, hostname, states, text):
+    assert controllers.controller_states(pings(*states), hostname) == text
 
 
-def test_a_controller_that_answers_without_being_up_is_down(ha):
+def test_a_controller_that_answers_without_being_up_is_down(controllers):
     half = ControllerPing(hostname="ctl0", pinged="UP", responding=False)
 
-    assert ha.controller_states([half], "ctl0") == "primary - DOWN"
+    assert controllers.controller_states([half], "ctl0") == "primary - DOWN"
 
 
 # /etc/slurm on overlayfs (containers): a directory of a lower layer cannot be renamed.
 
 
 def test_etc_slurm_that_cannot_be_renamed_is_replaced_in_place_after_its_backup(
-    ha, manager, machine, monkeypatch
+    network_state, manager, machine, monkeypatch
 ):
     local_controller(manager, machine)
     etc = manager.etc_dir
@@ -332,7 +353,7 @@ def test_etc_slurm_that_cannot_be_renamed_is_replaced_in_place_after_its_backup(
 
     monkeypatch.setattr(Path, "rename", overlayfs_rename)
 
-    ha.move_to_network_state(manager)
+    network_state.move_to_network_state(manager)
 
     assert manager.etc_is_shared()
     assert manager.key.get() == KEY
@@ -342,7 +363,7 @@ def test_etc_slurm_that_cannot_be_renamed_is_replaced_in_place_after_its_backup(
 
 
 def test_another_rename_failure_leaves_etc_slurm_and_no_temporary_link(
-    ha, manager, machine, monkeypatch
+    network_state, manager, machine, monkeypatch
 ):
     local_controller(manager, machine)
     etc = manager.etc_dir
@@ -356,7 +377,7 @@ def test_another_rename_failure_leaves_etc_slurm_and_no_temporary_link(
     monkeypatch.setattr(Path, "rename", refused)
 
     with pytest.raises(SlurmOpsError, match="Permission denied"):
-        ha.move_to_network_state(manager)
+        network_state.move_to_network_state(manager)
 
     assert etc.is_dir() and not etc.is_symlink()
     assert (etc / "slurm.key").exists()

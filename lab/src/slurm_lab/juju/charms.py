@@ -122,7 +122,7 @@ def load_spec(charm_dir: Path) -> CharmSpec:
 PROJECT_TOOL = Path("tools") / "charmcraft_project.py"
 CONSTRAINTS = Path("tools") / "charmcraft-constraints.txt"
 #: Bump when what goes into a packed charm's cache key changes meaning.
-PACK_KEY_VERSION = 1
+PACK_KEY_VERSION = 2
 
 
 def _tree_digest(path: Path, digest: Any) -> None:
@@ -183,6 +183,49 @@ def _pack_key(staged: Path, platform: str, suite: str, charmcraft: builder.Charm
     return digest.hexdigest()[:16]
 
 
+@dataclass(frozen=True)
+class LabBuild:
+    """What a lab pack is built for: its file name and manifest say so, never Ubuntu."""
+
+    debian: str  # "13", or the codename of a testing suite ("forky")
+    python: str  # "3.13"
+
+    @property
+    def note(self) -> str:
+        """The manifest's first line: ``lab: Debian 13, Python 3.13, not for Ubuntu``."""
+        return f"lab: Debian {self.debian}, Python {self.python}, not for Ubuntu"
+
+    @property
+    def file_tag(self) -> str:
+        """The same in a file name: ``lab-debian13-python3.13-not-for-ubuntu``."""
+        return f"lab-debian{self.debian}-python{self.python}-not-for-ubuntu"
+
+
+def lab_build(base: Path) -> LabBuild:
+    """Read the Debian release and the Python (``python3``) of a lab base's root."""
+    release = (base / "etc" / "debian_version").read_text().strip()
+    debian = release.split(".")[0] if release[:1].isdigit() else release.split("/")[0]
+    python = (base / "usr" / "bin" / "python3").readlink().name.removeprefix("python")
+    if not re.fullmatch(r"3\.\d+", python) or not re.fullmatch(r"[a-z0-9]+", debian):
+        raise LabError(f"cannot tell the Debian and Python of {base} ({release}, {python})")
+    return LabBuild(debian, python)
+
+
+def mark_lab_build(charm_file: Path, build: LabBuild) -> None:
+    """Write ``# <build.note>`` as the first line of the packed charm's ``manifest.yaml``.
+
+    The archive is rewritten entry by entry (modes, links and compression kept).
+    """
+    marked = charm_file.with_name(f".{charm_file.name}.marked")
+    with zipfile.ZipFile(charm_file) as source, zipfile.ZipFile(marked, "w") as target:
+        for entry in source.infolist():
+            data = source.read(entry)
+            if entry.filename == "manifest.yaml":
+                data = f"# {build.note}\n".encode() + data
+            target.writestr(entry, data)
+    marked.replace(charm_file)
+
+
 def packed_charm(charm_dir: Path, suite: str | None = None) -> Path:
     """Return the .charm of `charm_dir` packed by charmcraft for the lab machines of `suite`.
 
@@ -191,7 +234,9 @@ def packed_charm(charm_dir: Path, suite: str | None = None) -> Path:
     charms are cached under `<lab cache>/charms`, keyed by a hash of the staged charm and of
     everything that builds it, so an unchanged charm is packed once; a lock keeps parallel
     labs from packing the same charm twice. A failed pack raises LabError with charmcraft's
-    output.
+    output. Its venv is the lab's Debian Python, so it is named and marked as such
+    (`<name>_<suite>_lab-debian13-python3.13-not-for-ubuntu_<key>.charm`, `LabBuild`): it
+    cannot start on Ubuntu, and `just pack` makes the charms a user deploys.
     """
     suite = rootfs.check_suite(suite or rootfs.default_suite())
     repository = _repository(charm_dir)
@@ -202,7 +247,9 @@ def packed_charm(charm_dir: Path, suite: str | None = None) -> Path:
         staged = _stage_for_pack(charm_dir, repository, Path(tmp))
         platform = _first_platform(staged)
         name = load_spec(staged).name
-        target = cache / f"{name}_{suite}_{_pack_key(staged, platform, suite, charmcraft)}.charm"
+        build = lab_build(rootfs.ensure_base(suite=suite))
+        key = _pack_key(staged, platform, suite, charmcraft)
+        target = cache / f"{name}_{suite}_{build.file_tag}_{key}.charm"
         if target.is_file():
             return target
         with builder.locked(cache / f".{target.name}.lock"):
@@ -210,6 +257,7 @@ def packed_charm(charm_dir: Path, suite: str | None = None) -> Path:
                 return target
             started = time.monotonic()
             packed = builder.charmcraft_pack(staged, platform, suite, charmcraft)
+            mark_lab_build(packed, build)
             packed.rename(target)
             logger.info("packed %s for %s in %.1fs", name, suite, time.monotonic() - started)
     return target

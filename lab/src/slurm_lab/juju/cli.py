@@ -35,7 +35,12 @@ Setup = Callable[[argparse.ArgumentParser], None]
 AddCommand = Callable[[str, str, Setup, Handler], None]
 
 DEFAULT_WAIT_TIMEOUT = 1800.0
+EXEC_WAIT = 300.0
+"""How long `exec` waits for its command unless `--wait` says (lab/README.md, "exec")."""
 _TAG = re.compile(r"^(unit-[a-z0-9-]+-\d+): ")
+_LEVEL = re.compile(r"^unit-[a-z0-9-]+-\d+: \S+ ([A-Z]+) ")
+LOG_LEVELS = ("TRACE", "DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+"""juju-log's levels, lowest first; `debug-log` shows INFO and up unless `--level` says."""
 _DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|h|m|s)")
 _SECONDS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
 
@@ -353,10 +358,54 @@ def _config(args: argparse.Namespace) -> int:
                 raise LabError(f'config: "{args.application}" has no option "{wanted[0]}"')
             print(_config_text(current[wanted[0]]))
         else:
-            settings = {key: {"value": value} for key, value in sorted(current.items())}
-            doc = {"application": args.application, "settings": settings}
-            print(yaml.safe_dump(doc, sort_keys=False, default_flow_style=False), end="")
+            print(_yaml_with_blocks(_config_document(juju, args.application, current)), end="")
     return 0
+
+
+def _config_document(juju: LabJuju, app_name: str, current: Mapping[str, Any]) -> dict[str, Any]:
+    """Build what `juju config APP` prints: each option's default, description, source, value."""
+    app = juju.state.apps[app_name]
+    options: dict[str, Any] = (
+        charms.load_spec(Path(app.charm_dir)).options if app.kind == "charm" else {}
+    )
+    return {
+        "application": app_name,
+        "charm": app.charm_name,
+        "settings": {
+            key: _config_setting(options.get(key) or {}, key in app.config, current.get(key))
+            for key in sorted({*options, *current})
+        },
+    }
+
+
+def _config_setting(option: Mapping[str, Any], set_by_user: bool, value: Any) -> dict[str, Any]:
+    """One option as `juju config` shows it; an option with no default and no value is unset."""
+    setting = {key: option[key] for key in ("default", "description") if key in option}
+    if set_by_user:
+        setting["source"] = "user"
+    else:
+        setting["source"] = "default" if "default" in option else "unset"
+    if "type" in option:
+        setting["type"] = option["type"]
+    if value is not None:
+        setting["value"] = value
+    return setting
+
+
+class _BlockDumper(yaml.SafeDumper):
+    """YAML with multi-line strings as literal blocks (`|`), as juju prints descriptions."""
+
+
+def _represent_text(dumper: yaml.SafeDumper, text: str) -> yaml.ScalarNode:
+    style = "|" if "\n" in text else None
+    return dumper.represent_scalar("tag:yaml.org,2002:str", text, style=style)
+
+
+_BlockDumper.add_representer(str, _represent_text)
+
+
+def _yaml_with_blocks(doc: Mapping[str, Any]) -> str:
+    return yaml.dump(doc, Dumper=_BlockDumper, sort_keys=False, default_flow_style=False)
 
 
 def _setup_run(parser: argparse.ArgumentParser) -> None:
@@ -389,7 +438,10 @@ def _run(args: argparse.Namespace) -> int:
 def _setup_exec(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--unit", "-u", help="the unit whose machine runs the command")
     parser.add_argument(
-        "--wait", type=_duration, default=None, help="how long to wait (e.g. 90s, 10m; 5m)"
+        "--wait",
+        type=_duration,
+        default=EXEC_WAIT,
+        help="how long to wait for the command (90s, 10m, 1h; default 5m); then it is killed",
     )
     parser.add_argument(
         "words",
@@ -450,6 +502,13 @@ def _setup_debug_log(parser: argparse.ArgumentParser) -> None:
         metavar="ENTITY",
         help="only this unit (app/0, unit-app-0) or application's lines (repeat for more)",
     )
+    parser.add_argument(
+        "--level",
+        type=str.upper,
+        choices=LOG_LEVELS,
+        default="INFO",
+        help="the lowest level shown (default INFO: the model's logging-config on Juju)",
+    )
 
 
 def _entity_pattern(entity: str) -> re.Pattern[str]:
@@ -460,15 +519,38 @@ def _entity_pattern(entity: str) -> re.Pattern[str]:
     return re.compile(f"unit-{re.escape(app)}-{number_pattern}")
 
 
-def filter_log(text: str, include: Iterable[str], last: int = 0) -> str:
-    """Keep the debug log's entries (a tagged line and its continuations) from some units."""
+def _lines(text: str) -> list[str]:
+    """Split at line feeds only, keeping them: a charm's message may hold a CR or U+2028."""
+    lines = [f"{line}\n" for line in text.split("\n")]
+    lines[-1] = lines[-1][:-1]
+    return lines if lines[-1] else lines[:-1]
+
+
+def _shown_at(level: str) -> Callable[[list[str]], bool]:
+    """Whether an entry's level is `level` or above (an entry with no level is shown)."""
+    lowest = LOG_LEVELS.index(level)
+
+    def shown(entry: list[str]) -> bool:
+        found = _LEVEL.match(entry[0])
+        return not found or found[1] not in LOG_LEVELS or LOG_LEVELS.index(found[1]) >= lowest
+
+    return shown
+
+
+def filter_log(text: str, include: Iterable[str], last: int = 0, level: str = "INFO") -> str:
+    """Keep the debug log's entries (a tagged line and its continuations) from some units.
+
+    Only entries at `level` or above are kept, as Juju's debug-log shows what the model's
+    logging-config lets through (`<root>=INFO` by default).
+    """
     patterns = [_entity_pattern(entity) for entity in include]
     entries: list[list[str]] = []
-    for line in text.splitlines(keepends=True):
+    for line in _lines(text):
         if _TAG.match(line) or not entries:
             entries.append([line])
         else:
             entries[-1].append(line)
+    entries = list(filter(_shown_at(level), entries))
     if patterns:
         entries = [
             entry
@@ -479,7 +561,8 @@ def filter_log(text: str, include: Iterable[str], last: int = 0) -> str:
 
 
 def _debug_log(args: argparse.Namespace) -> int:
-    print(filter_log(make_backend(args).debug_log(), args.include, args.lines), end="")
+    text = make_backend(args).debug_log()
+    print(filter_log(text, args.include, args.lines, args.level), end="")
     return 0
 
 

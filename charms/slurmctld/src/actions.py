@@ -1,5 +1,8 @@
 """The operator's actions on the controller: node states, the served configuration, keys.
 
+`Actions` wires each action's event to its body here (the rolling rebuild's actions are
+`rebuild.Rebuild`'s):
+
 * `set-node-state`: `scontrol update nodename=<hostlist> state=<state> [reason=<text>]`,
   every parameter checked against Slurm's grammar first; the host list and the reason each
   travel as one argv element, so neither can add an argument. Node states are Slurm's
@@ -10,19 +13,30 @@
   is replaced as a whole (`Key=REDACTED`, see `redact`).
 * `rotate-jwt-key`: a new revision of the JWT key secret; slurmctld restarts with it (its
   identity changed) and slurmdbd, which reads the secret, restarts on its `secret-changed`.
+* `rotate-auth-key`: the first step of an auth key rotation (`rotation`); the daemons carry
+  it on.
+* `token`, `resume`, `list-backups`, `scaling-view`, and the leader's removal of key
+  revisions no unit tracks (`secret-remove`).
 """
 
 import logging
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import credentials
 import ops
+import rotation
+import scaling_view
+from hpc_libs.charm.base import SlurmCharm
+from hpc_libs.charm.upgrade import list_backups
 from hpc_libs.errors import SlurmOpsError
+from hpc_libs.interfaces.slurmd import get_or_create_auth_key_secret
 from hpc_libs.machine import files
 from hpc_libs.slurm import grammar
 from hpc_libs.slurm.scontrol import Scontrol
+from hpc_libs.slurm.slurmctld import SlurmctldManager
 
 logger = logging.getLogger(__name__)
 
@@ -205,3 +219,95 @@ def remove_unused_revision(event: ops.SecretRemoveEvent) -> None:
         return
     what = event.secret.label or event.secret.id
     logger.info("removed revision %d of secret %s: no unit tracks it", event.revision, what)
+
+
+def rotate_jwt_key(
+    event: ops.ActionEvent, charm: SlurmCharm[Any], manager: SlurmctldManager
+) -> None:
+    """Publish a new JWT key: tokens issued before stop working (leader only)."""
+    if not charm.unit.is_leader():
+        event.fail("run rotate-jwt-key on the leader (slurmctld/leader)")
+        return
+    secret = credentials.get_or_create_jwt_key_secret(charm, manager.jwt_key.generate)
+    secret.set_content({credentials.JWT_KEY_FIELD: manager.jwt_key.generate()})
+    if (failure := charm.converge()) is not None:
+        event.fail(f"new JWT key published; slurmctld did not apply it yet: {failure}")
+        return
+    event.set_results({"rotated": True})
+
+
+def rotate_auth_key(
+    event: ops.ActionEvent,
+    charm: SlurmCharm[Any],
+    manager: SlurmctldManager,
+    auth_rotation: rotation.AuthKeyRotation,
+) -> None:
+    """Start rotating the cluster's auth key (`rotation`); the daemons carry it on."""
+    if not charm.unit.is_leader():
+        event.fail("run rotate-auth-key on the leader (slurmctld/leader)")
+        return
+    try:
+        secret = get_or_create_auth_key_secret(charm, manager.key.generate)
+        new_kid = auth_rotation.begin(secret, manager.key.generate())
+    except rotation.RotationError as e:
+        event.fail(f"cannot rotate the auth key: {e}")
+        return
+    if (failure := charm.converge()) is not None:
+        event.fail(f"rotation to {new_kid} started; slurmctld did not apply it yet: {failure}")
+        return
+    event.set_results(
+        {"new-key-id": new_kid, "next": "each daemon loads it; `juju status` shows progress"}
+    )
+
+
+class Actions(ops.Object):
+    """Wire the controller's actions (and `secret-remove`) to their bodies above."""
+
+    def __init__(
+        self,
+        charm: SlurmCharm[Any],
+        manager: SlurmctldManager,
+        scontrol: Scontrol,
+        auth_rotation: rotation.AuthKeyRotation,
+    ) -> None:
+        super().__init__(charm, "actions")
+        self.charm, self.manager, self.scontrol = charm, manager, scontrol
+        self.auth_rotation = auth_rotation
+        on, observe = charm.on, charm.framework.observe
+        observe(on.token_action, self._on_token)
+        observe(on.resume_action, self._on_resume)
+        observe(on.set_node_state_action, self._on_set_node_state)
+        observe(on.show_current_config_action, self._on_show_current_config)
+        observe(on.rotate_jwt_key_action, self._on_rotate_jwt_key)
+        observe(on.rotate_auth_key_action, self._on_rotate_auth_key)
+        observe(on.list_backups_action, self._on_list_backups)
+        observe(on.scaling_view_action, self._on_scaling_view)
+        observe(on.secret_remove, self._on_secret_remove)
+
+    def _on_token(self, event: ops.ActionEvent) -> None:
+        token(event, self.scontrol)
+
+    def _on_resume(self, event: ops.ActionEvent) -> None:
+        resume(event, self.scontrol)
+
+    def _on_set_node_state(self, event: ops.ActionEvent) -> None:
+        set_node_state(event, self.scontrol)
+
+    def _on_show_current_config(self, event: ops.ActionEvent) -> None:
+        show_current_config(event, self.manager.etc_dir)
+
+    def _on_rotate_jwt_key(self, event: ops.ActionEvent) -> None:
+        rotate_jwt_key(event, self.charm, self.manager)
+
+    def _on_rotate_auth_key(self, event: ops.ActionEvent) -> None:
+        rotate_auth_key(event, self.charm, self.manager, self.auth_rotation)
+
+    def _on_list_backups(self, event: ops.ActionEvent) -> None:
+        list_backups(event, self.manager.root)
+
+    def _on_scaling_view(self, event: ops.ActionEvent) -> None:
+        scaling_view.run(event)
+
+    def _on_secret_remove(self, event: ops.SecretRemoveEvent) -> None:
+        if self.charm.unit.is_leader():  # Only the leader manages the application's secrets.
+            remove_unused_revision(event)

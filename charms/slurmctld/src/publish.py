@@ -7,10 +7,9 @@ on their own endpoint; the leader publishes the same controller data to all of t
 import logging
 
 import ops
-from ha import Controller
 from hpc_libs.interfaces.controller import PortRangeEntry
 from hpc_libs.interfaces.sackd import SackdRequirer
-from hpc_libs.interfaces.slurmctld_peer import PartitionEntry
+from hpc_libs.interfaces.slurmctld_peer import ControllerHost, PartitionEntry
 from hpc_libs.interfaces.slurmd import ControllerEntry, SlurmdRequirer
 from hpc_libs.interfaces.slurmdbd import SlurmdbdRequirer
 from hpc_libs.interfaces.slurmrestd import SlurmrestdRequirer
@@ -37,7 +36,7 @@ class Daemons:
     def publish(
         self,
         auth_key: ops.Secret,
-        controllers: list[Controller],
+        controllers: list[ControllerHost],
         partitions: dict[str, PartitionEntry],
         config_digest: str,
         srun_ports: tuple[int, int] | None,

@@ -17,8 +17,8 @@ import overrides
 import partitions as partitions_module
 import rebuild
 from config import SlurmctldConfig
-from ha import Controller
-from hpc_libs.interfaces.slurmctld_peer import PartitionEntry
+from controllers import slurmctld_host
+from hpc_libs.interfaces.slurmctld_peer import ControllerHost, PartitionEntry
 from hpc_libs.interfaces.slurmdbd import DbdEntry
 from hpc_libs.slurm.base import JWT_KEY_NAME
 from slurmutils import CGroupConfig, GresConfig, NodeSet, Partition, SlurmConfig
@@ -76,7 +76,7 @@ def accounting_settings(dbds: Sequence[DbdEntry]) -> dict[str, Any]:
 def failover_settings(
     config: SlurmctldConfig, placement: Mapping[str, Any], slurmctld_timeout: int | None = None
 ) -> dict[str, Any]:
-    """Return the failover timers, and where the state lives as placement says (`ha`).
+    """Return the failover timers, and where the state lives as placement says (`placement`).
 
     `slurmctld_timeout` replaces the configured one while the controllers upgrade
     (`major_upgrade.upgrade_timeout`).
@@ -95,7 +95,7 @@ def failover_settings(
 
 def render_slurm_conf(
     config: SlurmctldConfig,
-    controllers: list[Controller],
+    controllers: list[ControllerHost],
     partitions: dict[str, PartitionEntry],
     dbds: Sequence[DbdEntry],
     placement: Mapping[str, Any],
@@ -105,13 +105,13 @@ def render_slurm_conf(
 ) -> SlurmConfig:
     """Render the complete slurm.conf for the cluster; `dbds` are the slurmdbd daemons.
 
-    `placement` holds the keys of where the state lives (`ha.Placement.conf_settings`);
+    `placement` holds the keys of where the state lives (`placement.Placement.conf_settings`);
     `native_metrics_on` adds Slurm's own metrics endpoint (`native_metrics.enabled`).
     """
     conf = SlurmConfig.from_dict(
         {
             "clustername": config.cluster_name,
-            "slurmctldhost": [c.slurmctld_host for c in controllers],
+            "slurmctldhost": [slurmctld_host(c) for c in controllers],
             "slurmuser": "slurm",
             "authtype": "auth/slurm",
             "credtype": "cred/slurm",
