@@ -253,9 +253,10 @@ MUTATIONS = [
     ),
     Mutation(
         "lab-no-secret-remove",
-        "lab/src/slurm_lab/juju/engine.py::Controller._queue_obsolete",
-        '            self.enqueue(owner, "secret_remove", secret_id=secret.id, revision=number)',
-        "            pass",
+        "lab/src/slurm_lab/juju/commit.py::obsolete_revisions",
+        '        events.append(hooks.event(owner, "secret_remove", secret_id=secret.id, '
+        "revision=number))",
+        "        pass",
         "lab/tests/test_backend_units.py::test_secret_remove_goes_to_the_owners_leader_once_no_consumer_tracks_a_revision",
     ),
     Mutation(
@@ -281,9 +282,9 @@ MUTATIONS = [
     ),
     Mutation(
         "lab-removed-revision-stays",
-        "lab/src/slurm_lab/juju/engine.py::Controller._remove_revision",
-        "            secret.revisions = [r for r in secret.revisions if r.revision != revision]",
-        "            return",
+        "lab/src/slurm_lab/juju/commit.py::_remove_revision",
+        "        secret.revisions = [r for r in secret.revisions if r.revision != revision]",
+        "        return",
         "lab/tests/test_backend_units.py::test_secret_remove_goes_to_the_owners_leader_once_no_consumer_tracks_a_revision",
     ),
     Mutation(
@@ -1030,6 +1031,24 @@ MUTATIONS = [
         "tests/unit/project/test_charmcraft_projects.py::test_every_action_refuses_a_parameter_it_does_not_declare",
     ),
     Mutation(
+        "lab-exec-does-not-hold-its-unit",
+        "lab/src/slurm_lab/juju/engine.py::Controller.start_exec",
+        '        unit.running, unit.agent = event, "executing"\n'
+        "        unit.runner_pid, unit.runner_start = os.getpid(), start_time(os.getpid())\n"
+        "        return event, run",
+        "        return event, run",
+        "lab/tests/test_backend_units.py",
+    ),
+    Mutation(
+        "lab-lost-exec-is-a-failed-hook",
+        "lab/src/slurm_lab/juju/engine.py::Controller._recover_lost_hooks",
+        '            if event["kind"] == "custom" and not event.get("exec"):\n'
+        "                continue",
+        '            if event["kind"] == "custom" and not event.get("exec"):\n'
+        "                pass",
+        "lab/tests/test_backend_units.py",
+    ),
+    Mutation(
         "lab-leaves-a-stopped-nsenter-stopped",
         "lab/src/slurm_lab/proc.py::run_resumed",
         "                    os.kill(proc.pid, signal.SIGCONT)",
@@ -1236,6 +1255,13 @@ MUTATIONS = [
         '                data = f"# {build.note}\\n".encode() + data',
         "                pass",
         "lab/tests/test_packing_units.py",
+    ),
+    Mutation(
+        "slurmd-without-dbus",
+        "libs/hpc_libs/src/hpc_libs/slurm/slurmd.py::SlurmdManager",
+        '    packages = ("slurmd", "slurm-client", "dbus")\n',
+        '    packages = ("slurmd", "slurm-client")\n',
+        "tests/unit/slurmd/test_charm_slurmd.py",
     ),
 ]
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import jubilant
 import pytest
-from slurm_lab.juju import LabJuju, charms, lifecycle
+from slurm_lab.juju import LabJuju, charms, commit, lifecycle
 from slurm_lab.juju.backend import _coerce_config
 from slurm_lab.juju.engine import Controller
 from slurm_lab.juju.model import App, Endpoint, ModelState, Relation, StatusValue, Unit, load, save
@@ -65,7 +65,7 @@ def _model_with(app: str, units: int, *, peers: bool = True) -> tuple[Controller
     ctl = Controller(model, _NoLab(), Path("/nonexistent/logs"), lambda: None)  # type: ignore[arg-type]
     model.apps[app] = App(name=app, charm_dir="", charm_name=app)
     if peers:
-        lifecycle.new_relation(ctl, [Endpoint(app, "peers", "p", "peer")])
+        lifecycle.new_relation(model, [Endpoint(app, "peers", "p", "peer")])
     for n in range(units):
         unit = Unit(f"{app}/{n}", app, f"m{n}", str(n), f"10.0.0.{n + 2}")
         model.units[unit.name] = unit
@@ -85,7 +85,7 @@ def _kinds(model: ModelState, unit: str) -> list[str]:
 def test_a_new_leader_unit_queues_setup_hooks_in_juju_order():
     ctl, model = _model_with("a", 1)
 
-    lifecycle.unit_added(ctl, model.units["a/0"])
+    ctl.enqueue_all(lifecycle.unit_added(model, model.units["a/0"]))
 
     assert _kinds(model, "a/0") == [
         "install",
@@ -102,12 +102,12 @@ def test_units_in_scope_see_a_new_unit_join_only_after_its_relation_created():
     (peers,) = model.relations.values()
     peers.members, peers.in_scope = ["a/0"], ["a/0"]
 
-    lifecycle.unit_added(ctl, model.units["a/1"])
+    ctl.enqueue_all(lifecycle.unit_added(model, model.units["a/1"]))
 
     assert _kinds(model, "a/0") == []  # Juju's EnterScope comes after relation-created
     peers.members.append("a/1")  # its relation-created ran (the engine's `_before`)
     model.queue = [e for e in model.queue if e["kind"] != "relation_created"]
-    lifecycle.enter_scope(ctl, "a/1", peers.id)
+    ctl.enqueue_all(lifecycle.enter_scope(model, "a/1", peers.id))
     assert _kinds(model, "a/0") == ["relation_joined:a/1", "relation_changed:a/1"]
     assert _kinds(model, "a/1") == [
         "install",
@@ -127,15 +127,15 @@ def test_integrated_units_join_each_other_once_both_are_in_scope():
     model.units["b/0"] = Unit("b/0", "b", "m9", "9", "10.0.0.9")
     model.apps["b"].units.append("b/0")
     rel = lifecycle.new_relation(
-        ctl, [Endpoint("a", "x", "i", "provider"), Endpoint("b", "y", "i", "requirer")]
+        model, [Endpoint("a", "x", "i", "provider"), Endpoint("b", "y", "i", "requirer")]
     )
 
-    lifecycle.integrated(ctl, rel)
+    ctl.enqueue_all(lifecycle.integrated(model, rel))
     rel.members = ["a/0", "b/0"]  # both relation-created hooks ran
     model.queue = [e for e in model.queue if e["kind"] != "relation_created"]
-    lifecycle.enter_scope(ctl, "a/0", rel.id)
+    ctl.enqueue_all(lifecycle.enter_scope(model, "a/0", rel.id))
     first = (_kinds(model, "a/0"), _kinds(model, "b/0"))
-    lifecycle.enter_scope(ctl, "b/0", rel.id)
+    ctl.enqueue_all(lifecycle.enter_scope(model, "b/0", rel.id))
 
     assert first == (["_enter_scope"], ["_enter_scope"])  # a/0 in scope, b/0 not yet
     assert _kinds(model, "a/0")[1:] == ["relation_joined:b/0", "relation_changed:b/0"]
@@ -161,7 +161,7 @@ def test_a_leaving_unit_is_departed_elsewhere_then_departs_breaks_stops_and_is_r
     peers.members = ["a/0", "a/1"]
     peers.seen = {"a/0": ["a/1"], "a/1": ["a/0"]}
 
-    lifecycle.departing(ctl, model.units["a/0"])
+    ctl.enqueue_all(lifecycle.departing(model, model.units["a/0"]))
 
     assert _kinds(model, "a/1") == ["relation_departed:a/0"]
     assert _kinds(model, "a/0") == ["relation_departed:a/1", "relation_broken", "stop", "remove"]
@@ -266,7 +266,7 @@ def test_only_the_leader_changes_an_application_secret():
     """A non-leader's secret calls (refused by its tools) must never change the secret."""
     from slurm_lab.juju.model import Secret, SecretRevision
 
-    ctl, model = _model_with("ctl", 2)
+    _, model = _model_with("ctl", 2)
     secret = Secret("secret:k", "ctl", "app", [SecretRevision(1, {"key": "x"})])
     secret.grants = {"2": ["login"]}
     model.secrets[secret.id] = secret
@@ -275,10 +275,10 @@ def test_only_the_leader_changes_an_application_secret():
     )
     revoke = [{"op": "revoke", "id": secret.id, "relation": "2", "unit": None, "app": None}]
 
-    ctl._apply_secret_ops(model.units["ctl/1"], revoke)  # pyright: ignore[reportPrivateUsage]
+    commit.apply_secret_ops(model, model.units["ctl/1"], revoke)
     assert secret.grants == {"2": ["login"]}
 
-    ctl._apply_secret_ops(model.units["ctl/0"], revoke)  # pyright: ignore[reportPrivateUsage]
+    commit.apply_secret_ops(model, model.units["ctl/0"], revoke)
     assert secret.grants == {}
 
 
@@ -338,3 +338,48 @@ def test_a_revision_no_one_ever_read_is_obsolete_as_soon_as_a_newer_one_exists()
     assert model.queue == [
         {"unit": "ctl/0", "kind": "secret_remove", "secret_id": secret.id, "revision": 1}
     ]
+
+
+LABTEST = Path(__file__).parent / "charms" / "labtest"
+
+
+def test_an_exec_holds_its_units_hooks_until_it_ends_but_not_other_units(tmp_path: Path):
+    ctl, model = _model_with("a", 2, peers=False)
+    ctl.log_dir = tmp_path
+    model.apps["a"].charm_dir = str(LABTEST)
+    event, run = ctl.start_exec(model.units["a/0"], "is-leader")
+    model.queue = [
+        {"unit": "a/0", "kind": "update_status"},
+        {"unit": "a/1", "kind": "update_status"},
+    ]
+    ran: list[str] = []
+    model.apps["a"].kind = "stand-in"
+    ctl.builtin["stand-in"] = lambda unit, event: ran.append(f"{unit.name} {event['kind']}")
+
+    ctl._start_runnable()  # pyright: ignore[reportPrivateUsage]
+    assert ran == ["a/1 update_status"]  # a/0's waits for the command
+    assert run.env()["PATH"].startswith("/var/lib/juju/tools/unit-a-0:")  # the hook tools first
+
+    ctl.end_exec("a/0", event, {"ok": False, "code": 3, "error": "exit status 3", "context": None})
+    ctl._start_runnable()  # pyright: ignore[reportPrivateUsage]
+
+    assert ran == ["a/1 update_status", "a/0 update_status"]
+    assert not model.units["a/0"].in_error  # a failing command is not a failed hook
+
+
+def test_an_exec_whose_process_died_frees_its_unit_without_an_error(tmp_path: Path):
+    ctl, model = _model_with("a", 1, peers=False)
+    ctl.log_dir = tmp_path
+    unit = model.units["a/0"]
+    stranger = subprocess.Popen(["sleep", "30"])
+    try:
+        unit.running, unit.agent = {"unit": "a/0", "kind": "custom", "name": "juju-exec"}, "x"
+        unit.runner_pid, unit.runner_start = stranger.pid, start_time(stranger.pid) - 1
+
+        ctl._recover_lost_hooks()  # pyright: ignore[reportPrivateUsage]
+    finally:
+        stranger.kill()
+        stranger.wait()
+
+    assert unit.running is None
+    assert not unit.in_error

@@ -7,13 +7,13 @@ answer again. Network checks only ever run inside the lab's own namespaces.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 import pytest
 from slurm_lab import cli, rootfs
 from slurm_lab.errors import LabError
-from slurm_lab.juju.model import Endpoint, ModelState, Relation, Unit
+from slurm_lab.juju.model import Endpoint, JsonDict, ModelState, Relation, Unit
 from slurm_lab.juju.standins import FilesystemClient
 from slurm_lab.machines import Lab, Machine
 
@@ -164,6 +164,9 @@ class _Ctl:
 
     def enqueue(self, unit: str, kind: str, **fields: object) -> None:
         del unit, kind, fields
+
+    def enqueue_all(self, events: Iterable[JsonDict]) -> None:
+        del events
 
 
 def test_the_filesystem_client_stand_in_shares_one_directory_and_survives_a_reboot(

@@ -184,8 +184,8 @@ def test_the_owner_removes_a_revision_and_a_consumer_may_not(context: Path):
 
 JUJUC_DIR = Path(jujuc.__file__).parent
 HOOK = """read -r LAB_TOOLS_TOKEN < /proc/sys/kernel/random/uuid
-LAB_TOOLS_PORT_FILE="$LAB_HOOK_CONTEXT.port"
-export LAB_TOOLS_TOKEN LAB_TOOLS_PORT_FILE
+LAB_TOOLS_SOCKET="${LAB_HOOK_CONTEXT%/*}/${JUJU_CONTEXT_ID##*-}.sock"
+export LAB_TOOLS_TOKEN LAB_TOOLS_SOCKET
 /usr/bin/python3 -SE "$TOOLS/jujuc.py" --serve $$ </dev/null >/dev/null 2>&1 &
 echo "server $!"
 """
@@ -253,4 +253,4 @@ def test_the_server_goes_with_its_hook(context: Path, tools: Path, tmp_path: Pat
     while time.monotonic() < deadline and Path(f"/proc/{server}").exists():
         time.sleep(0.1)
     assert not Path(f"/proc/{server}").exists()
-    assert not Path(f"{context}.port").exists()
+    assert not (context.parent / "1.sock").exists()

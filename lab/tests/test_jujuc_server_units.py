@@ -1,8 +1,8 @@
 """The hook-tool server (slurm_lab.juju.jujuc.serve) against hostile local clients, no machines.
 
-Any local process can connect to a hook's server on the loopback: what it sends is bounded in
-bytes and time, a malformed request is answered as one, and neither stalls nor ends the
-server for the hook's own calls.
+Any root process in the machine can connect to a hook's server on its unix socket: what it
+sends is bounded in bytes and time, a malformed request is answered as one, and neither
+stalls nor ends the server for the hook's own calls.
 """
 
 from __future__ import annotations
@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import socket
+import stat
 import subprocess
 import sys
 import threading
@@ -103,16 +104,16 @@ def test_a_token_that_is_not_ascii_is_not_a_client(pair):
 
 
 @pytest.fixture
-def server(tmp_path: Path) -> Iterator[int]:
-    """A hook's tool server (its port) while a stand-in hook process lives."""
+def server(tmp_path: Path) -> Iterator[str]:
+    """A hook's tool server (its socket's path) while a stand-in hook process lives."""
     context = tmp_path / "ctx.json"
     context.write_text(json.dumps({"context_id": CONTEXT_ID, "leader": True}))
-    port_file = tmp_path / "ctx.json.port"
+    path = tmp_path / "1.sock"
     hook = subprocess.Popen(["sleep", "60"])
     env = {
         **os.environ,
         jujuc.TOKEN_ENV: TOKEN,
-        jujuc.PORT_FILE_ENV: str(port_file),
+        jujuc.SOCKET_ENV: str(path),
         jujuc.CONTEXT_ENV: str(context),
         "JUJU_CONTEXT_ID": CONTEXT_ID,
     }
@@ -122,17 +123,24 @@ def server(tmp_path: Path) -> Iterator[int]:
     )
     try:
         deadline = time.monotonic() + 10
-        while not port_file.exists() and time.monotonic() < deadline:
+        while not path.exists() and time.monotonic() < deadline:
             time.sleep(0.02)
-        yield int(port_file.read_text())
+        yield str(path)
     finally:
         hook.kill()
         hook.wait()
         serving.wait(timeout=10)
 
 
-def call(port: int, payload: bytes, timeout: float = 5) -> list[bytes]:
-    with socket.create_connection(("127.0.0.1", port), timeout=timeout) as conn:
+def connect(path: str, timeout: float | None = None) -> socket.socket:
+    conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    conn.settimeout(timeout)
+    conn.connect(path)
+    return conn
+
+
+def call(path: str, payload: bytes, timeout: float = 5) -> list[bytes]:
+    with connect(path, timeout) as conn:
         conn.sendall(payload)
         conn.shutdown(socket.SHUT_WR)  # All sent, as a request cut short ends.
         answer = b""
@@ -141,8 +149,8 @@ def call(port: int, payload: bytes, timeout: float = 5) -> list[bytes]:
     return answer.split(b"\0")[:3]
 
 
-def test_a_silent_client_stalls_no_call_of_the_hook(server: int):
-    with socket.create_connection(("127.0.0.1", server)) as silent:
+def test_a_silent_client_stalls_no_call_of_the_hook(server: str):
+    with connect(server) as silent:
         silent.sendall(b"t0ken\0")  # And nothing more, the connection held open.
         time.sleep(0.3)  # Accepted first.
         started = time.monotonic()
@@ -153,8 +161,16 @@ def test_a_silent_client_stalls_no_call_of_the_hook(server: int):
     assert time.monotonic() - started < 3
 
 
-def test_malformed_requests_leave_the_server_answering(server: int):
+def test_malformed_requests_leave_the_server_answering(server: str):
     for payload in MALFORMED.values():
         assert call(server, payload)[0] == b"1"
 
+    assert call(server, request("is-leader", "")) == [b"0", b"True\n", b""]
+
+
+def test_the_server_listens_on_a_unix_socket_only_its_owner_may_reach(server: str):
+    mode = os.stat(server).st_mode
+
+    assert stat.S_ISSOCK(mode)
+    assert stat.S_IMODE(mode) == 0o600
     assert call(server, request("is-leader", "")) == [b"0", b"True\n", b""]

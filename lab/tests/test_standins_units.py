@@ -6,10 +6,11 @@ test_mysql_standin.py and tests/integration/test_observability.py (COS, Promethe
 from __future__ import annotations
 
 import subprocess
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from slurm_lab.juju.model import App, Endpoint, ModelState, Relation, StatusValue, Unit
+from slurm_lab.juju.model import App, Endpoint, JsonDict, ModelState, Relation, StatusValue, Unit
 from slurm_lab.juju.standins import STANDINS, CosCollector, FilesystemClient, MysqlStandIn
 
 
@@ -34,6 +35,11 @@ class _Host:
 
     def enqueue(self, unit: str, kind: str, **fields: Any) -> None:
         self.queued.append((unit, kind, fields))
+
+    def enqueue_all(self, events: Iterable[JsonDict]) -> None:
+        for event in events:
+            fields = {k: v for k, v in event.items() if k not in ("unit", "kind")}
+            self.enqueue(event["unit"], event["kind"], **fields)
 
 
 def _model() -> tuple[ModelState, Relation]:

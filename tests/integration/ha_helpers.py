@@ -2,7 +2,9 @@
 roles from `scontrol ping --json`, lab faults on a controller's machine, and failover timing.
 
 Every Slurm query runs on the login node: a controller's own machine may be powered off or
-cut from the network. The faults need the lab (`juju.lab`); on real Juju they are skipped.
+cut from the network. The timed probes (ping, queue, job state) go over `juju ssh`, as a
+user's commands do, not through the hooks' lock as `juju exec` does (`probe`). The faults
+need the lab (`juju.lab`); on real Juju they are skipped.
 """
 
 from __future__ import annotations
@@ -58,9 +60,23 @@ def try_exec(
         return None
 
 
+def probe(juju: jubilant.Juju, command: str) -> str | None:
+    """Run a Slurm client command on the login node as a user does, over `juju ssh`; its
+    stdout, None if it fails or times out.
+
+    Not `juju exec`: on Juju that waits for the machine's lock, held while any of its units
+    runs a hook, and a failover keeps the login node's charm busy (slurmctld pushes the new
+    controller order). A timed probe would measure those hooks, not Slurm.
+    """
+    try:
+        return juju.ssh(LOGIN, f"timeout {PROBE_TIMEOUT} {command}")
+    except (jubilant.CLIError, TimeoutError):
+        return None
+
+
 def pings(juju: jubilant.Juju) -> list[dict[str, Any]] | None:
     """`scontrol ping --json` from the login node, in `SlurmctldHost` order; None if it fails."""
-    out = try_exec(juju, f"timeout {PROBE_TIMEOUT} scontrol ping --json", wait=PROBE_TIMEOUT + 10)
+    out = probe(juju, "scontrol ping --json")
     if out is None:
         return None
     try:
@@ -139,7 +155,7 @@ def submit_held(juju: jubilant.Juju, count: int) -> list[str]:
 
 def known_job_ids(juju: jubilant.Juju) -> list[str] | None:
     """Every job id the controller knows (any state, ended ones for MinJobAge), as listed."""
-    out = try_exec(juju, f"timeout {PROBE_TIMEOUT} squeue --noheader --states=all --format=%i")
+    out = probe(juju, "squeue --noheader --states=all --format=%i")
     return None if out is None else out.split()
 
 
@@ -149,15 +165,13 @@ def live_job_ids(juju: jubilant.Juju) -> list[str] | None:
     An ended job leaves the controller's list MinJobAge (300 s) after it ended, so a failover
     that takes long on a loaded host may legitimately forget an earlier test's job.
     """
-    out = try_exec(juju, f"timeout {PROBE_TIMEOUT} squeue --noheader --format=%i")
+    out = probe(juju, "squeue --noheader --format=%i")
     return None if out is None else out.split()
 
 
 def job_state(juju: jubilant.Juju, job_id: str) -> str | None:
     """A job's state from the login node; None if it cannot be read."""
-    out = try_exec(
-        juju, f"timeout {PROBE_TIMEOUT} squeue --noheader --states=all -j {job_id} -o %T"
-    )
+    out = probe(juju, f"squeue --noheader --states=all -j {job_id} -o %T")
     return None if not out else out.strip()
 
 

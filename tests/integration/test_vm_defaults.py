@@ -5,7 +5,9 @@ slurmctld keeps its DEFAULT `process-isolation` (cgroup: proctrack/cgroup, task/
 task/affinity, jobacct_gather/cgroup, CgroupPlugin=autodetect, and confinement of cores, RAM
 and devices), and the one slurmd unit runs on a VM (`virt-type=virtual-machine`: on the lab a
 qemu VM with Debian's kernel and cgroup v2, 2 vCPUs, 1 GiB; see lab/README.md), with a sackd
-login node. Each check below fails where the default fails to do its job:
+login node and slurmdbd on MySQL (the lab's stand-in; containers, as slurmctld). The compute
+application is deployed without a unit: its one VM comes from `add_unit`. Each check below
+fails where the default fails to do its job:
 
 - slurmd runs under cgroup v2 with the cgroup plugins and the node is idle;
 - a job asking `--mem=64M` that fills 256 MiB ends OUT_OF_MEMORY and the node stays up;
@@ -13,29 +15,46 @@ login node. Each check below fails where the default fails to do its job:
   allows one CPU (`cpuset.cpus.effective`): task/affinity alone makes nproc print 1, only
   ConstrainCores confines the cgroup;
 - a process a job left in the background is gone once the job ended;
-
-Each can fail, as runs here showed: with `process-isolation=none` on the same VM
-(proctrack/linuxproc, no task plugin) the first four checks fail; with the confinement default
-reverted (cgroup.conf's Constrain* keys back to Slurm's `no`) the first two do, and `srun -c1
-nproc` still printed 1 (task/affinity pins the task): hence the check of the step's cpuset.
 - `scancel` of a job with child processes leaves none of them, not even one that left the
   job's process tree (a double fork into a new session);
-- slurmd restarted by the charm (a new auth key: `rotate-auth-key`) keeps the running job.
+- slurmd restarted by the charm (a new auth key: `rotate-auth-key`) keeps the running job,
+  which then completes;
+- the unit `add_unit` made runs on a VM, and the machine's `juju-exec` runs a command in the
+  unit's hook context (hook tools on PATH, cwd the charm dir, which lies on the VM's disk);
+- sacct reports the memory a finished step used (MaxRSS, from jobacct_gather/cgroup).
 
-sacct's MaxRSS is not checked here: it needs slurmdbd and its database, two more machines
-on a 2-core host, for a figure the cgroup plugin reads from the same memory controller the
-OUT_OF_MEMORY check already proves.
+Each can fail, as runs here showed:
+- with `process-isolation=none` on the same VM (proctrack/linuxproc, no task plugin) the
+  first four checks and scancel's fail; with the confinement default reverted (cgroup.conf's
+  Constrain* keys back to Slurm's `no`) the first two do, and `srun -c1 nproc` still printed 1
+  (task/affinity pins the task): hence the check of the step's cpuset;
+- the restart check failed once (run of 04:42): its job, then a 150-s sleep, had ended
+  COMPLETED before the charm's three-step rotation restarted slurmd on a loaded host (hooks
+  of 50-250 s): hence the job held until released. No charm setting was found whose revert
+  loses the job: slurmstepd lives in a systemd scope of its own (`<node>_slurmstepd.scope`),
+  not in slurmd.service, so a restart with `KillMode=control-group` kept the job (same run),
+  and so did a restart with dbus stopped (run of 05:08: slurmd asks systemd for the scope over
+  dbus only when the scope is missing, so dbus matters at slurmd's first start and after a
+  boot: without it slurmd stops there, "systemd scope for slurmstepd could not be created",
+  and the first check fails). The check guards Slurm's and systemd's
+  side of a restart, and a charm that would re-register or drain the node on a key change;
+- the charm dir on the VM's disk: before the lab bound it there, findmnt showed the 9p share
+  (by hand, in a run of this module);
+- sacct's MaxRSS: with `process-isolation=none` (jobacct_gather/none) the step's MaxRSS
+  stayed 0 and the check failed, as did the plugins' (run of 05:28);
+- not yet shown failing by a run: the VM of `add_unit`.
 """
 
 from __future__ import annotations
 
+import shlex
 import time
 from collections.abc import Callable
 from pathlib import Path
 
 import jubilant
 import pytest
-from deploy_helpers import LAB_OPTIONS
+from deploy_helpers import LAB_OPTIONS, deploy_accounting
 from dynamic_nodes_helpers import poll, sh
 
 SETTLE = 25 * 60
@@ -48,10 +67,19 @@ LOGIN = "login/0"
 def cluster(juju: jubilant.Juju, charm_path: Callable[[str], Path]) -> jubilant.Juju:
     juju.deploy(charm_path("slurmctld"), "slurmctld", config=LAB_OPTIONS)
     constraints = {"virt-type": "virtual-machine"}  # Juju's own, on LXD clouds
-    juju.deploy(charm_path("slurmd"), "compute", config=LAB_OPTIONS, constraints=constraints)
+    # No unit at deploy: the one VM comes from add_unit, which must honour the constraint.
+    juju.deploy(
+        charm_path("slurmd"),
+        "compute",
+        config=LAB_OPTIONS,
+        constraints=constraints,
+        num_units=0,
+    )
     juju.deploy(charm_path("sackd"), "login", config=LAB_OPTIONS)
+    deploy_accounting(juju, charm_path)
     juju.integrate("slurmctld:slurmd", "compute:slurmctld")
     juju.integrate("slurmctld:login-node", "login:slurmctld")
+    juju.add_unit("compute")
     juju.wait(jubilant.all_active, error=jubilant.any_error, timeout=SETTLE)
     poll(
         lambda: sh(juju, "sinfo -h -o %t", unit=LOGIN).strip() == "idle",
@@ -152,16 +180,70 @@ def test_scancel_leaves_no_child_of_the_job(cluster: jubilant.Juju):
 
 
 def test_slurmd_restarted_by_the_charm_keeps_the_running_job(cluster: jubilant.Juju):
-    job = submit(cluster, "", "sleep 150")
+    # The job runs until the test releases it: the charm's restart (three key revisions, each
+    # a hook on every unit) takes minutes on a loaded host, and the job must outlive it.
+    job = submit(cluster, "", "until [ -e /tmp/release-$SLURM_JOB_ID ]; do sleep 1; done")
     wait_state(cluster, job, {"RUNNING"})
     before = on_node(cluster, "systemctl show -P MainPID slurmd").strip()
     cluster.run("slurmctld/0", "rotate-auth-key")
     poll(
         lambda: on_node(cluster, "systemctl show -P MainPID slurmd").strip() not in ("", before),
-        timeout=600,
+        timeout=900,
         what="slurmd restarted by the charm",
     )
     time.sleep(5)
     assert job_state(cluster, job) == "RUNNING"
-    assert "sleep 150" in on_node(cluster, "ps -eo args")
+    assert "slurm_script" in on_node(cluster, "ps -eo args")
+    on_node(cluster, f"touch /tmp/release-{job}")
     assert wait_state(cluster, job, {"COMPLETED", "FAILED", "NODE_FAIL"}, 400) == "COMPLETED"
+
+
+def juju_exec_on_the_node(juju: jubilant.Juju, command: str) -> tuple[str, str]:
+    """Run `juju-exec -u compute/0 -- command` on the VM itself; its rc and stdout.
+
+    As a transient service: the machine's juju-exec waits for the controller, which answers
+    while a client drives it (the status polls here), as Juju's agent would.
+    """
+    name = f"vm-exec-{time.monotonic_ns()}"
+    script = (
+        f"juju-exec -u {COMPUTE} -- {shlex.quote(command)} >/tmp/{name}.out 2>&1; "
+        f"echo $? >/tmp/{name}.rc"
+    )
+    on_node(juju, f"systemd-run --unit={name} --collect sh -c {shlex.quote(script)}")
+
+    def ended() -> str | None:
+        juju.status()
+        return on_node(juju, f"cat /tmp/{name}.rc 2>/dev/null || true").strip() or None
+
+    rc = poll(ended, timeout=600, interval=1, what=f"juju-exec {command}")
+    return rc, on_node(juju, f"cat /tmp/{name}.out")
+
+
+def test_add_unit_gave_the_unit_a_vm_and_juju_exec_runs_in_its_hook_context(
+    cluster: jubilant.Juju,
+):
+    # The unit came from add_unit (the application was deployed without one): its machine
+    # must be a VM (its own kernel, the constraint honoured), not a container of the host.
+    assert on_node(cluster, "cat /sys/class/dmi/id/sys_vendor").strip() == "QEMU"
+    assert on_node(cluster, "systemd-detect-virt").strip() == "qemu"
+    # The machine's juju-exec runs the command in the unit's hook context, tools on PATH.
+    rc, output = juju_exec_on_the_node(cluster, "is-leader --format=json; pwd")
+    charm_dir = "/var/lib/juju/agents/unit-compute-0/charm"
+    assert (rc, output.split()) == ("0", ["true", charm_dir]), output
+    # The charm dir lies on the VM's own disk (as Juju unpacks it), not on the host's 9p share.
+    assert on_node(cluster, f"findmnt -n -o FSTYPE -T {charm_dir}").strip() == "ext4"
+
+
+def test_sacct_reports_the_memory_a_finished_step_used(cluster: jubilant.Juju):
+    # jobacct_gather/cgroup reads the step's memory controller; --acctg-freq=task=1 samples it
+    # every second, so a step that held 96 MiB for 4 s cannot have slipped between samples.
+    fill = 'a = b"x" * (96 << 20); import time; time.sleep(4)'
+    sh(cluster, f"srun --acctg-freq=task=1 --mem=256M python3 -c '{fill}'", unit=LOGIN)
+    job = sh(cluster, "sacct -X -n -P -o JobID --name=python3", unit=LOGIN).strip().split("\n")[-1]
+
+    def max_rss() -> int | None:
+        rss = sh(cluster, f"sacct -n -P --noconvert -o MaxRSS -j {job}.0", unit=LOGIN).strip()
+        return int(rss.rstrip("K")) if rss.rstrip("K").isdigit() else None
+
+    rss = poll(max_rss, timeout=120, what=f"step {job}.0 in sacct")
+    assert rss >= 64 << 10, f"MaxRSS {rss}K for a step that held 96 MiB"

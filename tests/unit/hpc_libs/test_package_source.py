@@ -87,7 +87,7 @@ def test_auto_on_a_series_with_a_supported_slurm_uses_the_archive_without_the_pp
     assert apt_calls == [
         UPDATE,
         ["apt-cache", "show", "--no-all-versions", "slurmd"],
-        ["apt-get", "install", "--yes", LOCK, "slurmd", "slurm-client"],
+        ["apt-get", "install", "--yes", LOCK, "slurmd", "slurm-client", "dbus"],
     ]
 
 
@@ -103,7 +103,7 @@ def test_auto_on_noble_adds_the_ppa_then_refreshes_and_installs(fake_run: FakeRu
         ["apt-cache", "show", "--no-all-versions", "slurmd"],
         ADD_PPA,
         UPDATE,
-        ["apt-get", "install", "--yes", LOCK, "slurmd", "slurm-client"],
+        ["apt-get", "install", "--yes", LOCK, "slurmd", "slurm-client", "dbus"],
     ]
 
 
@@ -134,7 +134,7 @@ def test_explicit_archive_never_adds_the_ppa_even_with_an_old_slurm(fake_run: Fa
     assert ADD_PPA not in fake_run.calls
     assert fake_run.calls[-2:] == [
         UPDATE,
-        ["apt-get", "install", "--yes", LOCK, *["slurmd", "slurm-client"]],
+        ["apt-get", "install", "--yes", LOCK, *["slurmd", "slurm-client", "dbus"]],
     ]
 
 

@@ -46,7 +46,7 @@ def daemon_reloads(monkeypatch: pytest.MonkeyPatch) -> list[None]:
     ("manager", "packages"),
     [
         (SlurmctldManager, ["slurmctld", "slurm-client", "slurm-wlm-jwt-plugin"]),
-        (SlurmdManager, ["slurmd", "slurm-client"]),
+        (SlurmdManager, ["slurmd", "slurm-client", "dbus"]),
         (SackdManager, ["sackd", "slurm-client"]),
         (SlurmdbdManager, ["slurmdbd", "slurm-wlm-jwt-plugin"]),
         (SlurmrestdManager, ["slurmrestd", "slurm-wlm-jwt-plugin", "sackd", "slurm-client"]),
@@ -71,7 +71,7 @@ def test_install_from_ppa_adds_the_ppa_first(
     assert SlurmdManager(tmp_path).install("ppa") is True
 
     assert ["add-apt-repository", "--yes", "--no-update", SLURM_PPA] in fake_run.calls
-    assert installed == [["slurmd", "slurm-client"]]
+    assert installed == [["slurmd", "slurm-client", "dbus"]]
 
 
 def test_install_when_installed_touches_nothing(fake_run: FakeRun, tmp_path: Path) -> None:

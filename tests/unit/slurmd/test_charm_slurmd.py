@@ -76,9 +76,20 @@ def again(state: testing.State, **changes) -> testing.State:
 def test_install_from_ppa(ctx, machine):
     out = ctx.run(ctx.on.install(), testing.State())
 
-    assert {"slurmd", "slurm-client"} <= machine.installed
+    assert {"slurmd", "slurm-client", "dbus"} <= machine.installed
     assert machine.ran("add-apt-repository")
     assert out.unit_status == testing.BlockedStatus("needs a slurmctld integration")
+
+
+def test_upgrade_installs_dbus_on_a_node_whose_image_lacks_it(ctx, machine, enlisted):
+    # Under cgroup v2 slurmd asks systemd over the system bus for slurmstepd's scope: without
+    # dbus it does not start (seen on a lab VM). Debian's images have it, some Ubuntu images
+    # do not; a node deployed before this gets it with the charm's upgrade.
+    machine.installed.update({"slurmd", "slurm-client"})
+
+    ctx.run(ctx.on.upgrade_charm(), again(enlisted))
+
+    assert "dbus" in machine.installed
 
 
 def test_install_from_archive_adds_no_repository(ctx, machine):
@@ -88,7 +99,7 @@ def test_install_from_archive_adds_no_repository(ctx, machine):
 
 
 def test_upgrade_refreshes_the_workload_version_of_packages_present(ctx, machine, enlisted):
-    machine.installed.update({"slurmd", "slurm-client"})
+    machine.installed.update({"slurmd", "slurm-client", "dbus"})
 
     out = ctx.run(ctx.on.upgrade_charm(), again(enlisted))
 

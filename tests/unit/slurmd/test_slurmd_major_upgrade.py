@@ -16,7 +16,7 @@ from ops import testing
 from test_charm_slurmd import auth_secret, databag, installed
 
 FORKY = "deb http://deb.debian.org/debian forky main"
-PACKAGES = ["slurmd", "slurm-client"]
+PACKAGES = ["slurmd", "slurm-client", "dbus"]
 MADISON = """\
     slurmd | 26.05.5-1 | http://deb.debian.org/debian forky/main amd64 Packages
     slurmd | 24.11.5-1 | http://deb.debian.org/debian trixie/main amd64 Packages

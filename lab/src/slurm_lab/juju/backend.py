@@ -16,6 +16,7 @@ import fcntl
 import json
 import math
 import shlex
+import threading
 import time
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping
@@ -29,10 +30,11 @@ from jubilant import ConfigValue, ConstraintValue, Status, Task, TaskError, Wait
 
 from slurm_lab import gpu
 from slurm_lab.errors import LabError
-from slurm_lab.juju import actionparams, charms, lifecycle, runner
+from slurm_lab.juju import actionparams, charms, juju_exec, lifecycle, runner
 from slurm_lab.juju import model as store
 from slurm_lab.juju.cos import CosCollector
-from slurm_lab.juju.engine import JUJU_EXEC_PATH, JUJU_EXEC_SCRIPT, Controller, LabLike
+from slurm_lab.juju.engine import Controller
+from slurm_lab.juju.hooks import LabLike
 from slurm_lab.juju.model import App, Endpoint, ModelState, Relation, Unit
 from slurm_lab.juju.mysql import MysqlStandIn
 from slurm_lab.juju.prometheus import PrometheusStandIn
@@ -41,6 +43,9 @@ from slurm_lab.juju.status import build_status
 
 LAB_GPUS_CONSTRAINT = "lab-gpus"
 LAB_GPUS_FILE = "lab-gpus.json"
+EXEC_POLL = 0.2
+SSH_TIMEOUT = 300.0
+"""Seconds between looks at a busy unit by an `exec` waiting for its hook."""
 VIRT_TYPE_CONSTRAINT = "virt-type"
 VIRT_TYPES = {"container": "container", "virtual-machine": "vm"}
 """Juju's `virt-type` values (LXD clouds) and the lab machine kind each gives the units."""
@@ -73,6 +78,7 @@ class LabJuju(jubilant.Juju):
         self._dir = Path(lab.state_dir) / "juju"
         self._file = self._dir / "model.json"
         self._depth = 0
+        self._threads = threading.RLock()  # one thread in a session at a time (nested: same)
         self._lock_handle: Any = None
         state = store.load(self._file)
         if state is None or not self._machines_alive(state):
@@ -117,28 +123,32 @@ class LabJuju(jubilant.Juju):
 
     @contextlib.contextmanager
     def _session(self) -> Iterator[ModelState]:
-        """Exclusive use of the model across processes; reloads it, saves it after."""
-        if self._depth:
-            self._depth += 1
-            try:
-                yield self.ctl.model
-            finally:
-                self._depth -= 1
-            return
-        self._dir.mkdir(parents=True, exist_ok=True)
-        with (self._dir / "model.lock").open("a") as handle:
-            fcntl.flock(handle, fcntl.LOCK_EX)
-            loaded = store.load(self._file)
-            if loaded is not None:
-                self.ctl.model = loaded
-            self._depth = 1
-            try:
-                self.ctl.drain()  # what came due meanwhile: retries, juju-exec, ended hooks
-                yield self.ctl.model
-                self.ctl.drain()
-            finally:
-                self._depth = 0
-                self._save()
+        """Exclusive use of the model across processes and threads; reloads it, saves it after.
+
+        Threads: a test may `exec` from a thread of its own while its main thread goes on.
+        """
+        with self._threads:
+            if self._depth:
+                self._depth += 1
+                try:
+                    yield self.ctl.model
+                finally:
+                    self._depth -= 1
+                return
+            self._dir.mkdir(parents=True, exist_ok=True)
+            with (self._dir / "model.lock").open("a") as handle:
+                fcntl.flock(handle, fcntl.LOCK_EX)
+                loaded = store.load(self._file)
+                if loaded is not None:
+                    self.ctl.model = loaded
+                self._depth = 1
+                try:
+                    self.ctl.drain()  # what came due meanwhile: retries, juju-exec, ended hooks
+                    yield self.ctl.model
+                    self.ctl.drain()
+                finally:
+                    self._depth = 0
+                    self._save()
 
     # --- unsupported: there is no juju CLI -------------------------------------------------------
 
@@ -286,7 +296,7 @@ class LabJuju(jubilant.Juju):
         for endpoint, (role, ep_spec) in spec.endpoints().items():
             if role == "peer":
                 lifecycle.new_relation(
-                    self.ctl, [Endpoint(name, endpoint, ep_spec.get("interface", ""), "peer")]
+                    model, [Endpoint(name, endpoint, ep_spec.get("interface", ""), "peer")]
                 )
         if not spec.subordinate:
             self._add_units(new, num_units)
@@ -308,7 +318,7 @@ class LabJuju(jubilant.Juju):
         units: list[Unit] = []
         gpu_spec = self.lab_gpu_spec(app.name)
         for (machine_id, _), machine in zip(plans, machines, strict=True):
-            machine.write_file(JUJU_EXEC_PATH, JUJU_EXEC_SCRIPT, 0o755)
+            juju_exec.install(machine)
             if gpu_spec is not None:
                 gpu.simulate(machine, gpu_spec)
             unit = Unit(
@@ -325,7 +335,7 @@ class LabJuju(jubilant.Juju):
                 app.leader = unit.name
             units.append(unit)
             self._add_subordinates(unit)
-            lifecycle.unit_added(self.ctl, unit)
+            self.ctl.enqueue_all(lifecycle.unit_added(self.ctl.model, unit))
         return units
 
     def _add_subordinates(self, unit: Unit) -> None:
@@ -367,11 +377,11 @@ class LabJuju(jubilant.Juju):
             return
         app.units.remove(unit.name)
         unit.failed_event = None  # like --force: a unit in error still goes
-        lifecycle.departing(self.ctl, unit)
+        self.ctl.enqueue_all(lifecycle.departing(self.ctl.model, unit))
         for sub in [u for u in model.units.values() if u.principal == unit.name]:
             self._remove_unit(sub)
         # The leader stays leader through its departure hooks; the controller elects another
-        # unit when it destroys this one (engine.Controller._destroy_unit).
+        # unit when it destroys this one (`engine.Controller._destroy_unit`, `commit.drop_unit`).
         model.queue.append({"unit": unit.name, "kind": "_destroy_unit"})
 
     def remove_application(
@@ -389,7 +399,7 @@ class LabJuju(jubilant.Juju):
         model = self.ctl.model
         for rel in model.relations_of(app.name):
             if not rel.is_peer:
-                lifecycle.relation_removed(self.ctl, rel)
+                self.ctl.enqueue_all(lifecycle.relation_removed(rel))
         for unit in list(model.app_units(app.name)):
             self._remove_unit(unit)
         for rel in model.relations_of(app.name):
@@ -468,7 +478,7 @@ class LabJuju(jubilant.Juju):
             if len(found) != 1:
                 what = "relation not found" if not found else "ambiguous relation"
                 raise cli_error("remove-relation", app1, app2, message=f"{what}: {app1} {app2}")
-            lifecycle.relation_removed(self.ctl, found[0])
+            self.ctl.enqueue_all(lifecycle.relation_removed(found[0]))
             self._drop_subordinates(found[0])
 
     def _drop_subordinates(self, rel: Relation) -> None:
@@ -596,35 +606,128 @@ class LabJuju(jubilant.Juju):
         unit: str | None = None,
         wait: float | None = None,
     ) -> Task:
-        """Run a shell command on a unit's (or machine's) lab machine."""
+        """Run a command on a unit in its hook context, or on a machine as a plain shell.
+
+        As `juju exec` on Juju 3.6: with `unit`, the command waits for the unit's running hook
+        and runs with the hook tools on PATH (`Controller.start_exec`), committing what it sets
+        through them if it exits 0; no hook of the unit starts until it ends. With `machine`,
+        it runs as root with no hook context. A unit of a lab stand-in (no charm, no agent)
+        gets the plain shell. The command runs outside the model session: other units' hooks
+        and other threads' commands go on meanwhile.
+        """
         if (machine is None) == (unit is None):
             raise TypeError('must specify "machine" or "unit", but not both')
+        timeout = wait or 300
+        script = command_string([command, *args])
         with self._session() as model:
+            model.next_task += 1
+            task_id = str(model.next_task)
             if unit is not None:
-                target = self.lab.get(self._unit(unit).machine)
+                target = self._unit(unit)
+                in_context = model.apps[target.app].kind == "charm"
+                name, machine_name = target.name, target.machine
             else:
+                in_context, name = False, ""
                 found = [u for u in model.units.values() if u.machine_id == str(machine)]
                 if not found:
                     raise ValueError(f'machine "{machine}" not found')
-                target = self.lab.get(found[0].machine)
-            model.next_task += 1
-            task_id = str(model.next_task)
-        script = command_string([command, *args])
-        try:
-            result = target.exec(["bash", "-c", script], timeout=wait or 300)
-        except LabError as e:
-            if "timed out" in str(e):
-                raise TimeoutError(f"timed out waiting for command: {e}") from None
-            raise
-        task = Task(
-            id=task_id,
-            status="completed" if result.returncode == 0 else "failed",
-            return_code=result.returncode,
-            stdout=result.stdout,
-            stderr=result.stderr,
-        )
+                machine_name = found[0].machine
+        if in_context:
+            task = _exec_task(task_id, lambda: self._exec_in_context(name, script, timeout))
+        else:
+            task = _exec_task(task_id, lambda: self._exec_plain(machine_name, script, timeout))
         task.raise_on_failure()
         return task
+
+    def _exec_plain(self, machine: str, script: str, timeout: float) -> dict[str, Any]:
+        """`exec` on a machine: a root shell, no hook context."""
+        result = self.lab.get(machine).exec(["bash", "-c", script], timeout=timeout)
+        return {"code": result.returncode, "stdout": result.stdout, "stderr": result.stderr}
+
+    def _exec_in_context(self, name: str, script: str, timeout: float) -> dict[str, Any]:
+        """`exec` on a charm unit: once the unit is idle, in its hook context."""
+        deadline = time.monotonic() + timeout
+        while True:
+            with self._session():  # each session applies the hooks that ended meanwhile
+                unit = self._unit(name)
+                if unit.running is None:
+                    event, run = self.ctl.start_exec(unit, script)
+                    break
+            if time.monotonic() >= deadline:
+                raise LabError(f"timed out after {timeout}s waiting for the unit's hook")
+            time.sleep(EXEC_POLL)
+        remaining = max(deadline - time.monotonic(), 1.0)
+        try:
+            response = self.ctl.execute(unit, self.ctl.machine(unit), run, remaining)
+        except BaseException:  # interrupted (or the machine is gone): release the unit
+            with self._session():
+                self.ctl.end_exec(name, event, None)
+            raise
+        with self._session():
+            self.ctl.end_exec(name, event, response)
+        if response.get("lab_error"):
+            raise LabError(response["error"])
+        return response
+
+    def ssh(
+        self,
+        target: str | int,
+        command: str,
+        *args: str,
+        container: str | None = None,
+        host_key_checks: bool = True,
+        ssh_options: Iterable[str] = (),
+        user: str | None = None,
+    ) -> str:
+        """`juju ssh`: run a command on a unit's (or machine's) lab machine; its stdout.
+
+        As on Juju, it goes straight to the machine: no hook context, and no lock, so it runs
+        while the unit's hooks run (`exec` waits for them: Juju's machine lock). The words are
+        joined with spaces for the machine's shell, as OpenSSH sends them. The lab runs it as
+        root (its machines have no `ubuntu` account), or as `user`; `container`,
+        `host_key_checks` and `ssh_options` mean nothing there. Raises `jubilant.CLIError`
+        with the command's exit status and output when it fails, as jubilant does, and
+        TimeoutError after `SSH_TIMEOUT` seconds (the lab's bound; Juju has none).
+        """
+        del container, host_key_checks
+        if isinstance(ssh_options, str):
+            raise TypeError("ssh_options must be an iterable of str, not str")
+        script = " ".join([command, *args])
+        argv = ["bash", "-c", script]
+        if user is not None and user != "root":
+            argv = ["runuser", "-u", user, "--", *argv]
+        try:
+            result = self.lab.get(self._machine_of(str(target))).exec(argv, timeout=SSH_TIMEOUT)
+        except LabError as e:
+            if "timed out" in str(e):
+                raise TimeoutError(f"timed out waiting for ssh: {e}") from None
+            raise
+        if result.returncode != 0:
+            where = f"{user}@{target}" if user is not None else str(target)
+            argv_cli = ["juju", "ssh", where, command, *args]
+            raise jubilant.CLIError(result.returncode, argv_cli, result.stdout, result.stderr)
+        return result.stdout
+
+    def _machine_of(self, target: str) -> str:
+        """Return the lab machine of a unit (`app/N`, `app/leader`) or of a machine id.
+
+        Looked up in the model as this process last saw it, without a session (a session runs
+        and waits for hooks: `ssh` must not); a target it does not know yet takes one.
+        """
+        for attempt in range(2):
+            model = self.ctl.model
+            if "/" in target:
+                with contextlib.suppress(ValueError):
+                    return self._unit(target).machine
+            else:
+                found = [u for u in model.units.values() if u.machine_id == target]
+                if found:
+                    return found[0].machine
+            if attempt == 0:
+                with self._session():
+                    pass
+        kind = "unit" if "/" in target else "machine"
+        raise cli_error("ssh", target, message=f'{kind} "{target}" not found')
 
     # --- hooks on request ------------------------------------------------------------------------
 
@@ -779,10 +882,10 @@ class LabJuju(jubilant.Juju):
     def _relate(self, endpoints: list[Endpoint]) -> None:
         from slurm_lab.juju.fsclient import FilesystemClient  # noqa: PLC0415
 
-        rel = lifecycle.new_relation(self.ctl, endpoints)
+        rel = lifecycle.new_relation(self.ctl.model, endpoints)
         FilesystemClient(self.ctl).add_subordinate_units(rel)
         CosCollector(self.ctl).add_subordinate_units(rel)
-        lifecycle.integrated(self.ctl, rel)
+        self.ctl.enqueue_all(lifecycle.integrated(self.ctl.model, rel))
 
 
 def _app_constraints(constraints: Mapping[str, ConstraintValue] | None) -> dict[str, str]:
@@ -838,6 +941,24 @@ def _stringify(results: Any) -> Any:
     if isinstance(results, dict):
         return {str(k): _stringify(v) for k, v in results.items()}  # pyright: ignore[reportUnknownVariableType]
     return str(results)
+
+
+def _exec_task(task_id: str, run: Callable[[], dict[str, Any]]) -> Task:
+    """Run an `exec` and return its task (exit status, output); TimeoutError if it timed out."""
+    try:
+        response = run()
+    except LabError as e:
+        if "timed out" in str(e):
+            raise TimeoutError(f"timed out waiting for command: {e}") from None
+        raise
+    code = int(response.get("code") or 0)
+    return Task(
+        id=task_id,
+        status="completed" if code == 0 else "failed",
+        return_code=code,
+        stdout=response.get("stdout") or "",
+        stderr=response.get("stderr") or "",
+    )
 
 
 def _task(task_id: str, response: dict[str, Any]) -> Task:

@@ -1047,7 +1047,7 @@ def run(tool: str, argv: list[str], stdin: str = "") -> tuple[int, str, str]:
 # --- serving a hook's tool calls ---------------------------------------------------------------
 
 SERVE_FLAG = "--serve"
-PORT_FILE_ENV = "LAB_TOOLS_PORT_FILE"
+SOCKET_ENV = "LAB_TOOLS_SOCKET"
 TOKEN_ENV = "LAB_TOOLS_TOKEN"
 CLIENT = "jujuc"
 """The tool links' target: a bash client (jujuc.sh) that asks this program's server."""
@@ -1164,31 +1164,49 @@ def _gone(pid: int) -> bool:
     return False
 
 
+def _listen(path: str) -> socket.socket:
+    """Listen on a unix socket at `path`, root only; it appears there once it accepts.
+
+    Bound under a temporary name and renamed into place after `listen`: a client that waits
+    for the path (the bash client) never finds a socket that refuses it.
+    """
+    pending = f"{path}.tmp"
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(pending)
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    old_mask = os.umask(0o177)
+    try:
+        listener.bind(pending)
+    finally:
+        os.umask(old_mask)
+    listener.listen(MAX_CLIENTS)
+    os.replace(pending, path)
+    return listener
+
+
 def serve(hook_pid: int) -> int:
     """Serve the hook's tool calls until the hook's process `hook_pid` is gone.
 
     Starting Python for every tool call costs more than the rest of a hook's own work (ops
     makes one call per log line), so a hook starts this server once, in the background while
-    the charm starts: it listens on a free loopback port of the machine and writes the port
-    to the file `$LAB_TOOLS_PORT_FILE` (beside the hook context, root only). The tool links
-    run the bash client, which sends the hook's token (`$LAB_TOOLS_TOKEN`, random per hook,
-    only in the hook's environment), its working directory, the hook's context id, the
-    tool's name, arguments and input, and prints the answer. Calls are answered one at a
-    time, each by `run` in this process, whose environment is the hook's own, as Juju's
-    agent answers jujuc from the hook's context. Any local process can connect: each client
-    is read in a thread of its own, bounded in bytes and time (`_read_request`), at most
-    `MAX_CLIENTS` at once.
+    the charm starts: it listens on the unix socket `$LAB_TOOLS_SOCKET` (beside the hook
+    context, root only), as Juju's unit agent answers jujuc on a unix socket: nothing of it
+    shows on the machine's network (a TCP port would sit among the ports the charms open,
+    and in what an operator reads from /proc/net/tcp). The tool links run the bash client,
+    which sends the hook's token (`$LAB_TOOLS_TOKEN`, random per hook, only in the hook's
+    environment), its working directory, the hook's context id, the tool's name, arguments
+    and input, and prints the answer. Calls are answered one at a time, each by `run` in this
+    process, whose environment is the hook's own, as Juju's agent answers jujuc from the
+    hook's context. Any root process can connect: each client is read in a thread of its
+    own, bounded in bytes and time (`_read_request`), at most `MAX_CLIENTS` at once.
     """
     token = os.environ.get(TOKEN_ENV, "")
-    port_file = os.environ.get(PORT_FILE_ENV, "")
-    if not token or not port_file:
-        sys.stderr.write(f"ERROR {TOKEN_ENV} and {PORT_FILE_ENV} must be set\n")
+    path = os.environ.get(SOCKET_ENV, "")
+    if not token or not path:
+        sys.stderr.write(f"ERROR {TOKEN_ENV} and {SOCKET_ENV} must be set\n")
         return 2
-    listener = socket.create_server(("127.0.0.1", 0))
-    fd = os.open(f"{port_file}.tmp", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as handle:
-        handle.write(f"{listener.getsockname()[1]}\n")
-    os.replace(f"{port_file}.tmp", port_file)
+    listener = _listen(path)
+    mine = os.stat(path).st_ino
     listener.settimeout(1.0)
     turn = threading.Lock()
     slots = threading.BoundedSemaphore(MAX_CLIENTS)
@@ -1204,8 +1222,10 @@ def serve(hook_pid: int) -> int:
             threading.Thread(target=_client, args=(conn, token, turn, slots), daemon=True).start()
         return 0
     finally:
+        listener.close()
         with contextlib.suppress(OSError):
-            os.unlink(port_file)
+            if os.stat(path).st_ino == mine:  # not a later server's socket of the same name
+                os.unlink(path)
 
 
 def main() -> int:

@@ -24,6 +24,7 @@ import secrets
 import shlex
 import shutil
 import subprocess
+import tarfile
 import time
 from pathlib import Path
 from typing import Any, Protocol
@@ -42,6 +43,12 @@ TOOLS_STAMP = ".stamp"
 CONTEXT_DIR = "lab-context"
 REVISION_SUFFIX = ".revision"
 """Beside the unpacked charm (host) and the unit's charm dir (machine): the pack it came from."""
+TAR_SUFFIX = ".tar"
+"""Beside the unpacked charm (host): the same files in one tar, which VMs unpack."""
+LOCAL_CHARMS_DIR = "/var/lib/lab-charms"
+"""On a VM: where each unit's charm dir lies on the VM's disk (bound over `charm_dir`)."""
+SOCKET_SUFFIX = ".sock"
+"""The hook's tool server's socket: `<context dir>/<random part of the context id>.sock`."""
 MACHINE_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 
@@ -90,13 +97,17 @@ def charm_source(charm_path: Path, app: str, charms_dir: Path, suite: str) -> Pa
     `charms.packed_charm` returns the cached pack, or packs the charm (a pack that fails
     raises LabError: a unit never runs anything but charmcraft's output). The charm's
     revision (the pack's name, which holds its content hash) is written beside it, outside
-    the charm, so a unit copies a charm again only when it changed.
+    the charm, so a unit copies a charm again only when it changed; and the unpacked charm
+    as one tar file (`TAR_SUFFIX`), which a VM reads over 9p in one go (its 1200 files one by
+    one took two minutes).
     """
     packed = charms.packed_charm(charm_path, suite)
     dest = charms_dir / app
     if dest.exists():
         shutil.rmtree(dest)
     charms.unpack_charm(packed, dest)
+    with tarfile.open(charms_dir / f"{app}{TAR_SUFFIX}", "w") as archive:
+        archive.add(dest, arcname=".")
     (charms_dir / f"{app}{REVISION_SUFFIX}").write_text(packed.name + "\n")
     return dest
 
@@ -136,18 +147,35 @@ def prelude(unit: str, app: str, charms_mount: str) -> str:
     """Shell that unpacks the app's charm and installs the hook tools when they changed.
 
     The tools are installed as a whole (a copy renamed over the old directory), so a hook
-    never sees half of them.
+    never sees half of them. On a VM, whose /var/lib/juju is the host's 9p share, the charm
+    dir is a directory of the VM's own disk (`LOCAL_CHARMS_DIR`) bound over its place, as
+    Juju unpacks a charm onto the machine's disk: Python importing the charm's venv over 9p
+    made every hook 23-37 s.
     """
     source = f"{charms_mount}/{app}"
     shipped = f"{charms_mount}/{TOOLS_SHIPPED}"
     charm, tools = charm_dir(unit), tools_dir(unit)
+    on_disk = f"{LOCAL_CHARMS_DIR}/{unit_dir(unit).rsplit('/', 1)[1]}"
     return f"""set -e
 charm={shlex.quote(charm)} source={shlex.quote(source)} tools={shlex.quote(tools)}
-shipped={shlex.quote(shipped)}
+shipped={shlex.quote(shipped)} on_disk={shlex.quote(on_disk)}
+vm=
+if grep -q "^[^ ]* /var/lib/juju 9p " /proc/mounts; then
+  vm=1
+  if ! mountpoint -q "$charm"; then
+    mkdir -p "$on_disk" "$charm"
+    mount --bind "$on_disk" "$charm"
+    [ -e "$charm/dispatch" ] || rm -f "$charm{REVISION_SUFFIX}"
+  fi
+fi
 if ! cmp -s "$source{REVISION_SUFFIX}" "$charm{REVISION_SUFFIX}"; then
   mkdir -p "$charm"
   find "$charm" -mindepth 1 -maxdepth 1 ! -name .unit-state.db -exec rm -rf {{}} +
-  cp -R --preserve=mode,timestamps "$source/." "$charm/"
+  if [ -n "$vm" ]; then
+    tar -xf "$source{TAR_SUFFIX}" -C "$charm"
+  else
+    cp -R --preserve=mode,timestamps "$source/." "$charm/"
+  fi
   cp "$source{REVISION_SUFFIX}" "$charm{REVISION_SUFFIX}"
 fi
 if ! cmp -s "$shipped/{TOOLS_STAMP}" "$tools/{TOOLS_STAMP}"; then
@@ -163,9 +191,11 @@ fi
 
 #: Starts the hook's tool server (`jujuc.serve`) beside the hook; the token is the kernel's
 #: random UUID (read by the shell itself), handed to the server and the tools in the environment.
+#: The server's unix socket is named by the random part of the context id, beside the context
+#: (root only), short enough for a socket's path (at most 107 bytes).
 SERVE_TOOLS = f"""read -r {jujuc.TOKEN_ENV} < /proc/sys/kernel/random/uuid
-{jujuc.PORT_FILE_ENV}="${jujuc.CONTEXT_ENV}.port"
-export {jujuc.TOKEN_ENV} {jujuc.PORT_FILE_ENV}
+{jujuc.SOCKET_ENV}="${{{jujuc.CONTEXT_ENV}%/*}}/${{JUJU_CONTEXT_ID##*-}}{SOCKET_SUFFIX}"
+export {jujuc.TOKEN_ENV} {jujuc.SOCKET_ENV}
 /usr/bin/python3 -SE "$tools/jujuc.py" {jujuc.SERVE_FLAG} $$ </dev/null >/dev/null 2>&1 &
 """
 
@@ -267,7 +297,7 @@ def read_context(host_path: Path) -> JsonDict | None:
     for path in (
         host_path,
         Path(f"{host_path.parent}/.{host_path.name}.lock"),
-        Path(f"{host_path}.port"),
+        host_path.with_name(host_path.stem.rsplit("-", 1)[-1] + SOCKET_SUFFIX),
     ):
         with contextlib.suppress(OSError):
             path.unlink()
@@ -302,6 +332,7 @@ def execute(
             "stderr": str(e),
             "context": None,
             "elapsed": time.monotonic() - started,
+            "lab_error": True,
         }
     context = read_context(host_path)
     ok = result.returncode == 0

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from slurm_lab.juju.engine import hook_name
+from slurm_lab.juju.hooks import hook_name
 from slurm_lab.juju.model import App, ModelState, StatusValue, Unit
 
 JUJU_VERSION = "3.6.14"

@@ -9,15 +9,13 @@ it writes in a databag reaches the other side as relation-changed, as a charm's 
 from __future__ import annotations
 
 import subprocess
+from collections.abc import Iterable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar, Protocol, cast
+from typing import Any, ClassVar, Protocol
 
 from slurm_lab import programs
 from slurm_lab.juju import lifecycle
 from slurm_lab.juju.model import App, JsonDict, ModelState, Relation, StatusValue, Unit
-
-if TYPE_CHECKING:  # lifecycle's functions take the engine; a stand-in sees it as a `Host`
-    from slurm_lab.juju.engine import Controller
 
 Endpoints = dict[str, tuple[str, dict[str, Any]]]
 """Endpoint name -> (role, its metadata: interface, scope, limit), as in metadata.yaml."""
@@ -59,6 +57,10 @@ class Host(Protocol):
 
     def enqueue(self, unit: str, kind: str, **fields: Any) -> None:
         """Queue a hook on a unit."""
+        ...
+
+    def enqueue_all(self, events: Iterable[JsonDict]) -> None:
+        """Queue the events `lifecycle` returns."""
         ...
 
 
@@ -187,4 +189,4 @@ class SubordinateStandIn(StandIn):
             model.units[unit.name] = unit
             sub_app.leader = sub_app.leader or unit.name
             if principals is not None:
-                lifecycle.created(cast("Controller", self.ctl), unit.name, rel)
+                self.ctl.enqueue_all(lifecycle.created(unit.name, rel))

@@ -60,7 +60,10 @@ class SlurmdManager(SlurmManager):
     """slurmd: packages, service, slurm.key, start options and hardware detection."""
 
     daemon = "slurmd"
-    packages = ("slurmd", "slurm-client")
+    packages = ("slurmd", "slurm-client", "dbus")
+    """dbus: under cgroup v2 slurmd asks systemd, over the system bus, for slurmstepd's scope;
+    without a bus it stops at start ("systemd scope for slurmstepd could not be created").
+    Debian's images have dbus, Ubuntu's minimal and some cloud images do not."""
 
     def set_start_options(
         self, nodename: str, conf_servers: Sequence[str], node_conf: str
