@@ -10,49 +10,23 @@ secret content it read.
 from __future__ import annotations
 
 import json
-import os
 import shlex
-import shutil
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import jubilant
 import pytest
 from slurm_lab.juju import LabJuju
-from slurm_lab.machines import Lab
 
-pytestmark = [
-    pytest.mark.lab,
-    pytest.mark.skipif(
-        os.geteuid() != 0 or not shutil.which("debootstrap") or not shutil.which("systemd-nspawn"),
-        reason="the lab needs root, debootstrap and systemd-nspawn",
-    ),
-]
+pytestmark = pytest.mark.lab
 
 CHARM = Path(__file__).parent / "charms" / "labtest"
 SETUP = ["install", "peers_relation_created", "leader_elected", "config_changed", "start"]
 
 
 @pytest.fixture(scope="module")
-def juju(
-    tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest
-) -> Iterator[LabJuju]:
-    lab = Lab(tmp_path_factory.mktemp("lab-backend"))
-    backend = LabJuju(lab)  # update-status every 5 minutes, as on Juju
-    try:
-        yield backend
-    finally:
-        if request.session.testsfailed:
-            print(backend.dump_logs(journal_lines=50))
-        times = backend.ctl.hook_times
-        if times:
-            ordered = sorted(times)
-            print(
-                f"\n[lab timing] {len(times)} hooks, median {ordered[len(ordered) // 2]:.2f}s,"
-                f" max {ordered[-1]:.2f}s"
-            )
-        lab.down()
+def juju(lab_juju: LabJuju) -> LabJuju:
+    return lab_juju
 
 
 def state(juju: jubilant.Juju, unit: str) -> dict[str, object]:

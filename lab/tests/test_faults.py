@@ -6,10 +6,8 @@ answer again. Network checks only ever run inside the lab's own namespaces.
 
 from __future__ import annotations
 
-import os
-import shutil
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 import pytest
@@ -19,13 +17,7 @@ from slurm_lab.juju.model import Endpoint, JsonDict, ModelState, Relation, Unit
 from slurm_lab.juju.standins import FilesystemClient
 from slurm_lab.machines import Lab, Machine
 
-pytestmark = [
-    pytest.mark.lab,
-    pytest.mark.skipif(
-        os.geteuid() != 0 or not shutil.which("debootstrap") or not shutil.which("systemd-nspawn"),
-        reason="the lab needs root, debootstrap and systemd-nspawn",
-    ),
-]
+pytestmark = pytest.mark.lab
 
 # A service that systemd restarts at once, to prove a killed one stays down.
 RESTARTING_UNIT = """\
@@ -34,16 +26,6 @@ ExecStart=/bin/sleep infinity
 Restart=always
 RestartSec=100ms
 """
-
-
-@pytest.fixture(scope="module")
-def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
-    rootfs.ensure_base()
-    lab = Lab(tmp_path_factory.mktemp("faults") / "state")
-    try:
-        yield lab
-    finally:
-        lab.down()
 
 
 @pytest.fixture(scope="module")

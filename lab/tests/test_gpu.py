@@ -8,11 +8,10 @@ from __future__ import annotations
 
 import os
 import shutil
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from slurm_lab import gpu, programs, rootfs
+from slurm_lab import gpu, programs
 from slurm_lab.errors import LabError
 from slurm_lab.machines import Lab, Machine
 
@@ -52,16 +51,6 @@ def test_the_boot_unit_runs_the_mount_program_with_the_arguments_simulate_writes
 
     assert f"EnvironmentFile={gpu.BOOT_ENV}\n" in unit
     assert f"ExecStart=/bin/sh {gpu.BOOT_SCRIPT} $GPU_MOUNT\n" in unit  # split at spaces
-
-
-@pytest.fixture(scope="module")
-def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
-    rootfs.ensure_base()
-    lab = Lab(tmp_path_factory.mktemp("gpu") / "state")
-    try:
-        yield lab
-    finally:
-        lab.down()
 
 
 @pytest.fixture(scope="module")

@@ -8,40 +8,21 @@ secret-changed, and only the new password works afterwards.
 
 from __future__ import annotations
 
-import os
-import shutil
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import jubilant
 import pytest
 from slurm_lab.juju import LabJuju
-from slurm_lab.machines import Lab
 
-pytestmark = [
-    pytest.mark.lab,
-    pytest.mark.skipif(
-        os.geteuid() != 0 or not shutil.which("debootstrap") or not shutil.which("systemd-nspawn"),
-        reason="the lab needs root, debootstrap and systemd-nspawn",
-    ),
-]
+pytestmark = pytest.mark.lab
 
 CLIENT = Path(__file__).parent / "charms" / "dbclient"
 
 
 @pytest.fixture(scope="module")
-def juju(
-    tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest
-) -> Iterator[LabJuju]:
-    lab = Lab(tmp_path_factory.mktemp("lab-mysql"))
-    backend = LabJuju(lab)
-    try:
-        yield backend
-    finally:
-        if request.session.testsfailed:
-            print(backend.dump_logs(journal_lines=50))
-        lab.down()
+def juju(lab_juju: LabJuju) -> LabJuju:
+    return lab_juju
 
 
 def credentials(juju: LabJuju) -> dict[str, str]:

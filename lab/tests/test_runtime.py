@@ -12,45 +12,26 @@ One lab for the module: `pair` (2 units, peers), `owner` -> `consumer` over shar
 
 from __future__ import annotations
 
-import os
-import shutil
-from collections.abc import Iterator
 from pathlib import Path
 
 import jubilant
 import pytest
 from slurm_lab.errors import LabError
 from slurm_lab.juju import LabJuju
-from slurm_lab.machines import Lab
 
-pytestmark = [
-    pytest.mark.lab,
-    pytest.mark.skipif(
-        os.geteuid() != 0 or not shutil.which("debootstrap") or not shutil.which("systemd-nspawn"),
-        reason="the lab needs root, debootstrap and systemd-nspawn",
-    ),
-]
+pytestmark = pytest.mark.lab
 
 CHARMS = Path(__file__).parent / "charms"
 
 
 @pytest.fixture(scope="module")
-def juju(
-    tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest
-) -> Iterator[LabJuju]:
-    lab = Lab(tmp_path_factory.mktemp("lab-runtime"))
-    backend = LabJuju(lab)
-    try:
-        backend.deploy(CHARMS / "misuse", "pair", num_units=2)
-        backend.deploy(CHARMS / "misuse", "owner")
-        backend.deploy(CHARMS / "misuse", "consumer")
-        backend.integrate("owner:share", "consumer:use")
-        backend.wait(jubilant.all_active, error=jubilant.any_error, delay=0.2)
-        yield backend
-    finally:
-        if request.session.testsfailed:
-            print(backend.dump_logs(journal_lines=20))
-        lab.down()
+def juju(lab_juju: LabJuju) -> LabJuju:
+    lab_juju.deploy(CHARMS / "misuse", "pair", num_units=2)
+    lab_juju.deploy(CHARMS / "misuse", "owner")
+    lab_juju.deploy(CHARMS / "misuse", "consumer")
+    lab_juju.integrate("owner:share", "consumer:use")
+    lab_juju.wait(jubilant.all_active, error=jubilant.any_error, delay=0.2)
+    return lab_juju
 
 
 def in_error(status: jubilant.Status, unit: str) -> bool:

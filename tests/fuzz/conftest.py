@@ -20,20 +20,14 @@ sys.path.insert(0, str(Path(__file__).parents[1] / "unit"))  # charm_testing
 
 from real_slurm import RealSlurm
 
-settings.register_profile(
-    "default",
-    max_examples=20,
-    deadline=None,
-    database=None,
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
-)
-settings.register_profile(
-    "deep",
-    max_examples=1500,
-    deadline=None,
-    database=None,
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
-)
+for profile, examples in (("default", 20), ("deep", 1500)):
+    settings.register_profile(
+        profile,
+        max_examples=examples,
+        deadline=None,
+        database=None,
+        suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
+    )
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
 
 

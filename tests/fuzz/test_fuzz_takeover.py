@@ -147,28 +147,26 @@ RECORDS: dict[int, Job] = {
         submit_time=SINCE + 74,
     ),
 }
+
+
+def drained(name: str, reason: str, by: str) -> Node:
+    """An idle node drained with `reason` by user `by`, 74 s after SINCE."""
+    return Node(
+        name=name,
+        state=["IDLE", "DRAIN"],
+        reason=reason,
+        reason_set_by_user=by,
+        reason_changed_at=SINCE + 74,
+    )
+
+
 NODES: dict[str, Node] = {
-    "compute-0": Node(
-        name="compute-0",
-        state=["IDLE", "DRAIN"],
-        reason="Duplicate jobid",
-        reason_set_by_user="slurm",
-        reason_changed_at=SINCE + 74,
-    ),
-    "compute-1": Node(
-        name="compute-1",
-        state=["IDLE", "DRAIN"],
-        reason="Duplicate jobid",
-        reason_set_by_user="root",
-        reason_changed_at=SINCE + 74,
-    ),
-    "gpu-0": Node(
-        name="gpu-0",
-        state=["IDLE", "DRAIN"],
-        reason="disk",
-        reason_set_by_user="slurm",
-        reason_changed_at=SINCE + 74,
-    ),
+    node.name: node
+    for node in (
+        drained("compute-0", "Duplicate jobid", "slurm"),
+        drained("compute-1", "Duplicate jobid", "root"),
+        drained("gpu-0", "disk", "slurm"),
+    )
 }
 CASUALTIES = {("release", 1), ("requeue", 2), ("resume", "compute-0")}
 

@@ -1,4 +1,5 @@
-"""What the integration modules deploy: the charms' options on the lab and the usual clusters.
+"""What the integration modules deploy (the charms' options on the lab, the usual clusters), and
+the wait for them to settle.
 
 On real Juju the same calls deploy the same applications (MySQL is the charm there, the lab's
 stand-in here); `slurm-package-source=archive` and `process-isolation=none` are lab settings
@@ -72,3 +73,18 @@ def deploy_accounting(
     juju.integrate("slurmdbd:database", "mysql:database")
     if with_slurmctld:
         juju.integrate("slurmctld:slurmdbd", "slurmdbd:slurmctld")
+
+
+def wait_for_active(
+    juju: jubilant.Juju, *names: str, timeout: float, apps: Sequence[str] = ()
+) -> jubilant.Status:
+    """Wait until the apps `names` (else `apps`; else every app) are active; fail on an error.
+
+    A module binds its own defaults: `wait_active = partial(wait_for_active, timeout=SETTLE)`.
+    """
+    chosen = names or tuple(apps)
+    return juju.wait(
+        lambda status: jubilant.all_active(status, *chosen),
+        error=lambda status: jubilant.any_error(status, *chosen),
+        timeout=timeout,
+    )

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any, cast
 
@@ -33,7 +34,7 @@ from accounting_rest_helpers import (
     try_sh,
     wait_sacct,
 )
-from deploy_helpers import deploy_accounting, deploy_slurm
+from deploy_helpers import deploy_accounting, deploy_slurm, wait_for_active
 
 SETTLE = 10 * 60
 PARTITION = "compute"
@@ -48,12 +49,7 @@ def say(text: str) -> None:
     print(f"\n[accounting-backup] {text}", flush=True)
 
 
-def wait_active(juju: jubilant.Juju, *apps: str, timeout: float = SETTLE) -> jubilant.Status:
-    return juju.wait(
-        lambda status: jubilant.all_active(status, *apps),
-        error=lambda status: jubilant.any_error(status, *apps),
-        timeout=timeout,
-    )
+wait_active = partial(wait_for_active, timeout=SETTLE)
 
 
 def dbd_messages(juju: jubilant.Juju) -> dict[str, str]:

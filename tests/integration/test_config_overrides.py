@@ -21,11 +21,12 @@ sackd login node `login`. Runs on real Juju or on the lab (see conftest.py).
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 
 import jubilant
 import pytest
-from deploy_helpers import deploy_slurm
+from deploy_helpers import deploy_slurm, wait_for_active
 from dynamic_nodes_helpers import (
     all_nodes_idle,
     partition,
@@ -42,8 +43,7 @@ PUSHED_CONF = "cat /run/slurm/conf/slurm.conf"
 TUNING = "# Backfill every 45 s.\nSchedulerParameters=bf_interval=45\nMaxJobCount=20000\n"
 
 
-def wait_active(juju: jubilant.Juju, timeout: float = SETTLE) -> jubilant.Status:
-    return juju.wait(jubilant.all_active, error=jubilant.any_error, timeout=timeout)
+wait_active = partial(wait_for_active, timeout=SETTLE)
 
 
 def wait_slurmctld_blocked(juju: jubilant.Juju, words: str) -> jubilant.Status:

@@ -16,12 +16,13 @@ from __future__ import annotations
 import re
 import time
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import jubilant
 import pytest
-from deploy_helpers import CONTROLLER_OPTIONS, LAB_OPTIONS
+from deploy_helpers import CONTROLLER_OPTIONS, LAB_OPTIONS, wait_for_active
 from dynamic_nodes_helpers import (
     CONTROLLER,
     all_nodes_idle,
@@ -80,12 +81,7 @@ NODE_CONFIG_FIELDS = (
 """What a node is configured with (not what it is doing: state, load, allocations)."""
 
 
-def wait_active(juju: jubilant.Juju, *apps: str, timeout: float = SETTLE) -> jubilant.Status:
-    return juju.wait(
-        lambda status: jubilant.all_active(status, *apps),
-        error=lambda status: jubilant.any_error(status, *apps),
-        timeout=timeout,
-    )
+wait_active = partial(wait_for_active, timeout=SETTLE)
 
 
 def node_config(juju: jubilant.Juju, name: str) -> dict[str, Any]:
@@ -116,6 +112,7 @@ def memo() -> dict[str, Any]:
     return {}
 
 
+@pytest.mark.newer_slurm
 def test_job_without_partition_runs_on_both_nodes(cluster: jubilant.Juju):
     """Issue 3: `srun -N2 hostname` (default partition, no -p) reaches both units."""
     status = cluster.status()
@@ -129,6 +126,7 @@ def test_job_without_partition_runs_on_both_nodes(cluster: jubilant.Juju):
     assert set(names.split()) == {"compute-0", "compute-1"}
 
 
+@pytest.mark.newer_slurm
 def test_login_node_reaches_the_cluster(cluster: jubilant.Juju, charm_path: Callable[[str], Path]):
     """A sackd login node gets the key and controllers; users run jobs from it."""
     cluster.deploy(charm_path("sackd"), "login", config=LAB_OPTIONS)
@@ -174,6 +172,7 @@ def test_scaling_up_enlists_nodes_without_reconfigure_or_conf_write(cluster: jub
     assert "Nodes=compute-[0-3]" in partition(cluster, "compute")
 
 
+@pytest.mark.newer_slurm
 def test_partition_config_change_shows_in_scontrol_with_one_reconfigure(
     cluster: jubilant.Juju,
 ):
@@ -193,6 +192,7 @@ def test_partition_config_change_shows_in_scontrol_with_one_reconfigure(
     assert reconfigure_count(cluster) - reconfigures == 1
 
 
+@pytest.mark.newer_slurm
 def test_node_config_live_changes_show_in_scontrol(cluster: jubilant.Juju):
     task = cluster.run("compute/0", "node-config", {"parameters": "Weight=10 Features=fast"})
 
@@ -207,6 +207,7 @@ def test_node_config_live_changes_show_in_scontrol(cluster: jubilant.Juju):
     assert is_idle(record)
 
 
+@pytest.mark.newer_slurm
 def test_resume_brings_a_drained_node_back_to_idle(cluster: jubilant.Juju):
     sh(cluster, "scontrol update nodename=compute-1 state=drain reason=maintenance")
     poll(
@@ -224,6 +225,7 @@ def test_resume_brings_a_drained_node_back_to_idle(cluster: jubilant.Juju):
     )
 
 
+@pytest.mark.newer_slurm
 def test_destroy_jobs_cancels_the_running_job(cluster: jubilant.Juju):
     job_id = submit_sleep(cluster, "compute-1", 600)
 

@@ -14,13 +14,14 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterator
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import jubilant
 import pytest
 from conftest import on_real_juju
-from deploy_helpers import CONTROLLER_OPTIONS, LAB_OPTIONS
+from deploy_helpers import CONTROLLER_OPTIONS, LAB_OPTIONS, wait_for_active
 from dynamic_nodes_helpers import all_nodes_idle, node, node_states, poll, sh
 
 GPU_MODEL = "Tesla T4"
@@ -34,12 +35,7 @@ pytestmark = pytest.mark.skipif(
 )
 
 
-def wait_active(juju: jubilant.Juju, *apps: str) -> jubilant.Status:
-    return juju.wait(
-        lambda status: jubilant.all_active(status, *apps),
-        error=lambda status: jubilant.any_error(status, *apps),
-        timeout=SETTLE,
-    )
+wait_active = partial(wait_for_active, timeout=SETTLE)
 
 
 def lab_machine(juju: Any, unit: str) -> Any:

@@ -15,6 +15,7 @@ import os
 import time
 from collections import Counter
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +29,7 @@ from accounting_rest_helpers import (
     stop_watch,
     summarize_watch,
 )
-from deploy_helpers import deploy_rest_api, deploy_slurm
+from deploy_helpers import deploy_rest_api, deploy_slurm, wait_for_active
 from dynamic_nodes_helpers import all_nodes_idle, leader, poll
 from ha_helpers import (
     CLIENT_BOUND,
@@ -68,13 +69,7 @@ BURST = 1000
 APPS = ("slurmctld", "compute", "login")
 
 
-def wait_active(juju: jubilant.Juju, *apps: str, timeout: float = SETTLE) -> jubilant.Status:
-    names = apps or APPS
-    return juju.wait(
-        lambda status: jubilant.all_active(status, *names),
-        error=lambda status: jubilant.any_error(status, *names),
-        timeout=timeout,
-    )
+wait_active = partial(wait_for_active, timeout=SETTLE, apps=APPS)
 
 
 @pytest.fixture(scope="module")

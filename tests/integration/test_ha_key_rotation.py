@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 
 import jubilant
 import pytest
 from accounting_rest_helpers import key_ids
-from deploy_helpers import deploy_slurm
+from deploy_helpers import deploy_slurm, wait_for_active
 from dynamic_nodes_helpers import all_nodes_idle, leader, poll
 from ha_helpers import (
     FAILOVER_BOUND,
@@ -46,12 +47,7 @@ def say(text: str) -> None:
     print(f"\n[ha-key-rotation] {text}", flush=True)
 
 
-def wait_active(juju: jubilant.Juju, timeout: float = SETTLE) -> jubilant.Status:
-    return juju.wait(
-        lambda status: jubilant.all_active(status, *APPS),
-        error=lambda status: jubilant.any_error(status, *APPS),
-        timeout=timeout,
-    )
+wait_active = partial(wait_for_active, timeout=SETTLE, apps=APPS)
 
 
 @pytest.fixture(scope="module")

@@ -26,6 +26,7 @@ from ha_helpers import unit_of_host
 from test_observability import prometheus, value
 
 pytestmark = [
+    pytest.mark.newer_slurm,
     pytest.mark.skipif(on_real_juju(), reason="the COS stand-ins are the lab's"),
     pytest.mark.skipif(lab_suite() != "forky", reason="needs Slurm 25.11 or newer (forky)"),
 ]

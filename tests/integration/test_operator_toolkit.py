@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +27,7 @@ from accounting_rest_helpers import (
     sh,
     try_sh,
 )
-from deploy_helpers import deploy_accounting, deploy_rest_api, deploy_slurm
+from deploy_helpers import deploy_accounting, deploy_rest_api, deploy_slurm, wait_for_active
 
 SETTLE = 10 * 60
 REACT = 3 * 60
@@ -42,12 +43,7 @@ def say(text: str) -> None:
     print(f"\n[operator-toolkit] {text}", flush=True)
 
 
-def wait_active(juju: jubilant.Juju, timeout: float = SETTLE) -> jubilant.Status:
-    return juju.wait(
-        lambda status: jubilant.all_active(status, *APPS),
-        error=lambda status: jubilant.any_error(status, *APPS),
-        timeout=timeout,
-    )
+wait_active = partial(wait_for_active, timeout=SETTLE, apps=APPS)
 
 
 def controller_status(juju: jubilant.Juju) -> str:

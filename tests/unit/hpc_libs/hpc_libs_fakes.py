@@ -1,5 +1,6 @@
-"""A scripted stand-in for `hpc_libs.machine.host.run`."""
+"""A scripted stand-in for `hpc_libs.machine.host.run`, and relations the interface tests share."""
 
+import json
 import subprocess
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -8,6 +9,7 @@ from typing import Any
 import pytest
 from hpc_libs.errors import SlurmOpsError
 from hpc_libs.slurm import parameters, slurmd
+from ops import testing
 from slurmutils import Node
 
 
@@ -99,3 +101,20 @@ def node_config(hardware: Mapping[str, int | str], feature: str, admin: str = ""
     """The `--conf` line as the slurmd charm builds it: hardware, feature, admin parameters."""
     admin_node = Node.from_dict(parameters.parse(slurmd.NODE_LINE, admin))
     return str(slurmd.merge_node(hardware, feature, admin_node))
+
+
+def granted_relation(secret: testing.Secret) -> testing.Relation:
+    """slurmctld's side of a relation that granted `secret` (the key) and names two controllers."""
+    return testing.Relation(
+        "slurmctld",
+        remote_app_name="slurmctld",
+        remote_app_data={
+            "auth_key_id": json.dumps(secret.id),
+            "controllers": json.dumps(
+                [
+                    {"hostname": "ctl-0", "address": "10.0.0.1"},
+                    {"hostname": "ctl-1", "address": "10.0.0.2", "port": 7817},
+                ]
+            ),
+        },
+    )

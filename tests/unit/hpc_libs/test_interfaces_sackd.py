@@ -14,6 +14,7 @@ from hpc_libs.interfaces.controller import (
     get_or_create_auth_key_secret,
 )
 from hpc_libs.interfaces.sackd import SackdProvider, SackdRequirer
+from hpc_libs_fakes import granted_relation
 from ops import testing
 
 AUTH_KEY = "bG9naW4tbm9kZS1rZXk="
@@ -81,19 +82,7 @@ def test_login_node_reads_the_granted_key_and_the_controllers(
     login_ctx: testing.Context[LoginCharm],
 ) -> None:
     secret = testing.Secret(tracked_content={"key": AUTH_KEY})
-    relation = testing.Relation(
-        "slurmctld",
-        remote_app_name="slurmctld",
-        remote_app_data={
-            "auth_key_id": json.dumps(secret.id),
-            "controllers": json.dumps(
-                [
-                    {"hostname": "ctl-0", "address": "10.0.0.1"},
-                    {"hostname": "ctl-1", "address": "10.0.0.2", "port": 7817},
-                ]
-            ),
-        },
-    )
+    relation = granted_relation(secret)
 
     login_ctx.run(
         login_ctx.on.relation_changed(relation),

@@ -17,6 +17,7 @@ from hpc_libs.interfaces.slurmd import (
     SlurmdRequirer,
     get_or_create_auth_key_secret,
 )
+from hpc_libs_fakes import granted_relation
 from ops import testing
 from pydantic import ValidationError
 
@@ -156,19 +157,7 @@ def test_non_leader_does_not_publish(slurmd_ctx: testing.Context[SlurmdCharm]) -
 
 def test_ready_reads_the_granted_secret(slurmd_ctx: testing.Context[SlurmdCharm]) -> None:
     secret = testing.Secret(tracked_content={"key": AUTH_KEY})
-    relation = testing.Relation(
-        "slurmctld",
-        remote_app_name="slurmctld",
-        remote_app_data={
-            "auth_key_id": json.dumps(secret.id),
-            "controllers": json.dumps(
-                [
-                    {"hostname": "ctl-0", "address": "10.0.0.1"},
-                    {"hostname": "ctl-1", "address": "10.0.0.2", "port": 7817},
-                ]
-            ),
-        },
-    )
+    relation = granted_relation(secret)
 
     slurmd_ctx.run(
         slurmd_ctx.on.relation_changed(relation),

@@ -15,6 +15,15 @@ def test_importing_the_managers_installs_the_cached_validator() -> None:
     assert vars(slurmutils.core.base)["validate"] is schema_cache.validate
 
 
+def test_a_models_annotation_map_is_built_once() -> None:
+    schema_cache.install()
+    build = vars(slurmutils.core.base)["_make_annotation_map"]
+
+    assert build(Partition) is build(Partition)
+    assert build(Partition) == build.__wrapped__(Partition)  # slurmutils' own, uncached
+    assert build(Partition, include_origin=True) == build.__wrapped__(Partition, True)
+
+
 def test_invalid_models_fail_with_the_same_message() -> None:
     with pytest.raises(ModelError, match="'YES' is not of type 'boolean'"):
         Partition.from_dict({"hidden": "YES"})

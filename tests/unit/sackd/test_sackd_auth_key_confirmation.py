@@ -5,10 +5,8 @@ import json
 from pathlib import Path
 
 import ops
-import pytest
 from charm_testing import FakeMachine
 from hpc_libs.interfaces.controller import auth_key_digest
-from hpc_libs.slurm.sackd import SackdManager
 from ops import testing
 from test_sackd_login_node import (
     FATAL,
@@ -22,14 +20,6 @@ from test_sackd_login_node import (
 KEY_SET = base64.b64encode(
     json.dumps({"keys": [{"kid": "slurm-1", "k": KEY, "use": "default"}]}).encode()
 ).decode()
-
-
-@pytest.fixture
-def sackd_root(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """Point the charm's SackdManager at a temporary root."""
-    original = SackdManager.__init__
-    monkeypatch.setattr(SackdManager, "__init__", lambda self, root=tmp_path: original(self, root))
-    return tmp_path
 
 
 def confirmed(state: testing.State, relation: testing.Relation) -> str | None:

@@ -6,7 +6,7 @@ import ops
 import pytest
 from charm_testing import FakeMachine
 from ops import testing
-from test_sackd_login_node import joined, sackd_root, with_relation  # noqa: F401
+from test_sackd_login_node import joined, with_relation
 
 FATAL = "sackd: fatal: Could not establish a configuration source"
 

@@ -11,20 +11,11 @@ from pathlib import Path
 import ops
 import pytest
 from charm_testing import FakeMachine, already_installed
-from hpc_libs.slurm.sackd import SackdManager
 from ops import testing
 
 KEY = base64.b64encode(b"k" * 1024).decode()
 NEW_KEY = base64.b64encode(b"n" * 1024).decode()
 FATAL = "sackd: fatal: Unable to contact slurmctld at 10.0.0.1:6817"
-
-
-@pytest.fixture
-def sackd_root(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """Point the charm's SackdManager at a temporary root."""
-    original = SackdManager.__init__
-    monkeypatch.setattr(SackdManager, "__init__", lambda self, root=tmp_path: original(self, root))
-    return tmp_path
 
 
 def key_path(root: Path) -> Path:

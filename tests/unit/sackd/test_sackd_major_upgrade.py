@@ -10,9 +10,7 @@ from pathlib import Path
 import ops
 from charm_testing import FakeMachine
 from ops import testing
-from test_sackd_login_node import ready_state, sackd_root
-
-__all__ = ["sackd_root"]  # The fixture, used by name.
+from test_sackd_login_node import ready_state
 
 FORKY = "deb http://deb.debian.org/debian forky main"
 MADISON = """\

@@ -14,7 +14,6 @@ import test_sackd_login_node as login_node
 from charm_testing import FakeMachine, already_installed
 from ops import testing
 
-sackd_root = login_node.sackd_root  # The fixture: the charm's files under tmp_path.
 pytestmark = pytest.mark.usefixtures("sackd_root")
 
 

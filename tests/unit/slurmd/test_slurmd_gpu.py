@@ -33,16 +33,11 @@ def load_driver(root: Path) -> None:
 
 
 @pytest.fixture
-def gpu_node(ctx, machine, tmp_path) -> testing.State:
+def gpu_node(machine, tmp_path, request: pytest.FixtureRequest) -> testing.State:
     """A unit whose node enlisted with two T4 GPUs; records then cleared."""
     load_driver(tmp_path)
     machine.responses[("slurmd", "-C")] = TWO_T4
-    secret = auth_secret()
-    relation = controller_relation(secret)
-    out = ctx.run(ctx.on.relation_changed(relation), installed(relation, secrets=[secret]))
-    machine.commands.clear()
-    machine.service_calls.clear()
-    return out
+    return request.getfixturevalue("enlisted")
 
 
 def assert_node_untouched(machine, tmp_path, before_conf: str) -> None:

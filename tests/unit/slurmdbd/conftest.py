@@ -6,7 +6,7 @@ from pathlib import Path
 
 import ops
 import pytest
-from charm_testing import charm_context, use_charm
+from charm_testing import charm_context, manager_root, use_charm
 from hpc_libs.machine import files
 from hpc_libs.slurm.slurmdbd import SlurmdbdManager
 from ops import testing
@@ -35,11 +35,7 @@ def unit_ctx() -> Callable[[int], testing.Context[ops.CharmBase]]:
 @pytest.fixture
 def dbd_root(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """Point the charm's SlurmdbdManager at a temporary root."""
-    original = SlurmdbdManager.__init__
-    monkeypatch.setattr(
-        SlurmdbdManager, "__init__", lambda self, root=tmp_path: original(self, root)
-    )
-    return tmp_path
+    return manager_root(monkeypatch, SlurmdbdManager, tmp_path)
 
 
 @pytest.fixture

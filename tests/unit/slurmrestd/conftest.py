@@ -5,7 +5,7 @@ from pathlib import Path
 
 import ops
 import pytest
-from charm_testing import charm_context, use_charm
+from charm_testing import charm_context, manager_root, use_charm
 from hpc_libs.slurm.slurmrestd import SlurmrestdManager
 from ops import testing
 
@@ -21,8 +21,4 @@ def ctx() -> testing.Context[ops.CharmBase]:
 @pytest.fixture
 def root(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """Point the charm's SlurmrestdManager (and its sackd) at a temporary root."""
-    original = SlurmrestdManager.__init__
-    monkeypatch.setattr(
-        SlurmrestdManager, "__init__", lambda self, root=tmp_path: original(self, root)
-    )
-    return tmp_path
+    return manager_root(monkeypatch, SlurmrestdManager, tmp_path)

@@ -16,11 +16,16 @@ inside slurmutils, pinned by uv.lock; the unit tests check each of them against 
 meta-schema (`tests/unit/hpc_libs/test_schema_cache.py`), so a slurmutils whose schema is
 broken fails there, not in a hook.
 
+`install` also keeps each model class's annotation map: slurmutils builds it with
+`typing.get_type_hints` on every parse and every render (`_make_annotation_map`, a pure function
+of the class whose result its callers only read), a third of the time of parsing a partition.
+
 It is installed by one explicit call, `install`, which every Slurm charm makes when it is
 built (`hpc_libs.charm.base.SlurmCharm`): importing hpc_libs changes nothing in slurmutils.
 Other users (benchmarks, tools) call `install` themselves if they want the speed.
 """
 
+import functools
 from collections.abc import Callable, Iterable
 from typing import Any, cast
 
@@ -57,7 +62,15 @@ def validate(instance: Any, schema: dict[str, Any]) -> None:
         raise error
 
 
+_annotation_map = functools.cache(
+    slurmutils.core.base._make_annotation_map  # pyright: ignore[reportPrivateUsage]
+)
+
+
 def install() -> None:
-    """Make slurmutils validate its models with `validate` (idempotent)."""
+    """Make slurmutils validate with `validate` and keep its annotation maps (idempotent)."""
     # slurmutils imports `validate` from jsonschema into this module and calls it from there.
     slurmutils.core.base.validate = validate  # pyright: ignore[reportPrivateImportUsage]
+    slurmutils.core.base._make_annotation_map = (  # pyright: ignore[reportPrivateUsage]
+        _annotation_map
+    )
