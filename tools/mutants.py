@@ -1247,14 +1247,16 @@ MUTATIONS = [
         "libs/hpc_libs/src/hpc_libs/charm/upgrade.py::MajorUpgrade.step",
         "            self._turn.before_upgrade(plan)\n",
         "",
-        "tests/unit/slurmctld/test_slurmctld_major_upgrade.py tests/unit/slurmdbd/test_slurmdbd_major_upgrade.py",
+        "tests/unit/slurmctld/test_slurmctld_major_upgrade.py "
+        "tests/unit/slurmdbd/test_slurmdbd_major_upgrade.py",
     ),
     Mutation(
         "upgrade-pin-moves-out-of-turn",
         "libs/hpc_libs/src/hpc_libs/charm/upgrade.py::MajorUpgrade.step",
         "        if plan.target is None or self._turn.upgrade_waits_for(plan.target) is not None:",
         "        if plan.target is None:",
-        "tests/unit/sackd/test_sackd_major_upgrade.py tests/unit/slurmd/test_slurmd_major_upgrade.py",
+        "tests/unit/sackd/test_sackd_major_upgrade.py "
+        "tests/unit/slurmd/test_slurmd_major_upgrade.py",
     ),
     Mutation(
         "upgrade-retry-takes-another-backup",
