@@ -1300,6 +1300,22 @@ MUTATIONS = [
         '            return {**fields, "auth_secret_id": secret_id}\n',
         "tests/unit/hpc_libs/test_interfaces_secret_id.py",
     ),
+    Mutation(
+        "return-to-service-left-at-slurms-zero",
+        "charms/slurmctld/src/render.py::OPERATOR_DEFAULTS",
+        '{"returntoservice": 1}',
+        "{}",
+        "tests/unit/slurmctld/test_overrides_charm.py::"
+        "test_a_node_down_not_responding_returns_at_its_registration_by_default",
+    ),
+    Mutation(
+        "return-to-service-default-outranks-the-operator",
+        "charms/slurmctld/src/render.py::render_slurm_conf",
+        "operator = {**OPERATOR_DEFAULTS, **config.slurm_conf_parameters}",
+        "operator = {**config.slurm_conf_parameters, **OPERATOR_DEFAULTS}",
+        "tests/unit/slurmctld/test_overrides_charm.py::"
+        "test_the_operator_chooses_return_to_service",
+    ),
 ]
 
 

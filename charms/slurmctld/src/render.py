@@ -47,6 +47,12 @@ CONFINEMENT: dict[str, dict[str, Any]] = {
     "cgroup": {"constraincores": True, "constrainramspace": True, "constraindevices": True},
     "none": {},
 }
+# slurm.conf defaults the operator's `slurm-conf-parameters` override. Slurm's own
+# ReturnToService is 0: a node slurmctld marked DOWN "Not responding" (its slurmd dead or cut
+# off for SlurmdTimeout) would stay DOWN after its slurmd registers again, until an operator
+# resumes it. 1 returns it at that registration, and only when its reason is still Slurm's own
+# "Not responding": an operator's drain or down replaces that reason and stays.
+OPERATOR_DEFAULTS: dict[str, Any] = {"returntoservice": 1}
 JWT_KEY_FILE = f"/etc/slurm/{JWT_KEY_NAME}"  # SlurmctldManager.jwt_key writes it.
 # Tokens (`scontrol token`, slurmrestd's rest_auth/jwt) are accepted besides auth/slurm.
 JWT_AUTH: dict[str, Any] = {
@@ -130,7 +136,8 @@ def render_slurm_conf(
             **native_metrics.conf_settings(native_metrics_on),
         }
     )
-    conf = overrides.with_slurm_conf_parameters(conf, config.slurm_conf_parameters)
+    operator = {**OPERATOR_DEFAULTS, **config.slurm_conf_parameters}
+    conf = overrides.with_slurm_conf_parameters(conf, operator)
     default = partitions_module.default_partition(partitions, config.default_partition)
     for name, record in sorted(partitions.items()):
         settings = dict(record.partition or {})

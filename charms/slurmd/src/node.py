@@ -19,7 +19,8 @@ A node comes back from re-registration IDLE. An operator's DRAIN or DOWN (and it
 is read before the charm drains the node (`operator_state`) and put back by the transient
 unit once the node has registered again: nothing the charm does undoes an operator's state.
 The one state not put back is the one a registration ends in Slurm too: DOWN "Not
-responding", which slurmctld itself set (ReturnToService=1, Slurm's default).
+responding", which slurmctld itself set (ReturnToService=1, which slurmctld's charm sets:
+Slurm's own default, 0, would keep the node DOWN).
 """
 
 import logging
@@ -48,7 +49,7 @@ PROGRAMS_DIR = Path(__file__).parent / "programs"
 CHARM_REASONS = frozenset({REREGISTER_REASON, RETIRE_REASON})
 """Reasons the charms themselves drain a node with: such a state is never restored."""
 UNRESPONSIVE_REASON = "Not responding"
-"""slurmctld's reason for a node it set DOWN; the node's next registration ends it."""
+"""slurmctld's reason for a node it set DOWN; its next registration ends it (ReturnToService=1)."""
 
 
 @dataclass(frozen=True)

@@ -35,6 +35,27 @@ def test_slurm_conf_parameters_are_applied_with_one_reconfigure(ctx, machine, tm
     assert out.unit_status == testing.ActiveStatus()
 
 
+def test_a_node_down_not_responding_returns_at_its_registration_by_default(
+    ctx, machine, tmp_path, settled
+):
+    # Slurm's default (0) leaves such a node DOWN after its slurmd is back (issue 37).
+    settled(running())
+
+    assert "returntoservice=1" in slurm_conf(tmp_path).splitlines()
+
+
+def test_the_operator_chooses_return_to_service(ctx, machine, tmp_path, settled):
+    state = settled(running())
+    config = {"slurm-conf-parameters": "ReturnToService=0"}
+
+    ctx.run(ctx.on.config_changed(), later(state, config=config))
+
+    lines = slurm_conf(tmp_path).splitlines()
+    assert "returntoservice=0" in lines
+    assert "returntoservice=1" not in lines
+    assert machine.ran(*RECONFIGURE) == [RECONFIGURE]
+
+
 def test_a_refused_key_blocks_naming_it_and_keeps_the_last_valid_file(
     ctx, machine, tmp_path, settled
 ):
