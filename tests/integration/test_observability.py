@@ -51,7 +51,7 @@ import pytest
 import yaml
 from conftest import on_real_juju
 from deploy_helpers import deploy_accounting, deploy_slurm
-from dynamic_nodes_helpers import all_nodes_idle, poll, sh
+from dynamic_nodes_helpers import all_nodes_idle, is_idle, node_states, poll, sh
 from ha_helpers import failover_seconds, ping_hosts, recover, unit_of_host
 
 pytestmark = pytest.mark.skipif(on_real_juju(), reason="the COS stand-ins are the lab's")
@@ -194,7 +194,12 @@ def faults(cluster: jubilant.Juju) -> Iterator[Callable[[], float]]:
                 sh(cluster, "sbatch -p debug --wrap 'sleep 1'")
             # By this machine's process id: a unit's cgroup is shared by every lab machine of
             # a cgroup v1 host, so `systemctl kill` would take the other slurmd with it.
-            kill = 'kill -KILL "$(systemctl show -P MainPID slurmd.service)"'
+            # Masked first: the charm's next hook would start it again, and its registration
+            # would end the node's DOWN (ReturnToService=1) before the alert could fire.
+            kill = (
+                "systemctl mask --runtime slurmd.service && "
+                'kill -KILL "$(systemctl show -P MainPID slurmd.service)"'
+            )
             cluster.exec(kill, unit="compute/0")
         return injected[0]
 
@@ -367,3 +372,42 @@ def test_slurmdbd_frozen_and_a_slurmd_killed_fire_their_alerts(
         assert_loaded_as_in_the_file(cluster, "SlurmdbdAgentQueueGrowing")
     finally:
         thaw(cluster)
+
+
+def compute_0(juju: jubilant.Juju) -> dict[str, Any]:
+    """compute-0's record, read over ssh: no hook of the controller's unit delays it."""
+    out = juju.ssh("slurmctld/0", "scontrol show node compute-0 --json")
+    return json.loads(out)["nodes"][0]
+
+
+def test_the_killed_slurmd_back_returns_its_node_to_service(
+    cluster: jubilant.Juju, faults: Callable[[], float]
+):
+    """A node slurmctld set DOWN "Not responding" is back at its slurmd's next registration.
+
+    Issue 37: Slurm's default ReturnToService=0 kept it DOWN, with its slurmd running and
+    registered ("now responding" in slurmctld's log), until an operator resumed it; the
+    slurmctld charm now renders ReturnToService=1. With that line reverted this test fails.
+    """
+    faults()
+
+    def down_not_responding() -> dict[str, Any] | None:
+        record = compute_0(cluster)
+        down = "DOWN" in node_states(record) and record.get("reason") == "Not responding"
+        return record if down else None
+
+    poll(down_not_responding, timeout=5 * 60, interval=2, what="compute-0 DOWN, Not responding")
+    start = "systemctl unmask --runtime slurmd.service && systemctl start slurmd.service"
+    cluster.exec(start, unit="compute/0")
+    started = time.monotonic()
+    try:
+        poll(
+            lambda: is_idle(compute_0(cluster)),
+            timeout=60,
+            interval=1,
+            what="compute-0 idle again, no resume",
+        )
+        print(f"\ncompute-0 back in service {since(started)} after slurmd started")
+    finally:
+        if not is_idle(compute_0(cluster)):  # Leave the module's cluster usable.
+            sh(cluster, "scontrol update nodename=compute-0 state=resume")
