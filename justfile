@@ -80,8 +80,8 @@ integration *args:
 
 # VM lab machines (lab/tests/test_vm.py: boot, exec, network, shares, real reboots) and the
 # charms' defaults (process-isolation=cgroup) on a compute node that boots its own kernel: a
-# qemu VM under software emulation (lab/README.md, "Virtual machines"). CI runs the defaults
-# module only (`vm-defaults`, in `test`'s parallel phase); lab/tests/test_vm.py boots two VMs
+# qemu VM under software emulation (lab/README.md, "Virtual machines"). Not in CI yet (the
+# defaults module took 890 s beside CI's other lab steps); lab/tests/test_vm.py boots two VMs
 # and reboots them (about 6 minutes here): run it here when the lab's VMs change.
 integration-vm *args:
     uv run pytest lab/tests/test_vm.py tests/integration/test_vm_defaults.py {{ args }}
@@ -130,11 +130,12 @@ test:
     }
     for recipe in lint alerts typecheck unit mutants; do step "$recipe"; done
     # Every charm is packed with charmcraft for the lab's machines (and the test charms for
-    # trixie); a failed pack fails the run. Then six run side by side, each with labs of
+    # trixie); a failed pack fails the run. Then five run side by side, each with labs of
     # its own: the lab's own tests, the fuzz suite (Slurm judges in a chroot of the base),
-    # the hpc_libs-on-Slurm tests, the newer Slurm's charms packed then its scenarios, and
-    # the charms' defaults on a compute VM; beside them `just pack`'s path with the real
-    # charmcraft and both Ubuntu Python ABIs.
+    # the hpc_libs-on-Slurm tests, and the newer Slurm's charms packed then its scenarios;
+    # beside them `just pack`'s path with the real charmcraft and both Ubuntu Python ABIs.
+    # The charms' defaults on a compute VM (`just vm-defaults`, 890 s here beside these) are
+    # not in CI yet: they would take CI past its 35 minutes (issue 34).
     # Most of their time is spent waiting on hooks, boots and daemons, not on the 2 CPUs.
     # The background steps' output follows once they are done; the first failure fails the
     # run, after all of them ended.
@@ -152,18 +153,12 @@ test:
     step slurm-test > "$slurm_log" 2>&1 & slurm=$!
     pack_log=$(mktemp)
     step pack-check > "$pack_log" 2>&1 & pack=$!
-    # The VM module here rather than in `integration`: its one VM takes a host core for its
-    # boot and hooks, and this phase's steps mostly wait on daemons, where integration's
-    # modules time failovers against their bounds.
-    vm_log=$(mktemp)
-    step vm-defaults > "$vm_log" 2>&1 & vm=$!
     statuses=()
     step lab-test || statuses+=($?)
     finish "$fuzz" "$fuzz_log" || statuses+=($?)
     finish "$slurm" "$slurm_log" || statuses+=($?)
     finish "$pack" "$pack_log" || statuses+=($?)
     finish "$newer" "$newer_log" || statuses+=($?)
-    finish "$vm" "$vm_log" || statuses+=($?)
     [ "${#statuses[@]}" = 0 ] || exit "${statuses[0]}"
     step integration
 

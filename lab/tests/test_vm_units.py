@@ -74,8 +74,13 @@ def channel() -> Iterator[Channel]:
     guest, _ = port.accept()
     threading.Thread(target=_serve_agent, args=(guest,), daemon=True).start()
     _wait_for(lambda: vmchannel.read_boot(directory) is not None)
+    ready = Channel(directory, guest)
+    # The broker greets the agent as it connects, and the agent answers with a second hello.
+    # One command's round trip comes after that answer (the agent handles its lines in order),
+    # so no late hello can undo what a test then says as the guest (a `bye`, a new boot).
+    assert ready.request(["true"])[0] == 0
     try:
-        yield Channel(directory, guest)
+        yield ready
     finally:
         guest.shutdown(socket.SHUT_RDWR)  # qemu exits: the broker sees the port close
         guest.close()
