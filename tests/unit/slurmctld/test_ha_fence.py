@@ -212,11 +212,13 @@ def test_the_watchdog_kills_slurmctld_without_the_state_and_starts_it_once_back(
     assert stand_in_runs(work)
 
     (work / "writable").unlink()  # The shared state is lost.
-    started = time.monotonic()
-    # Never before the grace (less the 1 s granularity of the probe's clock). After it, a
-    # loaded host only delays the probe: the late side is liveness, not precision.
+    # Never before the grace, counted from the last write that succeeded (`probe-ok`'s
+    # mtime; less the 1 s granularity of the probe's clock): that write may precede the loss
+    # by a probe period or more on a loaded host, so the loss itself is no reference. After
+    # the grace, a loaded host only delays the probe: the late side is liveness, not precision.
     assert wait_for(flag.exists, 15)
-    fenced_after = time.monotonic() - started
+    last_write = (work / "run/probe-ok").stat().st_mtime
+    fenced_after = time.time() - last_write
     assert fenced_after >= WATCHDOG_GRACE - 1
     assert wait_for(lambda: not stand_in_runs(work), 2)
     assert "cannot write" in flag.read_text()
