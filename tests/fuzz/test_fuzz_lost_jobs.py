@@ -4,7 +4,7 @@ SlurmUser writes StateSaveLocation: hypothesis builds trees of `hash.*` entries 
 names Slurm writes and names it never writes (leading zeros, signs, huge ids, ids in the
 wrong hash, Unicode digits, new lines), as directories, files, FIFOs and symbolic links to
 directories and files outside, with `script` and `environment` as links, FIFOs, hard links,
-unframed environments, files owned by another uid, and oversized ones.
+unframed scripts and environments, files owned by another uid, and oversized ones.
 
 * `batch_dir_ids` lists exactly the real directories named `job.<id>` as Slurm names them, in
   real `hash.<id % 10>` directories of SlurmUser's, and never raises on such a tree;
@@ -27,7 +27,7 @@ from hypothesis import strategies as st
 
 lost_jobs = harness.modules("slurmctld")["lost_jobs"]
 
-OUTSIDE = b"#!/bin/sh\n# outside the state directory\n"
+OUTSIDE = b"#!/bin/sh\n# outside the state directory\n\0"
 GOOD_ENV = struct.pack("=I", 2) + b"A=1\0B=2\0"
 NAMES = st.one_of(
     st.integers(1, 2**32 + 5).map(lambda n: f"job.{n}"),
@@ -59,7 +59,7 @@ def _make(where: Path, kind: str, outside: Path) -> None:
 
 def _piece(job: Path, name: str, kind: str, outside: Path, owner_of: dict[Path, int]) -> None:
     path = job / name
-    data = b"#!/bin/sh\ntrue\n" if name == "script" else GOOD_ENV
+    data = b"#!/bin/sh\ntrue\n\0" if name == "script" else GOOD_ENV
     if kind == "good":
         path.write_bytes(data)
     elif kind == "link":
@@ -71,7 +71,7 @@ def _piece(job: Path, name: str, kind: str, outside: Path, owner_of: dict[Path, 
     elif kind == "hardlink":
         os.link(outside / name, path)
     elif kind == "unframed":
-        path.write_bytes(struct.pack("=I", 5) + b"A=1\0" if name == "environment" else data)
+        path.write_bytes(struct.pack("=I", 5) + b"A=1\0" if name == "environment" else b"a\0b\0")
     elif kind == "huge":
         with path.open("wb") as f:
             f.truncate(lost_jobs.MAX_FILE + 1)

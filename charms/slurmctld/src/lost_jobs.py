@@ -22,8 +22,8 @@ and logged once per scan):
   most `MAX_JOB_ID`, with `id % 10 == n`;
 - every piece is opened without following a link (fds, `O_NOFOLLOW`) and is owned by
   SlurmUser: the directories are directories, `script` and `environment` regular files with a
-  single link, at most `MAX_FILE` bytes, `environment` framed as slurmctld writes it (a count,
-  then that many NUL-terminated strings);
+  single link, at most `MAX_FILE` bytes, framed as slurmctld writes them (`script`: the text
+  and one NUL after it; `environment`: a count, then that many NUL-terminated strings);
 - `script` was written before this unit's slurmctld took control (a job it accepted itself is
   one it knows);
 - the controller does not know the id: not in `squeue`'s list of job and array ids, and
@@ -177,13 +177,34 @@ def read_batch_dir(
         if isinstance(read, str):
             return f"job.{job_id}/{name}: {read}"
     assert not isinstance(script, str) and not isinstance(environment, str)
-    script_data, submitted = script
-    environment_data, _ = environment
+    (script_data, submitted), (environment_data, _) = script, environment
+    if (problem := _content_problem(script_data, environment_data)) is not None:
+        return f"job.{job_id}/{problem}"
     if submitted >= before:
         return f"job.{job_id}/script was written after this controller took control"
-    if not environment_framed(environment_data):
-        return f"job.{job_id}/environment is not framed as slurmctld writes it"
     return BatchDir(job_id, script_data, environment_data, int(submitted))
+
+
+def _content_problem(script: bytes, environment: bytes) -> str | None:
+    """Say which file is not framed as slurmctld writes it, or return None."""
+    if not script_framed(script):
+        return "script is not framed as slurmctld writes it"
+    if not environment_framed(environment):
+        return "environment is not framed as slurmctld writes it"
+    return None
+
+
+def script_framed(data: bytes) -> bool:
+    """Whether `data` is a script as slurmctld writes it: its text and one NUL, at the end.
+
+    slurmctld refuses a script holding a NUL, and writes the string with its terminator.
+    """
+    return data.find(b"\0") == len(data) - 1
+
+
+def script_text(script: bytes) -> bytes:
+    """Return the script as sbatch reads it: without the NUL slurmctld wrote after it."""
+    return script.removesuffix(b"\0")
 
 
 def environment_framed(data: bytes) -> bool:
@@ -427,7 +448,7 @@ def resubmit(kept: Kept, kept_dir: Path) -> int:
     try:
         os.chmod(stage, 0o711)
         for name, data in (
-            ("script", kept.script.read_bytes()),
+            ("script", script_text(kept.script.read_bytes())),
             ("environment", export_file(kept.environment.read_bytes())),
         ):
             _write_for_user(stage / name, data, user)

@@ -64,7 +64,7 @@ def batch_dir(tmp_path: Path, job_id: int, *, age: float = TOOK + 3, name: str =
     """The batch directory slurmctld wrote for `job_id`, `age` seconds ago."""
     job = tmp_path / STATE / f"hash.{job_id % 10}" / (name or f"job.{job_id}")
     job.mkdir(parents=True)
-    (job / "script").write_bytes(SCRIPT)
+    (job / "script").write_bytes(SCRIPT + b"\0")  # slurmctld writes the terminator.
     environment = struct.pack("=I", len(ENVIRONMENT)) + b"".join(e + b"\0" for e in ENVIRONMENT)
     (job / "environment").write_bytes(environment)
     when = time.time() - age
@@ -101,7 +101,7 @@ def test_after_a_takeover_a_job_the_controller_does_not_know_is_kept_and_reporte
     [name] = kept(tmp_path)
     assert name.startswith("7-")
     copy = tmp_path / KEPT / name
-    assert (copy / "script").read_bytes() == SCRIPT
+    assert (copy / "script").read_bytes() == SCRIPT + b"\0"
     assert (copy / "environment").read_bytes() == (
         tmp_path / STATE / "hash.7/job.7/environment"
     ).read_bytes()
