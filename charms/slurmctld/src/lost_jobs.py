@@ -490,8 +490,9 @@ def _write_for_user(path: Path, data: bytes, user: pwd.struct_passwd) -> None:
 class LostJobs(ops.Object):
     """Keep the jobs a takeover lost, say so, and resubmit them on request (module doc).
 
-    Stored: whether this unit scanned since its slurmctld was last seen taking control, and
-    why the last scan failed (`trouble`).
+    Stored: whether a scan completed while this unit's slurmctld has been in charge
+    (`in_charge`, cleared when another controller's heartbeat is seen) and when (`scanned_at`:
+    a later takeover signal asks for another), and why this hook's look failed (`trouble`).
     """
 
     _stored = ops.StoredState()
@@ -518,6 +519,7 @@ class LostJobs(ops.Object):
 
     def reconcile(self, facts: Facts) -> None:
         """Drop expired copies; scan when due. Errors become the status, never a hook error."""
+        self._stored.trouble = ""
         try:
             self._expire(time.time())
             if facts.config.use_network_state:
