@@ -345,3 +345,23 @@ def test_a_copy_is_removed_after_the_retention(
 
     assert kept(tmp_path) == []
     assert "lost job" not in out.unit_status.message
+
+
+def test_later_hooks_keep_one_copy_and_keep_reporting_it(ctx, machine, tmp_path, took_control):
+    state = keep_lost_job(ctx, machine, tmp_path, uid=None)
+    machine.commands.clear()
+
+    out = ctx.run(ctx.on.update_status(), state)
+
+    assert len(kept(tmp_path)) == 1
+    assert machine.ran(*KNOWN) == []  # The look after this takeover is done.
+    assert out.unit_status == testing.ActiveStatus("1 lost job(s): juju run slurmctld/0 lost-jobs")
+
+
+def test_the_action_fails_for_a_job_it_does_not_keep(ctx, machine, tmp_path, took_control):
+    state = keep_lost_job(ctx, machine, tmp_path, uid=None)
+
+    with pytest.raises(testing.ActionFailed, match="no lost job 8 is kept on this unit"):
+        ctx.run(ctx.on.action("lost-jobs", params={"id": 8, "resubmit": True}), state)
+
+    assert machine.ran("setpriv") == []
