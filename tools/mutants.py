@@ -1361,6 +1361,14 @@ MUTATIONS = [
         "tests/unit/hpc_libs/test_upgrade_chain.py::"
         "test_every_hop_of_the_path_is_one_slurm_allows",
     ),
+    Mutation(
+        "scaling-view-ignores-the-operators-data-parser",
+        "charms/slurmctld/src/scaling_view.py::negotiate",
+        "data_parser.offered_by_list(listed), override)",
+        "data_parser.offered_by_list(listed))",
+        "tests/unit/slurmctld/test_actions_scaling_view.py::"
+        "test_the_operator_may_name_an_older_version_both_know",
+    ),
 ]
 
 

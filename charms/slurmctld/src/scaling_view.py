@@ -47,6 +47,7 @@ NAME = re.compile(r"[A-Za-z0-9_.-]{1,64}")
 """A node or partition name as the charms make them (application names, `compute-3`)."""
 WORD = re.compile(r"[A-Za-z0-9_]{1,64}")
 """A state flag or a pending reason: Slurm's own words, never users' text."""
+DATA_PARSER = re.compile(r"v0\.0\.\d{1,4}")
 _ARRAY_CHUNK = re.compile(r"(\d{1,10})(?:-(\d{1,10})(?::(\d{1,10}))?)?")
 _CONTROL = re.compile(r"[\x00-\x1f\x7f\u2028\u2029]")
 
@@ -144,6 +145,20 @@ def partitions_asked(value: object) -> list[str]:
         if not NAME.fullmatch(name):
             raise ValueError(f"{name!r} is not a partition name")
     return names
+
+
+def data_parser_asked(value: object) -> str | None:
+    """Read the `data-parser` parameter: absent (negotiate) or a version such as `v0.0.42`.
+
+    Raises:
+        ValueError: It is not a data_parser version.
+
+    """
+    if value is None or value == "":
+        return None
+    if not isinstance(value, str) or not DATA_PARSER.fullmatch(value):
+        raise ValueError(f"{str(value)[:32]!r} is not a data_parser version such as v0.0.42")
+    return value
 
 
 def array_copies(tasks: str, throttle: int | None) -> int:
@@ -364,8 +379,10 @@ def _scontrol_json(what: str, version: str) -> str:
     return host.run(argv, timeout=QUERY_TIMEOUT).stdout
 
 
-def negotiate() -> str:
+def negotiate(override: str | None = None) -> str:
     """Return the newest data_parser version both this Slurm's scontrol and this module read.
+
+    `override` (the action's `data-parser`) replaces the newest; it must be one of both.
 
     Raises:
         SlurmOpsError: scontrol failed.
@@ -374,7 +391,7 @@ def negotiate() -> str:
     """
     listed = host.run(["scontrol", "--json=list"], timeout=QUERY_TIMEOUT).stdout
     try:
-        return data_parser.choose(data_parser.offered_by_list(listed))
+        return data_parser.choose(data_parser.offered_by_list(listed), override)
     except data_parser.DataParserError as e:
         raise SlurmUnreadable(f"scontrol: {e}") from None
 
@@ -383,11 +400,12 @@ def run(event: ops.ActionEvent) -> None:
     """Run the action: read Slurm, return the view; fail with Slurm's own words."""
     try:
         partitions = partitions_asked(event.params.get("partitions"))
+        override = data_parser_asked(event.params.get("data-parser"))
     except ValueError as e:
         event.fail(f"invalid scaling-view request: {e}")
         return
     try:
-        version = negotiate()
+        version = negotiate(override)
         nodes = _scontrol_json("nodes", version)
         jobs = _scontrol_json("jobs", version)
         reservations = _scontrol_json("reservations", version)

@@ -36,8 +36,9 @@ def answer(machine: FakeMachine, state: str, **changed: str) -> None:
         machine.responses[("scontrol", "show", what)] = text
 
 
-def scaling_view(ctx, partitions: str = "compute") -> dict:
-    ctx.run(ctx.on.action("scaling-view", params={"partitions": partitions}), running())
+def scaling_view(ctx, partitions: str = "compute", **params: str) -> dict:
+    params["partitions"] = partitions
+    ctx.run(ctx.on.action("scaling-view", params=params), running())
     results = ctx.action_results
     assert results is not None
     return json.loads("".join(results[f"part-{n}"] for n in range(int(results["parts"]))))
@@ -266,3 +267,42 @@ def test_a_newer_slurm_is_read_in_the_newest_version_this_charm_knows(ctx, machi
     scaling_view(ctx)
 
     assert [argv[-1] for argv in machine.ran("scontrol", "show")] == ["--json=v0.0.42"] * 3
+
+
+def test_the_operator_may_name_an_older_version_both_know(ctx, machine):
+    machine.responses[("scontrol", "--json=list")] = OFFERED_24_11
+    for what in ("nodes", "jobs", "reservations"):
+        text = (FIXTURES / f"pending-v0.0.41-{what}.json").read_text()
+        machine.responses[("scontrol", "show", what, "--json=v0.0.41")] = text
+
+    view = scaling_view(ctx, **{"data-parser": "v0.0.41"})
+
+    assert [argv[-1] for argv in machine.ran("scontrol", "show")] == ["--json=v0.0.41"] * 3
+    assert sum(job["jobs"] for job in view["pending"]) == 4
+
+
+@pytest.mark.parametrize(
+    ("asked", "complaint"),
+    [
+        (
+            "v0.0.45",
+            "cannot read Slurm: scontrol: data_parser v0.0.45 is not offered (Slurm offers "
+            "v0.0.40, v0.0.41, v0.0.42)",
+        ),
+        (
+            "v0.0.42 --json",
+            "invalid scaling-view request: 'v0.0.42 --json' is not a data_parser version "
+            "such as v0.0.42",
+        ),
+    ],
+)
+def test_a_version_scontrol_lacks_or_that_is_not_one_fails_and_reads_nothing(
+    ctx, machine, asked, complaint
+):
+    answer(machine, "pending")
+
+    with pytest.raises(testing.ActionFailed) as failure:
+        scaling_view(ctx, **{"data-parser": asked})
+
+    assert failure.value.message == complaint
+    assert machine.ran("scontrol", "show") == []
