@@ -1030,8 +1030,8 @@ MUTATIONS = [
     Mutation(
         "scaling-view-reads-text-output",
         "charms/slurmctld/src/scaling_view.py::_scontrol_json",
-        '    return host.run(["scontrol", "show", *what, "--json"], timeout=QUERY_TIMEOUT).stdout',
-        '    return host.run(["scontrol", "show", *what], timeout=QUERY_TIMEOUT).stdout',
+        '    argv = ["scontrol", "show", what, f"--json={version}"]',
+        '    argv = ["scontrol", "show", what]',
         "tests/unit/slurmctld/test_actions_scaling_view.py::test_returns_the_partitions_nodes_pending_shapes_and_reserved_nodes",
     ),
     Mutation(
@@ -1342,6 +1342,59 @@ MUTATIONS = [
         "",
         "tests/unit/slurmctld/test_lost_jobs.py::"
         "test_resubmit_runs_sbatch_as_the_user_from_the_kept_files",
+    ),
+    Mutation(
+        "data-parser-takes-the-newest-offered-even-unknown",
+        "libs/hpc_libs/src/hpc_libs/slurm/data_parser.py::choose",
+        "    return usable[-1]",
+        "    return versions[-1]",
+        "tests/unit/hpc_libs/test_data_parser.py::"
+        "test_a_newer_unknown_version_is_passed_over_for_the_newest_known_one "
+        "tests/unit/slurmctld/test_actions_scaling_view.py::"
+        "test_a_newer_slurm_is_read_in_the_newest_version_this_charm_knows",
+    ),
+    Mutation(
+        "data-parser-takes-an-older-known-version",
+        "libs/hpc_libs/src/hpc_libs/slurm/data_parser.py::choose",
+        "    return usable[-1]",
+        "    return usable[0]",
+        "tests/unit/hpc_libs/test_data_parser.py::"
+        "test_each_supported_release_gets_its_newest_version "
+        "tests/unit/autoscaler/test_recorded_versions.py::"
+        "test_openapi_offers_these_versions_and_the_newest_is_chosen",
+    ),
+    Mutation(
+        "scaling-view-reads-an-answer-of-another-version",
+        "charms/slurmctld/src/scaling_view.py::view",
+        "            data_parser.check_answer(answer, version)\n",
+        "            pass\n",
+        "tests/unit/autoscaler/test_recorded_versions.py::"
+        "test_an_answer_of_one_version_is_refused_when_another_was_asked_for",
+    ),
+    Mutation(
+        "upgrade-allows-a-jump-slurm-forbids",
+        "libs/hpc_libs/src/hpc_libs/slurm/upgrade.py::refusal",
+        "steps(running, target) > MAX_MAJOR_STEPS",
+        "steps(running, target) > MAX_MAJOR_STEPS + 1",
+        "tests/unit/hpc_libs/test_upgrade_chain.py::test_schedmds_table "
+        "tests/unit/slurmctld/test_slurmctld_major_upgrade.py::"
+        "test_a_jump_slurm_forbids_is_refused_before_anything_moves_naming_the_path",
+    ),
+    Mutation(
+        "upgrade-path-names-a-hop-slurm-forbids",
+        "libs/hpc_libs/src/hpc_libs/slurm/upgrade.py::upgrade_path",
+        "range(here + MAX_MAJOR_STEPS, here, -1)",
+        "range(here + MAX_MAJOR_STEPS + 1, here, -1)",
+        "tests/unit/hpc_libs/test_upgrade_chain.py::"
+        "test_every_hop_of_the_path_is_one_slurm_allows",
+    ),
+    Mutation(
+        "scaling-view-ignores-the-operators-data-parser",
+        "charms/slurmctld/src/scaling_view.py::negotiate",
+        "data_parser.offered_by_list(listed), override)",
+        "data_parser.offered_by_list(listed))",
+        "tests/unit/slurmctld/test_actions_scaling_view.py::"
+        "test_the_operator_may_name_an_older_version_both_know",
     ),
 ]
 

@@ -400,3 +400,24 @@ def test_a_new_leader_midway_keeps_slurmctld_timeout_raised(ctx, machine: FakeMa
     assert out.unit_status == ops.WaitingStatus(
         f"slurmctld must run 26.05 first (slurmctld/0 runs 24.11); {RAISED}"
     )
+
+
+def test_a_jump_slurm_forbids_is_refused_before_anything_moves_naming_the_path(
+    ctx, machine: FakeMachine, tmp_path
+):
+    """24.11 -> 26.11 skips three majors: Slurm allows at most two (26.11 from 25.05 on)."""
+    machine.responses[("apt-cache", "madison")] = MADISON.replace("26.05.5", "26.11.0")
+    state_dir(tmp_path)
+
+    out = ctx.run(ctx.on.config_changed(), running(config={"slurm-package-source": FORKY}))
+
+    assert out.unit_status == ops.BlockedStatus(
+        "Slurm 26.11 cannot upgrade 24.11 directly (at most 3 majors at once): upgrade "
+        "24.11 -> 26.05 -> 26.11, setting slurm-major=26.05 first (from a source that "
+        "offers 26.05)"
+    )
+    assert machine.ran("tar") == []
+    assert machine.ran("apt-get", "install") == []
+    assert machine.apt_installs == []
+    pin = (tmp_path / "etc/apt/preferences.d/slurm-charms").read_text()
+    assert "Pin: version 24.11.*" in pin
