@@ -89,6 +89,28 @@ def test_the_rebuild_partition_covers_every_node_set_hidden_root_only_and_never_
     assert "enforcepartlimits=all" in lines  # else `-p compute,rebuild` queues a user's job there
 
 
+def test_every_node_runs_the_slurmd_charms_health_check_as_the_options_say(ctx, machine, tmp_path):
+    config = {"health-check-interval": 60, "health-check-node-state": "nondrained_idle,cycle"}
+
+    ctx.run(ctx.on.update_status(), running(config=config))
+
+    lines = slurm_conf(tmp_path).splitlines()
+    assert "healthcheckprogram=/usr/local/sbin/slurmd-charm-health" in lines
+    assert "healthcheckinterval=60" in lines
+    assert "healthchecknodestate=nondrained_idle,cycle" in lines
+
+
+@pytest.mark.parametrize(
+    "config",
+    [{"health-check-interval": -1}, {"health-check-node-state": "any,idle"}],
+)
+def test_a_bad_health_check_option_blocks_naming_it(ctx, machine, tmp_path, config):
+    out = ctx.run(ctx.on.update_status(), running(config=config))
+
+    assert out.unit_status.name == "blocked"
+    assert next(iter(config)) in out.unit_status.message
+
+
 def test_without_compute_partitions_there_is_no_rebuild_partition(ctx, machine, tmp_path):
     ctx.run(ctx.on.update_status(), running())
 
