@@ -18,8 +18,16 @@ JOBS = ("squeue", "--all", "--noheader", "--partition=rebuild", "--user=root", "
 NODES = ("scontrol", "show", "nodes", "--json")
 
 
-def node(name: str, boot: int, *state: str, reason: str = "", changed: int | None = None):
+def node(
+    name: str,
+    boot: int,
+    *state: str,
+    reason: str = "",
+    changed: int | None = None,
+    setter: str = "root",
+):
     return {
+        "reason_set_by_user": setter,
         "name": name,
         "state": list(state or ["IDLE"]),
         "partitions": [name.rsplit("-", 1)[0], "rebuild"],
@@ -320,6 +328,49 @@ def test_a_failed_node_stops_the_rollout_and_is_named_with_slurms_reason(ctx, ma
         f"rebuild compute stopped: compute-1 failed ({reason}); 1/4 done"
     )
     assert ["scontrol", "hold", "3,4"] in machine.commands
+
+
+def test_a_node_failing_its_health_check_after_the_reboot_stops_the_rollout(
+    ctx, machine, cluster
+):
+    reason = "health: mounts: /home not mounted"
+    jobs = [(1, "COMPLETED", "compute-0"), (2, "PENDING", "compute-1")]
+    slurm_answers(
+        machine,
+        jobs,
+        [
+            node("compute-0", SINCE + 30, "IDLE", "DRAIN", reason=reason, changed=SINCE + 29),
+            node("compute-1", 100),
+        ],
+    )
+
+    out = ctx.run(ctx.on.update_status(), recorded(cluster, rollout(*jobs)))
+
+    assert out.unit_status == ops.BlockedStatus(
+        f"rebuild compute stopped: compute-0 failed ({reason}); 0/2 done"
+    )
+    assert ["scontrol", "hold", "2"] in machine.commands
+
+
+@pytest.mark.parametrize(
+    ("reason", "setter", "boot"),
+    [
+        ("health: mounts: /home not mounted", "alice", SINCE + 30),  # not the check's drain
+        ("maintenance after the reboot", "root", SINCE + 30),  # an operator's
+        ("health: mounts: /home not mounted", "root", 100),  # not rebooted by this rollout
+    ],
+)
+def test_another_drain_does_not_stop_the_rollout(ctx, machine, cluster, reason, setter, boot):
+    jobs = [(1, "COMPLETED", "compute-0"), (2, "PENDING", "compute-1")]
+    drained = node(
+        "compute-0", boot, "IDLE", "DRAIN", reason=reason, changed=SINCE + 40, setter=setter
+    )
+    slurm_answers(machine, jobs, [drained, node("compute-1", 100)])
+
+    out = ctx.run(ctx.on.update_status(), recorded(cluster, rollout(*jobs)))
+
+    assert out.unit_status.name == "maintenance"
+    assert not machine.ran("scontrol", "hold")
 
 
 def test_a_node_down_before_the_rollout_does_not_stop_it(ctx, machine, cluster):

@@ -263,6 +263,50 @@ def test_of_two_nodes_drained_at_once_past_the_share_the_later_resumes_itself() 
     assert hc.keeps_its_drain(both, NAME, 100)
 
 
+def test_a_node_failing_after_a_rebuild_is_drained_whatever_the_share() -> None:
+    partition = [node(), health_drained("compute-1")]
+
+    decision = hc.decide(failing("mounts"), node(), lambda: partition, 50, rebuilt=True)
+
+    assert (decision.action, decision.report) == ("drain", "drained, rollout stopped")
+
+
+ROLLOUT = "rebuild:compute:1795618800:"
+
+
+@pytest.mark.parametrize(
+    ("comments", "expected"),
+    [
+        (f"{ROLLOUT}reboot:{NAME}\n", ROLLOUT),
+        (f"{ROLLOUT}upgrade:{NAME}\n", ROLLOUT),
+        (f"{ROLLOUT}reboot:compute-1\n", None),  # another node's job
+        (f"{ROLLOUT}reboot:{NAME}\n{ROLLOUT}reboot:{NAME}\n", None),  # not one job
+        ("", None),
+    ],
+)
+def test_the_rebuild_job_of_this_node_names_its_rollout(
+    monkeypatch: pytest.MonkeyPatch, comments: str, expected: str | None
+) -> None:
+    monkeypatch.setattr(hc, "squeue", lambda *_: comments)
+
+    assert hc.rebuild_rollout(NAME) == expected
+
+
+def test_the_gate_holds_the_rollouts_pending_jobs_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    pending = (
+        f"41|{ROLLOUT}reboot:compute-1\n"
+        "42|rebuild:compute:1795610000:reboot:compute-2\n"  # an earlier rollout's
+        f"4x|{ROLLOUT}reboot:compute-3\n"
+        f"43|{ROLLOUT}upgrade:compute-4\n"
+    )
+    held: list[tuple[str, ...]] = []
+    monkeypatch.setattr(hc, "squeue", lambda *_: pending)
+    monkeypatch.setattr(hc, "scontrol", lambda *a: held.append(a) or "")
+
+    assert hc.hold_rollout(ROLLOUT) == ["41", "43"]
+    assert held == [("hold", "41"), ("hold", "43")]
+
+
 # The program's run: settings, Slurm, the state file.
 
 
@@ -283,6 +327,7 @@ def test_the_program_drains_through_scontrol_and_writes_its_state(
         return json.dumps({"nodes": records[:1] if NAME in arguments else records})
 
     monkeypatch.setattr(hc, "scontrol", scontrol)
+    monkeypatch.setattr(hc, "squeue", lambda *_: "")
 
     assert hc.main() == 0
 
@@ -295,3 +340,23 @@ def test_the_program_drains_through_scontrol_and_writes_its_state(
     state = json.loads(hc.STATE.read_text())
     assert state["problems"] == [{"check": "mounts", "seen": "/no-such-mount-here not mounted"}]
     assert state["report"] == "drained"
+
+
+def test_a_node_failing_the_gate_is_drained_and_its_rollout_held(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    answers = {
+        "--format=%k": f"{ROLLOUT}reboot:{NAME}\n",
+        "--format=%i|%k": f"41|{ROLLOUT}reboot:compute-1\n",
+    }
+    calls: list[tuple[str, ...]] = []
+    monkeypatch.setattr(hc, "squeue", lambda *a: answers[a[-1]])
+    monkeypatch.setattr(hc, "scontrol", lambda *a: calls.append(a) or "")
+
+    decision = hc.act(failing("mounts"), node(), "compute", 50)  # alone: 50% is no node
+
+    assert decision.report == "drained, rollout stopped"
+    assert calls == [
+        ("update", f"nodename={NAME}", "state=drain", "reason=health: mounts: /home not mounted"),
+        ("hold", "41"),
+    ]

@@ -43,6 +43,9 @@ COMMAND_TIMEOUT = 8.0
 """Seconds one `scontrol` call may take: at most five calls and the checks stay well within
 the 60 s slurmd allows the program."""
 _GPU_DEVICE = re.compile(r"nvidia[0-9]+")
+_JOB_ID = re.compile(r"[0-9]{1,10}")
+REBUILD_PARTITION = "rebuild"
+"""The slurmctld charm's hidden partition of rebuild jobs (`hpc_libs.slurm.base`)."""
 
 
 class UndecidedError(Exception):
@@ -405,8 +408,14 @@ def decide(
     node: NodeRecord,
     members: Callable[[], list[NodeRecord]],
     max_drain: int,
+    *,
+    rebuilt: bool = False,
 ) -> Decision:
-    """Decide the node's drain or resume from what the checks found."""
+    """Decide the node's drain or resume from what the checks found.
+
+    A node `rebuilt` (back from a rebuild's reboot, its rebuild job not ended) is the gate:
+    it is drained whatever the share, and the rollout stops.
+    """
     ours = drained_by_health(node)
     states: list[str] = node.get("state") or []
     if not outcome.problems:
@@ -419,9 +428,9 @@ def decide(
         return Decision(None if same else "drain", reason, report="drained")
     if "DRAIN" in states:
         return Decision(None, reason, report="drained by someone else")
-    if not drain_allowed(members(), str(node.get("name")), max_drain):
+    if not rebuilt and not drain_allowed(members(), str(node.get("name")), max_drain):
         return Decision(None, reason, report="not drained: health-max-drain reached")
-    return Decision("drain", reason, report="drained")
+    return Decision("drain", reason, report="drained, rollout stopped" if rebuilt else "drained")
 
 
 # Slurm.
@@ -429,16 +438,69 @@ def decide(
 
 def scontrol(*arguments: str) -> str:
     """Run scontrol; raise UndecidedError on any failure."""
+    return slurm_command("scontrol", *arguments)
+
+
+def squeue(*arguments: str) -> str:
+    """Run squeue on the rebuild partition's jobs of root; raise UndecidedError on failure."""
+    return slurm_command(
+        "squeue",
+        "--noheader",
+        "--all",
+        f"--partition={REBUILD_PARTITION}",
+        "--user=root",
+        *arguments,
+    )
+
+
+def slurm_command(*argv: str) -> str:
+    """Run a Slurm command; raise UndecidedError on any failure."""
     try:
         return subprocess.run(
-            ["scontrol", *arguments],
+            list(argv),
             capture_output=True,
             text=True,
             timeout=COMMAND_TIMEOUT,
             check=True,
         ).stdout
     except (OSError, subprocess.SubprocessError) as e:
-        raise UndecidedError(f"scontrol {arguments[0]}: {e}") from e
+        raise UndecidedError(f"{argv[0]} {argv[1]}: {e}") from e
+
+
+def rebuild_rollout(name: str) -> str | None:
+    """Return `rebuild:<partition>:<start>:` of this node's rebuild job; None without one.
+
+    The slurmctld charm submits the rebuild jobs as root, with this comment (its
+    `rebuild.comment`); the job waits for the node while it reboots (CONFIGURING) and runs
+    once it registered. Only root's jobs are read, so no line is a user's. A failing squeue
+    reads as no rebuild.
+    """
+    try:
+        output = squeue(f"--nodelist={name}", "--states=CONFIGURING,RUNNING", "--format=%k")
+    except UndecidedError as e:  # the share decides, as for a node not rebuilt
+        log(f"cannot ask about a rebuild: {e}")
+        return None
+    lines = [line for line in output.split("\n") if line]
+    if len(lines) != 1:
+        return None
+    match = re.fullmatch(
+        rf"(rebuild:[a-z][a-z0-9-]*:[0-9]+:)(?:upgrade|reboot):{re.escape(name)}", lines[0]
+    )
+    return match[1] if match else None
+
+
+def hold_rollout(prefix: str) -> list[str]:
+    """Hold the rollout's jobs not started yet (as the RebootProgram does on its failure).
+
+    Its next node must not reboot before the slurmctld charm sees this one failed the gate.
+    """
+    held: list[str] = []
+    for line in squeue("--states=PENDING", "--format=%i|%k").split("\n"):
+        job, separator, comment = line.partition("|")
+        if separator and _JOB_ID.fullmatch(job) and comment.startswith(prefix):
+            scontrol("hold", job)
+            held.append(job)
+    return held
 
 
 def show_nodes(name: str | None = None) -> list[NodeRecord]:
@@ -463,6 +525,28 @@ def log(message: str) -> None:
     print(f"slurmd-charm-health: {message}", file=sys.stderr)
 
 
+def act(outcome: Outcome, node: NodeRecord, partition: str, max_drain: int) -> Decision:
+    """Decide, then drain or resume the node; a failing Slurm command is the report."""
+    name = str(node.get("name"))
+    try:
+        rollout = rebuild_rollout(name) if outcome.problems else None
+        members = lambda: partition_members(show_nodes(), partition)  # noqa: E731
+        decision = decide(outcome, node, members, max_drain, rebuilt=rollout is not None)
+        if decision.action == "drain":
+            scontrol("update", f"nodename={name}", "state=drain", f"reason={decision.reason}")
+            if rollout is not None:
+                hold_rollout(rollout)
+            elif not keeps_its_drain(members(), name, max_drain):
+                scontrol("update", f"nodename={name}", "state=resume")
+                return Decision(None, decision.reason, "not drained: health-max-drain reached")
+        elif decision.action == "resume":
+            scontrol("update", f"nodename={name}", "state=resume")
+    except UndecidedError as e:
+        log(f"cannot drain or resume: {e}")
+        return Decision(None, report=f"cannot drain or resume: {e}")
+    return decision
+
+
 def main() -> int:
     """Check the node, drain or resume it, write the outcome. Always exit 0 once decided."""
     started = time.monotonic()
@@ -479,23 +563,9 @@ def main() -> int:
     node = found[0]
     timeout = float(settings.get("timeout", DEFAULT_TIMEOUT))
     outcome = run_checks(node_checks(settings, node, Path("/")), timeout + 2)
-    partition = str(settings.get("partition", ""))
-    max_drain = int(settings.get("max_drain", 50))
-    try:
-        decision = decide(
-            outcome, node, lambda: partition_members(show_nodes(), partition), max_drain
-        )
-        if decision.action == "drain":
-            scontrol("update", f"nodename={name}", "state=drain", f"reason={decision.reason}")
-            members = partition_members(show_nodes(), partition)
-            if not keeps_its_drain(members, name, max_drain):
-                scontrol("update", f"nodename={name}", "state=resume")
-                decision = Decision(None, decision.reason, "not drained: health-max-drain reached")
-        elif decision.action == "resume":
-            scontrol("update", f"nodename={name}", "state=resume")
-    except UndecidedError as e:
-        log(f"cannot drain or resume: {e}")
-        decision = Decision(None, report=f"cannot drain or resume: {e}")
+    decision = act(
+        outcome, node, str(settings.get("partition", "")), int(settings.get("max_drain", 50))
+    )
     state = {
         "problems": [{"check": p.check, "seen": p.seen} for p in outcome.problems],
         "undecided": outcome.undecided,
