@@ -330,9 +330,7 @@ def test_a_failed_node_stops_the_rollout_and_is_named_with_slurms_reason(ctx, ma
     assert ["scontrol", "hold", "3,4"] in machine.commands
 
 
-def test_a_node_failing_its_health_check_after_the_reboot_stops_the_rollout(
-    ctx, machine, cluster
-):
+def test_a_node_failing_its_health_check_after_the_reboot_stops_the_rollout(ctx, machine, cluster):
     reason = "health: mounts: /home not mounted"
     jobs = [(1, "COMPLETED", "compute-0"), (2, "PENDING", "compute-1")]
     slurm_answers(
@@ -353,14 +351,15 @@ def test_a_node_failing_its_health_check_after_the_reboot_stops_the_rollout(
 
 
 @pytest.mark.parametrize(
-    ("reason", "setter", "boot"),
+    "drain",
     [
         ("health: mounts: /home not mounted", "alice", SINCE + 30),  # not the check's drain
         ("maintenance after the reboot", "root", SINCE + 30),  # an operator's
         ("health: mounts: /home not mounted", "root", 100),  # not rebooted by this rollout
     ],
 )
-def test_another_drain_does_not_stop_the_rollout(ctx, machine, cluster, reason, setter, boot):
+def test_another_drain_does_not_stop_the_rollout(ctx, machine, cluster, drain):
+    reason, setter, boot = drain
     jobs = [(1, "COMPLETED", "compute-0"), (2, "PENDING", "compute-1")]
     drained = node(
         "compute-0", boot, "IDLE", "DRAIN", reason=reason, changed=SINCE + 40, setter=setter
