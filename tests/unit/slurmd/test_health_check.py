@@ -304,7 +304,7 @@ def test_the_gate_holds_the_rollouts_pending_jobs_only(monkeypatch: pytest.Monke
     monkeypatch.setattr(hc, "scontrol", lambda *a: held.append(a) or "")
 
     assert hc.hold_rollout(ROLLOUT) == ["41", "43"]
-    assert held == [("hold", "41"), ("hold", "43")]
+    assert held == [("hold", "41,43")]
 
 
 # The program's run: settings, Slurm, the state file.
@@ -360,3 +360,16 @@ def test_a_node_failing_the_gate_is_drained_and_its_rollout_held(
         ("update", f"nodename={NAME}", "state=drain", "reason=health: mounts: /home not mounted"),
         ("hold", "41"),
     ]
+
+
+def test_a_bug_in_the_program_still_exits_0_so_slurmd_registers(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """slurmd runs the program at its start until it exits 0, and registers only then."""
+
+    def broken() -> int:
+        raise KeyError("bug")
+
+    monkeypatch.setattr(hc, "check_node", broken)
+
+    assert hc.main() == 0
