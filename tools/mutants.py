@@ -1348,6 +1348,14 @@ MUTATIONS = [
         "tests/unit/slurmd/test_health_check.py::"
         "test_a_mount_that_does_not_answer_fails_in_time_and_never_hangs",
     ),
+    Mutation(
+        "rebuild-ignores-the-health-gate",
+        "charms/slurmctld/src/rebuild.py::progress",
+        "any(map(node.has_state, FAILED_STATES)) or failed_the_gate(node, since)",
+        "any(map(node.has_state, FAILED_STATES))",
+        "tests/unit/slurmctld/test_rebuild.py::"
+        "test_a_node_failing_its_health_check_after_the_reboot_stops_the_rollout",
+    ),
 ]
 
 
