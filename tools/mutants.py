@@ -1356,6 +1356,33 @@ MUTATIONS = [
         "tests/unit/slurmctld/test_rebuild.py::"
         "test_a_node_failing_its_health_check_after_the_reboot_stops_the_rollout",
     ),
+    Mutation(
+        "lost-jobs-follow-a-script-link",
+        "charms/slurmctld/src/lost_jobs.py::_read_owned_file",
+        "flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC",
+        "flags = os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC",
+        "tests/unit/slurmctld/test_lost_jobs.py::test_a_script_that_is_a_link_is_not_followed",
+    ),
+    Mutation(
+        "lost-jobs-report-a-job-the-controller-knows",
+        "charms/slurmctld/src/lost_jobs.py::LostJobs._scan",
+        "if self.scontrol.knows_job(job_id):",
+        "if False:",
+        "tests/unit/slurmctld/test_lost_jobs.py::test_a_job_the_controller_knows_is_not_reported",
+    ),
+    Mutation(
+        "lost-jobs-resubmit-as-root",
+        "charms/slurmctld/src/lost_jobs.py::resubmit",
+        '            "setpriv",\n'
+        '            f"--reuid={user.pw_uid}",\n'
+        '            f"--regid={user.pw_gid}",\n'
+        '            "--init-groups",\n'
+        '            "--reset-env",\n'
+        '            "--",\n',
+        "",
+        "tests/unit/slurmctld/test_lost_jobs.py::"
+        "test_resubmit_runs_sbatch_as_the_user_from_the_kept_files",
+    ),
 ]
 
 

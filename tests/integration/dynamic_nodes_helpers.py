@@ -126,6 +126,22 @@ def is_idle(record: dict[str, Any] | None) -> bool:
     return "IDLE" in states and not states & UNAVAILABLE
 
 
+def wait_idle(juju: jubilant.Juju, name: str, *, timeout: float) -> dict[str, Any]:
+    """Wait until node `name` is idle and schedulable; a timeout says its last state and reason."""
+    last: dict[str, Any] = {}
+
+    def probe() -> dict[str, Any] | None:
+        record = node(juju, name)
+        last.update(record or {"state": ["UNKNOWN TO SLURMCTLD"]})
+        return record if is_idle(record) else None
+
+    try:
+        return poll(probe, timeout=timeout, what=f"{name} idle")
+    except AssertionError as e:
+        seen = f"state {sorted(node_states(last))}, reason {last.get('reason', '')!r}"
+        raise AssertionError(f"{e}; {name} was {seen}") from None
+
+
 def all_nodes_idle(juju: jubilant.Juju, names: list[str]) -> bool:
     """Whether every named node is registered, idle and schedulable."""
     known = nodes(juju)

@@ -45,6 +45,7 @@ from dynamic_nodes_helpers import (
     submit,
     submit_sleep,
     try_sh,
+    wait_idle,
     wait_job,
     wait_running,
 )
@@ -429,6 +430,7 @@ def test_removing_the_leader_elects_another_unit_which_keeps_serving(cluster: ju
         what="the new leader's partition-config (MaxTime=02:00:00) in slurmctld",
     )
     wait_active(cluster)
+    wait_idle(cluster, "compute-1", timeout=REACT)
     ran_on = sh(cluster, "srun -p compute -N1 printenv SLURMD_NODENAME", wait=60)
     assert ran_on.split() == ["compute-1"]
     assert "compute-0" not in nodes(cluster)

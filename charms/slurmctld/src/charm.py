@@ -12,6 +12,7 @@ import controllers
 import credentials
 import exporter_service
 import facts
+import lost_jobs
 import major_upgrade
 import native_metrics
 import ops
@@ -102,6 +103,9 @@ class SlurmctldCharm(SlurmCharm[SlurmctldConfig]):
             wake_event=WAKE_EVENT,
             manager=self.slurmctld,
         )
+        self.lost_jobs = lost_jobs.LostJobs(
+            self, self.scontrol, manager=self.slurmctld, slurm_user=SLURM_USER
+        )
         self.retirement = retire.Retirement(self, SLURMD, self.peer, self.scontrol, WAKE_EVENT)
         self.partitions = partitions.Partitions(self.slurmd, self.scontrol, self.retirement.watch)
         self.native_metrics = native_metrics.NativeMetrics(
@@ -156,6 +160,7 @@ class SlurmctldCharm(SlurmCharm[SlurmctldConfig]):
         self.exporter.reconcile(facts)
         self.cos_agent.publish()  # The Slurm release may have changed (upgrade, first install).
         self.takeover.reconcile(facts)
+        self.lost_jobs.reconcile(facts)  # Before placement may restart slurmctld (module doc).
         turn = self.placement.reconcile(facts)
         if turn is placement.Turn.FOLLOW:
             self._follow()
@@ -231,6 +236,7 @@ class SlurmctldCharm(SlurmCharm[SlurmctldConfig]):
             (self.rebuild.statuses, False),  # the rollouts,
             (self.auth_rotation.statuses, False),  # the key rotation
             (self.takeover.statuses, False),  # 8. the takeover repairs,
+            (self.lost_jobs.statuses, False),  # the jobs a takeover lost,
             (self.exporter.statuses, False),  # the exporter,
             (self._roles, False),  # each controller's role
         )

@@ -184,6 +184,31 @@ class Scontrol:
         jobs = self._query_or_none(["show", "job", str(job_id)], _JobsResponse)
         return next((j for j in jobs.jobs if j.job_id == job_id), None) if jobs else None
 
+    def knows_job(self, job_id: int) -> bool:
+        """Whether the controller holds any record for `job_id` (a job, or an array's task).
+
+        False only when scontrol says so: no record, or "Invalid job id" (not the looser
+        markers of `_query_or_none`: a wrong "unknown" here would report a job as lost).
+        """
+        command = ["scontrol", "show", "job", str(job_id), "--json"]
+        try:
+            result = host.run(command, timeout=self.timeout, check=False)
+        except SlurmOpsError as e:
+            raise _scontrol_error(e) from e
+        if result.returncode != 0 and "Invalid job id" in result.stderr + result.stdout:
+            return False
+        if result.returncode != 0:
+            raise ScontrolError(
+                f"{' '.join(command)} failed with exit status {result.returncode}",
+                command=command,
+                stderr=result.stderr or result.stdout,
+                returncode=result.returncode,
+            )
+        try:
+            return bool(_JobsResponse.model_validate(json.loads(result.stdout)).jobs)
+        except (ValueError, ValidationError) as e:
+            raise ScontrolError(f"cannot parse the output of {' '.join(command)}: {e}") from e
+
     def show_jobs(self) -> list[Job]:
         """Return every job the controller knows (ended ones for `MinJobAge`)."""
         return self._query(["show", "jobs"], _JobsResponse).jobs
