@@ -1317,6 +1317,46 @@ MUTATIONS = [
         "test_the_operator_chooses_return_to_service",
     ),
     Mutation(
+        "health-resumes-an-operators-drain",
+        "charms/slurmd/src/programs/health_check.py::decide",
+        "        if ours and outcome.healthy:",
+        '        if "DRAIN" in states and outcome.healthy:',
+        "tests/unit/slurmd/test_health_check.py::"
+        "test_a_drain_set_by_anyone_else_is_never_resumed_nor_replaced",
+    ),
+    Mutation(
+        "health-drains-past-the-share",
+        "charms/slurmd/src/programs/health_check.py::drain_allowed",
+        "    return len(others) + 1 <= limit",
+        "    return True",
+        "tests/unit/slurmd/test_health_check.py::"
+        "test_a_failing_node_is_not_drained_past_the_partitions_share",
+    ),
+    Mutation(
+        "health-hanging-check-blocks-slurmd",
+        "charms/slurmd/src/programs/health_check.py::run_checks",
+        "        thread.join(max(0.0, deadline - time.monotonic()))",
+        "        thread.join()",
+        "tests/unit/slurmd/test_health_check.py::"
+        "test_a_hanging_check_cannot_decide_and_never_blocks_slurmd",
+    ),
+    Mutation(
+        "health-hanging-mount-blocks-slurmd",
+        "charms/slurmd/src/programs/health_check.py::statvfs_all",
+        "        thread.join(max(0.0, deadline - time.monotonic()))",
+        "        thread.join()",
+        "tests/unit/slurmd/test_health_check.py::"
+        "test_a_mount_that_does_not_answer_fails_in_time_and_never_hangs",
+    ),
+    Mutation(
+        "rebuild-ignores-the-health-gate",
+        "charms/slurmctld/src/rebuild.py::progress",
+        "any(map(node.has_state, FAILED_STATES)) or failed_the_gate(node, since)",
+        "any(map(node.has_state, FAILED_STATES))",
+        "tests/unit/slurmctld/test_rebuild.py::"
+        "test_a_node_failing_its_health_check_after_the_reboot_stops_the_rollout",
+    ),
+    Mutation(
         "lost-jobs-follow-a-script-link",
         "charms/slurmctld/src/lost_jobs.py::_read_owned_file",
         "flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC",

@@ -20,7 +20,7 @@ from config import SlurmctldConfig
 from controllers import slurmctld_host
 from hpc_libs.interfaces.slurmctld_peer import ControllerHost, PartitionEntry
 from hpc_libs.interfaces.slurmdbd import DbdEntry
-from hpc_libs.slurm.base import JWT_KEY_NAME
+from hpc_libs.slurm.base import HEALTH_CHECK_PROGRAM, JWT_KEY_NAME
 from slurmutils import CGroupConfig, GresConfig, NodeSet, Partition, SlurmConfig
 
 LOG_DIR = "var/log/slurm"  # Relative to the manager's root; the charm creates it.
@@ -99,6 +99,18 @@ def failover_settings(
     return settings
 
 
+def health_settings(config: SlurmctldConfig) -> dict[str, Any]:
+    """slurm.conf's keys for the slurmd charm's node health check (its README: Node health).
+
+    slurmd runs the program at its start and every `HealthCheckInterval` s (0: at start only).
+    """
+    return {
+        "healthcheckprogram": HEALTH_CHECK_PROGRAM,
+        "healthcheckinterval": config.health_check_interval,
+        "healthchecknodestate": config.health_check_node_state.split(","),
+    }
+
+
 def render_slurm_conf(
     config: SlurmctldConfig,
     controllers: list[ControllerHost],
@@ -133,6 +145,7 @@ def render_slurm_conf(
             **accounting_settings(dbds),
             **failover_settings(config, placement, slurmctld_timeout),
             **rebuild.conf_settings(config.reboot_timeout),
+            **health_settings(config),
             **native_metrics.conf_settings(native_metrics_on),
         }
     )

@@ -412,6 +412,22 @@ def is_usable(state: str, flags: Iterable[str]) -> bool:
     return state in USABLE_STATES and not UNUSABLE_FLAGS.intersection(flags)
 
 
+_HEALTH_REASON_RE = re.compile(r"health: ([a-z][a-z-]{0,19}): ")
+"""The slurmd charm's health check drains with `health: <check>: <what it saw>`."""
+
+
+def health_check(line: NodeLine) -> str | None:
+    """Return the check a drained node failed, by its reason's prefix; None otherwise.
+
+    The check's name is a word of the charm's (`mounts`, `free-space`...). The program itself
+    resumes only drains whose setter is root as well; a reason any administrator writes the
+    same way shows here too, which an alert may as well say.
+    """
+    if "drain" not in line.flags or (match := _HEALTH_REASON_RE.match(line.reason)) is None:
+        return None
+    return match[1]
+
+
 def node_families(listing: str, reason_listing: str, snapshot: Snapshot) -> list[Family]:
     """Nodes by partition and state, flags, reasons, and partition CPUs and GPUs.
 
@@ -453,6 +469,12 @@ def node_families(listing: str, reason_listing: str, snapshot: Snapshot) -> list
     node_flags = Family(
         "slurm_node_flag_info", "A node's state flag (1).", "gauge", ("node", "flag")
     )
+    health = Family(
+        "slurm_node_health",
+        "0 for each check a node fails, drained by the slurmd charm's health check.",
+        "gauge",
+        ("node", "check"),
+    )
     usable = Family(
         "slurm_partition_nodes_usable",
         "Nodes of the partition that can run a job: not down, drained or unresponsive.",
@@ -472,6 +494,8 @@ def node_families(listing: str, reason_listing: str, snapshot: Snapshot) -> list
             node_flags.set(line.node, flag, value=1)
         for flag in line.flags:
             flagged.add(line.partition, flag)
+        if (check := health_check(line)) is not None:
+            health.set(line.node, check, value=0)
         if line.reason:
             reasons.set(line.node, line.reason, value=1)
             if line.reason_since is not None:
@@ -481,7 +505,10 @@ def node_families(listing: str, reason_listing: str, snapshot: Snapshot) -> list
         gpus.add(line.partition, "total", value=line.gpus_total)
         gpus.add(line.partition, "allocated", value=line.gpus_allocated)
         gpus.add(line.partition, "idle", value=max(0, line.gpus_total - line.gpus_allocated))
-    return [nodes, flagged, usable, node_state, node_flags, reasons, since, cpus, gpus, *cluster]
+    return [
+        *(nodes, flagged, usable, node_state, node_flags, reasons, since, health, cpus, gpus),
+        *cluster,
+    ]
 
 
 def _cluster_node_families() -> list[Family]:

@@ -229,6 +229,24 @@ def test_a_failing_source_is_counted_and_the_last_success_kept() -> None:
     assert _series(samples, "slurm_nodes")
 
 
+def test_a_node_drained_by_the_health_check_has_its_failed_check() -> None:
+    nodes = (
+        "bad|debug|idle+drain|0/4/0/4|(null)|(null)|\n"
+        "operator|debug|idle+drain|0/4/0/4|(null)|(null)|\n"
+        "resumed|debug|idle|0/4/0/4|(null)|(null)|\n"
+        "odd|debug|idle+drain|0/4/0/4|(null)|(null)|\n"
+    )
+    reasons = (
+        "bad|debug|1795618809|health: mounts: /home not mounted\n"
+        "operator|debug|1795618809|maintenance, health: mounts: later\n"
+        "resumed|debug|1795618809|health: cpus: 2 CPUs online, registered 4\n"
+        "odd|debug|1795618809|health: Mounts} 1: x\n"
+    )
+    samples = _scrape(_collector(FakeSlurm(sinfo=nodes, sinfo_reasons=reasons)))
+
+    assert _series(samples, "slurm_node_health") == {(("check", "mounts"), ("node", "bad")): 0}
+
+
 def test_hostile_slurm_output_cannot_add_a_series() -> None:
     """A reason is free text set by any operator: it stays one label value, escaped."""
     nodes = (

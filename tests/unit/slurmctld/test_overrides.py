@@ -127,6 +127,8 @@ def test_cgroup_parameters_merge_but_the_plugin_stays_the_charms():
         "ResumeTimeout",
         "PriorityWeightPartition",
         "EnforcePartLimits",
+        "HealthCheckProgram",
+        "HealthCheckInterval",
     ],
 )
 def test_keys_the_charm_owns_are_refused_by_name(key: str):
