@@ -35,11 +35,12 @@ fails is skipped and counted, never guessed. prometheus-client escapes what is l
 
 import re
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Annotated, Any, TypeVar, cast
 
 from hpc_libs.slurm import grammar
+from hpc_libs.slurm.scontrol import ControllerPing
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
 
 SEPARATOR = "|"
@@ -692,31 +693,14 @@ class Ping:
     up: bool
 
 
-class _PingEntry(_Parsed):
-    hostname: str = ""
-    responding: bool = False
-    pinged: str = "UP"  # 26.05 dropped it: `responding` alone says it.
-
-
-class _Pings(_Parsed):
-    pings: list[_PingEntry] = Field(default_factory=list[_PingEntry])
-
-
-def parse_pings(output: str) -> list[Ping]:
-    """Parse `scontrol ping --json` (24.11 and 26.05).
+def controller_pings(controllers: Sequence[ControllerPing]) -> list[Ping]:
+    """Return the controllers' answers (`scontrol.parse_pings`), each host a label.
 
     Raises:
-        ValueError: The output is not ping's JSON, or a host name breaks Slurm's grammar.
+        ValueError: A host name breaks Slurm's grammar.
 
     """
-    try:
-        entries = _Pings.model_validate_json(output).pings
-    except ValidationError as e:
-        raise ValueError(f"not scontrol ping's JSON: {e}") from e
-    return [
-        Ping(host=name_label(p.hostname), up=p.responding and p.pinged.upper() == "UP")
-        for p in entries
-    ]
+    return [Ping(host=name_label(c.hostname), up=c.is_up) for c in controllers]
 
 
 def in_control(pings: list[Ping]) -> str | None:
