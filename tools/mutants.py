@@ -1330,7 +1330,7 @@ MUTATIONS = [
         "nodeset=node_set(app)",
         "nodeset=None",
         "tests/unit/hpc_libs/test_partition_wire.py::"
-        "test_the_previous_slurmctld_serves_this_releases_slurmd_as_it_served_its_own",
+        "test_this_releases_slurmd_sends_the_keys_and_still_the_node_set",
     ),
     Mutation(
         "leader-remembers-no-nodeset-for-the-previous-release",

@@ -42,7 +42,7 @@ import logging
 from typing import Annotated, Any, cast
 
 import ops
-from pydantic import BaseModel, Field, ValidationError, field_validator
+from pydantic import BaseModel, Field, ValidationError, ValidationInfo, field_validator
 
 from hpc_libs.interfaces.base import (
     DatabagModel,
@@ -140,6 +140,15 @@ def _valid_items(model: type[BaseModel], value: Any, field: str) -> Any:
     return kept
 
 
+LIST_ITEMS: dict[str, type[BaseModel]] = {
+    "partitions": PartitionEntry,
+    "departed_nodes": DepartedNode,
+    "controllers": ControllerSlot,
+    "rollouts": Rollout,
+}
+"""The peer memory's lists and the model of their entries: a bad entry is skipped alone."""
+
+
 class SlurmctldPeerData(DatabagModel):
     """The slurmctld application's peer databag."""
 
@@ -158,25 +167,11 @@ class SlurmctldPeerData(DatabagModel):
         """Name the partitions the leader serves and does not retire, sorted."""
         return sorted(name for name, p in self.served().items() if not p.retiring)
 
-    @field_validator("partitions", mode="before")
+    @field_validator(*LIST_ITEMS, mode="before")
     @classmethod
-    def _partitions(cls, value: Any) -> Any:
-        return _valid_items(PartitionEntry, value, "partitions")
-
-    @field_validator("departed_nodes", mode="before")
-    @classmethod
-    def _departed(cls, value: Any) -> Any:
-        return _valid_items(DepartedNode, value, "departed_nodes")
-
-    @field_validator("controllers", mode="before")
-    @classmethod
-    def _controllers(cls, value: Any) -> Any:
-        return _valid_items(ControllerSlot, value, "controllers")
-
-    @field_validator("rollouts", mode="before")
-    @classmethod
-    def _rollouts(cls, value: Any) -> Any:
-        return _valid_items(Rollout, value, "rollouts")
+    def _lists(cls, value: Any, info: ValidationInfo) -> Any:
+        field = str(info.field_name)
+        return _valid_items(LIST_ITEMS[field], value, field)
 
     @field_validator("native_metrics", mode="before")
     @classmethod
