@@ -16,6 +16,7 @@ it shows any user, and it is told the operator's `PrivateData` so that it neithe
 serves what that hides (see `slurm_exporter.exporter`).
 """
 
+import dataclasses
 import logging
 import sys
 from collections.abc import Iterator, Sequence
@@ -96,20 +97,19 @@ def service_unit_text(
             "Restart=always",
             "RestartSec=5",
             *HARDENING,
-            "",
-            "[Install]",
-            "WantedBy=multi-user.target",
-            "",
+            *systemd.STARTED_AT_BOOT,
         ]
     )
 
 
+@dataclasses.dataclass(eq=False)
 class ExporterService:
     """Install and keep running the exporter's service; paths below `root` for tests."""
 
-    def __init__(self, root: Path = Path("/")) -> None:
-        self.root = root
-        self.service = systemd.Service(SERVICE_UNIT)
+    root: Path = Path("/")
+    service: systemd.Service = dataclasses.field(
+        default_factory=lambda: systemd.Service(SERVICE_UNIT)
+    )
 
     def reconcile(self, facts: Facts) -> None:
         """Keep the exporter running on this unit, whatever its role; a failure is logged."""

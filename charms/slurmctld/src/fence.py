@@ -27,6 +27,7 @@ returned, and meanwhile the last success ages. Probing and killing use this mach
 process ids, never a unit's cgroup.
 """
 
+import dataclasses
 import logging
 from pathlib import Path
 
@@ -82,20 +83,19 @@ def service_unit_text(checkpoint: str, state_dir: str, grace: int, user: str) ->
             "RestartSec=1",
             f"RuntimeDirectory={Path(RUNTIME_DIR).name}",
             "RuntimeDirectoryPreserve=yes",
-            "",
-            "[Install]",
-            "WantedBy=multi-user.target",
-            "",
+            *systemd.STARTED_AT_BOOT,
         ]
     )
 
 
+@dataclasses.dataclass(eq=False)
 class Fence:
     """The watchdog of this controller (see the module doc); paths from `root` for tests."""
 
-    def __init__(self, root: Path = Path("/")) -> None:
-        self.root = root
-        self.service = systemd.Service(SERVICE_UNIT)
+    root: Path = Path("/")
+    service: systemd.Service = dataclasses.field(
+        default_factory=lambda: systemd.Service(SERVICE_UNIT)
+    )
 
     def _at(self, path: str) -> Path:
         return self.root / path.lstrip("/")

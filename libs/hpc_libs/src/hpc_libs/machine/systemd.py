@@ -27,6 +27,8 @@ JOURNAL_TIMEOUT = 10.0
 """Seconds to read a unit's journal for the reason it failed."""
 JOURNAL_LINES = 50
 SKIP_SYSV = {"SYSTEMCTL_SKIP_SYSV": "1"}
+STARTED_AT_BOOT = ("", "[Install]", "WantedBy=multi-user.target", "")
+"""The last lines of a unit the machine starts at boot once it is enabled."""
 """For `enable` and `disable`: systemctl skips `systemd-sysv-install`. Debian's Slurm packages
 also ship SysV init scripts, and syncing their `/etc/rc?.d` links (update-rc.d) took 0.2 s of
 every enable on a lab machine; systemd, PID 1 on every base the charms support, never reads
