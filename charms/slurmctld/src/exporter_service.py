@@ -84,21 +84,19 @@ def service_unit_text(
         argv += ["--private-data", ",".join(private)]
     directories = list(path) or python_path()
     wake.exec_line(directories)  # Checks each directory is a plain word.
-    return "\n".join(
+    return systemd.service_text(
+        "slurmctld",
         [
-            "# Written by the slurmctld charm.",
-            "[Unit]",
             "Description=Prometheus exporter of Slurm (the slurmctld charm's)",
             "After=network-online.target",
-            "",
-            "[Service]",
+        ],
+        [
             f"Environment=PYTHONPATH={':'.join(directories)}",
             f"ExecStart={wake.exec_line(argv)}",
             "Restart=always",
             "RestartSec=5",
             *HARDENING,
-            *systemd.STARTED_AT_BOOT,
-        ]
+        ],
     )
 
 

@@ -71,20 +71,16 @@ def program_text() -> str:
 
 def service_unit_text(checkpoint: str, state_dir: str, grace: int, user: str) -> str:
     """Return the watchdog's service: always running, restarted if it ever stops."""
-    return "\n".join(
+    return systemd.service_text(
+        "slurmctld",
+        ["Description=Stop slurmctld while this machine cannot write the shared Slurm state"],
         [
-            "# Written by the slurmctld charm.",
-            "[Unit]",
-            "Description=Stop slurmctld while this machine cannot write the shared Slurm state",
-            "",
-            "[Service]",
             f"ExecStart={PROGRAM} {checkpoint} {state_dir} {grace} {user}",
             "Restart=always",
             "RestartSec=1",
             f"RuntimeDirectory={Path(RUNTIME_DIR).name}",
             "RuntimeDirectoryPreserve=yes",
-            *systemd.STARTED_AT_BOOT,
-        ]
+        ],
     )
 
 
