@@ -101,6 +101,17 @@ def charm_fixtures(name: str, charm_type: type[ops.CharmBase], manager: type[Any
     return ctx, manager_at_tmp_path
 
 
+def retried_once_mended(
+    ctx: testing.Context[ops.CharmBase], machine: "FakeMachine", out: testing.State, service: str
+) -> testing.State:
+    """Mend the machine and forget its calls: the next event (update-status) restarts `service`."""
+    machine.heal()
+    machine.service_calls.clear()
+    out = ctx.run(ctx.on.update_status(), out)
+    assert machine.calls("restart") == [service]
+    return out
+
+
 def already_installed(charm_type: str, version: str = SLURM_VERSION) -> testing.StoredState:
     """Stored state saying the charm's `SlurmInstaller` installed `version` in an earlier hook.
 
