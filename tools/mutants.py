@@ -716,14 +716,14 @@ MUTATIONS = [
     ),
     Mutation(
         "rebuild-partition-shown-to-users",
-        "charms/slurmctld/src/rebuild.py::partition_settings",
+        "charms/slurmctld/src/rebuild.py::hidden_partition",
         '        "hidden": True,\n',
         '        "hidden": False,\n',
         "tests/unit/slurmctld/test_rebuild.py::test_the_rebuild_partition_covers_every_node_set_hidden_root_only_and_never_default",
     ),
     Mutation(
         "rebuild-partition-open-to-users",
-        "charms/slurmctld/src/rebuild.py::partition_settings",
+        "charms/slurmctld/src/rebuild.py::hidden_partition",
         '        "rootonly": True,\n',
         "",
         "tests/unit/slurmctld/test_rebuild.py::test_the_rebuild_partition_covers_every_node_set_hidden_root_only_and_never_default",
@@ -1435,6 +1435,46 @@ MUTATIONS = [
         "data_parser.offered_by_list(listed))",
         "tests/unit/slurmctld/test_actions_scaling_view.py::"
         "test_the_operator_may_name_an_older_version_both_know",
+    ),
+    Mutation(
+        "slurmctld-requires-the-nodeset-again",
+        "libs/hpc_libs/src/hpc_libs/interfaces/slurmd.py::ComputeData.is_complete",
+        "return self.partition is not None",
+        "return self.partition is not None and self.nodeset is not None",
+        "tests/unit/hpc_libs/test_partition_wire.py::"
+        "test_this_releases_slurmctld_serves_an_old_slurmds_partition_with_or_without_nodeset",
+    ),
+    Mutation(
+        "slurmd-stops-sending-the-nodeset-a-release-early",
+        "libs/hpc_libs/src/hpc_libs/interfaces/slurmd.py::ComputeData.published",
+        "nodeset=node_set(app)",
+        "nodeset=None",
+        "tests/unit/hpc_libs/test_partition_wire.py::"
+        "test_this_releases_slurmd_sends_the_keys_and_still_the_node_set",
+    ),
+    Mutation(
+        "leader-remembers-no-nodeset-for-the-previous-release",
+        "libs/hpc_libs/src/hpc_libs/interfaces/slurmctld_peer.py::PartitionEntry.serving",
+        "nodeset=node_set(name)",
+        "nodeset=None",
+        "tests/unit/hpc_libs/test_partition_wire.py::"
+        "test_this_releases_leader_remembers_what_the_previous_release_reads_back",
+    ),
+    Mutation(
+        "partition-spec-keeps-the-datas-names",
+        "libs/hpc_libs/src/hpc_libs/slurm/partition.py::PartitionSpec.of",
+        " if k not in NAMES",
+        "",
+        "tests/unit/slurmctld/test_slurmctld_waits_and_failures.py::"
+        "test_a_remembered_partition_gets_its_names_forced_again",
+    ),
+    Mutation(
+        "exporter-ping-hosts-unchecked",
+        "exporter/src/slurm_exporter/metrics.py::controller_pings",
+        "host=name_label(c.hostname)",
+        "host=c.hostname",
+        "tests/unit/exporter/test_exporter.py::"
+        "test_a_ping_it_cannot_read_is_a_failed_ping_and_no_controller_series",
     ),
 ]
 

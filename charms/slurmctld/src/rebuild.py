@@ -47,8 +47,10 @@ from hpc_libs.interfaces.slurmctld_peer import (
 from hpc_libs.machine import host
 from hpc_libs.slurm import queue
 from hpc_libs.slurm.base import REBOOT_PROGRAM, REBUILD_PARTITION
+from hpc_libs.slurm.partition import PartitionSpec, node_set
 from hpc_libs.slurm.scontrol import Node, Timestamp
 from pydantic import BaseModel, ValidationError
+from slurmutils import Partition
 
 logger = logging.getLogger(__name__)
 
@@ -66,22 +68,19 @@ FAILED_STATES = ("DOWN", "FAIL", "FAILING", "INVALID_REG")
 WAITING_STATES = frozenset({"PENDING", "CONFIGURING", "RUNNING"})
 
 
-def partition_settings(partitions: Mapping[str, PartitionEntry]) -> dict[str, Any] | None:
+def hidden_partition(partitions: Mapping[str, PartitionEntry]) -> Partition | None:
     """Return the rebuild partition over every serving partition's node set; None without any.
 
-    Dynamic nodes join a partition through its node set (`Feature=<app>`), so the rebuild
-    partition lists the node sets, not nodes. A retiring partition's nodes are left alone.
+    Dynamic nodes join a partition through its node set (`Feature=<app>`, named after the
+    application: `hpc_libs.slurm.partition`), so the rebuild partition lists the node sets,
+    not nodes. A retiring partition's nodes are left alone.
     """
     nodesets = sorted(
-        str((record.nodeset or {}).get("nodeset") or name)
-        for name, record in partitions.items()
-        if not record.retiring
+        node_set(name)["nodeset"] for name, record in partitions.items() if not record.retiring
     )
     if not nodesets:
         return None
-    return {
-        "partitionname": PARTITION,
-        "nodes": nodesets,
+    keys = {
         "default": False,
         "hidden": True,
         "rootonly": True,
@@ -92,6 +91,7 @@ def partition_settings(partitions: Mapping[str, PartitionEntry]) -> dict[str, An
         "maxtime": MAX_TIME_MINUTES,
         "state": "up",
     }
+    return PartitionSpec.of(keys).over(PARTITION, nodesets)
 
 
 PRIORITY_WEIGHT_PARTITION = 100000

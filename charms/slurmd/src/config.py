@@ -6,9 +6,10 @@ from typing import Annotated, Any, Literal
 import pydantic
 from hpc_libs.charm.config import Parameters, SlurmCharmConfig, parsed_parameters
 from hpc_libs.errors import ConfigError
-from hpc_libs.interfaces.slurmd import ComputeData, named_partition
+from hpc_libs.interfaces.slurmd import ComputeData
 from hpc_libs.slurm import grammar, parameters
 from hpc_libs.slurm.parameters import Policy, owned_by
+from hpc_libs.slurm.partition import PartitionSpec
 from slurmutils import Node, Partition
 
 PARTITION_PARAMETERS = Policy(
@@ -131,14 +132,14 @@ class SlurmdConfig(SlurmCharmConfig):
 
 
 def partition_data(app: str, partition_config: Parameters) -> ComputeData:
-    """Return the application's partition and node set, with `partition-config`'s settings.
+    """Return what the application publishes: `partition-config`'s keys, and its node set.
 
-    Raises ConfigError naming the first bad key; the result passes the same grammar check
-    slurmctld applies when it reads it.
+    Raises ConfigError naming the first bad key; the keys pass the same check slurmctld
+    applies when it reads them (`PartitionSpec`).
     """
-    settings = partition_config.get()
-    partition, nodeset = named_partition(app, settings)
+    fields = partition_config.get()
     try:
-        return ComputeData(partition=partition, nodeset=nodeset)
-    except ValueError as e:  # pydantic's ValidationError, raised by the grammar check.
+        spec = PartitionSpec.of(fields)
+    except ValueError as e:  # A GrammarError names the key.
         raise ConfigError(f"partition-config: {e}") from e
+    return ComputeData.published(app, spec)

@@ -10,6 +10,7 @@ import pytest
 from hpc_libs.errors import ConfigError
 from hpc_libs.interfaces.slurmctld_peer import PartitionEntry
 from hpc_libs.slurm import grammar, parameters
+from hpc_libs.slurm.partition import PartitionSpec
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from ops import testing
@@ -337,7 +338,9 @@ def test_no_value_of_a_known_key_adds_a_line_or_a_key(pairs: list[tuple[str, str
 
 def entries(*names: str, retiring: str = "") -> dict[str, PartitionEntry]:
     return {
-        name: PartitionEntry(name=name, partition={}, nodeset={}, retiring=name == retiring)
+        name: PartitionEntry.serving(name, PartitionSpec()).model_copy(
+            update={"retiring": name == retiring}
+        )
         for name in names
     }
 

@@ -10,6 +10,7 @@ import json
 
 import ops
 import pytest
+from hpc_libs.slurm.partition import PartitionSpec
 from ops import testing
 from test_charm_slurmctld import compute_relation, databag, memory, running, slurm_conf
 
@@ -127,7 +128,7 @@ def test_without_compute_partitions_there_is_no_rebuild_partition(ctx, machine, 
 
 def test_a_slurmd_application_named_rebuild_is_refused(partitions_module):
     with pytest.raises(ValueError, match="reserved"):
-        partitions_module.partition_record("rebuild", {"partitionname": "rebuild"}, {})
+        partitions_module.partition_record("rebuild", PartitionSpec())
 
 
 # The jobs: one per node, spread over max-unavailable singleton names.

@@ -5,6 +5,7 @@ All paths are built from `root` (default `/`), so unit tests point a manager at 
 
 import base64
 import binascii
+import dataclasses
 import json
 import logging
 import re
@@ -75,6 +76,7 @@ M = TypeVar("M", bound=Model)
 _UNSAFE_OPTION_CHARS = re.compile(r'["\\$`\n]')
 
 
+@dataclasses.dataclass(eq=False)
 class KeyFile:
     """A secret key file of random bytes, exchanged between units as base64 text.
 
@@ -88,18 +90,11 @@ class KeyFile:
     daemon's fingerprint of slurm.key changes whenever the key set does.
     """
 
-    def __init__(
-        self,
-        path: Path,
-        *,
-        size: int,
-        owner: str = SLURM_USER,
-        key_set_path: Path | None = None,
-    ) -> None:
-        self.path = path
-        self.size = size
-        self.owner = owner
-        self.key_set_path = key_set_path
+    path: Path
+    _: dataclasses.KW_ONLY
+    size: int
+    owner: str = SLURM_USER
+    key_set_path: Path | None = None
 
     def generate(self) -> str:
         """Return a new random key as base64 text (not written; pass it to `set`)."""
