@@ -203,24 +203,10 @@ class Scontrol:
         False only when scontrol says so: no record, or "Invalid job id" (not the looser
         markers of `_query_or_none`: a wrong "unknown" here would report a job as lost).
         """
-        command = ["scontrol", "show", "job", str(job_id), "--json"]
-        try:
-            result = host.run(command, timeout=self.timeout, check=False)
-        except SlurmOpsError as e:
-            raise _scontrol_error(e) from e
-        if result.returncode != 0 and "Invalid job id" in result.stderr + result.stdout:
-            return False
-        if result.returncode != 0:
-            raise ScontrolError(
-                f"{' '.join(command)} failed with exit status {result.returncode}",
-                command=command,
-                stderr=result.stderr or result.stdout,
-                returncode=result.returncode,
-            )
-        try:
-            return bool(_JobsResponse.model_validate(json.loads(result.stdout)).jobs)
-        except (ValueError, ValidationError) as e:
-            raise ScontrolError(f"cannot parse the output of {' '.join(command)}: {e}") from e
+        jobs = self._query_or_none(
+            ["show", "job", str(job_id)], _JobsResponse, unknown=("Invalid job id",)
+        )
+        return bool(jobs and jobs.jobs)
 
     def show_jobs(self) -> list[Job]:
         """Return every job the controller knows (ended ones for `MinJobAge`)."""
@@ -338,8 +324,13 @@ class Scontrol:
             )
         return result
 
-    def _query_or_none(self, args: list[str], response: type[R]) -> R | None:
-        """Run `scontrol <args> --json` and parse it; None if the object does not exist."""
+    def _query_or_none(
+        self, args: list[str], response: type[R], unknown: tuple[str, ...] = _UNKNOWN_MARKERS
+    ) -> R | None:
+        """Run `scontrol <args> --json` and parse it; None if the object does not exist.
+
+        A failure whose output carries one of the `unknown` markers means "does not exist".
+        """
         command = ["scontrol", *args, "--json"]
         try:
             result = host.run(command, timeout=self.timeout, check=False)
@@ -348,7 +339,7 @@ class Scontrol:
         if result.returncode != 0:
             # With --json, scontrol may report errors in the JSON document on stdout.
             output = result.stderr + result.stdout
-            if any(marker in output for marker in _UNKNOWN_MARKERS):
+            if any(marker in output for marker in unknown):
                 return None
             raise ScontrolError(
                 f"{' '.join(command)} failed with exit status {result.returncode}",
