@@ -6,11 +6,9 @@ tests/unit/autoscaler/fixtures, copied and renamed.
 """
 
 import datetime as dt
-import importlib.util
 import json
 import sys
 from pathlib import Path
-from types import ModuleType
 
 from pytest_benchmark.fixture import BenchmarkFixture
 from slurm_autoscale.decide import decide
@@ -18,22 +16,13 @@ from slurm_autoscale.policy import AppPolicy
 from slurm_autoscale.slurm import parse_view
 
 ROOT = Path(__file__).parents[1]
+sys.path.insert(0, str(ROOT / "tests" / "unit" / "autoscaler"))
+
+from autoscaler_recorded import load_scaling_view  # noqa: E402 (the sys.path line above)
+
 FIXTURES = ROOT / "tests" / "unit" / "autoscaler" / "fixtures"
 NODES, JOBS = 64, 10_000
 RECORDED = 1795630780
-
-
-def scaling_view() -> ModuleType:
-    """The slurmctld charm's action module, under a name no charm uses."""
-    name = "bench_slurmctld_scaling_view"
-    if name not in sys.modules:
-        path = ROOT / "charms" / "slurmctld" / "src" / "scaling_view.py"
-        spec = importlib.util.spec_from_file_location(name, path)
-        assert spec is not None and spec.loader is not None
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module
-        spec.loader.exec_module(module)
-    return sys.modules[name]
 
 
 def answers() -> list[str]:
@@ -51,7 +40,7 @@ def answers() -> list[str]:
 
 
 def test_the_action_reads_64_nodes_and_10000_queued_jobs(benchmark: BenchmarkFixture):
-    module = scaling_view()
+    module = load_scaling_view()
     texts = answers()
 
     def action():
@@ -63,7 +52,7 @@ def test_the_action_reads_64_nodes_and_10000_queued_jobs(benchmark: BenchmarkFix
 
 
 def test_one_pass_at_64_nodes_and_10000_queued_jobs(benchmark: BenchmarkFixture):
-    module = scaling_view()
+    module = load_scaling_view()
     results = module.as_results(module.view(*answers(), ["compute"], RECORDED, version="v0.0.42"))
     units = [f"compute/{i}" for i in range(NODES)]
     rule = AppPolicy.model_validate({"max": 128, "step": 8})

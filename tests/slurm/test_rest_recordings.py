@@ -16,7 +16,6 @@ Re-record (both suites; the files are trimmed and anonymised, see `trimmed`):
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import shutil
@@ -39,6 +38,10 @@ pytestmark = [
 ]
 
 REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO / "tests" / "unit" / "autoscaler"))
+
+from autoscaler_recorded import load_scaling_view  # noqa: E402 (the sys.path line above)
+
 RECORDED = REPO / "tests/unit/autoscaler/recorded"
 MACHINE = "rest-rec"
 HOST = "host-0"
@@ -101,19 +104,6 @@ request = urllib.request.Request(
 with urllib.request.urlopen(request, timeout=30) as answer:
     sys.stdout.write(answer.read().decode())
 """
-
-
-def scaling_view() -> Any:
-    """The slurmctld charm's `scaling_view` module (the path the autoscaler's reading takes)."""
-    name = "slurmctld_scaling_view"
-    if name not in sys.modules:
-        path = REPO / "charms/slurmctld/src/scaling_view.py"
-        spec = importlib.util.spec_from_file_location(name, path)
-        assert spec is not None and spec.loader is not None
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module
-        spec.loader.exec_module(module)
-    return sys.modules[name]
 
 
 def wait_for(what: str, probe: Any, timeout: float = 60) -> Any:
@@ -191,7 +181,7 @@ def test_every_offered_version_reads_as_the_same_queue(rest: Rest) -> None:
     spec = rest.get("/openapi/v3")
     offered = data_parser.offered_by_openapi(spec)
     chosen = data_parser.choose(offered)
-    module = scaling_view()
+    module = load_scaling_view()
     release = ""
     views: dict[str, Any] = {}
     recordings: dict[str, dict[str, Any]] = {}
