@@ -385,17 +385,23 @@ def test_every_command_has_a_timeout(
 # Leaving the cluster: sackd stopped and disabled, slurm.key deleted, never an error.
 
 
-def own_departure(relation: testing.Relation) -> testing.Relation:
-    """The relation as this unit's own relation-departed sees it.
+def depart_self(
+    ctx: testing.Context[ops.CharmBase], state: testing.State, relation: testing.Relation
+) -> testing.State:
+    """Run this unit's own relation-departed on `state` (joined through `relation`).
 
     Scenario names the departing unit `<remote app>/<n>`, so the remote app is given this
     charm's name for the departing unit to be this unit (sackd/0).
     """
-    return testing.Relation(
+    departing = testing.Relation(
         "slurmctld",
         id=relation.id,
         remote_app_name="sackd",
         remote_app_data=dict(relation.remote_app_data),
+    )
+    return ctx.run(
+        ctx.on.relation_departed(departing, remote_unit=0, departing_unit=0),
+        with_relation(state, departing),
     )
 
 
@@ -403,12 +409,8 @@ def test_its_own_relation_departed_stops_sackd_and_deletes_the_key(
     ctx: testing.Context[ops.CharmBase], machine: FakeMachine, sackd_root: Path
 ):
     state, relation = joined(ctx, machine, ["10.0.0.1"])
-    departing = own_departure(relation)
 
-    out = ctx.run(
-        ctx.on.relation_departed(departing, remote_unit=0, departing_unit=0),
-        with_relation(state, departing),
-    )
+    out = depart_self(ctx, state, relation)
 
     assert machine.calls("stop") == ["sackd"]
     assert machine.calls("disable") == ["sackd"]
@@ -422,12 +424,8 @@ def test_its_own_departure_deletes_the_key_set_of_a_rotation_too(
     state, relation = joined(ctx, machine, ["10.0.0.1"])
     key_set = key_path(sackd_root).with_name("slurm.jwks")  # as an auth key rotation leaves it
     key_set.write_text('{"keys": []}')
-    departing = own_departure(relation)
 
-    ctx.run(
-        ctx.on.relation_departed(departing, remote_unit=0, departing_unit=0),
-        with_relation(state, departing),
-    )
+    depart_self(ctx, state, relation)
 
     assert not key_path(sackd_root).exists()
     assert not key_set.exists()
@@ -437,11 +435,7 @@ def test_after_departing_no_event_configures_sackd_again(
     ctx: testing.Context[ops.CharmBase], machine: FakeMachine, sackd_root: Path
 ):
     state, relation = joined(ctx, machine, ["10.0.0.1"])
-    departing = own_departure(relation)
-    out = ctx.run(
-        ctx.on.relation_departed(departing, remote_unit=0, departing_unit=0),
-        with_relation(state, departing),
-    )
+    out = depart_self(ctx, state, relation)
     machine.service_calls.clear()
 
     out = ctx.run(ctx.on.update_status(), with_relation(out, relation))
@@ -481,11 +475,7 @@ def test_a_second_disconnect_succeeds(
     ctx: testing.Context[ops.CharmBase], machine: FakeMachine, sackd_root: Path
 ):
     state, relation = joined(ctx, machine, ["10.0.0.1"])
-    departing = own_departure(relation)
-    out = ctx.run(
-        ctx.on.relation_departed(departing, remote_unit=0, departing_unit=0),
-        with_relation(state, departing),
-    )
+    out = depart_self(ctx, state, relation)
 
     out = ctx.run(ctx.on.relation_broken(relation), with_relation(out, relation))
     out = ctx.run(ctx.on.relation_broken(relation), with_relation(out, relation))
