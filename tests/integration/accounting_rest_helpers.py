@@ -18,6 +18,7 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 import jubilant
+from dynamic_nodes_helpers import leader
 from hpc_libs.slurm import data_parser
 
 T = TypeVar("T")
@@ -296,6 +297,23 @@ def api_version(openapi: dict[str, Any]) -> str:
     """
     offered = data_parser.offered_by_openapi(openapi)
     return data_parser.choose(offered, os.environ.get("SLURM_REST_API_VERSION") or None)
+
+
+def rest_api(juju: jubilant.Juju, rest_unit: str = "slurmrestd/0") -> tuple[str, str, str]:
+    """The REST API of `rest_unit` as `http` calls it from LOGIN (the client installed there).
+
+    Returns its base URL, a root token from slurmctld's leader, and the data_parser version to
+    speak (`api_version` of the served OpenAPI spec, which must answer 200).
+    """
+    status = juju.status()
+    base = f"http://{status.apps['slurmrestd'].units[rest_unit].public_address}:6820"
+    ctl = leader(status, "slurmctld")
+    assert ctl is not None
+    token = juju.run(ctl, "token", {"username": "root"}).results["token"]
+    install_client(juju)
+    code, spec = http(juju, f"{base}/openapi/v3", token)
+    assert code == 200, spec
+    return base, token, api_version(spec)
 
 
 def start_watch(

@@ -148,6 +148,21 @@ def all_nodes_idle(juju: jubilant.Juju, names: list[str]) -> bool:
     return all(is_idle(known.get(n)) for n in names)
 
 
+def wait_all_idle(juju: jubilant.Juju, names: list[str], *, timeout: float = 60) -> None:
+    """Wait until every named node is registered, idle and schedulable (`all_nodes_idle`)."""
+    poll(lambda: all_nodes_idle(juju, names), timeout=timeout, what=f"{' and '.join(names)} idle")
+
+
+def job_words(out: str) -> dict[str, str]:
+    """`scontrol show job -o` output as a dict of its `key=value` words (the first of a key)."""
+    fields: dict[str, str] = {}
+    for word in out.split():
+        key, sep, value = word.partition("=")
+        if sep and key not in fields:
+            fields[key] = value
+    return fields
+
+
 def job(juju: jubilant.Juju, job_id: str) -> dict[str, Any] | None:
     """A job's record from `scontrol show job --json` (kept MinJobAge, 300 s, after it ends).
 

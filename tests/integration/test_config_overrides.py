@@ -28,12 +28,12 @@ import jubilant
 import pytest
 from deploy_helpers import deploy_slurm, wait_for_active
 from dynamic_nodes_helpers import (
-    all_nodes_idle,
     partition,
     poll,
     reconfigure_count,
     sh,
     slurm_conf_fingerprint,
+    wait_all_idle,
 )
 
 SETTLE = 10 * 60
@@ -93,11 +93,7 @@ def cluster(juju: jubilant.Juju, charm_path: Callable[[str], Path]) -> jubilant.
     """slurmctld, slurmd applications `compute` (older) and `debug`, and `login`, all active."""
     deploy_slurm(juju, charm_path, computes=(("compute", 1), ("debug", 1)))
     wait_active(juju)
-    poll(
-        lambda: all_nodes_idle(juju, ["compute-0", "debug-0"]),
-        timeout=60,
-        what="compute-0 and debug-0 idle",
-    )
+    wait_all_idle(juju, ["compute-0", "debug-0"])
     return juju
 
 

@@ -45,6 +45,7 @@ from dynamic_nodes_helpers import (
     submit,
     submit_sleep,
     try_sh,
+    wait_all_idle,
     wait_idle,
     wait_job,
     wait_running,
@@ -99,11 +100,7 @@ def cluster(juju: jubilant.Juju, charm_path: Callable[[str], Path]) -> jubilant.
     juju.deploy(charm_path("slurmd"), "compute", num_units=2, config=LAB_OPTIONS)
     juju.integrate("slurmctld:slurmd", "compute:slurmctld")
     wait_active(juju)
-    poll(
-        lambda: all_nodes_idle(juju, ["compute-0", "compute-1"]),
-        timeout=60,
-        what="compute-0 and compute-1 idle",
-    )
+    wait_all_idle(juju, ["compute-0", "compute-1"])
     return juju
 
 
@@ -162,11 +159,7 @@ def test_scaling_up_enlists_nodes_without_reconfigure_or_conf_write(cluster: jub
 
     cluster.add_unit("compute", num_units=2)
     wait_active(cluster)
-    poll(
-        lambda: all_nodes_idle(cluster, ["compute-2", "compute-3"]),
-        timeout=60,
-        what="compute-2 and compute-3 idle",
-    )
+    wait_all_idle(cluster, ["compute-2", "compute-3"])
 
     assert reconfigure_count(cluster) - reconfigures == 0
     assert slurm_conf_fingerprint(cluster) == conf

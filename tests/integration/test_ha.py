@@ -22,9 +22,7 @@ from typing import Any
 import jubilant
 import pytest
 from accounting_rest_helpers import (
-    api_version,
-    http,
-    install_client,
+    rest_api,
     start_watch,
     stop_watch,
     summarize_watch,
@@ -297,15 +295,8 @@ def test_the_rest_api_answers_across_a_failover(cluster: jubilant.Juju):
         poll(lambda: len(ping_hosts(cluster)) >= 2, timeout=120, what="a second controller")
     hosts = ping_hosts(cluster)
     poll(lambda: all_controllers_up(cluster, hosts), timeout=180, what=f"{hosts} all UP")
-    status = cluster.status()
-    base = f"http://{status.apps['slurmrestd'].units['slurmrestd/0'].public_address}:6820"
-    ctl = leader(status, "slurmctld")
-    assert ctl is not None
-    token = cluster.run(ctl, "token", {"username": "root"}).results["token"]
-    install_client(cluster)
-    code, spec = http(cluster, f"{base}/openapi/v3", token)
-    assert code == 200, spec
-    url = f"{base}/slurm/{api_version(spec)}/nodes"
+    base, token, version = rest_api(cluster)
+    url = f"{base}/slurm/{version}/nodes"
     start_watch(cluster, url, token, rate=REST_RATE, seconds=600)
     time.sleep(5)
 

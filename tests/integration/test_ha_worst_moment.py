@@ -29,7 +29,7 @@ from typing import Any
 import jubilant
 import pytest
 from deploy_helpers import deploy_slurm
-from dynamic_nodes_helpers import all_nodes_idle, poll
+from dynamic_nodes_helpers import all_nodes_idle, job_words, poll
 from ha_helpers import (
     FaultKind,
     exec_on,
@@ -106,13 +106,7 @@ def on_node(juju: jubilant.Juju, command: str, timeout: float = 30) -> str:
 
 def job_fields(juju: jubilant.Juju, job_id: str) -> dict[str, str]:
     """`scontrol show job -o` of one job as a dict (empty if it cannot be read)."""
-    out = try_exec(juju, f"timeout 15 scontrol show job -o {job_id}", wait=30) or ""
-    fields: dict[str, str] = {}
-    for word in out.split():
-        key, sep, value = word.partition("=")
-        if sep and key not in fields:
-            fields[key] = value
-    return fields
+    return job_words(try_exec(juju, f"timeout 15 scontrol show job -o {job_id}", wait=30) or "")
 
 
 def node_fields(juju: jubilant.Juju) -> dict[str, Any]:

@@ -39,6 +39,7 @@ from deploy_helpers import deploy_slurm
 from dynamic_nodes_helpers import (
     all_nodes_idle,
     job_time,
+    job_words,
     leader,
     node_states,
     nodes,
@@ -150,13 +151,7 @@ def pending_victim(juju: jubilant.Juju) -> str:
 
 def job_fields(juju: jubilant.Juju, job_id: str) -> dict[str, str]:
     """`scontrol show job -o` of one of root's jobs as a dict (no user text in its fields)."""
-    out = exec_on(juju, f"scontrol show job -o {job_id}")
-    fields: dict[str, str] = {}
-    for word in out.split():
-        key, sep, value = word.partition("=")
-        if sep and key not in fields:
-            fields[key] = value
-    return fields
+    return job_words(exec_on(juju, f"scontrol show job -o {job_id}"))
 
 
 WATCHED = ("JobState", "Reason", "Priority", "Restarts", "EndTime")

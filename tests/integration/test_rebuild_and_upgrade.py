@@ -45,7 +45,7 @@ from typing import Any
 
 import jubilant
 import pytest
-from accounting_rest_helpers import api_version, http, install_client
+from accounting_rest_helpers import http, rest_api
 from conftest import on_real_juju
 from deploy_helpers import deploy_accounting, deploy_rest_api, deploy_slurm
 from dynamic_nodes_helpers import (
@@ -54,7 +54,6 @@ from dynamic_nodes_helpers import (
     is_idle,
     job_state,
     job_time,
-    leader,
     node_states,
     nodes,
     poll,
@@ -431,15 +430,7 @@ def runs_installed_binary(juju: jubilant.Juju, unit: str, service: str) -> str:
 
 def rest_release(juju: jubilant.Juju) -> str:
     """The Slurm release slurmrestd reports in its own `ping` reply (`meta.slurm.release`)."""
-    status = juju.status()
-    base = f"http://{status.apps['slurmrestd'].units[REST].public_address}:6820"
-    ctl = leader(status, "slurmctld")
-    assert ctl is not None
-    token = juju.run(ctl, "token", {"username": "root"}).results["token"]
-    install_client(juju)
-    code, spec = http(juju, f"{base}/openapi/v3", token)
-    assert code == 200, spec
-    version = api_version(spec)
+    base, token, version = rest_api(juju, REST)
     code, body = http(juju, f"{base}/slurm/{version}/ping", token)
     assert code == 200, body
     data_parser.check_answer(body, version)

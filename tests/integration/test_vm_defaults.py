@@ -93,6 +93,11 @@ def on_node(juju: jubilant.Juju, command: str) -> str:
     return sh(juju, command, unit=COMPUTE)
 
 
+def node_processes(juju: jubilant.Juju) -> str:
+    """Every process's command line on the compute node, one a line."""
+    return on_node(juju, "ps -eo args")
+
+
 def job_state(juju: jubilant.Juju, job: str) -> str:
     return sh(juju, f"scontrol show job {job} -o", unit=LOGIN).split("JobState=", 1)[1].split()[0]
 
@@ -153,11 +158,7 @@ def test_a_step_gets_only_the_cores_it_asked_for(cluster: jubilant.Juju):
 def test_a_process_a_job_left_behind_is_gone_when_the_job_ends(cluster: jubilant.Juju):
     job = submit(cluster, "", "setsid sleep 4242 </dev/null >/dev/null 2>&1 & sleep 2")
     assert wait_state(cluster, job, {"COMPLETED", "FAILED"}) == "COMPLETED"
-    poll(
-        lambda: "sleep 4242" not in on_node(cluster, "ps -eo args"),
-        timeout=60,
-        what="leftover killed",
-    )
+    poll(lambda: "sleep 4242" not in node_processes(cluster), timeout=60, what="leftover killed")
 
 
 def test_scancel_leaves_no_child_of_the_job(cluster: jubilant.Juju):
@@ -165,18 +166,10 @@ def test_scancel_leaves_no_child_of_the_job(cluster: jubilant.Juju):
     # only the job's cgroup still holds it.
     job = submit(cluster, "", "(setsid sleep 4343 &); sleep 4343 & wait")
     wait_state(cluster, job, {"RUNNING"})
-    poll(
-        lambda: on_node(cluster, "ps -eo args").count("sleep 4343") == 2,
-        timeout=60,
-        what="children run",
-    )
+    poll(lambda: node_processes(cluster).count("sleep 4343") == 2, timeout=60, what="children run")
     sh(cluster, f"scancel {job}", unit=LOGIN)
     wait_state(cluster, job, {"CANCELLED"})
-    poll(
-        lambda: "sleep 4343" not in on_node(cluster, "ps -eo args"),
-        timeout=60,
-        what="children killed",
-    )
+    poll(lambda: "sleep 4343" not in node_processes(cluster), timeout=60, what="children killed")
 
 
 def test_slurmd_restarted_by_the_charm_keeps_the_running_job(cluster: jubilant.Juju):
@@ -193,7 +186,7 @@ def test_slurmd_restarted_by_the_charm_keeps_the_running_job(cluster: jubilant.J
     )
     time.sleep(5)
     assert job_state(cluster, job) == "RUNNING"
-    assert "slurm_script" in on_node(cluster, "ps -eo args")
+    assert "slurm_script" in node_processes(cluster)
     on_node(cluster, f"touch /tmp/release-{job}")
     assert wait_state(cluster, job, {"COMPLETED", "FAILED", "NODE_FAIL"}, 400) == "COMPLETED"
 
