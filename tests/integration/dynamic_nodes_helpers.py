@@ -153,6 +153,19 @@ def wait_all_idle(juju: jubilant.Juju, names: list[str], *, timeout: float = 60)
     poll(lambda: all_nodes_idle(juju, names), timeout=timeout, what=f"{' and '.join(names)} idle")
 
 
+def reboot_node(juju: jubilant.Juju, name: str, *, unit: str, timeout: float) -> None:
+    """Reboot node `name`'s machine (a command on `unit`); wait until Slurm sees a new boot."""
+    booted = job_time(nodes(juju)[name], "boot_time")
+    # A timer's default accuracy is a minute: without its own, the reboot comes 1-61 s later.
+    reboot = "systemd-run --on-active=1 --timer-property=AccuracySec=100ms systemctl reboot"
+    juju.exec(reboot, unit=unit, wait=120)
+    poll(
+        lambda: job_time(nodes(juju)[name], "boot_time") != booted,
+        timeout=timeout,
+        what=f"{name} rebooted",
+    )
+
+
 def job_words(out: str) -> dict[str, str]:
     """`scontrol show job -o` output as a dict of its `key=value` words (the first of a key)."""
     fields: dict[str, str] = {}

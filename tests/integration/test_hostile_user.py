@@ -38,12 +38,12 @@ import pytest
 from deploy_helpers import deploy_slurm
 from dynamic_nodes_helpers import (
     all_nodes_idle,
-    job_time,
     job_words,
     leader,
     node_states,
     nodes,
     poll,
+    reboot_node,
 )
 from ha_helpers import (
     LOGIN,
@@ -366,14 +366,7 @@ def restore_node(juju: jubilant.Juju, controller: str) -> None:
     exec_on(juju, f"rm -f {BROKEN_SOURCE}", unit=NODE_UNIT)
     juju.run(controller, "rebuild-cancel", {"partition": APP})
     juju.run(controller, "resume", {"nodename": NODE})
-    booted = job_time(nodes(juju)[NODE], "boot_time")
-    reboot = "systemd-run --on-active=1 --timer-property=AccuracySec=100ms systemctl reboot"
-    exec_on(juju, reboot, unit=NODE_UNIT)
-    poll(
-        lambda: job_time(nodes(juju)[NODE], "boot_time") != booted,
-        timeout=300,
-        what=f"{NODE} rebooted",
-    )
+    reboot_node(juju, NODE, unit=NODE_UNIT, timeout=300)
     poll(lambda: all_nodes_idle(juju, [NODE]) or None, timeout=180, what=f"{NODE} idle")
 
 

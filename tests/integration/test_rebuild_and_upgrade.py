@@ -57,6 +57,7 @@ from dynamic_nodes_helpers import (
     node_states,
     nodes,
     poll,
+    reboot_node,
     sh,
     submit,
     wait_job,
@@ -354,15 +355,7 @@ def recover(juju: jubilant.Juju, broken: str) -> None:
     sh(juju, f"rm -f {BROKEN_SOURCE}", unit=unit)
     juju.run(CONTROLLER, "rebuild-cancel", {"partition": "compute"})
     juju.run(CONTROLLER, "resume", {"nodename": broken})
-    booted = job_time(nodes(juju)[broken], "boot_time")
-    # A timer's default accuracy is a minute: without its own, the reboot comes 1-61 s later.
-    reboot = "systemd-run --on-active=1 --timer-property=AccuracySec=100ms systemctl reboot"
-    sh(juju, reboot, unit=unit)
-    poll(
-        lambda: job_time(nodes(juju)[broken], "boot_time") != booted,
-        timeout=ROLLOUT,
-        what=f"{broken} rebooted",
-    )
+    reboot_node(juju, broken, unit=unit, timeout=ROLLOUT)
     poll(lambda: all_nodes_idle(juju, list(ALL_NODES)), timeout=120, what="every node idle")
 
 
