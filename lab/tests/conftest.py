@@ -1,31 +1,15 @@
-"""What the lab's tests share: the `lab` mark's skip, a lab per module, and a Juju backend on one.
+"""What the lab's tests share: a lab per module, and a Juju backend on one.
 
 A test marked `lab` (a module's `pytestmark = pytest.mark.lab`) is skipped where the lab cannot
-run: without root, debootstrap or systemd-nspawn.
+run (the repository's conftest.py).
 """
 
-import os
-import shutil
 from collections.abc import Iterator
 
 import pytest
 from slurm_lab import rootfs
 from slurm_lab.juju import LabJuju
 from slurm_lab.machines import Lab
-
-LAB_MISSING = (
-    os.geteuid() != 0 or not shutil.which("debootstrap") or not shutil.which("systemd-nspawn")
-)
-
-
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Skip the tests marked `lab` where the lab cannot run."""
-    if not LAB_MISSING:
-        return
-    skip = pytest.mark.skip(reason="the lab needs root, debootstrap and systemd-nspawn")
-    for item in items:
-        if item.get_closest_marker("lab"):
-            item.add_marker(skip)
 
 
 @pytest.fixture(scope="module")

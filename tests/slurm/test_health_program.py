@@ -10,8 +10,6 @@ stands for a failing check; settings without it for the fix.
 from __future__ import annotations
 
 import json
-import os
-import shutil
 import statistics
 from pathlib import Path
 from typing import Any
@@ -19,13 +17,7 @@ from typing import Any
 import pytest
 from incluster import COMPUTES, PARTITION, Cluster
 
-pytestmark = [
-    pytest.mark.lab,
-    pytest.mark.skipif(
-        os.geteuid() != 0 or not shutil.which("debootstrap") or not shutil.which("systemd-nspawn"),
-        reason="the lab needs root, debootstrap and systemd-nspawn",
-    ),
-]
+pytestmark = pytest.mark.lab
 
 SOURCE = Path(__file__).resolve().parents[2] / "charms/slurmd/src/programs/health_check.py"
 PROGRAM = "/usr/local/sbin/slurmd-charm-health"

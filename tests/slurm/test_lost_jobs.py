@@ -13,9 +13,7 @@ would prove from accounting is given here. Afterwards slurmctld is the only cont
 from __future__ import annotations
 
 import importlib
-import os
 import re
-import shutil
 import struct
 import subprocess
 import sys
@@ -29,13 +27,7 @@ from slurm_lab.machines import Lab
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "charms" / "slurmctld" / "src"))
 lost_jobs = importlib.import_module("lost_jobs")
 
-pytestmark = [
-    pytest.mark.lab,
-    pytest.mark.skipif(
-        os.geteuid() != 0 or not shutil.which("debootstrap") or not shutil.which("systemd-nspawn"),
-        reason="the lab needs root, debootstrap and systemd-nspawn",
-    ),
-]
+pytestmark = pytest.mark.lab
 
 USER, UID = "lostjob", 2001
 STATE = "/var/lib/slurm/slurmctld"

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import importlib
 import os
-import shutil
 import sys
 import time
 from pathlib import Path
@@ -25,13 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "charms" / "slurmct
 native_metrics = importlib.import_module("native_metrics")  # The charm's modules, by name.
 takeover = importlib.import_module("takeover")
 
-pytestmark = [
-    pytest.mark.lab,
-    pytest.mark.skipif(
-        os.geteuid() != 0 or not shutil.which("debootstrap") or not shutil.which("systemd-nspawn"),
-        reason="the lab needs root, debootstrap and systemd-nspawn",
-    ),
-]
+pytestmark = pytest.mark.lab
 
 
 def query(cluster: Cluster, argv: list[str]) -> str:

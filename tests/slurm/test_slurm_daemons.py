@@ -8,9 +8,7 @@ back the way it found it.
 
 from __future__ import annotations
 
-import os
 import re
-import shutil
 import time
 from typing import Any
 
@@ -18,13 +16,7 @@ import pytest
 from incluster import COMPUTES, PARTITION, SLURMCTLD_LOG, Cluster, wait_for
 from slurm_lab.machines import Machine
 
-pytestmark = [
-    pytest.mark.lab,
-    pytest.mark.skipif(
-        os.geteuid() != 0 or not shutil.which("debootstrap") or not shutil.which("systemd-nspawn"),
-        reason="the lab needs root, debootstrap and systemd-nspawn",
-    ),
-]
+pytestmark = pytest.mark.lab
 
 SCONTROL = "from hpc_libs.slurm.scontrol import Scontrol\nscontrol = Scontrol()\n"
 RECONFIGURE_LINE = "Processing Reconfiguration Request"
