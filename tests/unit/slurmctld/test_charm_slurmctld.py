@@ -52,14 +52,26 @@ def running(*relations: testing.RelationBase, **kwargs) -> testing.State:
     The peer relation is there unless one is given: the controller's memory lives in it.
     """
     kwargs.setdefault("config", {})
+    kwargs.setdefault("leader", True)
     if not any(isinstance(r, testing.PeerRelation) for r in relations):
         relations = (*relations, testing.PeerRelation(PEER))
     return testing.State(
-        leader=True,
         relations=list(relations),
         secrets=[auth_secret(), jwt_secret()],
         stored_states={already_installed("SlurmctldCharm")},
         **kwargs,
+    )
+
+
+def with_new_key(state: testing.State, label: str, key: str) -> testing.State:
+    """`state` at the next event, its app secret `label` rotated to hold `key` (same id)."""
+    old = next(s for s in state.secrets if s.label == label)
+    new = testing.Secret(tracked_content={"key": key}, owner="app", label=label, id=old.id)
+    return testing.State(
+        leader=True,
+        relations=list(state.relations),
+        secrets=[new, *(s for s in state.secrets if s is not old)],
+        stored_states=state.stored_states,
     )
 
 

@@ -21,6 +21,7 @@ from test_charm_slurmctld import (
     later,
     running,
     slurm_conf,
+    with_new_key,
 )
 
 DBD = {"hostname": "dbd0", "address": "10.0.0.5", "port": 6819}
@@ -283,18 +284,8 @@ def test_a_controller_running_without_jwt_restarts_once_to_load_it(ctx, machine,
 
 
 def test_a_new_jwt_key_restarts_slurmctld(ctx, machine, tmp_path, settled):
-    state = settled(running())
-    old = secret(state, "slurm-jwt-key")
     new_key = base64.b64encode(b"z" * 32).decode()
-    rotated = testing.Secret(
-        tracked_content={"key": new_key}, owner="app", label="slurm-jwt-key", id=old.id
-    )
-    state = testing.State(
-        leader=True,
-        relations=list(state.relations),
-        secrets=[rotated, *(s for s in state.secrets if s is not old)],
-        stored_states=state.stored_states,
-    )
+    state = with_new_key(settled(running()), "slurm-jwt-key", new_key)
 
     ctx.run(ctx.on.config_changed(), state)
 

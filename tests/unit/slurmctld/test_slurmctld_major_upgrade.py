@@ -119,12 +119,10 @@ def test_a_backup_controller_waits_for_the_primary(ctx, machine: FakeMachine, tm
         peers_data={0: {"hostname": "ctl-0", "address": "10.0.0.1", "version": "24.11.5"}},
     )
     ctx_unit1 = second_unit(ctx)
-    state = running(slurmdbd_relation({**DBD, "version": "26.05.5"}), peer)
-    state = testing.State(
+    state = running(
+        slurmdbd_relation({**DBD, "version": "26.05.5"}),
+        peer,
         leader=False,
-        relations=state.relations,
-        secrets=state.secrets,
-        stored_states=state.stored_states,
         config={"slurm-package-source": FORKY},
     )
 
@@ -373,12 +371,9 @@ def test_a_new_leader_midway_keeps_slurmctld_timeout_raised(ctx, machine: FakeMa
             }
         },
     )
-    base = running(slurmdbd_relation({**DBD, "version": "26.05.5"}), peer)
-    state = testing.State(
-        leader=True,
-        relations=base.relations,
-        secrets=base.secrets,
-        stored_states=base.stored_states,
+    state = running(
+        slurmdbd_relation({**DBD, "version": "26.05.5"}),
+        peer,
         config={"slurm-package-source": FORKY},
     )
 

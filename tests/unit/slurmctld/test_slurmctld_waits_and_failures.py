@@ -18,6 +18,7 @@ from test_charm_slurmctld import (
     memory,
     running,
     slurm_conf,
+    with_new_key,
 )
 
 BUSY = "RUNNING,COMPLETING,CONFIGURING,SUSPENDED"
@@ -227,18 +228,8 @@ def test_failed_restart_is_retried_until_it_succeeds(ctx, machine, settled):
 
 
 def test_new_auth_key_restarts_and_is_recorded(ctx, machine, settled, tmp_path):
-    state = settled(running())
     new_key = base64.b64encode(b"n" * 1024).decode()
-    old = next(s for s in state.secrets if s.label == "slurm-auth-key")
-    secret = testing.Secret(
-        tracked_content={"key": new_key}, owner="app", label="slurm-auth-key", id=old.id
-    )
-    state = testing.State(
-        leader=True,
-        relations=list(state.relations),
-        secrets=[secret, *(s for s in state.secrets if s is not old)],
-        stored_states=state.stored_states,
-    )
+    state = with_new_key(settled(running()), "slurm-auth-key", new_key)
 
     out = ctx.run(ctx.on.config_changed(), state)
     assert machine.calls("restart") == ["slurmctld"]
