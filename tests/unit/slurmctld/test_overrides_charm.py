@@ -56,37 +56,41 @@ def test_the_operator_chooses_return_to_service(ctx, machine, tmp_path, settled)
     assert machine.ran(*RECONFIGURE) == [RECONFIGURE]
 
 
+def kept_after(ctx, machine, tmp_path, settled, *, event, bad: str) -> testing.State:
+    """Run `event` with `bad` parameters over valid ones: the file stays, unreconfigured."""
+    state = settled(running(config={"slurm-conf-parameters": "MaxJobCount=20000"}))
+    applied = slurm_conf(tmp_path)
+
+    out = ctx.run(event, later(state, config={"slurm-conf-parameters": bad}))
+
+    assert slurm_conf(tmp_path) == applied
+    assert machine.ran(*RECONFIGURE) == []
+    return out
+
+
 def test_a_refused_key_blocks_naming_it_and_keeps_the_last_valid_file(
     ctx, machine, tmp_path, settled
 ):
-    state = settled(running(config={"slurm-conf-parameters": "MaxJobCount=20000"}))
-    applied = slurm_conf(tmp_path)
     bad = "MaxJobCount=30000\nSlurmctldHost=evil(10.0.0.66)"
 
-    out = ctx.run(ctx.on.config_changed(), later(state, config={"slurm-conf-parameters": bad}))
+    out = kept_after(ctx, machine, tmp_path, settled, event=ctx.on.config_changed(), bad=bad)
 
     assert out.unit_status == testing.BlockedStatus(
         "invalid config option 'slurm-conf-parameters': SlurmctldHost is the charm's: the "
         "controllers are the slurmctld units"
     )
-    assert slurm_conf(tmp_path) == applied
-    assert machine.ran(*RECONFIGURE) == []
     assert machine.calls("restart") == []
 
 
 def test_a_bad_value_blocks_naming_the_key_and_keeps_the_last_valid_file(
     ctx, machine, tmp_path, settled
 ):
-    state = settled(running(config={"slurm-conf-parameters": "MaxJobCount=20000"}))
-    applied = slurm_conf(tmp_path)
     bad = "MaxJobCount=30000\nSchedulerParameters=bf_interval=45 PartitionName=all"
 
-    out = ctx.run(ctx.on.update_status(), later(state, config={"slurm-conf-parameters": bad}))
+    out = kept_after(ctx, machine, tmp_path, settled, event=ctx.on.update_status(), bad=bad)
 
     assert isinstance(out.unit_status, testing.BlockedStatus)
     assert "'slurm-conf-parameters': SchedulerParameters:" in out.unit_status.message
-    assert slurm_conf(tmp_path) == applied
-    assert machine.ran(*RECONFIGURE) == []
 
 
 SLURM_REFUSES = (
