@@ -8,6 +8,7 @@ rendered files of all the test's examples at its end, in one batch.
 import base64
 import json
 from collections import Counter
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 import harness
@@ -75,20 +76,36 @@ PARAMETER_OPTIONS = {
 }
 
 
-@pytest.mark.parametrize("option", sorted(PARAMETER_OPTIONS))
-def test_parameter_options(option: str, real_slurm: RealSlurm):
-    state = leader(compute())
-    surface = Surface(f"slurmctld option {option}", baseline(state))
+def fuzz_option(
+    option: str,
+    seeds: Sequence[Any],
+    strategy: st.SearchStrategy[Any],
+    real_slurm: RealSlurm,
+    *,
+    corpus: Sequence[Any] = (),
+    keys: Callable[[Any], Iterable[str]] = lambda value: (),
+) -> None:
+    """Set `option` of a leader serving a partition to each value, through config-changed.
 
-    def example(value: str) -> None:
+    `keys(value)`: the slurm.conf keys the value itself may add (the parameter options').
+    """
+    surface = Surface(f"slurmctld option {option}", baseline(leader(compute())))
+
+    def example(value: Any) -> None:
         out = harness.run(
             "slurmctld", config_changed, leader(compute(), config={option: value}), value
         )
-        surface.check(out, value, extra_keys=oracle.option_keys(value))
+        surface.check(out, value, extra_keys=keys(value))
 
-    seeds, corpus = PARAMETER_OPTIONS[option]
-    surface.run(seeds, s.parameters([*seeds, *corpus]), example, corpus)
+    surface.run(seeds, strategy, example, corpus)
     surface.finish(real_slurm)
+
+
+@pytest.mark.parametrize("option", sorted(PARAMETER_OPTIONS))
+def test_parameter_options(option: str, real_slurm: RealSlurm):
+    seeds, corpus = PARAMETER_OPTIONS[option]
+    strategy = s.parameters([*seeds, *corpus])
+    fuzz_option(option, seeds, strategy, real_slurm, corpus=corpus, keys=oracle.option_keys)
 
 
 SCALAR_SEEDS: dict[str, list[Any]] = {
@@ -111,17 +128,7 @@ def scalar_strategy(option: str) -> st.SearchStrategy[Any]:
 
 @pytest.mark.parametrize("option", sorted(SCALAR_SEEDS))
 def test_scalar_options(option: str, real_slurm: RealSlurm):
-    state = leader(compute())
-    surface = Surface(f"slurmctld option {option}", baseline(state))
-
-    def example(value: Any) -> None:
-        out = harness.run(
-            "slurmctld", config_changed, leader(compute(), config={option: value}), value
-        )
-        surface.check(out, value)
-
-    surface.run(SCALAR_SEEDS[option], scalar_strategy(option), example)
-    surface.finish(real_slurm)
+    fuzz_option(option, SCALAR_SEEDS[option], scalar_strategy(option), real_slurm)
 
 
 # future-nodes with max-node-count: placeholders fill Slurm's node table, so they are judged
