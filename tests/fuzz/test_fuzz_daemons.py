@@ -9,6 +9,7 @@ database's answer and its peers become slurmdbd.conf, which the real Slurm judge
 import base64
 import dataclasses
 import json
+from collections.abc import Iterable
 from typing import Any
 
 import harness
@@ -212,9 +213,23 @@ NODE_PARAMETER_SEEDS = [
 ]
 
 
-def test_slurmd_node_config_action():
+def slurmd_baseline() -> harness.Outcome:
+    """slurmd's outcome with a benign controller: installed, then its relation-changed."""
     benign = slurmctld()
-    base = harness.run("slurmd", changed(benign), installed("slurmd", benign), "baseline")
+    return harness.run("slurmd", changed(benign), installed("slurmd", benign), "baseline")
+
+
+def assert_node_conf_within(
+    out: harness.Outcome, base: harness.Outcome, what: str, extra: Iterable[str] = ()
+) -> None:
+    """`out`'s SLURMD_CONF names no key beyond the baseline's and `extra` (the input's own)."""
+    conf = out.files.get("etc/default/slurmd") or ""
+    allowed = _node_conf_keys(base.files["etc/default/slurmd"]) | {k.lower() for k in extra}
+    assert _node_conf_keys(conf) <= allowed, f"injection: {what} gave {conf}"
+
+
+def test_slurmd_node_config_action():
+    base = slurmd_baseline()
     surface = Surface("slurmd action node-config", base)
 
     def example(params: dict[str, Any]) -> None:
@@ -226,12 +241,8 @@ def test_slurmd_node_config_action():
             params,
         )
         surface.check(out, params)
-        conf = out.files.get("etc/default/slurmd") or ""
-        base_conf = base.files["etc/default/slurmd"]
         extra = oracle.option_keys(str(params.get("parameters", "")))
-        assert _node_conf_keys(conf) <= _node_conf_keys(base_conf) | {k.lower() for k in extra}, (
-            f"injection: node-config {params!r} gave {conf}"
-        )
+        assert_node_conf_within(out, base, f"node-config {params!r}", extra)
 
     seeds = [{"parameters": p} for p in NODE_PARAMETER_SEEDS] + [
         {"parameters": "RealMemory=2000", "reset": True}
@@ -266,8 +277,7 @@ HARDWARE_SEEDS = [
 
 def test_slurmd_hardware_detection():
     """`slurmd -C` output (the machine's, so a broken driver or hwloc) becomes SLURMD_CONF."""
-    benign = slurmctld()
-    base = harness.run("slurmd", changed(benign), installed("slurmd", benign), "baseline")
+    base = slurmd_baseline()
     surface = Surface("slurmd <- slurmd -C output", base)
 
     def example(output: str) -> None:
@@ -279,10 +289,7 @@ def test_slurmd_hardware_detection():
             "slurmd", changed(relation), installed("slurmd", relation), output, prepare
         )
         surface.check(out, output)
-        conf = out.files.get("etc/default/slurmd") or ""
-        assert _node_conf_keys(conf) <= _node_conf_keys(base.files["etc/default/slurmd"]), (
-            f"injection: slurmd -C {output!r} gave {conf}"
-        )
+        assert_node_conf_within(out, base, f"slurmd -C {output!r}")
 
     lines = [line for seed in HARDWARE_SEEDS[:1] for line in seed.split()]
     strategy = st.lists(s.mutated(lines), min_size=1, max_size=8).map(" ".join)
