@@ -9,14 +9,15 @@ database's answer and its peers become slurmdbd.conf, which the real Slurm judge
 import base64
 import dataclasses
 import json
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from pathlib import Path
 from typing import Any
 
 import harness
 import oracle
 import pytest
 import strategies as s
-from charm_testing import already_installed
+from charm_testing import FakeMachine, already_installed
 from hpc_libs.interfaces.slurmd import ComputeData
 from hypothesis import strategies as st
 from ops import testing
@@ -131,15 +132,19 @@ CONTROLLER_SEEDS = (
 )
 
 
+def daemon_baseline(
+    charm: str, prepare: Callable[[FakeMachine, Path], None] | None = None
+) -> harness.Outcome:
+    """`charm`'s outcome with a benign controller: installed, then its relation-changed."""
+    benign = slurmctld()
+    return harness.run(charm, changed(benign), installed(charm, benign), "baseline", prepare)
+
+
 @pytest.mark.parametrize("charm", DAEMONS)
 def test_controller_databag(charm: str, real_slurm: RealSlurm):
     """slurmctld's ControllerData, as every daemon reads it: controllers become --conf-server."""
     prepare = sackd_fetched if charm == "slurmrestd" else None
-    benign = slurmctld()
-    surface = Surface(
-        f"{charm} <- slurmctld ControllerData",
-        harness.run(charm, changed(benign), installed(charm, benign), "baseline", prepare),
-    )
+    surface = Surface(f"{charm} <- slurmctld ControllerData", daemon_baseline(charm, prepare))
 
     def example(raw: dict[str, str]) -> None:
         relation = slurmctld(raw)
@@ -181,11 +186,7 @@ def published_partition_is_valid(out: harness.Outcome, value: object) -> None:
 
 @pytest.mark.parametrize("option", sorted(SLURMD_OPTIONS))
 def test_slurmd_options(option: str):
-    benign = slurmctld()
-    surface = Surface(
-        f"slurmd option {option}",
-        harness.run("slurmd", changed(benign), installed("slurmd", benign), "baseline"),
-    )
+    surface = Surface(f"slurmd option {option}", daemon_baseline("slurmd"))
 
     def example(value: str) -> None:
         relation = slurmctld()
@@ -213,12 +214,6 @@ NODE_PARAMETER_SEEDS = [
 ]
 
 
-def slurmd_baseline() -> harness.Outcome:
-    """slurmd's outcome with a benign controller: installed, then its relation-changed."""
-    benign = slurmctld()
-    return harness.run("slurmd", changed(benign), installed("slurmd", benign), "baseline")
-
-
 def assert_node_conf_within(
     out: harness.Outcome, base: harness.Outcome, what: str, extra: Iterable[str] = ()
 ) -> None:
@@ -229,7 +224,7 @@ def assert_node_conf_within(
 
 
 def test_slurmd_node_config_action():
-    base = slurmd_baseline()
+    base = daemon_baseline("slurmd")
     surface = Surface("slurmd action node-config", base)
 
     def example(params: dict[str, Any]) -> None:
@@ -277,7 +272,7 @@ HARDWARE_SEEDS = [
 
 def test_slurmd_hardware_detection():
     """`slurmd -C` output (the machine's, so a broken driver or hwloc) becomes SLURMD_CONF."""
-    base = slurmd_baseline()
+    base = daemon_baseline("slurmd")
     surface = Surface("slurmd <- slurmd -C output", base)
 
     def example(output: str) -> None:
@@ -319,10 +314,7 @@ RESTD_OPTIONS: dict[str, list[Any]] = {
 
 @pytest.mark.parametrize("option", sorted(RESTD_OPTIONS))
 def test_slurmrestd_options(option: str):
-    benign = slurmctld()
-    base = harness.run(
-        "slurmrestd", changed(benign), installed("slurmrestd", benign), "baseline", sackd_fetched
-    )
+    base = daemon_baseline("slurmrestd", sackd_fetched)
     surface = Surface(f"slurmrestd option {option}", base)
 
     def example(value: Any) -> None:
@@ -346,8 +338,7 @@ def test_slurmrestd_options(option: str):
 
 
 def test_slurmdbd_conf_parameters(real_slurm: RealSlurm):
-    benign = slurmctld()
-    base = harness.run("slurmdbd", changed(benign), installed("slurmdbd", benign), "baseline")
+    base = daemon_baseline("slurmdbd")
     surface = Surface("slurmdbd option slurmdbd-conf-parameters", base)
 
     def example(value: str) -> None:
@@ -373,8 +364,7 @@ MYSQL_FIELDS = {
 
 
 def test_mysql_databag(real_slurm: RealSlurm):
-    benign = slurmctld()
-    base = harness.run("slurmdbd", changed(benign), installed("slurmdbd", benign), "baseline")
+    base = daemon_baseline("slurmdbd")
     surface = Surface("slurmdbd <- mysql_client", base)
 
     def example(raw: dict[str, str]) -> None:
@@ -454,11 +444,7 @@ SECRET_SEEDS: list[dict[str, str]] = [
 def test_auth_key_secret_content(charm: str):
     """The auth key slurmctld grants: its content is another application's input too."""
     prepare = sackd_fetched if charm == "slurmrestd" else None
-    benign = slurmctld()
-    surface = Surface(
-        f"{charm} <- slurmctld auth key secret",
-        harness.run(charm, changed(benign), installed(charm, benign), "baseline", prepare),
-    )
+    surface = Surface(f"{charm} <- slurmctld auth key secret", daemon_baseline(charm, prepare))
 
     def example(content: dict[str, str]) -> None:
         secret = testing.Secret(tracked_content=content or {"x": "y"})
