@@ -16,10 +16,13 @@ import json
 import re
 import shlex
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from typing import TypeVar
 
 CONF_FILES = ("slurm.conf", "slurmdbd.conf", "cgroup.conf", "gres.conf")
 _TOKEN = re.compile(r'[^\s"]*"[^"]*"[^\s"]*|\S+')
+
+T = TypeVar("T")
 
 
 def logical_lines(text: str) -> list[str]:
@@ -116,15 +119,23 @@ def command_line_problems(
     return _environment_problems(files, baseline, servers) + _exec_start_problems(files, baseline)
 
 
+def _beside_baseline(
+    read: Callable[[Mapping[str, str]], dict[str, T]],
+    files: Mapping[str, str],
+    baseline: Mapping[str, str],
+) -> Iterator[tuple[str, T, T]]:
+    """Each file `read` finds in both outcomes: its path, what it holds, the baseline's."""
+    expected = read(baseline)
+    for path, found in read(files).items():
+        if path in expected:
+            yield path, found, expected[path]
+
+
 def _environment_problems(
     files: Mapping[str, str], baseline: Mapping[str, str], servers: int | None
 ) -> list[str]:
     problems: list[str] = []
-    base_envs = environment_files(baseline)
-    for path, variables in environment_files(files).items():
-        expected = base_envs.get(path)
-        if expected is None:
-            continue
+    for path, variables, expected in _beside_baseline(environment_files, files, baseline):
         if set(variables) - set(expected):
             problems.append(f"{path}: new variables {sorted(set(variables) - set(expected))}")
         for name, value in variables.items():
@@ -151,11 +162,7 @@ def _options_problems(
 
 def _exec_start_problems(files: Mapping[str, str], baseline: Mapping[str, str]) -> list[str]:
     problems: list[str] = []
-    base_starts = exec_starts(baseline)
-    for path, lines in exec_starts(files).items():
-        expected = base_starts.get(path)
-        if expected is None:
-            continue
+    for path, lines, expected in _beside_baseline(exec_starts, files, baseline):
         if len(lines) != len(expected):
             problems.append(f"{path}: {len(lines)} ExecStart lines, baseline {len(expected)}")
             continue

@@ -115,6 +115,18 @@ def job(job_id: int, **fields: Any) -> Job:
     return Job.model_validate({"job_id": job_id, "requeue": True, "batch_flag": True, **fields})
 
 
+def exited_1(job_id: int, start: int, end: int) -> Job:
+    """A job that ran from `start` to `end` and exited with code 1 (FAILED)."""
+    return job(
+        job_id,
+        job_state=["FAILED"],
+        state_reason="NonZeroExitCode",
+        start_time=start,
+        end_time=end,
+        exit_code={"return_code": 1},
+    )
+
+
 RECORDS: dict[int, Job] = {
     1: job(
         1,
@@ -122,22 +134,8 @@ RECORDS: dict[int, Job] = {
         state_description="launch failed requeued held",
         submit_time=SINCE + 74,
     ),
-    2: job(
-        2,
-        job_state=["FAILED"],
-        state_reason="NonZeroExitCode",
-        start_time=SINCE + 74,
-        end_time=SINCE + 74,
-        exit_code={"return_code": 1},
-    ),
-    3: job(
-        3,
-        job_state=["FAILED"],
-        state_reason="NonZeroExitCode",
-        start_time=SINCE + 10,
-        end_time=SINCE + 500,
-        exit_code={"return_code": 1},
-    ),
+    2: exited_1(2, SINCE + 74, SINCE + 74),
+    3: exited_1(3, SINCE + 10, SINCE + 500),
     77: job(77, job_state=["COMPLETED"], start_time=SINCE + 10, end_time=SINCE + 11),
     4: job(
         4,
