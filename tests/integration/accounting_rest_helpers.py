@@ -244,6 +244,14 @@ def install_client(juju: jubilant.Juju, unit: str = LOGIN) -> None:
     sh(juju, f"cat > {CLIENT_PATH} <<'EOF'\n{CLIENT}\nEOF\nchmod 0700 {CLIENT_PATH}", unit=unit)
 
 
+def client_command(user: str, token: str, *args: str) -> str:
+    """The shell command that runs the HTTP client with `args` as `user` with `token`."""
+    return (
+        f"SLURM_USER={shlex.quote(user)} SLURM_TOKEN={shlex.quote(token)} "
+        f"{shlex.join(['python3', CLIENT_PATH, *args])}"
+    )
+
+
 def http(
     juju: jubilant.Juju,
     url: str,
@@ -259,10 +267,7 @@ def http(
     """
     mode = "post" if body is not None else "get"
     stdin = f" <<'EOF'\n{json.dumps(body)}\nEOF" if body is not None else ""
-    command = (
-        f"SLURM_USER={shlex.quote(user)} SLURM_TOKEN={shlex.quote(token)} "
-        f"python3 {CLIENT_PATH} {mode} {shlex.quote(url)}{stdin}"
-    )
+    command = client_command(user, token, mode, url) + stdin
     answer = json.loads(sh(juju, command, unit=unit))
     try:
         return answer["status"], json.loads(answer["body"])
@@ -282,10 +287,7 @@ def load_test(
     unit: str = LOGIN,
 ) -> dict[str, Any]:
     """`total` GETs of `url` at concurrency `workers` (at most `seconds`); the latencies."""
-    command = (
-        f"SLURM_USER={shlex.quote(user)} SLURM_TOKEN={shlex.quote(token)} "
-        f"python3 {CLIENT_PATH} load {shlex.quote(url)} {total} {workers} {seconds}"
-    )
+    command = client_command(user, token, "load", url, str(total), str(workers), str(seconds))
     return json.loads(sh(juju, command, unit=unit, wait=seconds + 60))
 
 

@@ -22,9 +22,14 @@ KEY_SET = base64.b64encode(
 ).decode()
 
 
-def confirmed(state: testing.State, relation: testing.Relation) -> str | None:
+def published(state: testing.State, relation: testing.Relation, field: str) -> str | None:
+    """Field `field` of this unit's databag on `relation`, decoded; None where it is absent."""
     data = state.get_relation(relation.id).local_unit_data
-    return json.loads(data["auth_key_digest"]) if "auth_key_digest" in data else None
+    return json.loads(data[field]) if field in data else None
+
+
+def confirmed(state: testing.State, relation: testing.Relation) -> str | None:
+    return published(state, relation, "auth_key_digest")
 
 
 def test_a_running_sackd_confirms_its_key(
@@ -49,18 +54,13 @@ def test_a_key_set_is_written_restarts_sackd_and_is_confirmed(
     assert confirmed(out, relation) == auth_key_digest(KEY_SET)
 
 
-def published_version(state: testing.State, relation: testing.Relation) -> str | None:
-    data = state.get_relation(relation.id).local_unit_data
-    return json.loads(data["version"]) if "version" in data else None
-
-
 def test_a_running_sackd_publishes_its_slurm_release_for_slurmctld(
     ctx: testing.Context[ops.CharmBase], machine: FakeMachine, sackd_root: Path
 ):
     """slurmctld writes keys an older sackd refuses only once every login unit says so."""
     state, relation = joined(ctx, machine, ["10.0.0.1"])
 
-    assert published_version(state, relation) == "24.11.5"  # The installed package's release.
+    assert published(state, relation, "version") == "24.11.5"  # The installed package's release.
     assert confirmed(state, relation) == auth_key_digest(KEY)
 
 
@@ -73,4 +73,4 @@ def test_a_sackd_that_failed_to_restart_confirms_no_key_and_publishes_no_release
     out = ctx.run(ctx.on.relation_changed(relation), state)
 
     assert confirmed(out, relation) is None
-    assert published_version(out, relation) is None
+    assert published(out, relation, "version") is None
