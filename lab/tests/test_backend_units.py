@@ -74,6 +74,25 @@ def _model_with(app: str, units: int, *, peers: bool = True) -> tuple[Controller
     return ctl, model
 
 
+def recover_after_pid_reuse(ctl: Controller, unit: Unit) -> None:
+    """Recover lost hooks while `unit`'s runner PID names another, younger, live process."""
+    stranger = subprocess.Popen(["sleep", "30"])
+    try:
+        unit.runner_pid, unit.runner_start = stranger.pid, start_time(stranger.pid) - 1
+        ctl._recover_lost_hooks()  # pyright: ignore[reportPrivateUsage]
+    finally:
+        stranger.kill()
+        stranger.wait()
+
+
+def stand_in_hooks(ctl: Controller, model: ModelState, app: str) -> list[str]:
+    """Make `app` a stand-in whose hooks only record themselves: `<unit> <event kind>`."""
+    ran: list[str] = []
+    model.apps[app].kind = "stand-in"
+    ctl.builtin["stand-in"] = lambda unit, event: ran.append(f"{unit.name} {event['kind']}")
+    return ran
+
+
 def _kinds(model: ModelState, unit: str) -> list[str]:
     return [
         e["kind"] + (f":{e['remote_unit']}" if e.get("remote_unit") else "")
@@ -216,9 +235,7 @@ def test_a_units_events_wait_for_its_running_hook_but_not_other_units():
         {"unit": "a/0", "kind": "_destroy_unit"},
         {"unit": "a/1", "kind": "update_status"},
     ]
-    ran: list[str] = []
-    model.apps["a"].kind = "stand-in"
-    ctl.builtin["stand-in"] = lambda unit, event: ran.append(f"{unit.name} {event['kind']}")
+    ran = stand_in_hooks(ctl, model, "a")
 
     ctl._start_runnable()  # pyright: ignore[reportPrivateUsage]
 
@@ -234,15 +251,9 @@ def test_a_hook_whose_runner_died_is_retried_even_once_its_pid_names_another_pro
     ctl, model = _model_with("a", 1, peers=False)
     ctl.log_dir = tmp_path
     unit = model.units["a/0"]
-    stranger = subprocess.Popen(["sleep", "30"])
-    try:
-        unit.running, unit.agent = {"unit": "a/0", "kind": "config_changed"}, "executing"
-        unit.runner_pid, unit.runner_start = stranger.pid, start_time(stranger.pid) - 1
+    unit.running, unit.agent = {"unit": "a/0", "kind": "config_changed"}, "executing"
 
-        ctl._recover_lost_hooks()  # pyright: ignore[reportPrivateUsage]
-    finally:
-        stranger.kill()
-        stranger.wait()
+    recover_after_pid_reuse(ctl, unit)
 
     assert unit.running is None
     assert unit.in_error
@@ -352,9 +363,7 @@ def test_an_exec_holds_its_units_hooks_until_it_ends_but_not_other_units(tmp_pat
         {"unit": "a/0", "kind": "update_status"},
         {"unit": "a/1", "kind": "update_status"},
     ]
-    ran: list[str] = []
-    model.apps["a"].kind = "stand-in"
-    ctl.builtin["stand-in"] = lambda unit, event: ran.append(f"{unit.name} {event['kind']}")
+    ran = stand_in_hooks(ctl, model, "a")
 
     ctl._start_runnable()  # pyright: ignore[reportPrivateUsage]
     assert ran == ["a/1 update_status"]  # a/0's waits for the command
@@ -371,15 +380,9 @@ def test_an_exec_whose_process_died_frees_its_unit_without_an_error(tmp_path: Pa
     ctl, model = _model_with("a", 1, peers=False)
     ctl.log_dir = tmp_path
     unit = model.units["a/0"]
-    stranger = subprocess.Popen(["sleep", "30"])
-    try:
-        unit.running, unit.agent = {"unit": "a/0", "kind": "custom", "name": "juju-exec"}, "x"
-        unit.runner_pid, unit.runner_start = stranger.pid, start_time(stranger.pid) - 1
+    unit.running, unit.agent = {"unit": "a/0", "kind": "custom", "name": "juju-exec"}, "x"
 
-        ctl._recover_lost_hooks()  # pyright: ignore[reportPrivateUsage]
-    finally:
-        stranger.kill()
-        stranger.wait()
+    recover_after_pid_reuse(ctl, unit)
 
     assert unit.running is None
     assert not unit.in_error
