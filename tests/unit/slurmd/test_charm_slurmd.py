@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from charm_testing import SLURM_VERSION, already_installed
+from charm_testing import SLURM_VERSION, FakeMachine, already_installed
 from hpc_libs.errors import SlurmOpsError
 from ops import testing
 
@@ -312,20 +312,20 @@ def test_hardware_is_detected_again_on_start(ctx, machine, tmp_path, enlisted):
 # The node-config action.
 
 
+def node_updates(machine: FakeMachine) -> list[list[str]]:
+    """The words of each `scontrol update nodename=<this node> ...` that ran, after the name."""
+    updates = machine.ran("scontrol", "update")
+    assert all(argv[:3] == ["scontrol", "update", f"nodename={NODE}"] for argv in updates)
+    return [argv[3:] for argv in updates]
+
+
 def test_node_config_live_fields_update_the_running_node(ctx, machine, tmp_path, enlisted):
     action = ctx.on.action("node-config", params={"parameters": "Weight=5 Features=fast"})
 
     ctx.run(action, enlisted)
 
-    assert machine.ran("scontrol", "update") == [
-        [
-            "scontrol",
-            "update",
-            f"nodename={NODE}",
-            "weight=5",
-            "availablefeatures=slurmd,fast",
-            "activefeatures=slurmd,fast",
-        ]
+    assert node_updates(machine) == [
+        ["weight=5", "availablefeatures=slurmd,fast", "activefeatures=slurmd,fast"]
     ]
     assert machine.service_calls == []
     assert machine.ran("systemd-run") == []
@@ -344,14 +344,8 @@ def test_node_config_hardware_fields_drain_and_reregister_without_killing_jobs(
 
     ctx.run(action, enlisted)
 
-    assert machine.ran("scontrol", "update") == [
-        [
-            "scontrol",
-            "update",
-            f"nodename={NODE}",
-            "state=drain",
-            "reason=juju: applying new node configuration",
-        ]
+    assert node_updates(machine) == [
+        ["state=drain", "reason=juju: applying new node configuration"]
     ]
     (transient,) = machine.ran("systemd-run")
     assert transient[1:3] == [f"--unit=slurmd-reregister-{NODE}", "--collect"]
@@ -426,15 +420,8 @@ def test_node_config_merges_and_reset_replaces(ctx, machine, tmp_path, enlisted)
     out = ctx.run(ctx.on.action("node-config", params={"reset": True}), out)
 
     assert json.loads(stored(out)["parameters"]) == {}
-    assert machine.ran("scontrol", "update") == [
-        [
-            "scontrol",
-            "update",
-            f"nodename={NODE}",
-            "weight=1",
-            "availablefeatures=slurmd",
-            "activefeatures=slurmd",
-        ]
+    assert node_updates(machine) == [
+        ["weight=1", "availablefeatures=slurmd", "activefeatures=slurmd"]
     ]
     assert options(tmp_path)["SLURMD_CONF"].endswith("realmemory=1000 features=slurmd")
 
