@@ -167,38 +167,31 @@ def test_cgroup_plugin_is_refused():
     assert error.key == "CgroupPlugin"
 
 
-@pytest.mark.parametrize(
-    ("text", "key", "words"),
-    [
-        ("Frobnicate=1", "Frobnicate", "unknown key"),
-        ("MaxJobCount=10\nmaxjobcount=20", "MaxJobCount", "twice"),
-        ("MaxJobCount=10 MinJobAge=5", "MaxJobCount", "one key=value per line"),
-        ("MaxJobCount=1e5", "MaxJobCount", "whole number"),
-        ("MaxJobCount=", "MaxJobCount", "empty"),
-        ("MaxJobCount=10\\", "MaxJobCount", "'\\\\'"),
-        ("SchedulerParameters=bf_interval=45 #x", "SchedulerParameters", "one key=value"),
-        ('Prolog="/bin/x"', "Prolog", "not allowed"),
-        ("Prolog=relative/path", "Prolog", "absolute path"),
-        ("SrunPortRange=63000-60001", "SrunPortRange", "ends before"),
-        ("srunportrange=6000-7000", "SrunPortRange", "holds Slurm's own ports 6817-6820"),
-        ("SrunPortRange=6820-6830", "SrunPortRange", "holds Slurm's own ports"),
-        (
-            "SchedulerParameters=bf_interval=45,bf_interval=60",
-            "SchedulerParameters",
-            "would be written as",
-        ),
-        ("DebugFlags=NoSuchFlag", "DebugFlags", "is not one of"),
-        ("Include /etc/slurm/other.conf", "Include", "line 1 is not one key=value"),
-        ("NodeName=n1 CPUs=2", "NodeName", "the charm's"),
-        ("#\n\nMax Job Count=1", "Max", "line 3 is not one key=value"),
-        ("Nodes=ALL", "Nodes", "unknown key"),
-    ],
-)
-def test_bad_lines_are_refused_naming_the_key(text: str, key: str, words: str):
-    error = refusal(text)
-
-    assert error.key == key
-    assert words in error.message
+BAD_LINES = [
+    # (text, the key the refusal names, words of its message)
+    ("Frobnicate=1", "Frobnicate", "unknown key"),
+    ("MaxJobCount=10\nmaxjobcount=20", "MaxJobCount", "twice"),
+    ("MaxJobCount=10 MinJobAge=5", "MaxJobCount", "one key=value per line"),
+    ("MaxJobCount=1e5", "MaxJobCount", "whole number"),
+    ("MaxJobCount=", "MaxJobCount", "empty"),
+    ("MaxJobCount=10\\", "MaxJobCount", "'\\\\'"),
+    ("SchedulerParameters=bf_interval=45 #x", "SchedulerParameters", "one key=value"),
+    ('Prolog="/bin/x"', "Prolog", "not allowed"),
+    ("Prolog=relative/path", "Prolog", "absolute path"),
+    ("SrunPortRange=63000-60001", "SrunPortRange", "ends before"),
+    ("srunportrange=6000-7000", "SrunPortRange", "holds Slurm's own ports 6817-6820"),
+    ("SrunPortRange=6820-6830", "SrunPortRange", "holds Slurm's own ports"),
+    (
+        "SchedulerParameters=bf_interval=45,bf_interval=60",
+        "SchedulerParameters",
+        "would be written as",
+    ),
+    ("DebugFlags=NoSuchFlag", "DebugFlags", "is not one of"),
+    ("Include /etc/slurm/other.conf", "Include", "line 1 is not one key=value"),
+    ("NodeName=n1 CPUs=2", "NodeName", "the charm's"),
+    ("#\n\nMax Job Count=1", "Max", "line 3 is not one key=value"),
+    ("Nodes=ALL", "Nodes", "unknown key"),
+]
 
 
 def test_cgroup_values_are_checked_per_key():
@@ -210,31 +203,31 @@ def test_cgroup_values_are_checked_per_key():
 
 
 # Values Slurm refuses (issue 20, Medium 7: each was accepted, then slurmctld failed to start).
+SLURM_REFUSES = [
+    ("PriorityDecayHalfLife=14days", "PriorityDecayHalfLife", "is not UNLIMITED"),
+    ("PriorityMaxAge=abc", "PriorityMaxAge", "is not UNLIMITED"),
+    ("PreemptExemptTime=yes", "PreemptExemptTime", "is not UNLIMITED"),
+    ("PriorityCalcPeriod=0", "PriorityCalcPeriod", "is not between 1"),
+    ("AcctGatherNodeFreq=65536", "AcctGatherNodeFreq", "is not between 0 and 65533"),
+    ("FairShareDampeningFactor=70000", "FairShareDampeningFactor", "is not between 1"),
+    ("GroupUpdateTime=65536", "GroupUpdateTime", "is not between"),
+    ("JobCompPort=4294967296", "JobCompPort", "is not a port"),
+    ("SuspendTime=4294967296", "SuspendTime", "is not between"),
+    ("BcastExclude=abc", "BcastExclude", "absolute path"),
+    ("PluginDir=lib/slurm", "PluginDir", "absolute path"),
+    ("MaxStepCount=0", "MaxStepCount", "is not between 1"),
+    ("MaxJobId=0", "MaxJobId", "is not between 1"),
+    ("MaxJobId=67108864", "MaxJobId", "is not between 1 and 67108863"),
+    ("FirstJobId=0", "FirstJobId", "is not between 1"),
+    ("FirstJobId=100\nMaxJobId=50", "FirstJobId", "FirstJobId 100 is above MaxJobId 50"),
+    ("FirstJobId=67043329", "FirstJobId", "Slurm's default MaxJobId is 67043328"),
+]
 
 
-@pytest.mark.parametrize(
-    ("text", "key", "words"),
-    [
-        ("PriorityDecayHalfLife=14days", "PriorityDecayHalfLife", "is not UNLIMITED"),
-        ("PriorityMaxAge=abc", "PriorityMaxAge", "is not UNLIMITED"),
-        ("PreemptExemptTime=yes", "PreemptExemptTime", "is not UNLIMITED"),
-        ("PriorityCalcPeriod=0", "PriorityCalcPeriod", "is not between 1"),
-        ("AcctGatherNodeFreq=65536", "AcctGatherNodeFreq", "is not between 0 and 65533"),
-        ("FairShareDampeningFactor=70000", "FairShareDampeningFactor", "is not between 1"),
-        ("GroupUpdateTime=65536", "GroupUpdateTime", "is not between"),
-        ("JobCompPort=4294967296", "JobCompPort", "is not a port"),
-        ("SuspendTime=4294967296", "SuspendTime", "is not between"),
-        ("BcastExclude=abc", "BcastExclude", "absolute path"),
-        ("PluginDir=lib/slurm", "PluginDir", "absolute path"),
-        ("MaxStepCount=0", "MaxStepCount", "is not between 1"),
-        ("MaxJobId=0", "MaxJobId", "is not between 1"),
-        ("MaxJobId=67108864", "MaxJobId", "is not between 1 and 67108863"),
-        ("FirstJobId=0", "FirstJobId", "is not between 1"),
-        ("FirstJobId=100\nMaxJobId=50", "FirstJobId", "FirstJobId 100 is above MaxJobId 50"),
-        ("FirstJobId=67043329", "FirstJobId", "Slurm's default MaxJobId is 67043328"),
-    ],
-)
-def test_values_slurm_refuses_are_refused_naming_the_key(text: str, key: str, words: str):
+@pytest.mark.parametrize(("text", "key", "words"), [*BAD_LINES, *SLURM_REFUSES])
+def test_bad_lines_and_values_slurm_refuses_are_refused_naming_the_key(
+    text: str, key: str, words: str
+):
     error = refusal(text)
 
     assert error.key == key
