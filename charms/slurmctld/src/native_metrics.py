@@ -54,6 +54,7 @@ from hpc_libs.interfaces.cos_agent import scrape_job
 from hpc_libs.interfaces.slurmctld_peer import SlurmctldPeer
 from hpc_libs.machine import host
 from hpc_libs.slurm import version
+from hpc_libs.slurm.naming import NODE_NAME
 from hpc_libs.slurm.ports import SLURMCTLD_PORT
 from hpc_libs.slurm.scontrol import Scontrol
 
@@ -73,7 +74,6 @@ NODES_QUERY = [
     "--Format=NodeList:|,StateComplete:|,Version:0",
 ]
 """Every node in a partition (FUTURE ones left out): its name, state and release (`N/A`: none)."""
-_NODE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
 _NODE_STATE = re.compile(r"[A-Za-z_+*~#%!@^$-]{1,200}")
 _RELEASE = re.compile(r"[0-9]{1,4}\.[0-9]{1,4}(?:\.[0-9A-Za-z_.-]{1,32})?")
 
@@ -187,7 +187,7 @@ def node_releases(output: str) -> dict[str, str | None]:
         fields = line.split("|")
         valid = (
             len(fields) == 3
-            and _NODE_NAME.fullmatch(fields[0])
+            and NODE_NAME.fullmatch(fields[0])
             and _NODE_STATE.fullmatch(fields[1])
             and (fields[2] == "N/A" or _RELEASE.fullmatch(fields[2]))
         )

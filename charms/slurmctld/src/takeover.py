@@ -76,6 +76,7 @@ from facts import Facts
 from hpc_libs.charm import wake
 from hpc_libs.errors import SlurmOpsError
 from hpc_libs.machine import host
+from hpc_libs.slurm.naming import NODE_NAME
 from hpc_libs.slurm.scontrol import Job, Node, Scontrol
 from hpc_libs.slurm.slurmctld import SlurmctldManager
 from primary_watch import SIGNAL_FILE
@@ -145,7 +146,6 @@ _COUNT = re.compile(r"[0-9]{1,5}")
 _EPOCH = re.compile(r"[0-9]{1,11}")
 _NO_TIME = ("N/A", "NONE", "Unknown")
 _EXIT_CODE = re.compile(r"(?:[0-9]{1,3}:[0-9]{1,3})?")
-_NODE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
 _MAX_JOB_ID = 2**32 - 1
 _CONTROL = re.compile(r"[\x00-\x1f\x7f\x80-\x9f\u2028\u2029]+")
 _MAX_TROUBLE = 200
@@ -246,7 +246,7 @@ def parse_node_line(line: str) -> tuple[str, int] | None:
     if len(fields) != len(NODE_FIELDS):
         return None
     name, stamp = fields
-    if not (_NODE_NAME.fullmatch(name) and _EPOCH.fullmatch(stamp)):
+    if not (NODE_NAME.fullmatch(name) and _EPOCH.fullmatch(stamp)):
         return None
     return name, int(stamp)
 

@@ -7,8 +7,11 @@ without importing the charm framework:
 * the drain reasons the charms set, so either side (and the autoscaler) can tell a node the
   charms drained from one an operator drained;
 * the job states that keep a node busy (`BUSY_JOB_STATES`; what "no jobs" looks like is
-  scontrol's, `scontrol.NO_JOBS_MESSAGE`).
+  scontrol's, `scontrol.NO_JOBS_MESSAGE`);
+* what a node name read back from Slurm's output may look like (`NODE_NAME`).
 """
+
+import re
 
 RETIRE_REASON = "juju: unit leaving the cluster"
 """Drain reason of the node of a slurmd unit that leaves (set by either charm)."""
@@ -16,6 +19,8 @@ REREGISTER_REASON = "juju: applying new node configuration"
 """Drain reason of a node waiting for its jobs to end before it registers again."""
 BUSY_JOB_STATES = ("RUNNING", "COMPLETING", "CONFIGURING", "SUSPENDED")
 """Job states that keep a node or partition busy (pending jobs do not)."""
+NODE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
+"""A node name as the charms accept it from Slurm's output: no separator, space or newline."""
 
 
 def node_name(unit_name: str) -> str:
