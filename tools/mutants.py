@@ -112,6 +112,13 @@ class Mutation:
 
 MUTATIONS = [
     Mutation(
+        "vm-agent-reads-on-after-stop",
+        "lab/src/slurm_lab/vmagent.py::Agent.serve",
+        "        while not self.stopped.is_set():",
+        "        while True:",
+        "lab/tests/test_vm_units.py::test_a_missing_program_is_exit_127",
+    ),
+    Mutation(
         "upgrade-timeout-raised-too-late",
         "charms/slurmctld/src/major_upgrade.py::waits_for",
         '        return "the leader must raise SlurmctldTimeout for the upgrade first"',
