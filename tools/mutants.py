@@ -159,8 +159,8 @@ MUTATIONS = [
         "standby-reloaded-as-accounting-comes",
         "charms/slurmctld/src/applied.py::AppliedConfig._refresh_standby",
         "        if has_accounting(conf) and not self._stored.accounting:\n"
-        "            self._manager.service.restart()\n",
-        "        if False:\n            self._manager.service.restart()\n",
+        "            self.manager.service.restart()\n",
+        "        if False:\n            self.manager.service.restart()\n",
         "tests/unit/slurmctld/test_slurmctld_cluster_id_and_digest.py::test_a_backup_restarts_when_accounting_comes_and_reloads_later_changes",
     ),
     Mutation(

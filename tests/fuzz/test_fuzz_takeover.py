@@ -200,7 +200,7 @@ def test_the_repair_acts_only_on_what_the_records_say(jobs: str, nodes: str):
     done: list[str] = []
     repair = SimpleNamespace(
         scontrol=scontrol,
-        slurm_user="slurm",
+        manager=SimpleNamespace(user="slurm"),
         _new=lambda key: key not in done,
         _pass=done.append,
         _record=lambda key, _: done.append(key),

@@ -23,6 +23,7 @@ import os
 from collections.abc import Iterator
 
 import ops
+from controllers import SlurmctldComponent
 from facts import Facts
 from hpc_libs.errors import SlurmOpsError
 from hpc_libs.machine import files, systemd
@@ -73,7 +74,7 @@ def has_accounting(conf: SlurmConfig) -> bool:
     return conf.accounting_storage_type == ACCOUNTING_BY_SLURMDBD
 
 
-class AppliedConfig(ops.Object):
+class AppliedConfig(SlurmctldComponent):
     """Write the keys, slurm.conf and cgroup.conf and apply them as gently as Slurm allows.
 
     A change `scontrol reconfigure` applies is applied that way; slurmctld restarts only when
@@ -85,9 +86,7 @@ class AppliedConfig(ops.Object):
     def __init__(
         self, charm: ops.CharmBase, manager: SlurmctldManager, scontrol: Scontrol
     ) -> None:
-        super().__init__(charm, "applied")
-        self._manager = manager
-        self._scontrol = scontrol
+        super().__init__(charm, "applied", manager, scontrol)
         # `accounting`: whether the applied slurm.conf accounts to slurmdbd.
         self._stored.set_default(config="", identity="", accounting=False)
 
@@ -115,7 +114,7 @@ class AppliedConfig(ops.Object):
                 slurmctld did not start, restart or reconfigure (retried next time).
 
         """
-        manager = self._manager
+        manager = self.manager
         gres = render_gres_conf()
         config = fingerprint(
             manager.config.render(conf),
@@ -146,7 +145,7 @@ class AppliedConfig(ops.Object):
             service.restart()
         elif config != self._stored.config:
             self._forget_invented_cluster_id(conf)
-            self._scontrol.reconfigure()
+            self.scontrol.reconfigure()
             if standby:
                 self._refresh_standby(conf)
         else:
@@ -159,8 +158,8 @@ class AppliedConfig(ops.Object):
 
     def statuses(self, facts: Facts) -> Iterator[ops.StatusBase]:
         """Block while slurmctld does not run, with its journal's reason (the list stops)."""
-        if not self._manager.service.is_active():
-            reason = systemd.journal_reason(self._manager.daemon) or "see its journal"
+        if not self.manager.service.is_active():
+            reason = systemd.journal_reason(self.manager.daemon) or "see its journal"
             yield ops.BlockedStatus(f"slurmctld is not running: {reason}")
 
     def served_digest(self) -> str:
@@ -169,7 +168,7 @@ class AppliedConfig(ops.Object):
         slurm.conf and cgroup.conf, and gres.conf when there is one. Call it only once they
         are the applied ones.
         """
-        manager = self._manager
+        manager = self.manager
         paths = (manager.config.path, manager.cgroup_config.path, manager.gres_config.path)
         texts = [(files.read_bytes(path) or b"").decode(errors="replace") for path in paths]
         return fingerprint(*texts)[:SERVED_DIGEST_LENGTH]
@@ -182,7 +181,7 @@ class AppliedConfig(ops.Object):
         """
         if self._stored.accounting or not has_accounting(conf) or not conf.state_save_location:
             return
-        root = self._manager.root
+        root = self.manager.root
         state_dir = root / conf.state_save_location.lstrip("/")
         path = state_dir / CLUSTER_ID_FILE
         if not state_dir.is_dir():
@@ -215,7 +214,7 @@ class AppliedConfig(ops.Object):
                 restart (retried next time).
 
         """
-        manager = self._manager
+        manager = self.manager
         on_disk = manager.config.load()
         texts = [
             files.read_bytes(f.path)
@@ -249,9 +248,9 @@ class AppliedConfig(ops.Object):
         the file anew, after the leader deleted the invented id (`_forget_invented_cluster_id`).
         """
         if has_accounting(conf) and not self._stored.accounting:
-            self._manager.service.restart()
+            self.manager.service.restart()
         else:
-            self._manager.service.reload()
+            self.manager.service.reload()
 
     def _assume_files_on_disk_applied(self, auth_key: str, jwt_key: str) -> None:
         """Take a running slurmctld to run with the files on disk, when nothing is recorded.
@@ -261,7 +260,7 @@ class AppliedConfig(ops.Object):
         So an upgrade-charm restarts nothing whose files are already right. A file that
         cannot be read or parsed counts as not applied.
         """
-        manager = self._manager
+        manager = self.manager
         if not manager.service.is_active() or not manager.key.exists():
             return
         try:

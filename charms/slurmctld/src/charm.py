@@ -38,7 +38,6 @@ from hpc_libs.interfaces.slurmctld_peer import SlurmctldPeer, SlurmctldPeerData
 from hpc_libs.interfaces.slurmd import SlurmdRequirer
 from hpc_libs.interfaces.slurmdbd import SlurmdbdRequirer
 from hpc_libs.interfaces.slurmrestd import SlurmrestdRequirer
-from hpc_libs.slurm.base import SLURM_USER
 from hpc_libs.slurm.ports import SLURMCTLD_PORT
 from hpc_libs.slurm.scontrol import Scontrol
 from hpc_libs.slurm.slurmctld import SlurmctldManager
@@ -96,16 +95,8 @@ class SlurmctldCharm(SlurmCharm[SlurmctldConfig]):
             PEER,
             wake=[self.on[LOGIN_NODE].relation_changed, self.on[SLURMRESTD].relation_changed],
         )
-        self.takeover = takeover.TakeoverRepair(
-            self,
-            self.scontrol,
-            slurm_user=SLURM_USER,
-            wake_event=WAKE_EVENT,
-            manager=self.slurmctld,
-        )
-        self.lost_jobs = lost_jobs.LostJobs(
-            self, self.scontrol, manager=self.slurmctld, slurm_user=SLURM_USER
-        )
+        self.takeover = takeover.TakeoverRepair(self, self.slurmctld, self.scontrol, WAKE_EVENT)
+        self.lost_jobs = lost_jobs.LostJobs(self, self.slurmctld, self.scontrol)
         self.retirement = retire.Retirement(self, SLURMD, self.peer, self.scontrol, WAKE_EVENT)
         self.partitions = partitions.Partitions(self.slurmd, self.scontrol, self.retirement.watch)
         self.native_metrics = native_metrics.NativeMetrics(

@@ -26,6 +26,22 @@ PING_TIMEOUT = 30
 """Seconds for `scontrol ping`, which waits for each controller that does not answer."""
 
 
+class SlurmctldComponent(ops.Object):
+    """A component that acts on this unit's slurmctld and keeps what it saw in stored state.
+
+    `manager` holds slurmctld's files and service (its `user` is SlurmUser, the name Slurm puts
+    on what slurmctld did itself), `scontrol` runs Slurm's commands, `key` names the stored
+    state. The applied configuration, the takeover repair and the lost jobs are such.
+    """
+
+    def __init__(
+        self, charm: ops.CharmBase, key: str, manager: SlurmctldManager, scontrol: Scontrol
+    ) -> None:
+        super().__init__(charm, key)
+        self.manager = manager
+        self.scontrol = scontrol
+
+
 def slurmctld_host(host: ControllerHost) -> str:
     """Return a controller's `SlurmctldHost` value: host name and address (no name lookup)."""
     return f"{host.hostname}({host.address})"

@@ -61,6 +61,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import ops
+from controllers import SlurmctldComponent
 from facts import Facts
 from hpc_libs.errors import SlurmOpsError
 from hpc_libs.machine import files, host
@@ -487,7 +488,7 @@ def _write_for_user(path: Path, data: bytes, user: pwd.struct_passwd) -> None:
         os.close(fd)
 
 
-class LostJobs(ops.Object):
+class LostJobs(SlurmctldComponent):
     """Keep the jobs a takeover lost, say so, and resubmit them on request (module doc).
 
     Stored: whether a scan completed while this unit's slurmctld has been in charge
@@ -498,17 +499,9 @@ class LostJobs(ops.Object):
     _stored = ops.StoredState()
 
     def __init__(
-        self,
-        charm: ops.CharmBase,
-        scontrol: Scontrol,
-        *,
-        manager: SlurmctldManager,
-        slurm_user: str,
+        self, charm: ops.CharmBase, manager: SlurmctldManager, scontrol: Scontrol
     ) -> None:
-        super().__init__(charm, "lost-jobs")
-        self.manager = manager
-        self.scontrol = scontrol
-        self.slurm_user = slurm_user
+        super().__init__(charm, "lost-jobs", manager, scontrol)
         self._stored.set_default(scanned_at=0.0, in_charge=False, trouble="")
         charm.framework.observe(charm.on.lost_jobs_action, self._on_lost_jobs)
 
@@ -560,7 +553,7 @@ class LostJobs(ops.Object):
 
     def _scan(self, state_dir: Path, *, before: float, accounting: bool) -> bool:
         """Keep every proven lost job; whether the scan is complete."""
-        owner = uid_of(self.slurm_user)
+        owner = uid_of(self.manager.user)
         root = self.manager.root
         ids, whole = batch_dir_ids(state_dir, under=root, owner=owner)
         if not ids:

@@ -370,7 +370,7 @@ def controller_index(manager: SlurmctldManager, hostname: str) -> int | None:
     return hosts.index(hostname) if hostname in hosts else None
 
 
-class TakeoverRepair(ops.Object):
+class TakeoverRepair(controllers.SlurmctldComponent):
     """Notice a takeover by this unit's slurmctld and undo its casualties (module doc).
 
     What it saw is kept in the unit's stored state: the controller last seen in charge, since
@@ -382,19 +382,10 @@ class TakeoverRepair(ops.Object):
     _stored = ops.StoredState()
 
     def __init__(
-        self,
-        charm: ops.CharmBase,
-        scontrol: Scontrol,
-        *,
-        slurm_user: str,
-        wake_event: str,
-        manager: SlurmctldManager,
+        self, charm: ops.CharmBase, manager: SlurmctldManager, scontrol: Scontrol, wake_event: str
     ) -> None:
         """`wake_event` is the hook a recheck dispatches (the charm's wake-up event)."""
-        super().__init__(charm, "takeover-repair")
-        self.manager = manager
-        self.scontrol = scontrol
-        self.slurm_user = slurm_user
+        super().__init__(charm, "takeover-repair", manager, scontrol)
         self.wake_event = wake_event
         self._stored.set_default(
             in_charge=-1,
@@ -542,7 +533,7 @@ class TakeoverRepair(ops.Object):
     def _resume(self, name: str, since: float) -> str | None:
         """Resume node `name` if its record shows the takeover drained it; say so."""
         node = self.scontrol.show_node(name)
-        if node is None or not drained_by_launch(node, self.slurm_user, since):
+        if node is None or not drained_by_launch(node, self.manager.user, since):
             return None
         self.scontrol.update_node(name, state="resume")
         return f"resumed {name} ({node.reason})"
