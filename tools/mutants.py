@@ -1483,6 +1483,15 @@ MUTATIONS = [
         "tests/unit/exporter/test_exporter.py::"
         "test_a_ping_it_cannot_read_is_a_failed_ping_and_no_controller_series",
     ),
+    # The exporter and the fence watchdog share `CharmService`: one that stopped is started.
+    Mutation(
+        "charm-service-left-stopped",
+        "libs/hpc_libs/src/hpc_libs/machine/systemd.py::Service.keep_running",
+        "        elif not self.is_active():\n",
+        "        elif False:\n",
+        "tests/unit/hpc_libs/test_machine.py::"
+        "test_a_charm_service_restarts_on_a_change_and_is_started_when_stopped",
+    ),
 ]
 
 

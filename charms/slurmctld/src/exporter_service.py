@@ -16,7 +16,6 @@ it shows any user, and it is told the operator's `PrivateData` so that it neithe
 serves what that hides (see `slurm_exporter.exporter`).
 """
 
-import dataclasses
 import logging
 import sys
 from collections.abc import Iterator, Sequence
@@ -26,12 +25,11 @@ import ops
 from facts import Facts
 from hpc_libs.charm import wake
 from hpc_libs.errors import SlurmOpsError
-from hpc_libs.machine import files, systemd
+from hpc_libs.machine import systemd
 
 logger = logging.getLogger(__name__)
 
 SERVICE_UNIT = "slurmctld-charm-exporter.service"
-UNIT_DIR = "/etc/systemd/system"
 PORT = 9341
 ADDRESS = "127.0.0.1"
 HARDENING = (
@@ -100,14 +98,10 @@ def service_unit_text(
     )
 
 
-@dataclasses.dataclass(eq=False)
-class ExporterService:
+class ExporterService(systemd.CharmService):
     """Install and keep running the exporter's service; paths below `root` for tests."""
 
-    root: Path = Path("/")
-    service: systemd.Service = dataclasses.field(
-        default_factory=lambda: systemd.Service(SERVICE_UNIT)
-    )
+    unit = SERVICE_UNIT
 
     def reconcile(self, facts: Facts) -> None:
         """Keep the exporter running on this unit, whatever its role; a failure is logged."""
@@ -135,18 +129,9 @@ class ExporterService:
 
         """
         unit = service_unit_text(interval, per_user, private)
-        path = self.root / UNIT_DIR.lstrip("/") / SERVICE_UNIT
-        existed = path.exists()
-        if files.write_if_changed(path, unit, mode=0o644):
-            systemd.daemon_reload()
-            self.service.enable()
-            if existed:
-                self.service.restart()  # New options or a new charm: the new program.
-            else:
-                self.service.start()
+        new = not self.unit_exists()
+        changed = self.write_unit(unit)  # New options or a new charm: restarted.
+        self.service.keep_running(changed, new=new)
+        if changed:
             logger.info("Slurm exporter on %s:%d, collecting every %d s", ADDRESS, PORT, interval)
-            return True
-        if not self.service.is_active():
-            self.service.enable()
-            self.service.start()
-        return False
+        return changed

@@ -27,7 +27,6 @@ returned, and meanwhile the last success ages. Probing and killing use this mach
 process ids, never a unit's cgroup.
 """
 
-import dataclasses
 import logging
 from pathlib import Path
 
@@ -41,7 +40,6 @@ PROGRAMS_DIR = Path(__file__).parent / "programs"
 
 PROGRAM = "/usr/local/libexec/slurmctld-charm/fence"
 SERVICE_UNIT = "slurmctld-charm-fence.service"
-UNIT_DIR = "/etc/systemd/system"
 RUNTIME_DIR = "/run/slurmctld-fence"
 """The watchdog's runtime directory (root's, kept across the watchdog's restarts)."""
 FENCE_FLAG = f"{RUNTIME_DIR}/fenced"
@@ -84,17 +82,10 @@ def service_unit_text(checkpoint: str, state_dir: str, grace: int, user: str) ->
     )
 
 
-@dataclasses.dataclass(eq=False)
-class Fence:
+class Fence(systemd.CharmService):
     """The watchdog of this controller (see the module doc); paths from `root` for tests."""
 
-    root: Path = Path("/")
-    service: systemd.Service = dataclasses.field(
-        default_factory=lambda: systemd.Service(SERVICE_UNIT)
-    )
-
-    def _at(self, path: str) -> Path:
-        return self.root / path.lstrip("/")
+    unit = SERVICE_UNIT
 
     def install(self, checkpoint: str, state_dir: str, grace: int, user: str) -> bool:
         """Write the watchdog and its service and keep it running; return if anything changed.
@@ -103,23 +94,16 @@ class Fence:
             SlurmOpsError: A file or `systemctl` failed.
 
         """
-        changed = files.write_if_changed(self._at(PROGRAM), program_text(), mode=0o755)
-        unit = service_unit_text(checkpoint, state_dir, grace, user)
-        if files.write_if_changed(self._at(f"{UNIT_DIR}/{SERVICE_UNIT}"), unit, mode=0o644):
-            systemd.daemon_reload()
-            changed = True
+        changed = files.write_if_changed(self.at(PROGRAM), program_text(), mode=0o755)
+        changed = self.write_unit(service_unit_text(checkpoint, state_dir, grace, user)) or changed
+        self.service.keep_running(changed)
         if changed:
-            self.service.enable()
-            self.service.restart()
             logger.info("%s fences slurmctld after %d s without shared state", SERVICE_UNIT, grace)
-        elif not self.service.is_active():
-            self.service.enable()
-            self.service.start()
         return changed
 
     def reason(self) -> str | None:
         """Why this controller is fenced (`<time> cannot write ...`), or None if it is not."""
-        text = files.read_bytes(self._at(FENCE_FLAG))
+        text = files.read_bytes(self.at(FENCE_FLAG))
         if text is None:
             return None
         return text.decode(errors="replace").strip() or "fenced"

@@ -172,6 +172,36 @@ def test_a_reload_only_for_a_unit_systemd_holds_stale(
     assert fake_run.calls == [show, *([["systemctl", "daemon-reload"]] if reloads else [])]
 
 
+class Watchdog(systemd.CharmService):
+    unit = "watchdog.service"
+
+
+@pytest.mark.parametrize(
+    ("before", "running", "verbs"),
+    [
+        (None, False, ["daemon-reload", "enable", "start"]),
+        ("old", True, ["daemon-reload", "enable", "restart"]),
+        ("new", True, ["is-active"]),
+        ("new", False, ["is-active", "enable", "start"]),
+    ],
+    ids=["new-unit-started", "changed-unit-restarted", "unchanged-left-alone", "stopped-started"],
+)
+def test_a_charm_service_restarts_on_a_change_and_is_started_when_stopped(
+    fake_run: FakeRun, tmp_path: Path, before: str | None, running: bool, verbs: list[str]
+) -> None:
+    watchdog = Watchdog(tmp_path)
+    if before is not None:
+        watchdog.write_unit(before)
+    fake_run.calls.clear()
+    fake_run.on("systemctl", "is-active", returncode=0 if running else 3)
+
+    new = not watchdog.unit_exists()
+    watchdog.service.keep_running(watchdog.write_unit("new"), new=new)
+
+    assert [argv[1] for argv in fake_run.calls] == verbs
+    assert (tmp_path / "etc/systemd/system/watchdog.service").read_text() == "new"
+
+
 def test_a_service_that_cannot_start_carries_its_journal_reason(fake_run: FakeRun) -> None:
     fake_run.on("systemctl", "start", stderr="Job for slurmd.service failed.", returncode=1)
     fake_run.on(

@@ -13,6 +13,7 @@ daemon's own reason, its last fatal line in the journal (see `journal_reason`).
 import logging
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import ClassVar
 
 from hpc_libs.errors import ServiceError, SlurmOpsError
 from hpc_libs.machine import files, host
@@ -27,6 +28,8 @@ JOURNAL_TIMEOUT = 10.0
 """Seconds to read a unit's journal for the reason it failed."""
 JOURNAL_LINES = 50
 SKIP_SYSV = {"SYSTEMCTL_SKIP_SYSV": "1"}
+UNIT_DIR = "/etc/systemd/system"
+"""Where the charms write the unit files of their own services."""
 STARTED_AT_BOOT = ("", "[Install]", "WantedBy=multi-user.target", "")
 """The last lines of a unit the machine starts at boot once it is enabled."""
 
@@ -102,6 +105,26 @@ class Service:
         """Do not start the service at boot (without the SysV sync, `SKIP_SYSV`)."""
         _systemctl("disable", self.name, timeout=QUICK_TIMEOUT, env=SKIP_SYSV)
 
+    def keep_running(self, changed: bool, *, new: bool = False) -> None:
+        """Enable the service and restart it if what it runs `changed`; else start it if stopped.
+
+        `new`: its unit file was just written for the first time, so a change starts it.
+
+        Raises:
+            ServiceError: The service did not (re)start; the message holds its journal reason.
+            SlurmOpsError: systemctl failed.
+
+        """
+        if changed:
+            self.enable()
+            if new:
+                self.start()
+            else:
+                self.restart()
+        elif not self.is_active():
+            self.enable()
+            self.start()
+
     def is_active(self) -> bool:
         """Whether the service is running now (False also when systemctl cannot say)."""
         try:
@@ -143,6 +166,41 @@ class Service:
                 raise
             _systemctl("reset-failed", self.name, timeout=QUICK_TIMEOUT)
             _systemctl(verb, self.name, timeout=SERVICE_TIMEOUT)
+
+
+class CharmService:
+    """A service whose unit file the charm writes into `UNIT_DIR` and keeps running.
+
+    Its files lie below `root` (a temporary directory in the unit tests). A subclass names
+    its unit (`unit`).
+    """
+
+    unit: ClassVar[str]
+    """The unit's file name, `<name>.service`."""
+
+    def __init__(self, root: Path = Path("/")) -> None:
+        self.root = root
+        self.service = Service(self.unit)
+
+    def at(self, path: str) -> Path:
+        """Return absolute `path` below `root`."""
+        return self.root / path.lstrip("/")
+
+    def unit_exists(self) -> bool:
+        """Whether the unit file is on the machine."""
+        return self.at(f"{UNIT_DIR}/{self.unit}").exists()
+
+    def write_unit(self, text: str) -> bool:
+        """Write the unit file (0644) if its text changed, make systemd read it; return if so.
+
+        Raises:
+            SlurmOpsError: The file cannot be written or systemd cannot reload.
+
+        """
+        if not files.write_if_changed(self.at(f"{UNIT_DIR}/{self.unit}"), text, mode=0o644):
+            return False
+        daemon_reload()
+        return True
 
 
 def journal_reason(unit: str, *, lines: int = JOURNAL_LINES) -> str | None:
