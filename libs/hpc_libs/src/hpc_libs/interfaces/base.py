@@ -107,6 +107,8 @@ def checked(rule: Callable[[_Checked], object]) -> AfterValidator:
 
 SlurmName = Annotated[str, checked(grammar.NAME)]
 """A Slurm name (node, partition, application): letters, digits, `_`, `.`, `-`."""
+SecretId = Annotated[str, checked(grammar.token)]
+"""A Juju secret's id in a databag: one word Slurm's grammar accepts (`grammar.token`)."""
 NodeSetFields = Annotated[dict[str, Any], checked(partial(grammar.check_model, NodeSet))]
 """A node set's fields as slurmutils reads them, each judged by Slurm's grammar."""
 

@@ -55,7 +55,6 @@ import ops
 from pydantic import (
     Field,
     SerializerFunctionWrapHandler,
-    field_validator,
     model_serializer,
     model_validator,
 )
@@ -65,6 +64,7 @@ from hpc_libs.errors import IntegrationError
 from hpc_libs.interfaces.base import (
     DatabagModel,
     Interface,
+    SecretId,
     ServiceEntry,
     SlurmVersion,
     checked,
@@ -143,8 +143,8 @@ class ControllerData(DatabagModel):
     reading it.
     """
 
-    auth_secret_id: str | None = None
-    auth_key_id: str | None = None
+    auth_secret_id: SecretId | None = None
+    auth_key_id: SecretId | None = None
     """`auth_secret_id` under its previous name (see above); always the same id."""
     controllers: list[ControllerEntry] | None = None
     config_digest: HexDigest | None = None
@@ -162,13 +162,6 @@ class ControllerData(DatabagModel):
                 secret_id = fields.get("auth_key_id")
             return {**fields, "auth_secret_id": secret_id, "auth_key_id": secret_id}
         return data
-
-    @field_validator("auth_secret_id", "auth_key_id")
-    @classmethod
-    def _valid_secret_id(cls, value: str | None) -> str | None:
-        if value is not None:
-            grammar.token(value)
-        return value
 
     def srun_ports(self) -> PortRange | None:
         """Return the `SrunPortRange` a login or compute node opens; None when none is set."""

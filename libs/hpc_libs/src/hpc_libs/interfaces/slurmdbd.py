@@ -27,13 +27,11 @@ port in 1-65535 is never published, and a reader sees the databag holding it as 
 import logging
 
 import ops
-from pydantic import field_validator
 
 from hpc_libs.errors import IntegrationError
-from hpc_libs.interfaces.base import DatabagModel, ServiceEntry, read_granted_secret
+from hpc_libs.interfaces.base import DatabagModel, SecretId, ServiceEntry, read_granted_secret
 from hpc_libs.interfaces.controller import ControllerConsumer, ControllerPublisher
 from hpc_libs.interfaces.slurmrestd import JWT_KEY_FIELD
-from hpc_libs.slurm import grammar
 from hpc_libs.slurm.ports import SLURMDBD_PORT
 
 logger = logging.getLogger(__name__)
@@ -68,14 +66,7 @@ class SlurmdbdData(DatabagModel):
 class JwtKeyData(DatabagModel):
     """slurmctld's application databag, beside `ControllerData`: the JWT key secret's id."""
 
-    jwt_key_id: str | None = None
-
-    @field_validator("jwt_key_id")
-    @classmethod
-    def _valid_secret_id(cls, value: str | None) -> str | None:
-        if value is not None:
-            grammar.token(value)
-        return value
+    jwt_key_id: SecretId | None = None
 
 
 class SlurmdbdDisconnectedEvent(ops.RelationEvent):

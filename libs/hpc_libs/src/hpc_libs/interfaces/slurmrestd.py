@@ -31,12 +31,12 @@ is not `http[s]://host:port[/]` (the unit tests' portal does, against raw databa
 
 import ipaddress
 import logging
+from typing import Annotated
 from urllib.parse import urlsplit
 
 import ops
-from pydantic import field_validator
 
-from hpc_libs.interfaces.base import DatabagModel, Interface
+from hpc_libs.interfaces.base import DatabagModel, Interface, checked
 from hpc_libs.interfaces.controller import ControllerConsumer, ControllerPublisher
 from hpc_libs.slurm import grammar
 from hpc_libs.slurm.ports import SLURMRESTD_PORT
@@ -110,14 +110,7 @@ def check_url(value: str) -> None:
 class RestApiUnitData(DatabagModel):
     """A slurmrestd unit's databag on `rest-api`: where it serves the REST API."""
 
-    url: str | None = None
-
-    @field_validator("url")
-    @classmethod
-    def _valid_url(cls, value: str | None) -> str | None:
-        if value is not None:
-            check_url(value)
-        return value
+    url: Annotated[str, checked(check_url)] | None = None
 
 
 class RestApiProvider(Interface):
