@@ -118,3 +118,13 @@ def granted_relation(secret: testing.Secret) -> testing.Relation:
             ),
         },
     )
+
+
+def daemon_meta(name: str, interface: str) -> dict[str, Any]:
+    """Metadata of a test charm `name` at a daemon's end of `interface`: one controller app."""
+    return {"name": name, "provides": {"slurmctld": {"interface": interface, "limit": 1}}}
+
+
+def controller_meta(endpoint: str, interface: str, name: str = "slurmctld") -> dict[str, Any]:
+    """Metadata of a test charm at the controller's end of `interface`, named `endpoint`."""
+    return {"name": name, "requires": {endpoint: {"interface": interface}}}

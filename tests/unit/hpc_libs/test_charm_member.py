@@ -20,6 +20,7 @@ from hpc_libs.errors import IntegrationError
 from hpc_libs.interfaces.controller import ControllerConsumer, auth_key_digest
 from hpc_libs.machine.systemd import Service
 from hpc_libs.slurm.sackd import SackdManager
+from hpc_libs_fakes import daemon_meta
 from ops import testing
 
 KEY = "a2V5LW9uZQ=="
@@ -57,10 +58,7 @@ class MemberCharm(SlurmCharm[SlurmCharmConfig]):
         MemberCharm.left.append("left")
 
 
-META: dict[str, Any] = {
-    "name": "member",
-    "provides": {"slurmctld": {"interface": "sackd", "limit": 1}},
-}
+META = daemon_meta("member", "sackd")
 OPTIONS = {"options": {"slurm-package-source": {"type": "string", "default": "archive"}}}
 
 

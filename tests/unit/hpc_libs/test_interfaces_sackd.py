@@ -1,7 +1,7 @@
 """Scenarios for the sackd (login node) interface, with tiny charms observing its events."""
 
 import json
-from typing import Any, ClassVar
+from typing import ClassVar
 
 import ops
 import pytest
@@ -14,7 +14,7 @@ from hpc_libs.interfaces.controller import (
     get_or_create_auth_key_secret,
 )
 from hpc_libs.interfaces.sackd import SackdProvider, SackdRequirer
-from hpc_libs_fakes import granted_relation
+from hpc_libs_fakes import controller_meta, daemon_meta, granted_relation
 from ops import testing
 
 AUTH_KEY = "bG9naW4tbm9kZS1rZXk="
@@ -52,14 +52,8 @@ class ControllerCharm(ops.CharmBase):
         )
 
 
-LOGIN_META: dict[str, Any] = {
-    "name": "sackd",
-    "provides": {"slurmctld": {"interface": "sackd", "limit": 1}},
-}
-CONTROLLER_META: dict[str, Any] = {
-    "name": "slurmctld",
-    "requires": {"login-node": {"interface": "sackd"}},
-}
+LOGIN_META = daemon_meta("sackd", "sackd")
+CONTROLLER_META = controller_meta("login-node", "sackd")
 
 
 def slurmctld_relation(secret: testing.Secret, **raw_fields: str) -> testing.Relation:

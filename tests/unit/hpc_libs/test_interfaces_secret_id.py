@@ -8,7 +8,7 @@ the model it had, which reads `auth_key_id` and ignores any other key.
 """
 
 import json
-from typing import Any, ClassVar
+from typing import ClassVar
 
 import ops
 import pytest
@@ -20,6 +20,7 @@ from hpc_libs.interfaces.slurmd import (
     SlurmdRequirer,
     get_or_create_auth_key_secret,
 )
+from hpc_libs_fakes import controller_meta, daemon_meta
 from ops import testing
 
 AUTH_KEY = "c2VjcmV0LWtleS1ieXRlcw=="
@@ -66,14 +67,8 @@ class PublisherCharm(ops.CharmBase):
         PublisherCharm.shared = [self.slurmd.shares_key(r) for r in self.slurmd.relations]
 
 
-CONSUMER_META: dict[str, Any] = {
-    "name": "slurmd",
-    "provides": {"slurmctld": {"interface": "slurmd", "limit": 1}},
-}
-PUBLISHER_META: dict[str, Any] = {
-    "name": "slurmctld",
-    "requires": {"slurmd": {"interface": "slurmd"}},
-}
+CONSUMER_META = daemon_meta("slurmd", "slurmd")
+PUBLISHER_META = controller_meta("slurmd", "slurmd")
 
 
 @pytest.fixture(autouse=True)

@@ -18,7 +18,7 @@ from hpc_libs.interfaces.slurmd import (
     get_or_create_auth_key_secret,
 )
 from hpc_libs.slurm.partition import PartitionSpec
-from hpc_libs_fakes import granted_relation
+from hpc_libs_fakes import controller_meta, daemon_meta, granted_relation
 from ops import testing
 from pydantic import ValidationError
 
@@ -71,14 +71,8 @@ class SlurmctldCharm(ops.CharmBase):
         )
 
 
-SLURMD_META: dict[str, Any] = {
-    "name": "slurmd",
-    "provides": {"slurmctld": {"interface": "slurmd", "limit": 1}},
-}
-SLURMCTLD_META: dict[str, Any] = {
-    "name": "slurmctld",
-    "requires": {"slurmd": {"interface": "slurmd"}},
-}
+SLURMD_META = daemon_meta("slurmd", "slurmd")
+SLURMCTLD_META = controller_meta("slurmd", "slurmd")
 
 
 @pytest.fixture

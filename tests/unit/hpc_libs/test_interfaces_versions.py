@@ -21,6 +21,7 @@ from hpc_libs.interfaces.controller import (
 from hpc_libs.interfaces.sackd import SackdProvider, SackdRequirer
 from hpc_libs.interfaces.slurmctld_peer import ControllerHost, SlurmctldPeer
 from hpc_libs.interfaces.slurmdbd import DbdEntry, SlurmdbdData
+from hpc_libs_fakes import controller_meta
 from ops import testing
 from pydantic import ValidationError
 
@@ -129,7 +130,7 @@ CONSUMER_META = {
     "name": "login",
     "requires": {"slurmctld": {"interface": "sackd", "limit": 1}},
 }
-CONTROLLER_META = {"name": "ctl", "requires": {"login-node": {"interface": "sackd"}}}
+CONTROLLER_META = controller_meta("login-node", "sackd", name="ctl")
 DIGEST = '"0123456789abcdef"'
 
 

@@ -2,6 +2,7 @@
 
 import base64
 import errno
+import os
 from pathlib import Path
 from types import ModuleType
 
@@ -339,19 +340,23 @@ def test_a_controller_that_answers_without_being_up_is_down(controllers):
 # /etc/slurm on overlayfs (containers): a directory of a lower layer cannot be renamed.
 
 
+def renaming_fails(monkeypatch: pytest.MonkeyPatch, directory: Path, error: int) -> None:
+    """Make renaming `directory` fail with `error` (as the kernel says it); others rename."""
+    rename = Path.rename
+
+    def refused(self: Path, target):
+        if self == directory:
+            raise OSError(error, os.strerror(error), str(self))
+        return rename(self, target)
+
+    monkeypatch.setattr(Path, "rename", refused)
+
+
 def test_etc_slurm_that_cannot_be_renamed_is_replaced_in_place_after_its_backup(
     network_state, manager, machine, monkeypatch
 ):
     local_controller(manager, machine)
-    etc = manager.etc_dir
-    rename = Path.rename
-
-    def overlayfs_rename(self: Path, target):
-        if self == etc:
-            raise OSError(errno.EXDEV, "Invalid cross-device link", str(self))
-        return rename(self, target)
-
-    monkeypatch.setattr(Path, "rename", overlayfs_rename)
+    renaming_fails(monkeypatch, manager.etc_dir, errno.EXDEV)  # overlayfs's answer
 
     network_state.move_to_network_state(manager)
 
@@ -367,14 +372,7 @@ def test_another_rename_failure_leaves_etc_slurm_and_no_temporary_link(
 ):
     local_controller(manager, machine)
     etc = manager.etc_dir
-    rename = Path.rename
-
-    def refused(self: Path, target):
-        if self == etc:
-            raise OSError(errno.EACCES, "Permission denied", str(self))
-        return rename(self, target)
-
-    monkeypatch.setattr(Path, "rename", refused)
+    renaming_fails(monkeypatch, etc, errno.EACCES)
 
     with pytest.raises(SlurmOpsError, match="Permission denied"):
         network_state.move_to_network_state(manager)
