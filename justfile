@@ -75,7 +75,7 @@ slurm-test *args:
 # so sharing the host with other labs slows their clients, not their verdict.
 # Integration tests: real Juju if `juju` is on PATH, else the local lab (needs root).
 integration *args:
-    uv run pytest tests/integration -n {{ lab_workers }} --dist loadfile \
+    uv run pytest tests/integration -n {{ lab_workers }} --dist loadfile --durations=40 \
         --ignore tests/integration/test_vm_defaults.py {{ args }}
 
 # VM lab machines (lab/tests/test_vm.py: boot, exec, network, shares, real reboots) and the
