@@ -1483,6 +1483,14 @@ MUTATIONS = [
         "tests/unit/exporter/test_exporter.py::"
         "test_a_ping_it_cannot_read_is_a_failed_ping_and_no_controller_series",
     ),
+    Mutation(
+        "slurmd-stop-unbounded",
+        "libs/hpc_libs/src/hpc_libs/slurm/slurmd.py::START_OVERRIDE",
+        "TimeoutStopSec=10\n",
+        "",
+        "tests/unit/hpc_libs/test_slurm_managers.py::"
+        "test_slurmd_stop_is_bounded_far_below_systemds_default",
+    ),
 ]
 
 
