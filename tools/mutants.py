@@ -1492,6 +1492,14 @@ MUTATIONS = [
         "tests/unit/hpc_libs/test_machine.py::"
         "test_a_charm_service_restarts_on_a_change_and_is_started_when_stopped",
     ),
+    Mutation(
+        "slurmd-stop-unbounded",
+        "libs/hpc_libs/src/hpc_libs/slurm/slurmd.py::START_OVERRIDE",
+        "TimeoutStopSec=10\n",
+        "",
+        "tests/unit/hpc_libs/test_slurm_managers.py::"
+        "test_slurmd_stop_is_bounded_far_below_systemds_default",
+    ),
 ]
 
 

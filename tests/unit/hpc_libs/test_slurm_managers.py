@@ -294,6 +294,25 @@ def test_slurmd_start_options_keep_conf_one_argument(
     ]
 
 
+def test_slurmd_stop_is_bounded_far_below_systemds_default(
+    tmp_path: Path, owners: Owners, fake_run: FakeRun, daemon_reloads: list[None]
+) -> None:
+    """slurmd waits for its running health check or prolog before it exits on SIGTERM.
+
+    The drop-in bounds that wait; systemd's default, 90 s, held each stop and reboot.
+    """
+    fake_run.on("systemctl", "show", stdout="yes\n")
+    SlurmdManager(tmp_path).set_start_options("compute-0", ["ctl-0"], "cpus=2")
+
+    drop_in = tmp_path / "etc/systemd/system/slurmd.service.d/10-hpc-libs-dynamic-node.conf"
+    service = drop_in.read_text().split("[Service]\n", 1)[1].splitlines()
+    stop_timeouts = [line for line in service if line.startswith("TimeoutStopSec=")]
+    assert stop_timeouts == ["TimeoutStopSec=10"]
+    assert not [line for line in service if line.startswith("KillMode=")], (
+        "the packaged KillMode=process keeps job steps running when slurmd is killed"
+    )
+
+
 def test_slurmd_start_options_unchanged_means_no_reload(
     tmp_path: Path, owners: Owners, fake_run: FakeRun, daemon_reloads: list[None]
 ) -> None:

@@ -13,6 +13,16 @@ as a word of its own to exactly one argument, whitespace included. So a static d
 and /etc/default/slurmd carries `SLURMD_OPTIONS="-N <node> --conf-server a:6817,b:6817"`
 and `SLURMD_CONF="<node configuration>"`. Changing either needs only a restart, no
 daemon-reload.
+
+How slurmd stops
+----------------
+On SIGTERM slurmd logs "Caught SIGTERM. Shutting down." and then waits, with no bound of
+its own (`PrologEpilogTimeout` unset), for every request it is serving: a health check
+program still running (slurmd runs it at start and every `HealthCheckInterval`), a prolog,
+a request it is still answering. Meanwhile it does not exit, and systemd's default stop
+timeout (90 s) held every stop, restart and reboot of the machine. The drop-in bounds the
+stop (`TimeoutStopSec`); systemd then kills slurmd alone (the packaged `KillMode=process`),
+so running job steps go on and the next slurmd finds them.
 """
 
 import logging
@@ -37,6 +47,10 @@ Type=notify
 EnvironmentFile=-/etc/default/slurmd
 ExecStart=
 ExecStart=/usr/sbin/slurmd --systemd -Z $SLURMD_OPTIONS --conf ${SLURMD_CONF}
+# slurmd acts on SIGTERM only once the work it is doing ends (a health check, a prolog):
+# bound the stop. Past it systemd kills slurmd alone (the packaged KillMode=process): job
+# steps run on, and the next slurmd finds them.
+TimeoutStopSec=10
 """
 
 HARDWARE_KEYS = (

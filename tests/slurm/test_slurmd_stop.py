@@ -1,0 +1,172 @@
+"""A slurmd the charms start stops promptly, whatever it is doing (issue 41, item 5).
+
+systemd stops slurmd with SIGTERM and waits `TimeoutStopSec` (90 s by default) before
+SIGKILL. slurmd acts on SIGTERM only once the requests it serves end (a health check, a
+prolog): such a stop cost every stop and reboot of its machine up to those 90 s, and in a
+`rebuild-nodes` rollout a node was out 186 s instead of 6 s. Each test brings the node's
+slurmd to a state the charms bring it to, then stops it as a shutdown does.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import time
+from pathlib import Path
+
+import pytest
+from hpc_libs.slurm.scontrol import NO_JOBS_MESSAGE
+from incluster import Cluster, wait_for
+from slurm_lab.machines import Machine
+
+pytestmark = [
+    pytest.mark.lab,
+    pytest.mark.skipif(
+        os.geteuid() != 0 or not shutil.which("debootstrap") or not shutil.which("systemd-nspawn"),
+        reason="the lab needs root, debootstrap and systemd-nspawn",
+    ),
+]
+
+REREGISTER = Path(__file__).resolve().parents[2] / "charms/slurmd/src/programs/reregister.sh"
+PROMPT_STOP_S = 20.0
+"""A prompt stop: the drop-in's bound (10 s) and a loaded host's slowness, far below 90 s."""
+HEALTH_PROGRAM = "/usr/local/sbin/slow-health-check"
+HEALTH_SECONDS = 50
+"""How long the health check takes: a check of a mount that hangs (the charm's own program
+allows itself 42 s, slurmd kills a program after 60 s)."""
+
+
+def main_pid(cluster: Cluster, machine: Machine) -> str:
+    pid = cluster.sh(machine, "systemctl", "show", "--value", "-p", "MainPID", "slurmd").strip()
+    assert pid not in ("", "0"), f"slurmd is not running on {machine.name}"
+    return pid
+
+
+def assert_acts_on_sigterm(cluster: Cluster, machine: Machine, pid: str) -> None:
+    """No thread of process `pid` blocks or ignores SIGTERM, and slurmd catches it."""
+    sigterm = 1 << (15 - 1)
+    for task in cluster.sh(machine, "ls", f"/proc/{pid}/task").split():
+        status = cluster.sh(machine, "cat", f"/proc/{pid}/task/{task}/status")
+        masks = dict(line.split(":\t", 1) for line in status.split("\n") if ":\t" in line)
+        assert not int(masks["SigBlk"], 16) & sigterm, f"thread {task} blocks SIGTERM"
+        assert not int(masks["SigIgn"], 16) & sigterm, f"thread {task} ignores SIGTERM"
+        assert int(masks["SigCgt"], 16) & sigterm, f"thread {task} does not catch SIGTERM"
+
+
+def timed_stop_and_start(cluster: Cluster, machine: Machine) -> float:
+    """Stop slurmd as a shutdown does (`systemctl stop`), start it again; the stop's seconds."""
+    started = time.monotonic()
+    cluster.sh(machine, "systemctl", "stop", "slurmd", timeout=200)
+    stopped = time.monotonic() - started
+    cluster.sh(machine, "systemctl", "start", "slurmd", timeout=200)
+    return stopped
+
+
+def reregister(cluster: Cluster, node: str) -> None:
+    """Re-register `node` as the slurmd charm does: drain, then its program in a transient unit."""
+    machine = cluster.computes[node]
+    cluster.sh(
+        cluster.controller, "scontrol", "update", f"nodename={node}", "state=drain", "reason=rereg"
+    )
+    cluster.py(
+        machine,
+        """
+        from hpc_libs.machine import systemd
+        systemd.run_transient(args["unit"], args["argv"], "re-register the node")
+        result = True
+        """,
+        unit=f"slurmd-reregister-{node}",
+        argv=["/bin/sh", "-c", REREGISTER.read_text(), "reregister", NO_JOBS_MESSAGE, node],
+    )
+    wait_for(
+        "the re-registration's transient unit to end",
+        lambda: machine.exec(["systemctl", "is-active", f"slurmd-reregister-{node}"]).stdout,
+        lambda state: state.strip() in ("inactive", "failed"),
+        timeout=120,
+    )
+    cluster.wait_for_node_state(node, "IDLE", timeout=60)
+
+
+def test_slurmd_started_by_the_charm_stops_promptly(cluster: Cluster):
+    node = "compute-0"
+    machine = cluster.computes[node]
+    assert_acts_on_sigterm(cluster, machine, main_pid(cluster, machine))
+
+    stopped = timed_stop_and_start(cluster, machine)
+
+    cluster.wait_for_node_state(node, "IDLE", timeout=60)
+    assert stopped < PROMPT_STOP_S, machine.journal("slurmd", 30)
+
+
+def test_slurmd_restarted_by_a_reregistration_stops_promptly(cluster: Cluster):
+    node = "compute-1"
+    machine = cluster.computes[node]
+    reregister(cluster, node)
+    assert_acts_on_sigterm(cluster, machine, main_pid(cluster, machine))
+
+    stopped = timed_stop_and_start(cluster, machine)
+
+    cluster.wait_for_node_state(node, "IDLE", timeout=60)
+    assert stopped < PROMPT_STOP_S, machine.journal("slurmd", 30)
+
+
+def test_slurmd_reconfigured_by_slurmctld_stops_promptly(cluster: Cluster):
+    node = "compute-0"
+    machine = cluster.computes[node]
+    before = main_pid(cluster, machine)
+    cluster.sh(cluster.controller, "scontrol", "reconfigure")
+    after = wait_for(
+        "slurmd to re-execute itself on reconfigure",
+        lambda: main_pid(cluster, machine),
+        lambda pid: pid != before,
+        timeout=30,
+    )
+    assert_acts_on_sigterm(cluster, machine, after)
+
+    stopped = timed_stop_and_start(cluster, machine)
+
+    cluster.wait_for_node_state(node, "IDLE", timeout=60)
+    assert stopped < PROMPT_STOP_S, machine.journal("slurmd", 30)
+
+
+HEALTH_CHECK = """
+from hpc_libs.slurm.slurmctld import SlurmctldManager
+from hpc_libs.slurm.scontrol import Scontrol
+manager = SlurmctldManager()
+conf = manager.config.load()
+if args["program"]:
+    conf.health_check_program = args["program"]
+    conf.health_check_interval = args["interval"]
+else:
+    del conf.health_check_program
+    del conf.health_check_interval
+result = manager.config.write(conf)
+Scontrol().reconfigure()
+"""
+
+
+def test_slurmd_running_its_health_check_stops_promptly(cluster: Cluster):
+    """slurmd runs HealthCheckProgram at start: stopped meanwhile, it waits for the program."""
+    node = "compute-0"
+    machine = cluster.computes[node]
+    machine.write_file(HEALTH_PROGRAM, f"#!/bin/sh\nsleep {HEALTH_SECONDS}\n", mode=0o755)
+    try:
+        cluster.py(cluster.controller, HEALTH_CHECK, program=HEALTH_PROGRAM, interval=3600)
+        cluster.wait_for_node_state(node, "IDLE", timeout=60)
+        cluster.sh(machine, "systemctl", "restart", "slurmd", timeout=200)
+        wait_for(
+            "slurmd to run its health check",
+            lambda: machine.exec(["pgrep", "-f", HEALTH_PROGRAM]).returncode,
+            lambda status: status == 0,
+        )
+
+        started = time.monotonic()
+        cluster.sh(machine, "systemctl", "stop", "slurmd", timeout=200)
+        stopped = time.monotonic() - started
+        print(f"\nslurmd stopped in {stopped:.1f} s during its health check")
+    finally:
+        machine.exec(["pkill", "-f", HEALTH_PROGRAM])
+        cluster.py(cluster.controller, HEALTH_CHECK, program=None, interval=None)
+        cluster.sh(machine, "systemctl", "start", "slurmd", timeout=200)
+    cluster.wait_for_node_state(node, "IDLE", timeout=60)
+    assert stopped < PROMPT_STOP_S, machine.journal("slurmd", 30)
