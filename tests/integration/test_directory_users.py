@@ -11,6 +11,7 @@ Run with `-s` to see the timings.
 
 from __future__ import annotations
 
+import re
 import shlex
 import time
 from collections.abc import Callable
@@ -33,6 +34,9 @@ from conftest import on_real_juju
 from deploy_helpers import deploy_accounting, deploy_rest_api, deploy_slurm, wait_for_active
 
 SETTLE = 10 * 60
+GROUP_CHANGE_SETTLE = 90
+"""The lab's SSSD caches 15 s and slurmctld re-reads group members each GroupUpdateTime (set
+to 15 s below): a member added in the directory is admitted well within this."""
 COMPUTE = "compute/0"
 REST_PORT = 6820
 SLURM_APPS = ("slurmctld", "compute", "login", "slurmdbd", "slurmrestd")
@@ -161,3 +165,40 @@ def test_allow_groups_admits_one_directory_group_and_refuses_another(cluster: ju
 
     assert wait_sacct(cluster, admitted)["state"] == "COMPLETED"
     assert "User's group not permitted to use this partition" in refused, refused
+
+
+def test_a_member_added_to_a_directory_group_is_admitted_without_a_reconfigure(
+    cluster: jubilant.Juju,
+):
+    # slurmctld re-reads AllowGroups members every GroupUpdateTime; Slurm's own
+    # GroupUpdateForce=0 does so only when /etc/group changes, which a directory group never
+    # does. The reconfigure this option change makes happens before the directory changes.
+    cluster.config("slurmctld", {"slurm-conf-parameters": "GroupUpdateTime=15"})
+    poll(
+        lambda: re.search(r"GroupUpdateTime\s*=\s*15 sec", sh(cluster, "scontrol show config")),
+        timeout=180,
+        what="GroupUpdateTime=15",
+    )
+    change = (
+        "dn: cn=physics,ou=groups,dc=hpc,dc=lab\nchangetype: modify\nadd: memberUid\n"
+        "memberUid: bob\n"
+    )
+    sh(
+        cluster,
+        "ldapmodify -x -H ldapi:/// -D cn=admin,dc=hpc,dc=lab -y /root/.ldap-admin"
+        f" <<'EOF'\n{change}EOF",
+        unit="ldap/0",
+    )
+    added = time.monotonic()
+
+    def admitted() -> str | None:
+        out = as_user(
+            cluster,
+            "bob",
+            "sbatch --parsable -p compute -N1 --mem=1 -o /dev/null --wrap true 2>&1 || true",
+        )
+        return out.strip() if out.strip().isdigit() else None
+
+    job = poll(admitted, timeout=GROUP_CHANGE_SETTLE, interval=5, what="bob admitted")
+    say(f"bob admitted {time.monotonic() - added:.0f} s after joining physics in the directory")
+    assert wait_sacct(cluster, job)["user"] == "bob"
