@@ -1,7 +1,8 @@
 #!/bin/sh
 # The sssd stand-in (slurm_lab.juju.standins.directory): install Debian's SSSD from the packages
 # in $1 if it is not installed, write /etc/sssd/sssd.conf from stdin, let NSS ask SSSD for users
-# and groups after the local files, and (re)start SSSD with its caches dropped.
+# and groups after the local files, and (re)start SSSD with its caches dropped (nothing when the
+# configuration is the one SSSD already runs).
 set -eu
 export DEBIAN_FRONTEND=noninteractive
 if ! dpkg-query -W -f '${db:Status-Abbrev}' sssd-ldap 2>/dev/null | grep -q '^ii'; then
@@ -22,6 +23,10 @@ cat > "$tmp"
 if getent group sssd >/dev/null; then
     chgrp sssd "$tmp"
     chmod 0640 "$tmp"
+fi
+if cmp -s "$tmp" /etc/sssd/sssd.conf && systemctl is-active --quiet sssd; then
+    rm -f "$tmp"
+    exit 0  # the same configuration, running: no restart, caches kept
 fi
 mv -f "$tmp" /etc/sssd/sssd.conf
 for database in passwd group; do
