@@ -1310,8 +1310,8 @@ MUTATIONS = [
     Mutation(
         "return-to-service-left-at-slurms-zero",
         "charms/slurmctld/src/render.py::OPERATOR_DEFAULTS",
-        '{"returntoservice": 1, "groupupdateforce": True}',
-        '{"groupupdateforce": True}',
+        '{"returntoservice": 1}',
+        "{}",
         "tests/unit/slurmctld/test_overrides_charm.py::"
         "test_a_node_down_not_responding_returns_at_its_registration_by_default",
     ),
@@ -1482,14 +1482,6 @@ MUTATIONS = [
         "host=c.hostname",
         "tests/unit/exporter/test_exporter.py::"
         "test_a_ping_it_cannot_read_is_a_failed_ping_and_no_controller_series",
-    ),
-    Mutation(
-        "directory-group-members-read-only-when-etc-group-changes",
-        "charms/slurmctld/src/render.py::OPERATOR_DEFAULTS",
-        '{"returntoservice": 1, "groupupdateforce": True}',
-        '{"returntoservice": 1}',
-        "tests/unit/slurmctld/test_overrides_charm.py::"
-        "test_directory_group_members_are_re_read_even_when_etc_group_is_unchanged",
     ),
 ]
 

@@ -52,11 +52,7 @@ CONFINEMENT: dict[str, dict[str, Any]] = {
 # off for SlurmdTimeout) would stay DOWN after its slurmd registers again, until an operator
 # resumes it. 1 returns it at that registration, and only when its reason is still Slurm's own
 # "Not responding": an operator's drain or down replaces that reason and stays.
-# GroupUpdateForce is 1: slurmctld re-reads the members of each partition's AllowGroups every
-# GroupUpdateTime (600 s) even when /etc/group is unchanged. Slurm's own 0 re-reads them only
-# when /etc/group's mtime changes, which a directory group (SSSD, LDAP) never does: a user
-# added to such a group stayed refused until the next reconfigure (issue 40).
-OPERATOR_DEFAULTS: dict[str, Any] = {"returntoservice": 1, "groupupdateforce": True}
+OPERATOR_DEFAULTS: dict[str, Any] = {"returntoservice": 1}
 JWT_KEY_FILE = f"/etc/slurm/{JWT_KEY_NAME}"  # SlurmctldManager.jwt_key writes it.
 # Tokens (`scontrol token`, slurmrestd's rest_auth/jwt) are accepted besides auth/slurm.
 JWT_AUTH: dict[str, Any] = {

@@ -44,16 +44,6 @@ def test_a_node_down_not_responding_returns_at_its_registration_by_default(
     assert "returntoservice=1" in slurm_conf(tmp_path).splitlines()
 
 
-def test_directory_group_members_are_re_read_even_when_etc_group_is_unchanged(
-    ctx, machine, tmp_path, settled
-):
-    # Slurm's default (0) re-reads AllowGroups members only when /etc/group changes: a member
-    # added in LDAP stayed refused until a reconfigure (issue 40).
-    settled(running())
-
-    assert "groupupdateforce=1" in slurm_conf(tmp_path).splitlines()
-
-
 def test_the_operator_chooses_return_to_service(ctx, machine, tmp_path, settled):
     state = settled(running())
     config = {"slurm-conf-parameters": "ReturnToService=0"}
