@@ -7,9 +7,11 @@ from __future__ import annotations
 
 import json
 import subprocess
+from pathlib import Path
 from typing import Any
 
 import pytest
+from slurm_lab import directory_debs
 from slurm_lab.juju import lifecycle
 from slurm_lab.juju.model import App, Endpoint, ModelState, Relation, StatusValue, Unit
 from slurm_lab.juju.standins.directory import LdapStandIn, SssdStandIn, read_provider, sssd_conf
@@ -173,3 +175,33 @@ def test_integrating_a_subordinate_with_a_second_principal_leaves_its_other_unit
     ]
 
     assert created == ["cmp/0", "sssd/1"]
+
+
+def test_a_unit_beside_its_principal_starts_installing_sssd_in_the_background():
+    model, _ = _model()
+    model.relations["7"] = Relation(
+        id=7,
+        endpoints=[
+            Endpoint("ctl", "juju-info", "juju-info", "provider", "container"),
+            Endpoint("sssd", "juju-info", "juju-info", "requirer", "container"),
+        ],
+    )
+    host = _Host(model)
+    host.lab.shared_dir = Path("/nonexistent")
+    machine = _Machine()
+    host.machine = lambda unit: machine  # type: ignore[method-assign]
+    published: list[Path] = []
+
+    def publish(shared: Path) -> str:
+        published.append(shared)
+        return "/lab/shared/directory-debs"
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(directory_debs, "publish", publish)
+        SssdStandIn(host).handle(
+            model.units["sssd/0"], {"kind": "relation_created", "relation_id": 7}
+        )
+
+    ((argv, _),) = machine.ran
+    assert argv[:3] == ["systemd-run", "--unit=sssd-install", "--collect"]
+    assert argv[-2:] == ["sssd-install.sh", "/lab/shared/directory-debs"]

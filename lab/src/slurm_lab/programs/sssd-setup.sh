@@ -1,21 +1,16 @@
 #!/bin/sh
-# The sssd stand-in (slurm_lab.juju.standins.directory): install Debian's SSSD from the packages
-# in $1 if it is not installed, write /etc/sssd/sssd.conf from stdin, let NSS ask SSSD for users
-# and groups after the local files, and (re)start SSSD with its caches dropped (nothing when the
-# configuration is the one SSSD already runs).
+# The sssd stand-in (slurm_lab.juju.standins.directory): wait for the background install
+# (sssd-install.sh) and install SSSD from the packages in $1 if it is still missing, write
+# /etc/sssd/sssd.conf from stdin, let NSS ask SSSD for users and groups after the local files,
+# and (re)start SSSD with its caches dropped (nothing when the configuration is the one SSSD
+# already runs).
 set -eu
-export DEBIAN_FRONTEND=noninteractive
-if ! dpkg-query -W -f '${db:Status-Abbrev}' sssd-ldap 2>/dev/null | grep -q '^ii'; then
-    debs=$1
-    set --
-    for deb in "$debs"/*.deb; do
-        case ${deb##*/} in
-            slapd_*|ldap-utils_*) ;;
-            *) set -- "$@" "$deb" ;;
-        esac
-    done
-    apt-get -q install -y --no-install-recommends "$@" >/dev/null
-fi
+waited=0
+while systemctl is-active --quiet sssd-install && [ "$waited" -lt 300 ]; do
+    sleep 1
+    waited=$((waited + 1))
+done
+sh -c "$2" sssd-install.sh "$1"
 umask 077
 mkdir -p /etc/sssd
 tmp=/etc/sssd/.sssd.conf.lab-tmp

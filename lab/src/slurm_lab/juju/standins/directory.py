@@ -186,6 +186,10 @@ class SssdStandIn(SubordinateStandIn):
     def handle(self, unit: Unit, event: JsonDict) -> None:
         """Run one 'hook' of the stand-in."""
         related = self.event_relation(unit, event)
+        if related is not None and related[1] == "juju-info":
+            if event["kind"] == "relation_created":
+                self._start_install(unit)
+            return
         if related is None or related[1] != "ldap":
             return
         rel = related[0]
@@ -198,6 +202,20 @@ class SssdStandIn(SubordinateStandIn):
         elif kind == "relation_broken":
             self.ctl.machine(unit).exec(_sh("sssd-stop.sh"))
             unit.workload = StatusValue("waiting", self.WAITING)
+
+    def _start_install(self, unit: Unit) -> None:
+        """Install SSSD in the background now (`sssd-install` unit): machines install at once.
+
+        The stand-ins' hooks run one at a time in the lab's process; installing in
+        `_configure` made five machines install one after the other (about 30 s each here).
+        `sssd-setup.sh` waits for this install, and installs itself if it did not happen.
+        """
+        debs = directory_debs.publish(self.ctl.lab.shared_dir)
+        install = programs.text("sssd-install.sh")
+        argv = ["systemd-run", "--unit=sssd-install", "--collect", "--quiet", "--"]
+        result = self.ctl.machine(unit).exec([*argv, "sh", "-c", install, "sssd-install.sh", debs])
+        if result.returncode != 0:
+            self.ctl.log(unit, "WARNING", f"no background install: {_last_line(result.stderr)}")
 
     def _configure(self, unit: Unit, rel: Relation) -> None:
         provider = rel.other_app(unit.app)
@@ -213,7 +231,9 @@ class SssdStandIn(SubordinateStandIn):
             return
         conf = sssd_conf(provider, data, secret.latest.content.get("password", ""))
         debs = directory_debs.publish(self.ctl.lab.shared_dir)
-        result = self.ctl.machine(unit).exec(_sh("sssd-setup.sh", debs), input=conf, timeout=300)
+        install = programs.text("sssd-install.sh")
+        setup = _sh("sssd-setup.sh", debs, install)
+        result = self.ctl.machine(unit).exec(setup, input=conf, timeout=600)
         if result.returncode != 0:
             self.block(unit, f"sssd failed: {_last_line(result.stderr)}", log=result.stderr)
             return
