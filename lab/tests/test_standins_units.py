@@ -157,10 +157,12 @@ def test_a_program_runs_with_its_values_as_arguments_never_as_shell_text():
     assert argv[3:] == ["mysql-setup.sh", "a b; c"]
 
 
-def test_the_four_stand_ins_are_deployed_by_their_charm_names():
+def test_the_six_stand_ins_are_deployed_by_their_charm_names():
     assert {cls.KIND: cls.SUBORDINATE for cls in STANDINS} == {
         "mysql": False,
         "prometheus": False,
         "opentelemetry-collector": True,
         "filesystem-client": True,
+        "ldap": False,
+        "sssd": True,
     }

@@ -39,6 +39,7 @@ from slurm_lab.juju.model import App, Endpoint, ModelState, Relation, Unit
 from slurm_lab.juju.mysql import MysqlStandIn
 from slurm_lab.juju.prometheus import PrometheusStandIn
 from slurm_lab.juju.shell import command_string
+from slurm_lab.juju.standins.directory import LdapStandIn, SssdStandIn
 from slurm_lab.juju.status import build_status
 
 LAB_GPUS_CONSTRAINT = "lab-gpus"
@@ -95,6 +96,9 @@ class LabJuju(jubilant.Juju):
         self.ctl.builtin[MysqlStandIn.KIND] = MysqlStandIn(self.ctl).handle
         # Stand-in for COS's Prometheus, receiving remote write (slurm_lab.juju.prometheus).
         self.ctl.builtin[PrometheusStandIn.KIND] = PrometheusStandIn(self.ctl).handle
+        # Stand-ins for a directory: slapd and the SSSD subordinate (standins.directory).
+        self.ctl.builtin[LdapStandIn.KIND] = LdapStandIn(self.ctl).handle
+        self.ctl.builtin[SssdStandIn.KIND] = SssdStandIn(self.ctl).handle
         atexit.register(self._finish_background_hooks)
 
     def _finish_background_hooks(self) -> None:
@@ -255,7 +259,9 @@ class LabJuju(jubilant.Juju):
         model = self.ctl.model
         charm_dir = _find_charm(str(charm), base_dir or Path.cwd())
         # The subordinate stand-ins: filesystem-client and the COS collector.
-        standin = {c.KIND: c for c in (FilesystemClient, CosCollector)}.get(Path(str(charm)).name)
+        standin = {c.KIND: c for c in (FilesystemClient, CosCollector, SssdStandIn)}.get(
+            Path(str(charm)).name
+        )
         if charm_dir is None and standin is not None:
             new = standin.new_app(app or standin.KIND, config)
             if new.name in model.apps:
@@ -263,7 +269,7 @@ class LabJuju(jubilant.Juju):
             model.apps[new.name] = new
             return new
         # The principal stand-ins (lab machines): mysql and COS's Prometheus.
-        principal = {c.KIND: c for c in (MysqlStandIn, PrometheusStandIn)}.get(
+        principal = {c.KIND: c for c in (MysqlStandIn, PrometheusStandIn, LdapStandIn)}.get(
             Path(str(charm)).name
         )
         if charm_dir is None and principal is not None:
@@ -345,6 +351,7 @@ class LabJuju(jubilant.Juju):
         for rel in self.ctl.model.relations_of(unit.app):
             FilesystemClient(self.ctl).add_subordinate_units(rel, principals=[unit])
             CosCollector(self.ctl).add_subordinate_units(rel, principals=[unit])
+            SssdStandIn(self.ctl).add_subordinate_units(rel, principals=[unit])
 
     def add_unit(
         self,
@@ -422,15 +429,15 @@ class LabJuju(jubilant.Juju):
     def _endpoints_of(self, app: App) -> dict[str, tuple[str, dict[str, Any]]]:
         from slurm_lab.juju.fsclient import FilesystemClient  # noqa: PLC0415
 
-        if app.kind == FilesystemClient.KIND:
-            return FilesystemClient.ENDPOINTS
-        if app.kind == MysqlStandIn.KIND:
-            return MysqlStandIn.ENDPOINTS
-        if app.kind == PrometheusStandIn.KIND:
-            return PrometheusStandIn.ENDPOINTS
-        if app.kind == CosCollector.KIND:
-            return CosCollector.ENDPOINTS
-        return self.ctl.spec(app).endpoints()
+        standins = (FilesystemClient, MysqlStandIn, PrometheusStandIn, CosCollector)
+        standin = {c.KIND: c for c in (*standins, LdapStandIn, SssdStandIn)}.get(app.kind)
+        if standin is not None:
+            return standin.ENDPOINTS
+        endpoints = self.ctl.spec(app).endpoints()
+        if not app.subordinate:
+            # Juju gives every principal an implicit `juju-info` provider endpoint.
+            endpoints.setdefault("juju-info", ("provider", {"interface": "juju-info"}))
+        return endpoints
 
     def _match_endpoints(self, first: str, second: str) -> list[Endpoint]:
         (app1, _, ep1), (app2, _, ep2) = first.partition(":"), second.partition(":")
@@ -885,6 +892,7 @@ class LabJuju(jubilant.Juju):
         rel = lifecycle.new_relation(self.ctl.model, endpoints)
         FilesystemClient(self.ctl).add_subordinate_units(rel)
         CosCollector(self.ctl).add_subordinate_units(rel)
+        SssdStandIn(self.ctl).add_subordinate_units(rel)
         self.ctl.enqueue_all(lifecycle.integrated(self.ctl.model, rel))
 
 

@@ -95,10 +95,20 @@ def unit_added(model: ModelState, unit: Unit) -> Events:
 def integrated(model: ModelState, rel: Relation) -> Events:
     """Return the hooks for a new relation between two applications (joins: `enter_scope`)."""
     events: Events = []
+    container = any(e.scope == "container" for e in rel.endpoints)
     for endpoint in rel.endpoints:
         for unit in model.app_units(endpoint.app):
+            # A subordinate takes part in a container relation only beside its principal.
+            if container and unit.principal and not _beside(model, unit, rel):
+                continue
             events += created(unit.name, rel)
     return events
+
+
+def _beside(model: ModelState, unit: Unit, rel: Relation) -> bool:
+    """Whether subordinate `unit`'s principal belongs to the relation's other application."""
+    principal = model.units.get(unit.principal or "")
+    return principal is not None and principal.app == rel.other_app(unit.app)
 
 
 def departing(model: ModelState, unit: Unit) -> Events:

@@ -10,11 +10,14 @@ Each is a `standins.base.StandIn`.
 * `opentelemetry-collector` (`standins.cos`): the COS agent subordinate, a Prometheus per
   principal machine that scrapes what `cos-agent` publishes;
 * `filesystem-client` (`standins.fsclient`): the shared filesystem subordinate, a bind mount
-  of one lab directory.
+  of one lab directory;
+* `ldap` and `sssd` (`standins.directory`): slapd seeded with users and groups, and the SSSD
+  subordinate that makes its principal's machine resolve them.
 """
 
 from slurm_lab.juju.standins.base import StandIn, SubordinateStandIn
 from slurm_lab.juju.standins.cos import CosCollector
+from slurm_lab.juju.standins.directory import LdapStandIn, SssdStandIn
 from slurm_lab.juju.standins.fsclient import FilesystemClient
 from slurm_lab.juju.standins.mysql import MysqlStandIn
 from slurm_lab.juju.standins.prometheus import PrometheusStandIn
@@ -24,18 +27,22 @@ STANDINS: tuple[type[StandIn], ...] = (
     PrometheusStandIn,
     CosCollector,
     FilesystemClient,
+    LdapStandIn,
+    SssdStandIn,
 )
 """Every stand-in; `KIND` is the charm name that deploys it."""
 
-SUBORDINATES: tuple[type[SubordinateStandIn], ...] = (FilesystemClient, CosCollector)
+SUBORDINATES: tuple[type[SubordinateStandIn], ...] = (FilesystemClient, CosCollector, SssdStandIn)
 
 __all__ = [
     "STANDINS",
     "SUBORDINATES",
     "CosCollector",
     "FilesystemClient",
+    "LdapStandIn",
     "MysqlStandIn",
     "PrometheusStandIn",
+    "SssdStandIn",
     "StandIn",
     "SubordinateStandIn",
 ]

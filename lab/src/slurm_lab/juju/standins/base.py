@@ -159,7 +159,9 @@ class SubordinateStandIn(StandIn):
         """Give each principal unit of a container relation with the stand-in its own unit.
 
         With `principals` (new units of an existing relation), each new unit runs
-        relation-created, then enters the relation's scope (`lifecycle.created`).
+        relation-created, then enters the relation's scope (`lifecycle.created`). Either way a
+        new unit also runs relation-created for its application's other, global relations (an
+        `ldap` or `send-remote-write` integrated before the unit existed), as Juju does.
         """
         model = self.ctl.model
         if not any(e.scope == "container" for e in rel.endpoints):
@@ -190,3 +192,6 @@ class SubordinateStandIn(StandIn):
             sub_app.leader = sub_app.leader or unit.name
             if principals is not None:
                 self.ctl.enqueue_all(lifecycle.created(unit.name, rel))
+            for other in model.relations_of(sub_app.name):
+                if other is not rel and all(e.scope != "container" for e in other.endpoints):
+                    self.ctl.enqueue_all(lifecycle.created(unit.name, other))
