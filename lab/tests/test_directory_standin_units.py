@@ -1,6 +1,6 @@
 """The directory stand-ins (`standins.directory`) without machines: what crosses the `ldap`
 relation, and what of it may reach sssd.conf. They run on lab machines in
-tests/integration/test_directory_users.py.
+tests/integration/test_accounting_and_rest.py (its directory-user tests).
 """
 
 from __future__ import annotations

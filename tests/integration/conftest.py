@@ -26,7 +26,6 @@ LONGEST_MODULES = (
     "test_rebuild_and_upgrade.py",
     "test_ha.py",
     "test_dynamic_nodes.py",
-    "test_directory_users.py",
     "test_observability.py",
     "test_ha_worst_moment.py",
     "test_hostile_user.py",
@@ -35,19 +34,20 @@ LONGEST_MODULES = (
     "test_node_health.py",
     "test_operator_toolkit.py",
     "test_accounting_backup.py",
+    "test_accounting_and_rest.py",
 )
 """Started first when modules run in parallel (`just integration`), longest first, so that no
 long module starts last (`pytest_xdist_make_scheduler`; the module timeline at the end of the
 run shows what each worker ran and for how long). In CI (4 labs on 2 cores): the rolling
 rebuild and HA major upgrade on one 11-machine cluster about 15 (alone on the shared lab host
 10 with a 2.5-minute deploy, 16 when the load made the deploy 7), the failover suite 13-15
-minutes, the dynamic-node suite 8-9, the directory users 7.5 alone at load 11-14 (6 deploying;
-11.5 at load 20), observability about 7 (alone: 11
+minutes, the dynamic-node suite 8-9, observability about 7 (alone: 11
 before its test-sized intervals), the worst-moment failover 5 to 9 (Slurm's 121 s requeue
 delay), the hostile user's scenarios (one failover, one node reboot) 5 to 6 alone, the
 benchmark smoke run about 4 (alone: 12 before it left out the figures other modules prove).
-The rest take 1 to 4 minutes
-each."""
+Accounting and REST, then directory users on the same cluster (its `ldap` and `sssd`
+added about 4 minutes of the 7.5 a module of their own took alone at load 11-14). The rest
+take 1 to 4 minutes each."""
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

@@ -46,7 +46,6 @@ from typing import Any
 import jubilant
 import pytest
 from accounting_rest_helpers import http, rest_api
-from conftest import on_real_juju
 from deploy_helpers import deploy_accounting, deploy_rest_api, deploy_slurm
 from dynamic_nodes_helpers import (
     CONTROLLER,
@@ -72,6 +71,8 @@ from ha_helpers import (
     unit_of_host,
 )
 from hpc_libs.slurm import data_parser
+
+from conftest import on_real_juju
 
 LEADER = "slurmctld/leader"
 """rebuild-nodes runs on the leader, which records the rollout."""
