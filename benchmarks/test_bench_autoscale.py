@@ -51,6 +51,34 @@ def test_the_action_reads_64_nodes_and_10000_queued_jobs(benchmark: BenchmarkFix
     assert sum(len(value) for value in results.values()) < 20_000  # Two shapes, 64 nodes.
 
 
+def queue() -> str:
+    """squeue's lines (the action's QUEUE_FORMAT) of the same 10,000 pending jobs."""
+    shapes = [
+        "2|2|1|0|compute|N/A|cpu=2,mem=48210M,node=2|Resources",
+        "2|2|1|0|compute|N/A|cpu=2,mem=48210M,node=2|Priority",
+    ]
+    return "".join(f"{i + 1}|{shapes[i % 2]}\n" for i in range(JOBS))
+
+
+def test_the_action_reads_64_nodes_and_10000_queued_jobs_from_squeue(
+    benchmark: BenchmarkFixture,
+):
+    module = scaling_view()
+    nodes, _, reservations = answers()
+    lines = queue()
+
+    def action():
+        document = module.queue_view(
+            nodes, lines, reservations, ["compute"], RECORDED, version="v0.0.42"
+        )
+        return module.as_results(document)
+
+    results = benchmark(action)
+
+    json_read = module.view(*answers(), ["compute"], RECORDED, version="v0.0.42")
+    assert module.as_results(json_read) == results
+
+
 def test_one_pass_at_64_nodes_and_10000_queued_jobs(benchmark: BenchmarkFixture):
     module = load_scaling_view()
     results = module.as_results(module.view(*answers(), ["compute"], RECORDED, version="v0.0.42"))

@@ -1509,7 +1509,7 @@ MUTATIONS = [
     ),
     Mutation(
         "scaling-view-squeue-description-taken-as-reason",
-        "charms/slurmctld/src/scaling_view.py::queue_record",
+        "charms/slurmctld/src/scaling_view.py::queue_shape",
         "    if memory is None or not WORD.fullmatch(reason):\n",
         "    if memory is None:\n",
         "tests/unit/slurmctld/test_actions_scaling_view.py::"
@@ -1525,7 +1525,7 @@ MUTATIONS = [
     Mutation(
         "scaling-view-squeue-job-twice-counted",
         "charms/slurmctld/src/scaling_view.py::queue_jobs",
-        "        if record.job_id in seen:\n",
+        "        if int(job_id) in seen:\n",
         "        if False:\n",
         "tests/unit/slurmctld/test_actions_scaling_view.py::test_a_line_squeue_never_prints_fails_the_action",
     ),

@@ -219,3 +219,53 @@ def _same_but_time(view: dict[str, Any], other: dict[str, Any]) -> bool:
         return [{k: v for k, v in node.items() if k != "last_busy"} for node in nodes]
 
     return without(view["nodes"]) == without(other["nodes"])
+
+
+MEMORY_JOBS = """
+set -eu
+cd /tmp
+sbatch --parsable -H -c 2 --mem-per-cpu=300 --wrap true
+sbatch --parsable -H -c 2 --mem=700 --wrap true
+sbatch --parsable -H --mem=0 --wrap true
+sbatch --parsable -H -a 0-9%2 --mem=512 --wrap true
+"""
+"""Held jobs asking memory each way squeue's MinMemory prints alike (issue 41)."""
+
+
+def recorded_queue() -> Any:
+    """tests/unit/recorded_queue.py: squeue's lines as the unit tests derive them from JSON."""
+    name = "recorded_queue"
+    if name not in sys.modules:
+        spec = importlib.util.spec_from_file_location(name, REPO / "tests/unit/recorded_queue.py")
+        assert spec is not None and spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        spec.loader.exec_module(module)
+    return sys.modules[name]
+
+
+@pytest.mark.skipif(bool(os.environ.get("RECORD_REST")), reason="its jobs would be recorded")
+def test_the_scaling_views_squeue_lines_read_as_scontrols_json(rest: Rest) -> None:
+    """The action's squeue prints what the unit tests derive from the JSON, and both reads of
+    the scaling view agree, for the queue and held jobs asking memory per CPU, per node, all
+    of a node, and an array."""
+    module, machine = scaling_view(), rest.machine
+    version = data_parser.choose(data_parser.offered_by_openapi(rest.get("/openapi/v3")))
+    submitted = machine.exec(["bash", "-c", MEMORY_JOBS], check=True).stdout.split()
+    try:
+        show = ["scontrol", "show", "jobs", f"--json={version}"]
+        jobs = machine.exec(show, check=True).stdout
+        queue = machine.exec(module.QUEUE_ARGV, check=True).stdout
+        nodes, reservations = (
+            machine.exec(["scontrol", "show", what, f"--json={version}"], check=True).stdout
+            for what in ("nodes", "reservations")
+        )
+    finally:
+        machine.exec(["scancel", *submitted])
+    expected = recorded_queue().queue_text(json.loads(jobs))
+    assert sorted(queue.split("\n")) == sorted(expected.split("\n"))
+    now = int(time.time())
+    by_queue = module.queue_view(nodes, queue, reservations, ["compute"], now, version=version)
+    assert by_queue == module.view(nodes, jobs, reservations, ["compute"], now, version=version)
+    memory = {(shape["cpus"], shape["memory"]) for shape in by_queue["pending"]}
+    assert {(2, 600), (2, 700), (1, 0), (1, 512)} <= memory

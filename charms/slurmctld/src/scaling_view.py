@@ -340,6 +340,7 @@ def queue_jobs(text: str) -> list[Pending] | None:
 
     Not exact: a reason that is a description, or a memory that neither per node nor per
     CPU explains (squeue prints MinMemory without saying which; the memory TRES tells).
+    Lines that differ only by the job id are read once (a queue has few shapes).
 
     Raises:
         SlurmUnreadable: A line is not a record of that format, or a job comes twice.
@@ -347,41 +348,45 @@ def queue_jobs(text: str) -> list[Pending] | None:
     """
     records: list[Pending] = []
     seen: set[int] = set()
+    shapes: dict[str, Pending | None] = {}
     for line in text.split("\n"):
         if not line:
             continue
-        record = queue_record(line)
-        if record is None:
+        job_id, _, rest = line.partition("|")
+        if not _DIGITS.fullmatch(job_id) or int(job_id) < 1:
+            raise SlurmUnreadable(f"squeue record {line[:64]!r}")
+        if rest not in shapes:
+            shapes[rest] = queue_shape(rest)
+        shape = shapes[rest]
+        if shape is None:
             return None  # Its JSON record says what squeue's line does not.
-        if record.job_id in seen:
-            raise SlurmUnreadable(f"squeue printed job {record.job_id} twice")
-        seen.add(record.job_id)
-        records.append(record)
+        if int(job_id) in seen:
+            raise SlurmUnreadable(f"squeue printed job {job_id} twice")
+        seen.add(int(job_id))
+        records.append(shape._replace(job_id=int(job_id)))
     return records
 
 
-def queue_record(line: str) -> Pending | None:
-    """Return the record of one QUEUE_FORMAT line; None if it is not exact.
+def queue_shape(rest: str) -> Pending | None:
+    """Read a QUEUE_FORMAT line after its job id; None if it is not exact (job id 0).
 
     Raises:
-        SlurmUnreadable: It is not a record of that format.
+        SlurmUnreadable: It is not the rest of a record of that format.
 
     """
-    fields = line.split("|", len(QUEUE_FIELDS))
-    if len(fields) != len(QUEUE_FIELDS) + 1:
-        raise SlurmUnreadable(f"squeue record {line[:64]!r}")
-    job_id, count, cpus, min_cpus, min_memory, partition, tasks, tres, reason = fields
-    for number in (job_id, count, cpus, min_cpus):
+    fields = rest.split("|", len(QUEUE_FIELDS) - 1)
+    if len(fields) != len(QUEUE_FIELDS):
+        raise SlurmUnreadable(f"squeue record {rest[:64]!r}")
+    count, cpus, min_cpus, min_memory, partition, tasks, tres, reason = fields
+    for number in (count, cpus, min_cpus):
         _checked(_DIGITS, number, "squeue number")
-    if int(job_id) < 1:
-        raise SlurmUnreadable(f"squeue record {line[:64]!r}")
     copies = array_copies("" if tasks == "N/A" else tasks, None)
     nodes = max(1, int(count))
     cpus_per_node = max(int(min_cpus) or 1, -(-int(cpus) // nodes))
     memory = memory_per_node(min_memory, tres, nodes, int(cpus), cpus_per_node)
     if memory is None or not WORD.fullmatch(reason):
         return None
-    return Pending(int(job_id), partition, nodes, cpus_per_node, memory, reason, copies)
+    return Pending(0, partition, nodes, cpus_per_node, memory, reason, copies)
 
 
 def megabytes(text: str) -> int | None:
