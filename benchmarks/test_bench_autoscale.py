@@ -16,6 +16,7 @@ from slurm_autoscale.policy import AppPolicy
 from slurm_autoscale.slurm import parse_view
 
 ROOT = Path(__file__).parents[1]
+sys.path.insert(0, str(ROOT / "tests" / "unit"))  # recorded_queue, which autoscaler_recorded uses
 sys.path.insert(0, str(ROOT / "tests" / "unit" / "autoscaler"))
 
 from autoscaler_recorded import load_scaling_view  # noqa: E402 (the sys.path line above)
@@ -63,7 +64,7 @@ def queue() -> str:
 def test_the_action_reads_64_nodes_and_10000_queued_jobs_from_squeue(
     benchmark: BenchmarkFixture,
 ):
-    module = scaling_view()
+    module = load_scaling_view()
     nodes, _, reservations = answers()
     lines = queue()
 
