@@ -32,9 +32,11 @@ from slurm_lab.machines import Lab, Machine
 pytestmark = pytest.mark.lab
 
 REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO / "tests" / "unit"))  # recorded_queue
 sys.path.insert(0, str(REPO / "tests" / "unit" / "autoscaler"))
 
-from autoscaler_recorded import load_scaling_view  # noqa: E402 (the sys.path line above)
+from autoscaler_recorded import load_scaling_view  # noqa: E402 (the sys.path lines above)
+from recorded_queue import queue_text  # noqa: E402
 
 RECORDED = REPO / "tests/unit/autoscaler/recorded"
 MACHINE = "rest-rec"
@@ -232,24 +234,12 @@ sbatch --parsable -H -a 0-9%2 --mem=512 --wrap true
 """Held jobs asking memory each way squeue's MinMemory prints alike (issue 41)."""
 
 
-def recorded_queue() -> Any:
-    """tests/unit/recorded_queue.py: squeue's lines as the unit tests derive them from JSON."""
-    name = "recorded_queue"
-    if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(name, REPO / "tests/unit/recorded_queue.py")
-        assert spec is not None and spec.loader is not None
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module
-        spec.loader.exec_module(module)
-    return sys.modules[name]
-
-
 @pytest.mark.skipif(bool(os.environ.get("RECORD_REST")), reason="its jobs would be recorded")
 def test_the_scaling_views_squeue_lines_read_as_scontrols_json(rest: Rest) -> None:
     """The action's squeue prints what the unit tests derive from the JSON, and both reads of
     the scaling view agree, for the queue and held jobs asking memory per CPU, per node, all
     of a node, and an array."""
-    module, machine = scaling_view(), rest.machine
+    module, machine = load_scaling_view(), rest.machine
     version = data_parser.choose(data_parser.offered_by_openapi(rest.get("/openapi/v3")))
     submitted = machine.exec(["bash", "-c", MEMORY_JOBS], check=True).stdout.split()
     try:
@@ -262,7 +252,7 @@ def test_the_scaling_views_squeue_lines_read_as_scontrols_json(rest: Rest) -> No
         )
     finally:
         machine.exec(["scancel", *submitted])
-    expected = recorded_queue().queue_text(json.loads(jobs))
+    expected = queue_text(json.loads(jobs))
     assert sorted(queue.split("\n")) == sorted(expected.split("\n"))
     now = int(time.time())
     by_queue = module.queue_view(nodes, queue, reservations, ["compute"], now, version=version)
