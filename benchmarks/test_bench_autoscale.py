@@ -16,6 +16,7 @@ from slurm_autoscale.policy import AppPolicy
 from slurm_autoscale.slurm import parse_view
 
 ROOT = Path(__file__).parents[1]
+sys.path.insert(0, str(ROOT / "tests" / "unit"))  # recorded_queue, which autoscaler_recorded uses
 sys.path.insert(0, str(ROOT / "tests" / "unit" / "autoscaler"))
 
 from autoscaler_recorded import load_scaling_view  # noqa: E402 (the sys.path line above)
@@ -49,6 +50,34 @@ def test_the_action_reads_64_nodes_and_10000_queued_jobs(benchmark: BenchmarkFix
     results = benchmark(action)
 
     assert sum(len(value) for value in results.values()) < 20_000  # Two shapes, 64 nodes.
+
+
+def queue() -> str:
+    """squeue's lines (the action's QUEUE_FORMAT) of the same 10,000 pending jobs."""
+    shapes = [
+        "2|2|1|0|compute|N/A|cpu=2,mem=48210M,node=2|Resources",
+        "2|2|1|0|compute|N/A|cpu=2,mem=48210M,node=2|Priority",
+    ]
+    return "".join(f"{i + 1}|{shapes[i % 2]}\n" for i in range(JOBS))
+
+
+def test_the_action_reads_64_nodes_and_10000_queued_jobs_from_squeue(
+    benchmark: BenchmarkFixture,
+):
+    module = load_scaling_view()
+    nodes, _, reservations = answers()
+    lines = queue()
+
+    def action():
+        document = module.queue_view(
+            nodes, lines, reservations, ["compute"], RECORDED, version="v0.0.42"
+        )
+        return module.as_results(document)
+
+    results = benchmark(action)
+
+    json_read = module.view(*answers(), ["compute"], RECORDED, version="v0.0.42")
+    assert module.as_results(json_read) == results
 
 
 def test_one_pass_at_64_nodes_and_10000_queued_jobs(benchmark: BenchmarkFixture):

@@ -1412,9 +1412,9 @@ MUTATIONS = [
     ),
     Mutation(
         "scaling-view-reads-an-answer-of-another-version",
-        "charms/slurmctld/src/scaling_view.py::view",
-        "            data_parser.check_answer(answer, version)\n",
-        "            pass\n",
+        "charms/slurmctld/src/scaling_view.py::_answer",
+        "        data_parser.check_answer(answer, version)\n",
+        "        pass\n",
         "tests/unit/autoscaler/test_recorded_versions.py::"
         "test_an_answer_of_one_version_is_refused_when_another_was_asked_for",
     ),
@@ -1499,6 +1499,35 @@ MUTATIONS = [
         "",
         "tests/unit/hpc_libs/test_slurm_managers.py::"
         "test_slurmd_stop_is_bounded_far_below_systemds_default",
+    ),
+    Mutation(
+        "scaling-view-squeue-memory-per-cpu-read-as-per-node",
+        "charms/slurmctld/src/scaling_view.py::memory_per_node",
+        "        return asked * cpus_per_node\n",
+        "        return asked\n",
+        "tests/unit/slurmctld/test_actions_scaling_view.py::test_memory_per_node_reads_from_squeue_as_from_the_jobs_json",
+    ),
+    Mutation(
+        "scaling-view-squeue-description-taken-as-reason",
+        "charms/slurmctld/src/scaling_view.py::queue_shape",
+        "    if memory is None or not WORD.fullmatch(reason):\n",
+        "    if memory is None:\n",
+        "tests/unit/slurmctld/test_actions_scaling_view.py::"
+        "test_a_reason_squeue_prints_as_a_description_reads_the_jobs_json_instead",
+    ),
+    Mutation(
+        "scaling-view-squeue-inexact-memory-guessed",
+        "charms/slurmctld/src/scaling_view.py::memory_per_node",
+        "        return asked * cpus_per_node\n    return None\n",
+        "        return asked * cpus_per_node\n    return asked\n",
+        "tests/unit/slurmctld/test_actions_scaling_view.py::test_a_memory_squeue_cannot_say_exactly_reads_the_jobs_json",
+    ),
+    Mutation(
+        "scaling-view-squeue-job-twice-counted",
+        "charms/slurmctld/src/scaling_view.py::queue_jobs",
+        "        if int(job_id) in seen:\n",
+        "        if False:\n",
+        "tests/unit/slurmctld/test_actions_scaling_view.py::test_a_line_squeue_never_prints_fails_the_action",
     ),
 ]
 

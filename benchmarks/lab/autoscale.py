@@ -23,11 +23,15 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
+import importlib.util
 import logging
+import shlex
 import statistics
+import sys
 import tempfile
 import time
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import jubilant
@@ -169,10 +173,59 @@ def pass_cost(bench: Bench, nodes: int, jobs: int, runs: int) -> dict[str, Any]:
         "nodes": passes[-1]["nodes"],
         "pending_jobs": passes[-1]["pending_jobs"],
         "pass_s_median": round(statistics.median(p["pass_s"] for p in passes), 3),
+        "unchanged_pass_s_median": round(statistics.median(p["pass_s"] for p in passes[1:]), 3)
+        if len(passes) > 1
+        else None,
         **medians,
         "result_bytes": passes[-1]["result_bytes"],
         "transport": "slurmctld's scaling-view action (juju run on its leader)",
+        "comparators_s_median": comparators(bench, runs),
     }
+
+
+COMPARATORS: dict[str, str | None] = {
+    "floor_squeue": "squeue -h -t PD -o '%D %P %r'",
+    "action_squeue": None,
+    "json_jobs": "scontrol show jobs --json",
+}
+"""Commands timed on the controller beside the passes (issue 41): the issue's floor, the
+action's own query of the pending jobs (None: the charm's QUEUE_ARGV), and scontrol's JSON of
+the jobs that the action read before (and still reads when a reason is a description)."""
+
+
+def _scaling_view() -> ModuleType:
+    """The slurmctld charm's action module (for its squeue command), under its own name."""
+    name = "bench_lab_scaling_view"
+    if name not in sys.modules:
+        path = CHARMS / "slurmctld" / "src" / "scaling_view.py"
+        spec = importlib.util.spec_from_file_location(name, path)
+        assert spec is not None and spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        spec.loader.exec_module(module)
+    return sys.modules[name]
+
+
+def comparators(bench: Bench, runs: int) -> dict[str, float]:
+    """Median seconds of each COMPARATORS command inside the controller's machine, and of
+    `juju run` of an action that reads no Slurm (`list-backups`): a pass's floor through Juju."""
+    medians: dict[str, float] = {}
+    for name, given in COMPARATORS.items():
+        command = given or shlex.join(_scaling_view().QUEUE_ARGV)
+        script = f"s=$(date +%s.%N); {command} >/dev/null; e=$(date +%s.%N); echo $s $e"
+        times = []
+        for _ in range(runs):
+            start, end = bench.sh(CONTROLLER, script, timeout=600).split()
+            times.append(float(end) - float(start))
+        medians[name] = round(statistics.median(times), 3)
+    leader = next(n for n, u in bench.juju.status().apps["slurmctld"].units.items() if u.leader)
+    times = []
+    for _ in range(runs):
+        started = time.monotonic()
+        bench.juju.run(leader, "list-backups", wait=ACTION_WAIT)
+        times.append(time.monotonic() - started)
+    medians["juju_run_no_slurm"] = round(statistics.median(times), 3)
+    return medians
 
 
 def _job_state(bench: Bench, job_id: str) -> str:

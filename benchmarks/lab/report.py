@@ -401,11 +401,24 @@ def autoscale_rows(figures: dict[str, Any]) -> list[list[str]]:
             f"{_s(_read_slurm_s(cost))} / "
             f"{cost['own_cpu_s_median']:.2f} s; {cost['slurmctld_cpu_s_median']:.2f} s",
             f"answer {_answer_bytes(cost) / 2**10:.1f} KiB; "
-            f"{len(cost['failed_passes'])} passes failed",
+            f"{len(cost['failed_passes'])} passes failed{_comparators(cost)}",
             "-",
         ]
     )
     return rows
+
+
+def _comparators(cost: dict[str, Any]) -> str:
+    """Issue 41's comparators of a pass, timed in the controller in the same run."""
+    times = cost.get("comparators_s_median")
+    if not times:
+        return ""
+    return (
+        f"; unchanged pass {_s(cost['unchanged_pass_s_median'])}; on the controller: floor "
+        f"`squeue -h -t PD -o '%D %P %r'` {times['floor_squeue']:.2f} s, the action's squeue "
+        f"{times['action_squeue']:.2f} s, `scontrol show jobs --json` {times['json_jobs']:.2f} s;"
+        f" `juju run` of an action reading no Slurm {times['juju_run_no_slurm']:.2f} s"
+    )
 
 
 def _read_slurm_s(cost: dict[str, Any]) -> float:

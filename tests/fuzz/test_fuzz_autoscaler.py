@@ -11,7 +11,7 @@ import json
 from typing import Any
 
 import harness
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 from slurm_autoscale.slurm import SlurmUnreadable, parse_view
 
@@ -168,3 +168,29 @@ def test_the_autoscaler_reads_any_answer_or_says_slurm_is_unreadable(results):
         assert json.dumps(node.name) in text
     for job in slurm.pending:
         assert str(job.job_id) in text
+
+
+QUEUE_FIELD = st.one_of(
+    st.sampled_from(["0", "1", "2", "64", "N/A", "0-9%2", "1000M", "1.50G", "compute", "gpu"]),
+    st.sampled_from(["cpu=2,mem=2000M,node=2", "Resources", "Priority", "99999999999999999999"]),
+    HOSTILE,
+)
+QUEUE_LINE = st.lists(QUEUE_FIELD, min_size=1, max_size=10).map("|".join)
+
+
+@given(st.lists(QUEUE_LINE, max_size=6).map(lambda lines: "\n".join(lines) + "\n"))
+@example("7|2|2|1|0|compute|N/A|cpu=2,mem=2000M,node=2|Resources\n")
+@example("7|1|1|1|0|gpu|0-9%2|N/A|Priority\n8|1|1|1|0|gpu|N/A|N/A|x\n4242|compute|PENDING\n")
+def test_squeues_lines_name_only_the_jobs_they_lead_with(queue: str):
+    """squeue's answer (issue 41): each job read once, only the ids that start its lines."""
+    try:
+        jobs = SCALING_VIEW.queue_jobs(queue)
+    except SCALING_VIEW.SlurmUnreadable:
+        return
+    if jobs is None:
+        return  # Not exact: the pass reads scontrol's JSON instead.
+    ids = [job.job_id for job in jobs]
+    assert len(ids) == len(set(ids))
+    leading = {line.partition("|")[0] for line in queue.split("\n")}
+    assert {str(job_id) for job_id in ids} <= leading
+    assert all(job.nodes >= 1 and job.copies >= 1 and job.memory >= 0 for job in jobs)

@@ -186,6 +186,31 @@ def test_the_scaling_view_counts_each_pending_job_once(cluster: Cluster, hostile
     assert view["omitted"] == 0
 
 
+def test_the_scaling_views_squeue_lines_count_each_pending_job_once(
+    cluster: Cluster, hostile: Hostile
+):
+    """The action's squeue prints no user text (QUEUE_FORMAT): each real job read once, none
+    forged, and the view is the one scontrol's JSON gives (issue 41)."""
+    listed = cluster.sh(cluster.controller, "scontrol", "--json=list")
+    version = data_parser.choose(data_parser.offered_by_list(listed))
+    nodes, jobs, reservations = (
+        cluster.sh(cluster.controller, "scontrol", "show", what, f"--json={version}")
+        for what in ("nodes", "jobs", "reservations")
+    )
+    answer = record("squeue-scaling-view", slurm_query(cluster, scaling_view.QUEUE_ARGV))
+
+    records = scaling_view.queue_jobs(answer)
+
+    assert records is not None, answer
+    assert {str(job.job_id) for job in records} == real_job_ids(cluster), answer
+    assert len(records) == len(real_job_ids(cluster))
+    by_queue = scaling_view.queue_view(
+        nodes, answer, reservations, [PARTITION], now=0, version=version
+    )
+    by_json = scaling_view.view(nodes, jobs, reservations, [PARTITION], now=0, version=version)
+    assert by_queue == by_json
+
+
 def slurm_query(cluster: Cluster, argv: list[str]) -> str:
     """Run one of the exporter's queries as the exporter does (epoch times)."""
     env = " ".join(f"{key}={value}" for key, value in metrics.TIME_FORMAT_ENV.items())

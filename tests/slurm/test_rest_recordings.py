@@ -32,9 +32,11 @@ from slurm_lab.machines import Lab, Machine
 pytestmark = pytest.mark.lab
 
 REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO / "tests" / "unit"))  # recorded_queue
 sys.path.insert(0, str(REPO / "tests" / "unit" / "autoscaler"))
 
-from autoscaler_recorded import load_scaling_view  # noqa: E402 (the sys.path line above)
+from autoscaler_recorded import load_scaling_view  # noqa: E402 (the sys.path lines above)
+from recorded_queue import queue_text  # noqa: E402
 
 RECORDED = REPO / "tests/unit/autoscaler/recorded"
 MACHINE = "rest-rec"
@@ -219,3 +221,41 @@ def _same_but_time(view: dict[str, Any], other: dict[str, Any]) -> bool:
         return [{k: v for k, v in node.items() if k != "last_busy"} for node in nodes]
 
     return without(view["nodes"]) == without(other["nodes"])
+
+
+MEMORY_JOBS = """
+set -eu
+cd /tmp
+sbatch --parsable -H -c 2 --mem-per-cpu=300 --wrap true
+sbatch --parsable -H -c 2 --mem=700 --wrap true
+sbatch --parsable -H --mem=0 --wrap true
+sbatch --parsable -H -a 0-9%2 --mem=512 --wrap true
+"""
+"""Held jobs asking memory each way squeue's MinMemory prints alike (issue 41)."""
+
+
+@pytest.mark.skipif(bool(os.environ.get("RECORD_REST")), reason="its jobs would be recorded")
+def test_the_scaling_views_squeue_lines_read_as_scontrols_json(rest: Rest) -> None:
+    """The action's squeue prints what the unit tests derive from the JSON, and both reads of
+    the scaling view agree, for the queue and held jobs asking memory per CPU, per node, all
+    of a node, and an array."""
+    module, machine = load_scaling_view(), rest.machine
+    version = data_parser.choose(data_parser.offered_by_openapi(rest.get("/openapi/v3")))
+    submitted = machine.exec(["bash", "-c", MEMORY_JOBS], check=True).stdout.split()
+    try:
+        show = ["scontrol", "show", "jobs", f"--json={version}"]
+        jobs = machine.exec(show, check=True).stdout
+        queue = machine.exec(module.QUEUE_ARGV, check=True).stdout
+        nodes, reservations = (
+            machine.exec(["scontrol", "show", what, f"--json={version}"], check=True).stdout
+            for what in ("nodes", "reservations")
+        )
+    finally:
+        machine.exec(["scancel", *submitted])
+    expected = queue_text(json.loads(jobs))
+    assert sorted(queue.split("\n")) == sorted(expected.split("\n"))
+    now = int(time.time())
+    by_queue = module.queue_view(nodes, queue, reservations, ["compute"], now, version=version)
+    assert by_queue == module.view(nodes, jobs, reservations, ["compute"], now, version=version)
+    memory = {(shape["cpus"], shape["memory"]) for shape in by_queue["pending"]}
+    assert {(2, 600), (2, 700), (1, 0), (1, 512)} <= memory

@@ -1,6 +1,7 @@
 """What the autoscaler reads from Slurm: slurmctld's read-only `scaling-view` action.
 
-The leader of the controller application runs `scontrol show nodes|jobs|reservations --json`
+The leader of the controller application runs `scontrol show nodes|reservations --json` and
+`squeue` for the pending jobs (scontrol's JSON of the jobs when squeue cannot say one exactly)
 and returns the asked partitions' nodes, their pending jobs grouped by shape, the reserved
 nodes and its clock (charms/slurmctld/src/scaling_view.py). No token leaves the controller.
 The answer is checked here with strict pydantic models: anything else is `SlurmUnreadable`,

@@ -2,17 +2,23 @@
 
 slurm-autoscale (autoscaler/) runs this action on the controller's leader instead of asking
 for a token and reading slurmrestd. The action runs, as root on the controller,
-`scontrol show nodes|jobs|reservations --json`: JSON keeps users' text (job names, comments,
-accounts, a newline, a `|`) inside its strings, so no user can shape a record. It returns, for
-the asked partitions only:
+`scontrol show nodes|reservations --json` (JSON keeps users' text inside its strings, so no
+user can shape a record) and, for the pending jobs, `squeue` printing only fields that cannot
+hold its `|` separator and no user text (QUEUE_FORMAT: ids, numbers, partitions, the array's
+task ranges, the TRES asked, then Slurm's reason last). At 10,000 jobs that is about 60 bytes
+a job where `scontrol show jobs --json` prints about 5 KB (issue 41). Every record is checked
+field by field; a reason that is not one of Slurm's bare words (a description slurmctld
+composed, with spaces) sends the whole pass back to `scontrol show jobs --json`, as before,
+rather than guessing. It returns, for the asked partitions only:
 
 * `nodes`: name, state flags, CPUs, RealMemory, allocated CPUs, last busy time, reason
   (bounded), partitions, reservation;
 * `pending`: pending jobs grouped by shape (partitions, nodes, CPUs and memory per node,
-  Slurm's reason word): one record per shape with how many jobs, how many nodes-worth of
-  copies (a pending array record counts the tasks that may run at once, arithmetically:
-  `0-3000000%4` is 4) and the lowest job id as an example; at most MAX_SHAPES shapes, the
-  jobs of the others counted in `omitted`;
+  Slurm's reason word; from squeue the memory is the job's memory TRES over its nodes): one
+  record per shape with how many jobs, how many nodes-worth of copies (a pending array record
+  counts the tasks that may run at once, arithmetically: `0-3000000%4` is 4) and the lowest
+  job id as an example; at most MAX_SHAPES shapes, the jobs of the others counted in
+  `omitted`;
 * `reserved`: the asked partitions' nodes held by a reservation that has not ended;
 * `time`: the controller's clock when it read Slurm (the nodes' `last_busy` is on it).
 
@@ -28,7 +34,7 @@ at most MAX_PARTS of them (`parts` says how many).
 import json
 import re
 import time
-from typing import Annotated, Any
+from typing import Annotated, Any, NamedTuple, TypeVar
 
 import ops
 from hpc_libs.errors import SlurmOpsError
@@ -50,6 +56,32 @@ WORD = re.compile(r"[A-Za-z0-9_]{1,64}")
 DATA_PARSER = re.compile(r"v0\.0\.\d{1,4}")
 _ARRAY_CHUNK = re.compile(r"(\d{1,10})(?:-(\d{1,10})(?::(\d{1,10}))?)?")
 _CONTROL = re.compile(r"[\x00-\x1f\x7f\u2028\u2029]")
+_DIGITS = re.compile(r"\d{1,19}")
+QUEUE_FIELDS = (
+    "JobId",
+    "NumNodes",
+    "NumCPUs",
+    "MinCpus",
+    "MinMemory",
+    "Partition",
+    "ArrayTaskId",
+    "tres-alloc",
+)
+QUEUE_FORMAT = ",".join(f"{field}:|" for field in QUEUE_FIELDS) + ",Reason:"
+"""squeue's `--Format`: width 0 (never cut), `|` after each field, the reason last (it may be
+a description with spaces or a `|`: the rest of the line)."""
+QUEUE_ARGV = [
+    "squeue",
+    "--noheader",
+    "--noconvert",
+    "--states=PENDING",
+    f"--Format={QUEUE_FORMAT}",
+]
+MEMORY_UNITS = {"M": 1, "G": 1024, "T": 1024**2, "P": 1024**3}
+"""Units of Slurm's memory figures, in MB."""
+_MEMORY = re.compile(r"(\d{1,15})(?:\.(00|50))?([MGTP])?")
+"""`0`, `1000M`, `2G`, `1.50G`: Slurm converts a memory TRES only while it stays exact (halves
+kept: src/common/slurm_protocol_api.c, convert_num_unit2); `--noconvert` keeps MB."""
 
 
 class SlurmUnreadable(ValueError):  # noqa: N818 - says what happened
@@ -129,6 +161,9 @@ class _Jobs(_Answer):
 
 class _Reservations(_Answer):
     reservations: list[_Reservation] = Field(default_factory=list[_Reservation])
+
+
+_Model = TypeVar("_Model", bound=_Answer)
 
 
 def partitions_asked(value: object) -> list[str]:
@@ -271,36 +306,146 @@ def node_records(nodes: _Nodes, wanted: set[str]) -> list[dict[str, Any]]:
     return records
 
 
-def pending_shapes(jobs: _Jobs, wanted: set[str]) -> tuple[list[dict[str, Any]], int]:
-    """Return pending jobs of the wanted partitions by shape, and how many jobs were left out."""
-    shapes: dict[tuple[Any, ...], dict[str, Any]] = {}
-    for job in sorted(jobs.jobs, key=lambda j: j.job_id):
+class Pending(NamedTuple):
+    """One pending job (or array record) as the shapes count it."""
+
+    job_id: int
+    partition: str
+    nodes: int
+    cpus_per_node: int
+    memory: int
+    reason: str
+    copies: int
+
+
+def pending_jobs(jobs: _Jobs) -> list[Pending]:
+    """Return the pending records of scontrol's JSON answer."""
+    records: list[Pending] = []
+    for job in jobs.jobs:
         if "PENDING" not in job.job_state:
-            continue
-        partitions = [p for p in job.partition.split(",") if p in wanted]
-        if not partitions:
             continue
         nodes = max(1, job.node_count or 1)
         cpus_per_node = max(job.minimum_cpus_per_node or 1, -(-(job.cpus or 0) // nodes))
         memory = job.memory_per_node or (job.memory_per_cpu or 0) * cpus_per_node
         reason = _checked(WORD, job.state_reason or "None", "pending reason")
-        key = (",".join(partitions), nodes, cpus_per_node, memory, reason)
         copies = array_copies(job.array_task_string, job.array_max_tasks)
+        records.append(
+            Pending(job.job_id, job.partition, nodes, cpus_per_node, memory, reason, copies)
+        )
+    return records
+
+
+def queue_jobs(text: str) -> list[Pending] | None:
+    """Return the records of squeue's QUEUE_FORMAT lines; None if one is not exact.
+
+    Not exact: a reason that is a description, or a memory that neither per node nor per
+    CPU explains (squeue prints MinMemory without saying which; the memory TRES tells).
+    Lines that differ only by the job id are read once (a queue has few shapes).
+
+    Raises:
+        SlurmUnreadable: A line is not a record of that format, or a job comes twice.
+
+    """
+    records: list[Pending] = []
+    seen: set[int] = set()
+    shapes: dict[str, Pending | None] = {}
+    for line in text.split("\n"):
+        if not line:
+            continue
+        job_id, _, rest = line.partition("|")
+        if not _DIGITS.fullmatch(job_id) or int(job_id) < 1:
+            raise SlurmUnreadable(f"squeue record {line[:64]!r}")
+        if rest not in shapes:
+            shapes[rest] = queue_shape(rest)
+        shape = shapes[rest]
+        if shape is None:
+            return None  # Its JSON record says what squeue's line does not.
+        if int(job_id) in seen:
+            raise SlurmUnreadable(f"squeue printed job {job_id} twice")
+        seen.add(int(job_id))
+        records.append(shape._replace(job_id=int(job_id)))
+    return records
+
+
+def queue_shape(rest: str) -> Pending | None:
+    """Read a QUEUE_FORMAT line after its job id; None if it is not exact (job id 0).
+
+    Raises:
+        SlurmUnreadable: It is not the rest of a record of that format.
+
+    """
+    fields = rest.split("|", len(QUEUE_FIELDS) - 1)
+    if len(fields) != len(QUEUE_FIELDS):
+        raise SlurmUnreadable(f"squeue record {rest[:64]!r}")
+    count, cpus, min_cpus, min_memory, partition, tasks, tres, reason = fields
+    for number in (count, cpus, min_cpus):
+        _checked(_DIGITS, number, "squeue number")
+    copies = array_copies("" if tasks == "N/A" else tasks, None)
+    nodes = max(1, int(count))
+    cpus_per_node = max(int(min_cpus) or 1, -(-int(cpus) // nodes))
+    memory = memory_per_node(min_memory, tres, nodes, int(cpus), cpus_per_node)
+    if memory is None or not WORD.fullmatch(reason):
+        return None
+    return Pending(0, partition, nodes, cpus_per_node, memory, reason, copies)
+
+
+def megabytes(text: str) -> int | None:
+    """Return MB of Slurm's memory figure (`0`, `1000M`, `1.50G`: exact, or halves); else None."""
+    found = _MEMORY.fullmatch(text)
+    if found is None:
+        return None
+    whole, fraction, unit = found.groups()
+    if unit is None and whole != "0":
+        return None  # Cut short by squeue's buffer.
+    halves = int(whole) * 2 + (1 if fraction == "50" else 0)
+    return halves * MEMORY_UNITS[unit or "M"] // 2
+
+
+def memory_per_node(
+    min_memory: str, tres: str, nodes: int, cpus: int, cpus_per_node: int
+) -> int | None:
+    """Return the memory each node must hold, as scontrol's JSON gives it; None if unsure.
+
+    squeue's MinMemory drops the per-CPU flag; the job's memory TRES (`mem=` of `tres-alloc`)
+    is MinMemory times the nodes (per node) or times the CPUs (per CPU). 0 is `--mem=0`.
+    """
+    asked = megabytes(min_memory)
+    if asked == 0:
+        return 0
+    requested = [item.partition("=")[2] for item in tres.split(",") if item.startswith("mem=")]
+    total = megabytes(requested[0]) if len(requested) == 1 else None
+    if asked is None or total is None:
+        return None
+    if total == asked * nodes:
+        return asked
+    if total == asked * cpus:
+        return asked * cpus_per_node
+    return None
+
+
+def pending_shapes(jobs: list[Pending], wanted: set[str]) -> tuple[list[dict[str, Any]], int]:
+    """Return pending jobs of the wanted partitions by shape, and how many jobs were left out."""
+    shapes: dict[tuple[Any, ...], dict[str, Any]] = {}
+    for job in sorted(jobs, key=lambda j: j.job_id):
+        partitions = [p for p in job.partition.split(",") if p in wanted]
+        if not partitions:
+            continue
+        key = (",".join(partitions), job.nodes, job.cpus_per_node, job.memory, job.reason)
         shape = shapes.setdefault(
             key,
             {
                 "partition": key[0],
-                "nodes": nodes,
-                "cpus": cpus_per_node,
-                "memory": memory,
-                "reason": reason,
+                "nodes": job.nodes,
+                "cpus": job.cpus_per_node,
+                "memory": job.memory,
+                "reason": job.reason,
                 "jobs": 0,
                 "copies": 0,
                 "example": job.job_id,
             },
         )
         shape["jobs"] += 1
-        shape["copies"] = min(MAX_NUMBER, shape["copies"] + copies)
+        shape["copies"] = min(MAX_NUMBER, shape["copies"] + job.copies)
     kept = list(shapes.values())[:MAX_SHAPES]
     omitted = sum(shape["jobs"] for shape in list(shapes.values())[MAX_SHAPES:])
     return kept, omitted
@@ -328,13 +473,43 @@ def view(
             data_parser version, or Slurm reports errors.
 
     """
+    nodes = _answer(nodes_json, _Nodes, version)
+    jobs = _answer(jobs_json, _Jobs, version)
+    reservations = _answer(reservations_json, _Reservations, version)
+    return _document(nodes, pending_jobs(jobs), reservations, partitions, now)
+
+
+def queue_view(
+    nodes_json: str,
+    queue: str,
+    reservations_json: str,
+    partitions: list[str],
+    now: int,
+    *,
+    version: str,
+) -> dict[str, Any] | None:
+    """Build the action's document with squeue's QUEUE_FORMAT lines for the pending jobs.
+
+    None when a reason is a description: `view` then reads scontrol's JSON of the jobs.
+
+    Raises:
+        SlurmUnreadable: As `view`, or a line of `queue` is not a record of QUEUE_FORMAT.
+
+    """
+    jobs = queue_jobs(queue)
+    if jobs is None:
+        return None
+    nodes = _answer(nodes_json, _Nodes, version)
+    reservations = _answer(reservations_json, _Reservations, version)
+    return _document(nodes, jobs, reservations, partitions, now)
+
+
+def _answer(text: str, model: type[_Model], version: str) -> _Model:
+    """One scontrol answer, checked: JSON of `model`'s form, in `version`, without errors."""
     try:
-        answers = [json.loads(text) for text in (nodes_json, jobs_json, reservations_json)]
-        for answer in answers:
-            data_parser.check_answer(answer, version)
-        nodes = _Nodes.model_validate(answers[0])
-        jobs = _Jobs.model_validate(answers[1])
-        reservations = _Reservations.model_validate(answers[2])
+        answer = json.loads(text)
+        data_parser.check_answer(answer, version)
+        checked = model.model_validate(answer)
     except data_parser.DataParserError as e:
         raise SlurmUnreadable(f"scontrol: {e}") from None
     except ValidationError as e:
@@ -343,9 +518,18 @@ def view(
         raise SlurmUnreadable(f"unexpected scontrol answer at {where}: {first['msg']}") from None
     except (ValueError, RecursionError) as e:
         raise SlurmUnreadable(f"unexpected scontrol answer: {e}"[:300]) from None
-    for answer in (nodes, jobs, reservations):
-        if answer.errors:
-            raise SlurmUnreadable(f"scontrol reported errors: {str(answer.errors)[:300]}")
+    if checked.errors:
+        raise SlurmUnreadable(f"scontrol reported errors: {str(checked.errors)[:300]}")
+    return checked
+
+
+def _document(
+    nodes: _Nodes,
+    jobs: list[Pending],
+    reservations: _Reservations,
+    partitions: list[str],
+    now: int,
+) -> dict[str, Any]:
     wanted = set(partitions)
     node_list = node_records(nodes, wanted)
     pending, omitted = pending_shapes(jobs, wanted)
@@ -407,10 +591,13 @@ def run(event: ops.ActionEvent) -> None:
     try:
         version = negotiate(override)
         nodes = _scontrol_json("nodes", version)
-        jobs = _scontrol_json("jobs", version)
+        queue = host.run(QUEUE_ARGV, timeout=QUERY_TIMEOUT).stdout
         reservations = _scontrol_json("reservations", version)
         now = int(time.time())
-        document = view(nodes, jobs, reservations, partitions, now, version=version)
+        document = queue_view(nodes, queue, reservations, partitions, now, version=version)
+        if document is None:
+            jobs = _scontrol_json("jobs", version)
+            document = view(nodes, jobs, reservations, partitions, now, version=version)
         event.set_results(as_results(document))
     except SlurmOpsError as e:
         event.fail(f"cannot read Slurm: {(e.stderr or '').strip() or e.message}")

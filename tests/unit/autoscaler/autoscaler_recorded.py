@@ -17,6 +17,7 @@ from types import ModuleType
 from typing import Any
 
 from hpc_libs.slurm import data_parser
+from recorded_queue import queue_text
 from slurm_autoscale.slurm import Snapshot, parse_view
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -45,15 +46,31 @@ def answers(state: str, version: str = "v0.0.41") -> dict[str, dict[str, Any]]:
     }
 
 
-def results(documents: dict[str, dict[str, Any]], now: int) -> dict[str, str]:
-    """The action's results for these answers at `now` (the controller's clock)."""
+def results(
+    documents: dict[str, dict[str, Any]], now: int, *, queue: bool = True
+) -> dict[str, str]:
+    """The action's results for these answers at `now` (the controller's clock).
+
+    As the action reads: the pending jobs from squeue's lines of the recorded jobs
+    (recorded_queue), or from the jobs' JSON when a line is not exact or `queue` is False.
+    """
     module = load_scaling_view()
-    texts = [json.dumps(documents[what]) for what in ("nodes", "jobs", "reservations")]
+    nodes, jobs, reservations = (
+        json.dumps(documents[w]) for w in ("nodes", "jobs", "reservations")
+    )
     version = data_parser.answer_version(documents["nodes"])
     assert version is not None
-    return module.as_results(module.view(*texts, PARTITIONS, now, version=version))
+    document = None
+    if queue:
+        lines = queue_text(documents["jobs"])
+        document = module.queue_view(nodes, lines, reservations, PARTITIONS, now, version=version)
+    if document is None:
+        document = module.view(nodes, jobs, reservations, PARTITIONS, now, version=version)
+    return module.as_results(document)
 
 
-def recorded(state: str, version: str = "v0.0.41", now: int = 1795630780) -> Snapshot:
+def recorded(
+    state: str, version: str = "v0.0.41", now: int = 1795630780, *, queue: bool = True
+) -> Snapshot:
     """The autoscaler's snapshot of a recorded state."""
-    return parse_view(results(answers(state, version), now))
+    return parse_view(results(answers(state, version), now, queue=queue))

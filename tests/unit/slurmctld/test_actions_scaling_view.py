@@ -12,6 +12,7 @@ import charm
 import pytest
 from charm_testing import FakeMachine
 from ops import testing
+from recorded_queue import queue_text
 from test_charm_slurmctld import running
 
 FIXTURES = Path(__file__).parents[1] / "autoscaler" / "fixtures"
@@ -28,12 +29,26 @@ OFFERED_24_11 = "data_parser/v0.0.42\ndata_parser/v0.0.40\ndata_parser/v0.0.41\n
 """`scontrol --json=list` of Slurm 24.11 on the lab (stdout; its order)."""
 
 
-def answer(machine: FakeMachine, state: str, **changed: str) -> None:
-    """Make scontrol answer the recorded `state` (pending, busy, guards, zero)."""
+DESCRIBED = "3|1|1|1|0|compute|N/A|N/A|Nodes required for job are DOWN, DRAINED or reserved\n"
+"""squeue's line of a job whose reason is a description: the pass reads the jobs' JSON."""
+
+
+def answer(machine: FakeMachine, state: str, queue: str | None = None, **changed: str) -> None:
+    """Make scontrol and squeue answer the recorded `state` (pending, busy, guards, zero).
+
+    squeue prints the pending jobs of the jobs' JSON (recorded_queue), unless `queue` is given.
+    """
     machine.responses[("scontrol", "--json=list")] = OFFERED_24_11
     for what in ("nodes", "jobs", "reservations"):
         text = changed.get(what) or (FIXTURES / f"{state}-v0.0.42-{what}.json").read_text()
         machine.responses[("scontrol", "show", what)] = text
+        if what == "jobs" and queue is None:
+            queue = queue_text(json.loads(text))
+    machine.responses[("squeue",)] = queue or ""
+
+
+def text_of(folder: Path, name: str) -> str:
+    return (folder / f"{name}.json").read_text()
 
 
 def scaling_view(ctx, partitions: str = "compute", **params: str) -> dict:
@@ -52,8 +67,14 @@ def test_returns_the_partitions_nodes_pending_shapes_and_reserved_nodes(ctx, mac
     assert machine.ran("scontrol") == [
         ["scontrol", "--json=list"],
         ["scontrol", "show", "nodes", "--json=v0.0.42"],
-        ["scontrol", "show", "jobs", "--json=v0.0.42"],
         ["scontrol", "show", "reservations", "--json=v0.0.42"],
+    ]
+    assert machine.ran("squeue") == [
+        [
+            *("squeue", "--noheader", "--noconvert", "--states=PENDING"),
+            "--Format=JobId:|,NumNodes:|,NumCPUs:|,MinCpus:|,MinMemory:|,Partition:|,"
+            "ArrayTaskId:|,tres-alloc:|,Reason:",
+        ]
     ]
     by_name = {node["name"]: node for node in view["nodes"]}
     assert sorted(by_name) == ["compute-0", "compute-1", "compute-2"]
@@ -112,9 +133,10 @@ def test_bad_partitions_fail_and_run_nothing(ctx, machine, partitions):
     assert machine.ran("scontrol") == []
 
 
-def test_slurms_refusal_fails_with_slurms_words(ctx, machine):
-    answer(machine, "pending")
-    machine.fail("scontrol", "show", "jobs", stderr="slurm_load_jobs error: Unable to contact")
+@pytest.mark.parametrize("refusing", [("squeue",), ("scontrol", "show", "jobs")])
+def test_slurms_refusal_fails_with_slurms_words(ctx, machine, refusing):
+    answer(machine, "pending", queue=DESCRIBED)
+    machine.fail(*refusing, stderr="slurm_load_jobs error: Unable to contact")
 
     with pytest.raises(testing.ActionFailed) as failure:
         scaling_view(ctx)
@@ -151,7 +173,7 @@ V42 = '{"meta": {"plugin": {"data_parser": "data_parser/v0.0.42"}}, '
     ],
 )
 def test_an_unexpected_answer_fails_the_action(ctx, machine, jobs, complaint):
-    answer(machine, "pending", jobs=jobs)
+    answer(machine, "pending", queue=DESCRIBED, jobs=jobs)
 
     with pytest.raises(testing.ActionFailed) as failure:
         scaling_view(ctx)
@@ -237,10 +259,11 @@ def test_a_26_05_controller_is_read_in_the_newest_version_both_know(ctx, machine
     for what in ("nodes", "jobs", "reservations"):
         text = (recorded / f"v0.0.45-{what}.json").read_text()
         machine.responses[("scontrol", "show", what, "--json=v0.0.45")] = text
+    machine.responses[("squeue",)] = queue_text(json.loads(text_of(recorded, "v0.0.45-jobs")))
 
     view = scaling_view(ctx)
 
-    assert [argv[-1] for argv in machine.ran("scontrol", "show")] == ["--json=v0.0.45"] * 3
+    assert [argv[-1] for argv in machine.ran("scontrol", "show")] == ["--json=v0.0.45"] * 2
     assert [node["name"] for node in view["nodes"]] == ["compute-0"]
     assert {job["example"] for job in view["pending"]} == {2, 3, 4}
 
@@ -266,7 +289,7 @@ def test_a_newer_slurm_is_read_in_the_newest_version_this_charm_knows(ctx, machi
 
     scaling_view(ctx)
 
-    assert [argv[-1] for argv in machine.ran("scontrol", "show")] == ["--json=v0.0.42"] * 3
+    assert [argv[-1] for argv in machine.ran("scontrol", "show")] == ["--json=v0.0.42"] * 2
 
 
 def test_the_operator_may_name_an_older_version_both_know(ctx, machine):
@@ -274,10 +297,13 @@ def test_the_operator_may_name_an_older_version_both_know(ctx, machine):
     for what in ("nodes", "jobs", "reservations"):
         text = (FIXTURES / f"pending-v0.0.41-{what}.json").read_text()
         machine.responses[("scontrol", "show", what, "--json=v0.0.41")] = text
+    machine.responses[("squeue",)] = queue_text(
+        json.loads(text_of(FIXTURES, "pending-v0.0.41-jobs"))
+    )
 
     view = scaling_view(ctx, **{"data-parser": "v0.0.41"})
 
-    assert [argv[-1] for argv in machine.ran("scontrol", "show")] == ["--json=v0.0.41"] * 3
+    assert [argv[-1] for argv in machine.ran("scontrol", "show")] == ["--json=v0.0.41"] * 2
     assert sum(job["jobs"] for job in view["pending"]) == 4
 
 
@@ -306,3 +332,104 @@ def test_a_version_scontrol_lacks_or_that_is_not_one_fails_and_reads_nothing(
 
     assert failure.value.message == complaint
     assert machine.ran("scontrol", "show") == []
+
+
+def test_a_reason_squeue_prints_as_a_description_reads_the_jobs_json_instead(ctx, machine):
+    """Jobs 12, 13 and 17 wait with descriptions (`ReqNodeNotAvail, May be reserved...`)."""
+    answer(machine, "zero")
+
+    view = scaling_view(ctx, "empty")
+
+    assert machine.ran("scontrol", "show", "jobs") == [
+        ["scontrol", "show", "jobs", "--json=v0.0.42"]
+    ]
+    shapes = sorted((job["example"], job["reason"], job["jobs"]) for job in view["pending"])
+    assert shapes == [(12, "Resources", 1), (13, "ReqNodeNotAvail", 2)]
+
+
+def recorded_job(**changed) -> dict:
+    """Pending job 9 of the recording (-N2, Priority), changed."""
+    jobs = json.loads((FIXTURES / "pending-v0.0.42-jobs.json").read_text())
+    return dict(next(job for job in jobs["jobs"] if job["job_id"] == 9), **changed)
+
+
+def number(value: int | None) -> dict:
+    return {"set": value is not None, "infinite": False, "number": value or 0}
+
+
+@pytest.mark.parametrize(
+    "case",
+    [
+        (2, 3000, None, "6000M", 3000),  # --mem=3000 on 2 nodes.
+        (8, None, 700, "5600M", 2800),  # --mem-per-cpu=700, 4 CPUs a node.
+        (2, 0, None, "48210M", 0),  # --mem=0: all of a node's memory, any node.
+        (2, 768, None, "1.50G", 768),  # Slurm prints exact halves.
+        (2, 1024 * 1024, None, "2T", 1024 * 1024),
+    ],
+)
+def test_memory_per_node_reads_from_squeue_as_from_the_jobs_json(ctx, machine, case):
+    """(CPUs of the -N2 job, --mem, --mem-per-cpu, its memory TRES, the memory per node)."""
+    cpus, per_node, per_cpu, tres_memory, memory = case
+    job = recorded_job(
+        cpus=number(cpus),
+        memory_per_node=number(per_node),
+        memory_per_cpu=number(per_cpu),
+        tres_req_str=f"cpu={cpus},mem={tres_memory},node=2,billing={cpus}",
+    )
+    jobs = json.loads((FIXTURES / "pending-v0.0.42-jobs.json").read_text())
+    jobs["jobs"] = [job]
+    answer(machine, "pending", jobs=json.dumps(jobs))
+
+    [shape] = scaling_view(ctx)["pending"]
+
+    assert machine.ran("scontrol", "show", "jobs") == []
+    assert (shape["memory"], shape["cpus"]) == (memory, cpus // 2)
+    from_json = charm.actions.scaling_view.view(
+        text_of(FIXTURES, "pending-v0.0.42-nodes"),
+        json.dumps(jobs),
+        text_of(FIXTURES, "pending-v0.0.42-reservations"),
+        ["compute"],
+        RECORDED,
+        version="v0.0.42",
+    )
+    assert [shape] == from_json["pending"]
+
+
+@pytest.mark.parametrize(
+    ("min_memory", "tres"),
+    [
+        ("123456789", "cpu=2,mem=246913578M,node=2"),  # Cut by squeue's 10-byte buffer.
+        ("1000M", "cpu=2,mem=1500M,node=2"),  # Neither per node nor per CPU.
+        ("1000M", "cpu=2,node=2"),  # No memory TRES to tell which.
+        ("1000M", "cpu=2,mem=2.25G,node=2"),  # Not a figure Slurm prints.
+    ],
+)
+def test_a_memory_squeue_cannot_say_exactly_reads_the_jobs_json(ctx, machine, min_memory, tres):
+    answer(machine, "pending", queue=f"9|2|2|1|{min_memory}|compute|N/A|{tres}|Priority\n")
+
+    view = scaling_view(ctx)
+
+    assert machine.ran("scontrol", "show", "jobs") == [
+        ["scontrol", "show", "jobs", "--json=v0.0.42"]
+    ]
+    assert sum(job["jobs"] for job in view["pending"]) == 4  # The JSON's jobs 4, 7, 8 and 9.
+
+
+@pytest.mark.parametrize(
+    ("queue", "complaint"),
+    [
+        ("9|2|2|1|0|compute|N/A|Priority\n", "squeue record"),
+        ("9|2|x|1|0|compute|N/A|N/A|Priority\n", "squeue number"),
+        ("0|2|2|1|0|compute|N/A|N/A|Priority\n", "squeue record"),
+        ("9|2|2|1|0|compute|0-x|N/A|Priority\n", "array task list"),
+        ("9|2|2|1|0|compute|N/A|N/A|Priority\n9|1|1|1|0|compute|N/A|N/A|Priority\n", "twice"),
+    ],
+)
+def test_a_line_squeue_never_prints_fails_the_action(ctx, machine, queue, complaint):
+    answer(machine, "pending", queue=queue)
+
+    with pytest.raises(testing.ActionFailed) as failure:
+        scaling_view(ctx)
+
+    assert failure.value.message.startswith("cannot read Slurm: ")
+    assert complaint in failure.value.message
