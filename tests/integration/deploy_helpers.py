@@ -12,6 +12,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import jubilant
+
 from conftest import on_real_juju
 
 LAB_OPTIONS = {"slurm-package-source": "archive"}

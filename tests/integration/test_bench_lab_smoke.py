@@ -19,6 +19,7 @@ import sys
 from pathlib import Path
 
 import pytest
+
 from conftest import REPO, lab_usable, on_real_juju
 
 PROVEN_ELSEWHERE = ("rebuild", "failover", "autoscale_from_zero", "autoscale_pass")

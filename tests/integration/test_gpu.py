@@ -20,9 +20,10 @@ from typing import Any
 
 import jubilant
 import pytest
-from conftest import on_real_juju
 from deploy_helpers import CONTROLLER_OPTIONS, LAB_OPTIONS, wait_for_active
 from dynamic_nodes_helpers import all_nodes_idle, node, node_states, poll, sh
+
+from conftest import on_real_juju
 
 GPU_MODEL = "Tesla T4"
 GPU_GRES = "gpu:tesla_t4:2"

@@ -19,11 +19,12 @@ from pathlib import Path
 
 import jubilant
 import pytest
-from conftest import lab_suite, on_real_juju
 from deploy_helpers import deploy_slurm
 from dynamic_nodes_helpers import poll
 from ha_helpers import unit_of_host
 from test_observability import prometheus, value
+
+from conftest import lab_suite, on_real_juju
 
 pytestmark = [
     pytest.mark.newer_slurm,

@@ -49,10 +49,11 @@ from typing import Any
 import jubilant
 import pytest
 import yaml
-from conftest import on_real_juju
 from deploy_helpers import deploy_accounting, deploy_slurm
 from dynamic_nodes_helpers import all_nodes_idle, is_idle, node_states, poll, sh
 from ha_helpers import failover_seconds, ping_hosts, recover, unit_of_host
+
+from conftest import on_real_juju
 
 pytestmark = pytest.mark.skipif(on_real_juju(), reason="the COS stand-ins are the lab's")
 
