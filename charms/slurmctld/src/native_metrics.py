@@ -18,7 +18,8 @@ slurmdbd's queue, and carry memory in MB and times in microseconds.
   any authentication) to SlurmctldHost[0]'s address. The jobs do not follow redirects, so a
   standby's scrape fails and delivers nothing, and HA never duplicates a native series (a
   collector on the backup would otherwise store the primary's series under the backup's unit).
-  A backup that took control serves the endpoint itself.
+  A backup that took control answers 200 itself, but 26.05.5's held no native series for
+  minutes after the takeover (measured on the forky lab): COS lacks them until the failback.
 * Native names overlap the exporter's (`slurm_partition_jobs`, for one) with other
   labels and meanings, so every native series is stored as `slurm_native_<name without
   slurm_>`.
