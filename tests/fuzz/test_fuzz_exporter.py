@@ -216,7 +216,7 @@ class Answers:
                 '"pings": [{"hostname": "ctl", "pinged": "UP", "responding": true}]}'
             )
         if argv[0] == "sdiag":
-            return '{"statistics": {}}'
+            return '{"meta": {"plugin": {"data_parser": "data_parser/v0.0.42"}}, "statistics": {}}'
         return self.outputs[tuple(argv)]
 
 
