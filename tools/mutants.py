@@ -1529,6 +1529,34 @@ MUTATIONS = [
         "        if False:\n",
         "tests/unit/slurmctld/test_actions_scaling_view.py::test_a_line_squeue_never_prints_fails_the_action",
     ),
+    Mutation(
+        "plain-json-answer-read-in-any-version",
+        "libs/hpc_libs/src/hpc_libs/slurm/scontrol.py::parse_answer",
+        "    data_parser.check_known(cast(dict[str, Any], document))\n",
+        "",
+        "tests/unit/hpc_libs/test_plain_json_versions.py::"
+        "test_scontrol_queries_fail_on_a_newer_default_with_both_versions "
+        "tests/unit/exporter/test_exporter.py::"
+        "test_an_sdiag_in_a_data_parser_it_does_not_read_is_a_failed_source "
+        "tests/unit/slurmctld/test_rebuild.py::"
+        "test_nodes_in_a_data_parser_the_charm_does_not_read_fail_the_status_naming_both",
+    ),
+    Mutation(
+        "plain-json-known-versions-unchecked",
+        "libs/hpc_libs/src/hpc_libs/slurm/data_parser.py::check_known",
+        "version is None or version not in readable",
+        "version is None",
+        "tests/unit/hpc_libs/test_plain_json_versions.py::"
+        "test_an_answer_in_a_newer_default_is_refused_naming_both_versions",
+    ),
+    Mutation(
+        "health-check-reads-node-records-in-any-version",
+        "charms/slurmd/src/programs/health_check.py::show_nodes",
+        "    if version not in DATA_PARSERS:",
+        "    if not version:",
+        "tests/unit/slurmd/test_health_check.py::"
+        "test_node_records_in_a_newer_data_parser_leave_the_check_undecided",
+    ),
 ]
 
 

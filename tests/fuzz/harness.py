@@ -41,7 +41,10 @@ HARDWARE = (
     "RealMemory=1000\nUpTime=0-01:00:00\n"
 )
 SHOW_NODE = ("scontrol", "show", "node")
-REGISTERED = '{"nodes": [{"name": "slurmd-0", "state": ["IDLE"]}]}'
+REGISTERED = (
+    '{"meta": {"plugin": {"data_parser": "data_parser/v0.0.42"}}, '
+    '"nodes": [{"name": "slurmd-0", "state": ["IDLE"]}]}'
+)
 
 
 @cache

@@ -211,9 +211,12 @@ class Answers:
 
     def __call__(self, argv: Sequence[str], env: Mapping[str, str], timeout: float) -> str:
         if argv[0] == "scontrol":
-            return '{"pings": [{"hostname": "ctl", "pinged": "UP", "responding": true}]}'
+            return (
+                '{"meta": {"plugin": {"data_parser": "data_parser/v0.0.42"}}, '
+                '"pings": [{"hostname": "ctl", "pinged": "UP", "responding": true}]}'
+            )
         if argv[0] == "sdiag":
-            return '{"statistics": {}}'
+            return '{"meta": {"plugin": {"data_parser": "data_parser/v0.0.42"}}, "statistics": {}}'
         return self.outputs[tuple(argv)]
 
 

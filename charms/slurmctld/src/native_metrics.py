@@ -6,14 +6,20 @@ charm's exporter (`exporter_service`), which stays the source of the alerts and 
 the native series lack the controller role, node and pending reasons, RPC statistics and
 slurmdbd's queue, and carry memory in MB and times in microseconds.
 
-* Any `PrivateData` makes slurmctld answer 401 to every path (it has no way to authenticate
-  a scraper), so with PrivateData among the operator's parameters the endpoint stays off and
-  no job is offered: the exporter covers the cluster, less what PrivateData hides from
-  users (it runs unprivileged: `exporter_service`).
-* Only the primary answers: a backup slurmctld redirects every path (303) to the primary's
-  address. The jobs do not follow redirects, so a backup's scrape fails and delivers nothing,
-  and HA never duplicates a native series (a collector on the backup would otherwise store the
-  primary's series under the backup's unit).
+* Any `PrivateData` makes slurmctld answer 401 to every path unless the request carries a JWT
+  (`Authorization: Bearer`, or `X-SLURM-USER-TOKEN`) of SlurmUser or root (or of a user in
+  `MetricsAuthUsers`; any other user's gets 403), and 26.05 checks such a token only with
+  `SlurmctldHttpAuthParameters=jwt_key=<file>` set: without it every token gets 401 too
+  (measured on the forky lab, 26.05.5). The charm does not send one yet, so with PrivateData
+  among the operator's parameters the endpoint stays off and no job is offered: the exporter
+  covers the cluster, less what PrivateData hides from users (it runs unprivileged:
+  `exporter_service`).
+* Only the controller in control answers: a standby slurmctld redirects every path (303, before
+  any authentication) to SlurmctldHost[0]'s address. The jobs do not follow redirects, so a
+  standby's scrape fails and delivers nothing, and HA never duplicates a native series (a
+  collector on the backup would otherwise store the primary's series under the backup's unit).
+  A backup that took control answers 200 itself, but 26.05.5's held no native series for
+  minutes after the takeover (measured on the forky lab): COS lacks them until the failback.
 * Native names overlap the exporter's (`slurm_partition_jobs`, for one) with other
   labels and meanings, so every native series is stored as `slurm_native_<name without
   slurm_>`.

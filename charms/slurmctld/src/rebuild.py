@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import json
 import logging
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -48,7 +47,7 @@ from hpc_libs.machine import host
 from hpc_libs.slurm import queue
 from hpc_libs.slurm.base import REBOOT_PROGRAM, REBUILD_PARTITION
 from hpc_libs.slurm.partition import PartitionSpec, node_set
-from hpc_libs.slurm.scontrol import Node, Timestamp
+from hpc_libs.slurm.scontrol import Node, Timestamp, parse_answer
 from pydantic import BaseModel, ValidationError
 from slurmutils import Partition
 
@@ -202,7 +201,7 @@ def read_nodes() -> list[BootNode]:
     command = ["scontrol", "show", "nodes", "--json"]
     result = host.run(command, timeout=TIMEOUT)
     try:
-        return _Nodes.model_validate(json.loads(result.stdout or "{}")).nodes
+        return parse_answer(result.stdout, _Nodes).nodes
     except (ValueError, ValidationError) as e:
         raise SlurmOpsError(f"cannot parse {' '.join(command)}: {e}") from e
 

@@ -40,7 +40,7 @@ from dataclasses import dataclass, field, replace
 from typing import Annotated, Any, TypeVar, cast
 
 from hpc_libs.slurm import grammar
-from hpc_libs.slurm.scontrol import ControllerPing
+from hpc_libs.slurm.scontrol import ControllerPing, parse_answer
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
 
 SEPARATOR = "|"
@@ -653,11 +653,12 @@ def sdiag_families(output: str, per_user: bool, snapshot: Snapshot) -> list[Fami
     """Return scheduler, backfill, RPC and slurmdbd-agent statistics of `sdiag --json`.
 
     Raises:
-        ValueError: The output is not sdiag's JSON.
+        ValueError: The output is not sdiag's JSON, or is in a data_parser version the
+            exporter does not read (`DataParserError`, naming both).
 
     """
     try:
-        stats = _Sdiag.model_validate_json(output).statistics
+        stats = parse_answer(output, _Sdiag).statistics
     except ValidationError as e:
         raise ValueError(f"not sdiag's JSON: {e}") from e
     families: list[Family] = []

@@ -23,7 +23,7 @@ from slurm_exporter import exporter, metrics
 VECTORS = Path(__file__).parents[1] / "hpc_libs" / "vectors"
 RECORDED_AT = 1795618875.0
 HOST = "obs-0"
-BACKUP_PING = """{"pings": [
+BACKUP_PING = """{"meta": {"plugin": {"data_parser": "data_parser/v0.0.42"}}, "pings": [
   {"hostname": "obs-0", "pinged": "UP", "responding": true, "mode": "primary", "primary": true},
   {"hostname": "obs-1", "pinged": "UP", "responding": true, "mode": "backup", "primary": false}
 ]}"""
@@ -514,11 +514,37 @@ def test_a_unit_whose_slurmctld_is_stopped_exports_its_role_and_no_failure() -> 
 
 @pytest.mark.parametrize(
     "ping",
-    ['{"pings": "nope"}', BACKUP_PING.replace('"obs-1"', '"obs-1 up=1"')],
-    ids=["not-pings-json", "host-outside-the-grammar"],
+    [
+        '{"pings": "nope"}',
+        BACKUP_PING.replace('"obs-1"', '"obs-1 up=1"'),
+        BACKUP_PING.replace("data_parser/v0.0.42", "data_parser/v0.0.46"),
+    ],
+    ids=["not-pings-json", "host-outside-the-grammar", "newer-data-parser"],
 )
 def test_a_ping_it_cannot_read_is_a_failed_ping_and_no_controller_series(ping: str) -> None:
     """hpc_libs reads ping's JSON (`scontrol.parse_pings`); the exporter labels the hosts."""
     samples = _scrape(_collector(FakeSlurm(scontrol=ping), "obs-1"))  # One failed pass.
     assert _series(samples, "slurm_exporter_collect_errors_total") == {(("source", "ping"),): 1}
     assert not _series(samples, "slurm_controller_up")
+
+
+def test_an_sdiag_in_a_data_parser_it_does_not_read_is_a_failed_source() -> None:
+    """A release whose `--json` default moved on (v0.0.46): no statistic read as if unchanged."""
+    newer = _recorded("sdiag.json").replace(r"data_parser\/v0.0.42", r"data_parser\/v0.0.46")
+    assert newer != _recorded("sdiag.json")
+
+    samples = _scrape(_collector(FakeSlurm(sdiag=newer)))
+
+    assert _series(samples, "slurm_exporter_collect_errors_total") == {(("source", "sdiag"),): 1}
+    assert ("slurm_scheduler_cycle_last_seconds", ()) not in samples
+    assert _series(samples, "slurm_nodes")
+
+
+def test_slurm_26_05_sdiag_reads_as_on_24_11() -> None:
+    """`sdiag --json` of 26.05.5 (data_parser v0.0.45), recorded on the forky lab."""
+    recorded = (VECTORS / "slurm-26.05" / "sdiag.json").read_text()
+
+    families = {f.name: f for f in metrics.sdiag_families(recorded, False, metrics.Snapshot())}
+
+    assert {"slurm_scheduler_cycle_last_seconds", "slurm_rpc_requests"} <= families.keys()
+    assert families["slurm_rpc_requests"].samples

@@ -8,6 +8,9 @@ from hpc_libs.errors import ScontrolError
 from hpc_libs.slurm.scontrol import ControllerPing, Scontrol
 from hpc_libs_fakes import FakeRun
 
+META_24_11 = {"plugin": {"data_parser": "data_parser/v0.0.42"}}
+"""The `meta` of Slurm 24.11's `scontrol ... --json`: the data_parser version it answers in."""
+
 PING = {
     "pings": [
         {
@@ -62,7 +65,9 @@ def test_ping_lists_controllers_in_order(fake_run: FakeRun) -> None:
 
 
 def test_show_node_parses_the_fields_charms_need(fake_run: FakeRun) -> None:
-    fake_run.on("scontrol", "show", "node", stdout=json.dumps({"nodes": [NODE]}))
+    fake_run.on(
+        "scontrol", "show", "node", stdout=json.dumps({"meta": META_24_11, "nodes": [NODE]})
+    )
 
     node = Scontrol().show_node("compute-0")
 
@@ -77,7 +82,9 @@ def test_show_node_parses_the_fields_charms_need(fake_run: FakeRun) -> None:
 
 def test_features_as_comma_separated_text_are_split(fake_run: FakeRun) -> None:
     node = NODE | {"features": "compute,gpu", "state": "IDLE"}
-    fake_run.on("scontrol", "show", "node", stdout=json.dumps({"nodes": [node]}))
+    fake_run.on(
+        "scontrol", "show", "node", stdout=json.dumps({"meta": META_24_11, "nodes": [node]})
+    )
 
     parsed = Scontrol().show_node("compute-0")
 
@@ -94,7 +101,12 @@ def test_unknown_node_is_none(fake_run: FakeRun) -> None:
 
 def test_show_nodes(fake_run: FakeRun) -> None:
     other = NODE | {"name": "compute-1"}
-    fake_run.on("scontrol", "show", "nodes", stdout=json.dumps({"nodes": [NODE, other]}))
+    fake_run.on(
+        "scontrol",
+        "show",
+        "nodes",
+        stdout=json.dumps({"meta": META_24_11, "nodes": [NODE, other]}),
+    )
 
     assert [n.name for n in Scontrol().show_nodes()] == ["compute-0", "compute-1"]
 

@@ -10,6 +10,9 @@ from charm_testing import SLURM_VERSION, already_installed
 from hpc_libs.errors import SlurmOpsError
 from ops import testing
 
+META_24_11 = {"plugin": {"data_parser": "data_parser/v0.0.42"}}
+"""The `meta` of Slurm 24.11's `scontrol ... --json`: the data_parser version it answers in."""
+
 KEY = base64.b64encode(b"k" * 1024).decode()
 JWT_KEY = base64.b64encode(b"j" * 32).decode()
 RECONFIGURE = ["scontrol", "reconfigure"]
@@ -669,7 +672,9 @@ def test_slurmctld_logs_to_its_own_file_in_a_directory_only_root_changes(ctx, ma
 
 # Nodes of departed compute units (their machine may vanish before they retire themselves).
 
-NODE_JSON = json.dumps({"nodes": [{"name": "compute-1", "state": ["IDLE", "DRAIN"]}]})
+NODE_JSON = json.dumps(
+    {"meta": META_24_11, "nodes": [{"name": "compute-1", "state": ["IDLE", "DRAIN"]}]}
+)
 
 
 def test_departing_unit_node_is_drained_and_deleted_once_idle(ctx, machine, settled):
@@ -716,7 +721,9 @@ def test_departed_node_with_jobs_is_deleted_by_a_later_event_once_idle(ctx, mach
 def test_departed_node_already_retired_by_its_unit_is_forgotten(ctx, machine, settled):
     relation = compute_relation(units=2)
     state = settled(running(relation))
-    machine.responses[("scontrol", "show", "node", "compute-1")] = json.dumps({"nodes": []})
+    machine.responses[("scontrol", "show", "node", "compute-1")] = json.dumps(
+        {"meta": META_24_11, "nodes": []}
+    )
 
     out = ctx.run(
         ctx.on.relation_departed(state.get_relation(relation.id), remote_unit=1, departing_unit=1),

@@ -24,6 +24,9 @@ from test_charm_slurmctld import (
     slurm_conf,
 )
 
+META_24_11 = {"plugin": {"data_parser": "data_parser/v0.0.42"}}
+"""The `meta` of Slurm 24.11's `scontrol ... --json`: the data_parser version it answers in."""
+
 CHECKPOINT = "/var/lib/slurm/checkpoint"
 NETWORK = {"use-network-state": True}
 PROGRAM = "/usr/local/libexec/slurmctld-charm/primary-changed"
@@ -644,11 +647,12 @@ def test_a_new_leader_changes_no_controller_before_it_has_seen_them_all(
 # What each controller does, in the unit's status.
 
 PING = {
+    "meta": META_24_11,
     "pings": [
         {"hostname": "ctl2", "pinged": "DOWN", "responding": False, "mode": "primary"},
         {"hostname": "ctl0", "pinged": "UP", "responding": True, "mode": "backup"},
         {"hostname": "ctl1", "pinged": "UP", "responding": True, "mode": "backup"},
-    ]
+    ],
 }
 
 
@@ -675,7 +679,7 @@ def test_a_failover_wakes_the_unit_through_its_primary_program(ctx, machine, sha
 
 def test_a_single_controller_shows_it_is_the_primary(ctx, machine):
     machine.responses[("scontrol", "ping")] = json.dumps(
-        {"pings": [{"hostname": "ctl0", "pinged": "UP", "responding": True}]}
+        {"meta": META_24_11, "pings": [{"hostname": "ctl0", "pinged": "UP", "responding": True}]}
     )
 
     out = ctx.run(ctx.on.update_status(), running())

@@ -21,6 +21,9 @@ from scenario.state import _Event
 from test_ha_charm import backup, leader_wrote
 from test_slurmctld_accounting_and_jwt import DBD, slurmdbd_relation
 
+META_24_11 = {"plugin": {"data_parser": "data_parser/v0.0.42"}}
+"""The `meta` of Slurm 24.11's `scontrol ... --json`: the data_parser version it answers in."""
+
 STATE = "var/lib/slurm/checkpoint/slurmctld"
 KEPT = "var/lib/slurmctld-charm/lost-jobs"
 TOOK = 20
@@ -78,7 +81,7 @@ def controller_knows(machine, *ids: int, listed: tuple[int, ...] | None = None) 
     listed = ids if listed is None else listed
     machine.responses[KNOWN] = "".join(f"{i}\n" for i in listed)
     for job_id in ids:
-        record = {"jobs": [{"job_id": job_id, "job_state": ["PENDING"]}]}
+        record = {"meta": META_24_11, "jobs": [{"job_id": job_id, "job_state": ["PENDING"]}]}
         machine.responses[("scontrol", "show", "job", str(job_id))] = json.dumps(record)
     for other in set(range(1, 100)) - set(ids):
         machine.fail("scontrol", "show", "job", str(other), returncode=1, stderr=INVALID)

@@ -17,6 +17,8 @@ from test_charm_slurmctld import compute_relation, databag, memory, running, slu
 SINCE = 5000
 JOBS = ("squeue", "--all", "--noheader", "--partition=rebuild", "--user=root", "--states=all")
 NODES = ("scontrol", "show", "nodes", "--json")
+META = {"plugin": {"data_parser": "data_parser/v0.0.42"}}
+"""The `meta` of Slurm 24.11's `scontrol ... --json`: the version it answers in."""
 
 
 def node(
@@ -49,10 +51,12 @@ def rollout(*jobs: tuple[int, str, str], since: int = SINCE, upgrade: bool = Fal
     }
 
 
-def slurm_answers(machine, jobs: list[tuple[int, str, str]], nodes: list[dict]) -> None:
+def slurm_answers(
+    machine, jobs: list[tuple[int, str, str]], nodes: list[dict], meta: dict = META
+) -> None:
     """What squeue (root's rebuild jobs: id|state) and scontrol (the nodes) answer."""
     machine.responses[JOBS] = "".join(f"{job_id}|{state}\n" for job_id, state, _ in jobs)
-    machine.responses[NODES] = json.dumps({"nodes": nodes})
+    machine.responses[NODES] = json.dumps({"meta": meta, "nodes": nodes})
 
 
 def recorded(state: testing.State, *rollouts: dict) -> testing.State:
@@ -290,6 +294,22 @@ def test_a_finished_rollout_says_so_while_slurm_remembers_it(ctx, machine, clust
 
     assert out.unit_status == ops.ActiveStatus("rebuild compute: 1/1 done, 0 rebooting")
     assert len(memory(out)["rollouts"]) == 1
+
+
+def test_nodes_in_a_data_parser_the_charm_does_not_read_fail_the_status_naming_both(
+    ctx, machine, cluster
+):
+    """A release whose `--json` default moved on: no boot time read as if it meant the same."""
+    jobs = [(1, "COMPLETED", "compute-0")]
+    newer = {"plugin": {"data_parser": "data_parser/v0.0.46"}}
+    slurm_answers(machine, jobs, [node("compute-0", SINCE + 1)], meta=newer)
+
+    with pytest.raises(testing.ActionFailed) as failed:
+        ctx.run(ctx.on.action("rebuild-status"), recorded(cluster, rollout(*jobs)))
+
+    assert "data_parser v0.0.46, which this client does not read (v0.0.40 to v0.0.45)" in (
+        failed.value.message
+    )
 
 
 def test_a_rollout_slurm_forgot_is_forgotten_and_shown_no_more(ctx, machine, cluster):

@@ -21,6 +21,9 @@ from test_charm_slurmctld import (
     with_new_key,
 )
 
+META_24_11 = {"plugin": {"data_parser": "data_parser/v0.0.42"}}
+"""The `meta` of Slurm 24.11's `scontrol ... --json`: the data_parser version it answers in."""
+
 BUSY = "RUNNING,COMPLETING,CONFIGURING,SUSPENDED"
 CHARM_DIR_HINT = "/dispatch"
 FATAL = "slurmctld: fatal: Unable to bind listen port (6817): Address already in use"
@@ -107,7 +110,9 @@ def test_a_watcher_that_cannot_start_is_logged_and_retried(ctx, machine, settled
 def test_departed_node_with_jobs_is_watched_and_deleted_on_wake(ctx, machine, settled):
     relation = compute_relation(units=2)
     state = settled(running(relation))
-    node = json.dumps({"nodes": [{"name": "compute-1", "state": ["MIXED", "DRAIN"]}]})
+    node = json.dumps(
+        {"meta": META_24_11, "nodes": [{"name": "compute-1", "state": ["MIXED", "DRAIN"]}]}
+    )
     machine.responses[("scontrol", "show", "node", "compute-1")] = node
     machine.responses[("squeue",)] = "42\n"
     departed = ctx.on.relation_departed(
@@ -264,7 +269,7 @@ def test_a_new_leader_serves_the_retiring_partition_it_finds_in_the_peer_databag
     )
     machine.responses[("squeue",)] = "7\n"
     machine.responses[("scontrol", "show", "node", "old-4")] = json.dumps(
-        {"nodes": [{"name": "old-4", "state": ["ALLOCATED"]}]}
+        {"meta": META_24_11, "nodes": [{"name": "old-4", "state": ["ALLOCATED"]}]}
     )
 
     out = ctx.run(ctx.on.leader_elected(), running(peer))

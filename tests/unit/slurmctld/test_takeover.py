@@ -21,6 +21,9 @@ from ops import testing
 from scenario.state import _Event
 from test_ha_charm import backup, leader_wrote
 
+META_24_11 = {"plugin": {"data_parser": "data_parser/v0.0.42"}}
+"""The `meta` of Slurm 24.11's `scontrol ... --json`: the data_parser version it answers in."""
+
 VECTORS = Path(__file__).parents[1] / "hpc_libs" / "vectors" / "slurm-24.11"
 SEEN = 1795619000.0
 NOTICED = 1795619080.0
@@ -112,14 +115,18 @@ def slurm_shows(machine, nodes: list[dict[str, Any]], jobs: list[dict[str, Any]]
     The charm's whole-cluster reads of old (`scontrol show jobs|nodes --json`) answer too, so
     a test of the narrow reads also fails on a charm that still reads everything.
     """
-    machine.responses[("scontrol", "show", "nodes")] = json.dumps({"nodes": nodes})
-    machine.responses[("scontrol", "show", "jobs")] = json.dumps({"jobs": jobs})
+    machine.responses[("scontrol", "show", "nodes")] = json.dumps(
+        {"meta": META_24_11, "nodes": nodes}
+    )
+    machine.responses[("scontrol", "show", "jobs")] = json.dumps(
+        {"meta": META_24_11, "jobs": jobs}
+    )
     for node in nodes:
         key = ("scontrol", "show", "node", node["name"])
-        machine.responses[key] = json.dumps({"nodes": [node]})
+        machine.responses[key] = json.dumps({"meta": META_24_11, "nodes": [node]})
     for job in jobs:
         key = ("scontrol", "show", "job", str(job["job_id"]))
-        machine.responses[key] = json.dumps({"jobs": [job]})
+        machine.responses[key] = json.dumps({"meta": META_24_11, "jobs": [job]})
     machine.responses[("sinfo",)] = "".join(
         f"{line}\n" for node in nodes if (line := sinfo_prints(node)) is not None
     )

@@ -11,11 +11,14 @@ from charm_testing import SLURM_VERSION, FakeMachine, already_installed
 from hpc_libs.errors import SlurmOpsError
 from ops import testing
 
+META_24_11 = {"plugin": {"data_parser": "data_parser/v0.0.42"}}
+"""The `meta` of Slurm 24.11's `scontrol ... --json`: the data_parser version it answers in."""
+
 KEY = base64.b64encode(b"k" * 1024).decode()
 NODE = "slurmd-0"
 CONTROLLERS = ["10.0.0.1", "10.0.0.2"]
 SHOW_NODE = ("scontrol", "show", "node", NODE, "--json")
-REGISTERED = json.dumps({"nodes": [{"name": NODE, "state": ["IDLE"]}]})
+REGISTERED = json.dumps({"meta": META_24_11, "nodes": [{"name": NODE, "state": ["IDLE"]}]})
 
 
 def databag(**fields: object) -> dict[str, str]:

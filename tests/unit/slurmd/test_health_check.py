@@ -26,6 +26,9 @@ def load_program() -> ModuleType:
 
 hc = load_program()
 NAME = "compute-0"
+META = {"plugin": {"data_parser": "data_parser/v0.0.42"}}
+"""The `meta` of Slurm 24.11's `scontrol ... --json`: the version it answers in."""
+VECTORS = Path(__file__).parents[1] / "hpc_libs" / "vectors"
 
 
 def node(name: str = NAME, *, state: tuple[str, ...] = ("IDLE",), **fields: Any) -> dict[str, Any]:
@@ -324,7 +327,7 @@ def test_the_program_drains_through_scontrol_and_writes_its_state(
         calls.append(arguments)
         if arguments[0] == "update":
             records[0] = health_drained(NAME)
-        return json.dumps({"nodes": records[:1] if NAME in arguments else records})
+        return json.dumps({"meta": META, "nodes": records[:1] if NAME in arguments else records})
 
     monkeypatch.setattr(hc, "scontrol", scontrol)
     monkeypatch.setattr(hc, "squeue", lambda *_: "")
@@ -373,3 +376,44 @@ def test_a_bug_in_the_program_still_exits_0_so_slurmd_registers(
     monkeypatch.setattr(hc, "check_node", broken)
 
     assert hc.main() == 0
+
+
+# The version of the node records (`--json` answers in its release's default).
+
+
+@pytest.mark.parametrize(
+    ("release", "name", "records"),
+    [("24.11", "node-drained-duplicate-jobid.json", 1), ("26.05", "nodes.json", 2)],
+)
+def test_recorded_node_records_of_both_releases_are_read(
+    monkeypatch: pytest.MonkeyPatch, release: str, name: str, records: int
+) -> None:
+    answer = (VECTORS / f"slurm-{release}" / name).read_text()
+    monkeypatch.setattr(hc, "scontrol", lambda *_: answer)
+
+    assert len(hc.show_nodes()) == records
+
+
+def test_node_records_in_a_newer_data_parser_leave_the_check_undecided(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A release whose default moved on: no field read as if it meant what it did."""
+    recorded = (VECTORS / "slurm-26.05" / "nodes.json").read_text()
+    newer = recorded.replace(r"data_parser\/v0.0.45", r"data_parser\/v0.0.46")
+    assert newer != recorded
+    monkeypatch.setattr(hc, "scontrol", lambda *_: newer)
+
+    with pytest.raises(hc.UndecidedError) as error:
+        hc.show_nodes(NAME)
+
+    assert str(error.value) == (
+        "scontrol show node answers in data_parser v0.0.46, which this program does not read "
+        "(v0.0.40 to v0.0.45)"
+    )
+
+
+def test_the_program_reads_the_versions_hpc_libs_reads() -> None:
+    """The program runs without hpc_libs: its own list must not drift from the library's."""
+    from hpc_libs.slurm import data_parser
+
+    assert data_parser.KNOWN == hc.DATA_PARSERS

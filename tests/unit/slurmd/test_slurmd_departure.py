@@ -9,11 +9,18 @@ from hpc_libs.slurm.scontrol import NO_JOBS_MESSAGE
 from ops import testing
 from test_charm_slurmd import NODE, again, controller_relation, installed, stored
 
+META_24_11 = {"plugin": {"data_parser": "data_parser/v0.0.42"}}
+"""The `meta` of Slurm 24.11's `scontrol ... --json`: the data_parser version it answers in."""
+
 LISTJOBS = ("scontrol", "listjobs", NODE)
 DRAIN = ["scontrol", "update", f"nodename={NODE}", "state=drain", f"reason={RETIRE_REASON}"]
 DELETE = ["scontrol", "delete", f"nodename={NODE}"]
 SHOW_NODE = ("scontrol", "show", "node", NODE, "--json")
-REGISTERED = '{"nodes": [{"name": "' + NODE + '", "state": ["IDLE"]}]}'
+REGISTERED = (
+    '{"meta": {"plugin": {"data_parser": "data_parser/v0.0.42"}}, "nodes": [{"name": "'
+    + NODE
+    + '", "state": ["IDLE"]}]}'
+)
 
 
 def busy(*jobs: int) -> str:
@@ -29,7 +36,7 @@ def jobs_end(machine) -> None:
 
 def show_job(job: int, *, requeue: bool, batch: bool = True) -> str:
     fields = {"job_id": job, "job_state": ["RUNNING"], "requeue": requeue, "batch_flag": batch}
-    return json.dumps({"jobs": [fields]})
+    return json.dumps({"meta": META_24_11, "jobs": [fields]})
 
 
 def departing(state: testing.State) -> tuple[testing.Relation, testing.State]:
@@ -223,7 +230,9 @@ def test_later_departure_events_find_the_work_done(ctx, on_node, clock, enlisted
 def test_a_node_slurmctld_already_deleted_is_not_drained_again(
     ctx, machine, clock, tmp_path, enlisted
 ):
-    machine.responses[SHOW_NODE] = '{"nodes": []}'
+    machine.responses[SHOW_NODE] = (
+        '{"meta": {"plugin": {"data_parser": "data_parser/v0.0.42"}}, "nodes": []}'
+    )
 
     ctx.run(ctx.on.stop(), enlisted)
 

@@ -16,6 +16,9 @@ from test_charm_slurmd import (
     stored,
 )
 
+META_24_11 = {"plugin": {"data_parser": "data_parser/v0.0.42"}}
+"""The `meta` of Slurm 24.11's `scontrol ... --json`: the data_parser version it answers in."""
+
 FATAL = "fatal: Hybrid mode is not supported. Mounted cgroups are: 5:cpuset:/"
 
 
@@ -295,7 +298,7 @@ def test_hostile_partition_config_blocks_and_keeps_the_last_partition(
 def test_default_node_state_down_waits_in_the_hook_for_a_slow_registration(ctx, machine, clock):
     show = ("scontrol", "show", "node", NODE, "--json")
     machine.responses[show] = SlurmOpsError("no", stderr="Invalid node name specified")
-    registered = json.dumps({"nodes": [{"name": NODE, "state": ["IDLE"]}]})
+    registered = json.dumps({"meta": META_24_11, "nodes": [{"name": NODE, "state": ["IDLE"]}]})
     clock.on_sleep.append(
         lambda sleeps: machine.responses.update({show: registered}) if sleeps == 8 else None
     )

@@ -17,6 +17,9 @@ from hpc_libs.slurm.naming import REREGISTER_REASON, RETIRE_REASON
 from ops import testing
 from test_charm_slurmd import NODE, SHOW_NODE, again, stored
 
+META_24_11 = {"plugin": {"data_parser": "data_parser/v0.0.42"}}
+"""The `meta` of Slurm 24.11's `scontrol ... --json`: the data_parser version it answers in."""
+
 REREGISTER_DRAIN = [
     "scontrol",
     "update",
@@ -52,7 +55,7 @@ LOGGED = """#!/bin/sh
 def shown(state: list[str], reason: str = "", by: str = "root") -> str:
     """`scontrol show node --json` for this unit's node, its reason set by user `by`."""
     node = {"name": NODE, "state": state, "reason": reason, "reason_set_by_user": by}
-    return json.dumps({"nodes": [node]})
+    return json.dumps({"meta": META_24_11, "nodes": [node]})
 
 
 def node_config(ctx, state: testing.State, parameters: str = "RealMemory=900"):

@@ -15,12 +15,20 @@ from charm_testing import FakeMachine, already_installed, retried_once_mended
 from hpc_libs.charm import wake
 from ops import testing
 
+META_24_11 = {"plugin": {"data_parser": "data_parser/v0.0.42"}}
+"""The `meta` of Slurm 24.11's `scontrol ... --json`: the data_parser version it answers in."""
+
 KEY = base64.b64encode(b"k" * 1024).decode()
 JWT_CONF = "ClusterName=c\nSlurmctldHost=ctl0(10.0.0.1)\nAuthAltTypes=auth/jwt\n"
 PING_UP = json.dumps(
-    {"pings": [{"hostname": "ctl0", "pinged": "UP", "responding": True, "primary": True}]}
+    {
+        "meta": META_24_11,
+        "pings": [{"hostname": "ctl0", "pinged": "UP", "responding": True, "primary": True}],
+    }
 )
-PING_DOWN = json.dumps({"pings": [{"hostname": "ctl0", "pinged": "DOWN", "responding": False}]})
+PING_DOWN = json.dumps(
+    {"meta": META_24_11, "pings": [{"hostname": "ctl0", "pinged": "DOWN", "responding": False}]}
+)
 DROP_IN = "etc/systemd/system/slurmrestd.service.d/charm.conf"
 WATCH = "slurmrestd-charm-conf.path"
 WATCH_DIR = "etc/systemd/system"

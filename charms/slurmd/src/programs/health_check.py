@@ -45,6 +45,9 @@ five commands on any path, 42 s in all, within the 60 s slurmd allows the progra
 _GPU_DEVICE = re.compile(r"nvidia[0-9]+")
 _JOB_ID = re.compile(r"[0-9]{1,10}")
 REBUILD_PARTITION = "rebuild"
+DATA_PARSERS = ("v0.0.40", "v0.0.41", "v0.0.42", "v0.0.43", "v0.0.44", "v0.0.45")
+"""The data_parser versions of node records this program reads (`hpc_libs.slurm.data_parser`'s
+KNOWN: this program runs without hpc_libs). `--json` answers in its release's default."""
 """The slurmctld charm's hidden partition of rebuild jobs (`hpc_libs.slurm.base`)."""
 
 
@@ -508,10 +511,24 @@ def show_nodes(name: str | None = None) -> list[NodeRecord]:
     """Return node records from `scontrol show node[s] --json` (one node, or all)."""
     arguments = ["show", "node", name] if name else ["show", "nodes"]
     try:
-        nodes = json.loads(scontrol(*arguments, "--json")).get("nodes", [])
+        document = json.loads(scontrol(*arguments, "--json"))
+        version = data_parser(document)
+        nodes = document.get("nodes", [])
     except (ValueError, AttributeError) as e:
         raise UndecidedError(f"scontrol show node: {e}") from e
+    if version not in DATA_PARSERS:
+        raise UndecidedError(
+            f"scontrol show node answers in data_parser {version or '(none named)'}, which this "
+            f"program does not read ({DATA_PARSERS[0]} to {DATA_PARSERS[-1]})"
+        )
     return [n for n in nodes if isinstance(n, dict)]
+
+
+def data_parser(document: dict[str, Any]) -> str:
+    """Return the version an answer names (`meta.plugin.data_parser`), empty if none."""
+    plugin = document.get("meta", {}).get("plugin", {}).get("data_parser", "")
+    name = plugin if isinstance(plugin, str) else ""
+    return name.removeprefix("data_parser/") if name.startswith("data_parser/") else ""
 
 
 def write_state(path: Path, state: NodeRecord) -> None:

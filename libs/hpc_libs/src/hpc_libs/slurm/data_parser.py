@@ -12,9 +12,10 @@ ones, so a client that pins one breaks on the next release but one:
 
 A client reads the offer once (the paths of `/openapi/v3`, or `--json=list`) and uses the
 newest version in KNOWN (`choose`); an override must be offered and known too. An answer that
-names another version than the one asked for is refused (`check_answer`), and so is an offer
-with no known version: the fields of an unknown version may mean something else, and a wrong
-number must never reach a decision.
+names another version than the one asked for is refused (`check_answer`), an answer to a
+plain `--json` (the release's default version) in a version not in KNOWN too (`check_known`),
+and so is an offer with no known version: the fields of an unknown version may mean something
+else, and a wrong number must never reach a decision.
 """
 
 import re
@@ -118,6 +119,27 @@ def check_answer(document: Mapping[str, Any], asked: str) -> None:
             f"the answer is in data_parser {version or '(none named)'}, not the {asked} "
             "this client asked for and reads"
         )
+
+
+def check_known(document: Mapping[str, Any], known: Iterable[str] = KNOWN) -> str:
+    """Return the version a plain `--json` answer is in, refusing one this client does not read.
+
+    A command run with `--json` and no version answers in its release's own default (24.11:
+    v0.0.42, 26.05: v0.0.45); the version is taken from the answer, not assumed.
+
+    Raises:
+        DataParserError: The answer names no version, or one not in `known`; the message
+            names both.
+
+    """
+    version = answer_version(document)
+    readable = _ordered(known)
+    if version is None or version not in readable:
+        raise DataParserError(
+            f"the answer is in data_parser {version or '(none named)'}, which this client "
+            f"does not read ({readable[0]} to {readable[-1]})"
+        )
+    return version
 
 
 def _listed(versions: list[str]) -> str:

@@ -4,7 +4,9 @@ Queries use `--json` and parse only the fields the charms need; unknown fields a
 ignored so newer Slurm versions keep working, and a field a version dropped has a default
 that keeps its meaning (see `ControllerPing`). Every failure becomes `ScontrolError`
 carrying scontrol's stderr. A query for an unknown node, partition or job reads as None
-(24.11 and 26.05 answer it with exit status 0 and an empty list).
+(24.11 and 26.05 answer it with exit status 0 and an empty list). Every answer must name a
+data_parser version the parsers were checked against (`data_parser.check_known`): a release
+whose default moved on fails with both versions named, never with a misread field.
 """
 
 import json
@@ -16,6 +18,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationEr
 
 from hpc_libs.errors import ScontrolError, SlurmOpsError
 from hpc_libs.machine import host
+from hpc_libs.slurm import data_parser
 
 logger = logging.getLogger(__name__)
 
@@ -155,10 +158,26 @@ def parse_pings(output: str) -> list[ControllerPing]:
     own bounded run printed.
 
     Raises:
-        ValueError: The output is not ping's JSON (pydantic's ValidationError is one).
+        ValueError: The output is not ping's JSON (pydantic's ValidationError is one), or it
+            is in a data_parser version not in `data_parser.KNOWN`.
 
     """
-    return _PingResponse.model_validate_json(output).pings
+    return parse_answer(output, _PingResponse).pings
+
+
+def parse_answer(output: str, response: type[R]) -> R:
+    """Parse a plain `--json` answer of a Slurm command into `response`.
+
+    Raises:
+        ValueError: The output is not a JSON object, names a data_parser version not in
+            `data_parser.KNOWN` (`DataParserError`, naming both), or does not fit `response`.
+
+    """
+    document: object = json.loads(output)
+    if not isinstance(document, dict):
+        raise ValueError("the answer is not a JSON object")
+    data_parser.check_known(cast(dict[str, Any], document))
+    return response.model_validate(document)
 
 
 class _NodesResponse(_Parsed):
@@ -348,7 +367,7 @@ class Scontrol:
                 returncode=result.returncode,
             )
         try:
-            return response.model_validate(json.loads(result.stdout))
+            return parse_answer(result.stdout, response)
         except (ValueError, ValidationError) as e:
             raise ScontrolError(
                 f"cannot parse the output of {' '.join(command)}: {e}", command=command
