@@ -1343,6 +1343,30 @@ MUTATIONS = [
         "tests/unit/slurmctld/test_lost_jobs.py::"
         "test_resubmit_runs_sbatch_as_the_user_from_the_kept_files",
     ),
+    Mutation(
+        "soak-lost-in-silence-counted-as-reported",
+        "tests/soak/history.py::_lost",
+        "    if sub.job_id not in ends.reported:\n",
+        "    if False:\n",
+        "tests/unit/soak/test_soak_units.py::"
+        "test_a_job_lost_in_silence_fails_the_run_and_a_reported_one_in_the_window_does_not",
+    ),
+    Mutation(
+        "soak-lost-saved-job-allowed",
+        "tests/soak/history.py::at_risk",
+        "0 <= t - submitted_at < SAVE_MARGIN_S",
+        "0 <= t - submitted_at",
+        "tests/unit/soak/test_soak_units.py::"
+        "test_a_job_lost_in_silence_fails_the_run_and_a_reported_one_in_the_window_does_not",
+    ),
+    Mutation(
+        "lab-leader-change-without-leader-elected",
+        "lab/src/slurm_lab/juju/commit.py::move_leadership",
+        'return app.leader, [hooks.event(app.leader, "leader_elected")]',
+        "return app.leader, []",
+        "lab/tests/test_backend_units.py::"
+        "test_a_leader_change_moves_leadership_to_the_next_unit_which_gets_leader_elected",
+    ),
 ]
 
 
