@@ -135,17 +135,21 @@ class JobShape:
 class JobStream:
     """The workload's job shapes, one after the other, from `seed` (its own generator)."""
 
-    def __init__(self, seed: int, users: tuple[str, ...], partitions: tuple[str, ...]) -> None:
+    def __init__(
+        self, seed: int, users: tuple[str, ...], partitions: tuple[str, ...], max_nodes: int = 2
+    ) -> None:
         self._rng = random.Random(f"jobs-{seed}")
         self.users = users
         self.partitions = partitions
+        self.max_nodes = max_nodes
+        """The most nodes a job asks for (in the first partition; one elsewhere)."""
 
     def next(self) -> JobShape:
         rng = self._rng
         partition = rng.choice(self.partitions)
         return JobShape(
             partition=partition,
-            nodes=2 if partition == self.partitions[0] and rng.random() < 0.2 else 1,
+            nodes=self.max_nodes if partition == self.partitions[0] and rng.random() < 0.2 else 1,
             seconds=rng.choice((3, 5, 10, 20, 40, 90)),
             requeue=rng.random() < 0.6,
             steps=rng.random() < 0.4,

@@ -186,7 +186,9 @@ class Workload(threading.Thread):
     def __init__(self, cluster: Cluster, seed: int, rate: float) -> None:
         super().__init__(daemon=True)
         self.cluster = cluster
-        self.stream = plan.JobStream(seed, ("root", USER), ("compute", "scaled"))
+        self.stream = plan.JobStream(
+            seed, ("root", USER), ("compute", "scaled"), max_nodes=cluster.shape.computes
+        )
         self.period = 60.0 / rate
         self.submissions: list[Submission] = []
         self.refused = 0
