@@ -55,7 +55,7 @@ def test_the_action_reads_64_nodes_and_10000_queued_jobs(benchmark: BenchmarkFix
     texts = answers()
 
     def action():
-        return module.as_results(module.view(*texts, ["compute"], RECORDED))
+        return module.as_results(module.view(*texts, ["compute"], RECORDED, version="v0.0.42"))
 
     results = benchmark(action)
 
@@ -64,7 +64,7 @@ def test_the_action_reads_64_nodes_and_10000_queued_jobs(benchmark: BenchmarkFix
 
 def test_one_pass_at_64_nodes_and_10000_queued_jobs(benchmark: BenchmarkFixture):
     module = scaling_view()
-    results = module.as_results(module.view(*answers(), ["compute"], RECORDED))
+    results = module.as_results(module.view(*answers(), ["compute"], RECORDED, version="v0.0.42"))
     units = [f"compute/{i}" for i in range(NODES)]
     rule = AppPolicy.model_validate({"max": 128, "step": 8})
     now = dt.datetime.now(dt.UTC)

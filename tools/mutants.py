@@ -112,6 +112,13 @@ class Mutation:
 
 MUTATIONS = [
     Mutation(
+        "vm-agent-reads-on-after-stop",
+        "lab/src/slurm_lab/vmagent.py::Agent.serve",
+        "        while not self.stopped.is_set():",
+        "        while True:",
+        "lab/tests/test_vm_units.py::test_a_missing_program_is_exit_127",
+    ),
+    Mutation(
         "upgrade-timeout-raised-too-late",
         "charms/slurmctld/src/major_upgrade.py::waits_for",
         '        return "the leader must raise SlurmctldTimeout for the upgrade first"',
@@ -716,14 +723,14 @@ MUTATIONS = [
     ),
     Mutation(
         "rebuild-partition-shown-to-users",
-        "charms/slurmctld/src/rebuild.py::partition_settings",
+        "charms/slurmctld/src/rebuild.py::hidden_partition",
         '        "hidden": True,\n',
         '        "hidden": False,\n',
         "tests/unit/slurmctld/test_rebuild.py::test_the_rebuild_partition_covers_every_node_set_hidden_root_only_and_never_default",
     ),
     Mutation(
         "rebuild-partition-open-to-users",
-        "charms/slurmctld/src/rebuild.py::partition_settings",
+        "charms/slurmctld/src/rebuild.py::hidden_partition",
         '        "rootonly": True,\n',
         "",
         "tests/unit/slurmctld/test_rebuild.py::test_the_rebuild_partition_covers_every_node_set_hidden_root_only_and_never_default",
@@ -1030,8 +1037,8 @@ MUTATIONS = [
     Mutation(
         "scaling-view-reads-text-output",
         "charms/slurmctld/src/scaling_view.py::_scontrol_json",
-        '    return host.run(["scontrol", "show", *what, "--json"], timeout=QUERY_TIMEOUT).stdout',
-        '    return host.run(["scontrol", "show", *what], timeout=QUERY_TIMEOUT).stdout',
+        '    argv = ["scontrol", "show", what, f"--json={version}"]',
+        '    argv = ["scontrol", "show", what]',
         "tests/unit/slurmctld/test_actions_scaling_view.py::test_returns_the_partitions_nodes_pending_shapes_and_reserved_nodes",
     ),
     Mutation(
@@ -1317,6 +1324,46 @@ MUTATIONS = [
         "test_the_operator_chooses_return_to_service",
     ),
     Mutation(
+        "health-resumes-an-operators-drain",
+        "charms/slurmd/src/programs/health_check.py::decide",
+        "        if ours and outcome.healthy:",
+        '        if "DRAIN" in states and outcome.healthy:',
+        "tests/unit/slurmd/test_health_check.py::"
+        "test_a_drain_set_by_anyone_else_is_never_resumed_nor_replaced",
+    ),
+    Mutation(
+        "health-drains-past-the-share",
+        "charms/slurmd/src/programs/health_check.py::drain_allowed",
+        "    return len(others) + 1 <= limit",
+        "    return True",
+        "tests/unit/slurmd/test_health_check.py::"
+        "test_a_failing_node_is_not_drained_past_the_partitions_share",
+    ),
+    Mutation(
+        "health-hanging-check-blocks-slurmd",
+        "charms/slurmd/src/programs/health_check.py::run_checks",
+        "        thread.join(max(0.0, deadline - time.monotonic()))",
+        "        thread.join()",
+        "tests/unit/slurmd/test_health_check.py::"
+        "test_a_hanging_check_cannot_decide_and_never_blocks_slurmd",
+    ),
+    Mutation(
+        "health-hanging-mount-blocks-slurmd",
+        "charms/slurmd/src/programs/health_check.py::statvfs_all",
+        "        thread.join(max(0.0, deadline - time.monotonic()))",
+        "        thread.join()",
+        "tests/unit/slurmd/test_health_check.py::"
+        "test_a_mount_that_does_not_answer_fails_in_time_and_never_hangs",
+    ),
+    Mutation(
+        "rebuild-ignores-the-health-gate",
+        "charms/slurmctld/src/rebuild.py::progress",
+        "any(map(node.has_state, FAILED_STATES)) or failed_the_gate(node, since)",
+        "any(map(node.has_state, FAILED_STATES))",
+        "tests/unit/slurmctld/test_rebuild.py::"
+        "test_a_node_failing_its_health_check_after_the_reboot_stops_the_rollout",
+    ),
+    Mutation(
         "lost-jobs-follow-a-script-link",
         "charms/slurmctld/src/lost_jobs.py::_read_owned_file",
         "flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC",
@@ -1342,6 +1389,99 @@ MUTATIONS = [
         "",
         "tests/unit/slurmctld/test_lost_jobs.py::"
         "test_resubmit_runs_sbatch_as_the_user_from_the_kept_files",
+    ),
+    Mutation(
+        "data-parser-takes-the-newest-offered-even-unknown",
+        "libs/hpc_libs/src/hpc_libs/slurm/data_parser.py::choose",
+        "    return usable[-1]",
+        "    return versions[-1]",
+        "tests/unit/hpc_libs/test_data_parser.py::"
+        "test_a_newer_unknown_version_is_passed_over_for_the_newest_known_one "
+        "tests/unit/slurmctld/test_actions_scaling_view.py::"
+        "test_a_newer_slurm_is_read_in_the_newest_version_this_charm_knows",
+    ),
+    Mutation(
+        "data-parser-takes-an-older-known-version",
+        "libs/hpc_libs/src/hpc_libs/slurm/data_parser.py::choose",
+        "    return usable[-1]",
+        "    return usable[0]",
+        "tests/unit/hpc_libs/test_data_parser.py::"
+        "test_each_supported_release_gets_its_newest_version "
+        "tests/unit/autoscaler/test_recorded_versions.py::"
+        "test_openapi_offers_these_versions_and_the_newest_is_chosen",
+    ),
+    Mutation(
+        "scaling-view-reads-an-answer-of-another-version",
+        "charms/slurmctld/src/scaling_view.py::view",
+        "            data_parser.check_answer(answer, version)\n",
+        "            pass\n",
+        "tests/unit/autoscaler/test_recorded_versions.py::"
+        "test_an_answer_of_one_version_is_refused_when_another_was_asked_for",
+    ),
+    Mutation(
+        "upgrade-allows-a-jump-slurm-forbids",
+        "libs/hpc_libs/src/hpc_libs/slurm/upgrade.py::refusal",
+        "steps(running, target) > MAX_MAJOR_STEPS",
+        "steps(running, target) > MAX_MAJOR_STEPS + 1",
+        "tests/unit/hpc_libs/test_upgrade_chain.py::test_schedmds_table "
+        "tests/unit/slurmctld/test_slurmctld_major_upgrade.py::"
+        "test_a_jump_slurm_forbids_is_refused_before_anything_moves_naming_the_path",
+    ),
+    Mutation(
+        "upgrade-path-names-a-hop-slurm-forbids",
+        "libs/hpc_libs/src/hpc_libs/slurm/upgrade.py::upgrade_path",
+        "range(here + MAX_MAJOR_STEPS, here, -1)",
+        "range(here + MAX_MAJOR_STEPS + 1, here, -1)",
+        "tests/unit/hpc_libs/test_upgrade_chain.py::"
+        "test_every_hop_of_the_path_is_one_slurm_allows",
+    ),
+    Mutation(
+        "scaling-view-ignores-the-operators-data-parser",
+        "charms/slurmctld/src/scaling_view.py::negotiate",
+        "data_parser.offered_by_list(listed), override)",
+        "data_parser.offered_by_list(listed))",
+        "tests/unit/slurmctld/test_actions_scaling_view.py::"
+        "test_the_operator_may_name_an_older_version_both_know",
+    ),
+    Mutation(
+        "slurmctld-requires-the-nodeset-again",
+        "libs/hpc_libs/src/hpc_libs/interfaces/slurmd.py::ComputeData.is_complete",
+        "return self.partition is not None",
+        "return self.partition is not None and self.nodeset is not None",
+        "tests/unit/hpc_libs/test_partition_wire.py::"
+        "test_this_releases_slurmctld_serves_an_old_slurmds_partition_with_or_without_nodeset",
+    ),
+    Mutation(
+        "slurmd-stops-sending-the-nodeset-a-release-early",
+        "libs/hpc_libs/src/hpc_libs/interfaces/slurmd.py::ComputeData.published",
+        "nodeset=node_set(app)",
+        "nodeset=None",
+        "tests/unit/hpc_libs/test_partition_wire.py::"
+        "test_this_releases_slurmd_sends_the_keys_and_still_the_node_set",
+    ),
+    Mutation(
+        "leader-remembers-no-nodeset-for-the-previous-release",
+        "libs/hpc_libs/src/hpc_libs/interfaces/slurmctld_peer.py::PartitionEntry.serving",
+        "nodeset=node_set(name)",
+        "nodeset=None",
+        "tests/unit/hpc_libs/test_partition_wire.py::"
+        "test_this_releases_leader_remembers_what_the_previous_release_reads_back",
+    ),
+    Mutation(
+        "partition-spec-keeps-the-datas-names",
+        "libs/hpc_libs/src/hpc_libs/slurm/partition.py::PartitionSpec.of",
+        " if k not in NAMES",
+        "",
+        "tests/unit/slurmctld/test_slurmctld_waits_and_failures.py::"
+        "test_a_remembered_partition_gets_its_names_forced_again",
+    ),
+    Mutation(
+        "exporter-ping-hosts-unchecked",
+        "exporter/src/slurm_exporter/metrics.py::controller_pings",
+        "host=name_label(c.hostname)",
+        "host=c.hostname",
+        "tests/unit/exporter/test_exporter.py::"
+        "test_a_ping_it_cannot_read_is_a_failed_ping_and_no_controller_series",
     ),
     Mutation(
         "soak-lost-in-silence-counted-as-reported",

@@ -57,8 +57,7 @@ def _wait_for(predicate, timeout: float = 60) -> None:
         time.sleep(0.02)
 
 
-def _serve_agent(guest: socket.socket) -> None:
-    agent = vmagent.Agent(guest.fileno())
+def _serve_agent(agent: vmagent.Agent) -> None:
     with contextlib.suppress(OSError):
         agent.serve()
 
@@ -72,7 +71,9 @@ def channel() -> Iterator[Channel]:
     broker = vmchannel.Broker(directory)
     threading.Thread(target=broker.serve, daemon=True).start()
     guest, _ = port.accept()
-    threading.Thread(target=_serve_agent, args=(guest,), daemon=True).start()
+    agent = vmagent.Agent(guest.fileno())
+    serving = threading.Thread(target=_serve_agent, args=(agent,), daemon=True)
+    serving.start()
     _wait_for(lambda: vmchannel.read_boot(directory) is not None)
     ready = Channel(directory, guest)
     # The broker greets the agent as it connects, and the agent answers with a second hello.
@@ -82,7 +83,12 @@ def channel() -> Iterator[Channel]:
     try:
         yield ready
     finally:
+        # The agent stops before its port is closed: the port's number is the next pipe's,
+        # and an agent still reading it took lines from another test's `subprocess.run`.
+        agent.stop()
         guest.shutdown(socket.SHUT_RDWR)  # qemu exits: the broker sees the port close
+        serving.join(timeout=10)
+        assert not serving.is_alive(), "the agent still reads its closed port"
         guest.close()
         port.close()
         _wait_for(lambda: not (directory / vmchannel.EXEC_SOCKET).exists())

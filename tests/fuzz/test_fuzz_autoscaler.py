@@ -114,13 +114,14 @@ def pending_in_partitions(job: dict[str, Any]) -> bool:
     st.lists(nodes(), max_size=6), st.lists(jobs(), max_size=8), st.lists(reservations, max_size=3)
 )
 def test_the_action_names_only_what_slurm_said(node_list, job_list, reservation_list):
+    meta = {"plugin": {"data_parser": "data_parser/v0.0.45"}}
     answers = [
-        json.dumps({"nodes": node_list}),
-        json.dumps({"jobs": job_list}),
-        json.dumps({"reservations": reservation_list}),
+        json.dumps({"meta": meta, "nodes": node_list}),
+        json.dumps({"meta": meta, "jobs": job_list}),
+        json.dumps({"meta": meta, "reservations": reservation_list}),
     ]
     try:
-        document = SCALING_VIEW.view(*answers, PARTITIONS, 1_000_000)
+        document = SCALING_VIEW.view(*answers, PARTITIONS, 1_000_000, version="v0.0.45")
     except SCALING_VIEW.SlurmUnreadable:
         return
     ids = {job["job_id"] for job in job_list if pending_in_partitions(job)}

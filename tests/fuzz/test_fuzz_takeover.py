@@ -15,6 +15,7 @@ lines, `|`, CR, U+2028, NEL, huge numbers and impossible dates, and adds whole f
 
 from __future__ import annotations
 
+from functools import partial
 from types import SimpleNamespace
 from typing import Any
 
@@ -206,6 +207,8 @@ def test_the_repair_acts_only_on_what_the_records_say(jobs: str, nodes: str):
         _pass=done.append,
         _record=lambda key, _: done.append(key),
     )
+    repair._resume = partial(takeover.TakeoverRepair._resume, repair)
+    repair._release = partial(takeover.TakeoverRepair._release, repair)
     answers = {"squeue": jobs, "sinfo": nodes}
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(takeover, "_query", lambda argv: answers[argv[0]])

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import os
 import re
 import shlex
 import time
@@ -17,6 +18,7 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 import jubilant
+from hpc_libs.slurm import data_parser
 
 T = TypeVar("T")
 
@@ -286,13 +288,14 @@ def load_test(
     return json.loads(sh(juju, command, unit=unit, wait=seconds + 60))
 
 
-def newest_api_version(openapi: dict[str, Any]) -> str | None:
-    """The newest `v0.0.4x` the spec's `/slurm/...` paths offer."""
-    found = {m.group(1) for p in openapi.get("paths", {}) if (m := _VERSION.match(p))}
-    return max(found, key=lambda v: int(v.rsplit(".", 1)[1]), default=None)
+def api_version(openapi: dict[str, Any]) -> str:
+    """The data_parser version to speak: the newest the spec offers that the product reads.
 
-
-_VERSION = re.compile(r"^/slurm/(v0\.0\.4\d)/")
+    $SLURM_REST_API_VERSION overrides it (it must be offered and known). An offer with no
+    known version fails the test, naming both (`hpc_libs.slurm.data_parser`).
+    """
+    offered = data_parser.offered_by_openapi(openapi)
+    return data_parser.choose(offered, os.environ.get("SLURM_REST_API_VERSION") or None)
 
 
 def start_watch(

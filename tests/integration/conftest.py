@@ -31,6 +31,7 @@ LONGEST_MODULES = (
     "test_hostile_user.py",
     "test_bench_lab_smoke.py",
     "test_ha_key_rotation.py",
+    "test_node_health.py",
     "test_operator_toolkit.py",
     "test_accounting_backup.py",
 )

@@ -22,9 +22,9 @@ from typing import Any
 import jubilant
 import pytest
 from accounting_rest_helpers import (
+    api_version,
     http,
     install_client,
-    newest_api_version,
     start_watch,
     stop_watch,
     summarize_watch,
@@ -305,7 +305,7 @@ def test_the_rest_api_answers_across_a_failover(cluster: jubilant.Juju):
     install_client(cluster)
     code, spec = http(cluster, f"{base}/openapi/v3", token)
     assert code == 200, spec
-    url = f"{base}/slurm/{newest_api_version(spec)}/nodes"
+    url = f"{base}/slurm/{api_version(spec)}/nodes"
     start_watch(cluster, url, token, rate=REST_RATE, seconds=600)
     time.sleep(5)
 

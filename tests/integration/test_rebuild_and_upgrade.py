@@ -45,7 +45,7 @@ from typing import Any
 
 import jubilant
 import pytest
-from accounting_rest_helpers import http, install_client, newest_api_version
+from accounting_rest_helpers import api_version, http, install_client
 from conftest import on_real_juju
 from deploy_helpers import deploy_accounting, deploy_rest_api, deploy_slurm
 from dynamic_nodes_helpers import (
@@ -71,6 +71,7 @@ from ha_helpers import (
     takeover_count,
     unit_of_host,
 )
+from hpc_libs.slurm import data_parser
 
 LEADER = "slurmctld/leader"
 """rebuild-nodes runs on the leader, which records the rollout."""
@@ -438,8 +439,10 @@ def rest_release(juju: jubilant.Juju) -> str:
     install_client(juju)
     code, spec = http(juju, f"{base}/openapi/v3", token)
     assert code == 200, spec
-    code, body = http(juju, f"{base}/slurm/{newest_api_version(spec)}/ping", token)
+    version = api_version(spec)
+    code, body = http(juju, f"{base}/slurm/{version}/ping", token)
     assert code == 200, body
+    data_parser.check_answer(body, version)
     return str(body["meta"]["slurm"]["release"])
 
 

@@ -23,7 +23,7 @@ from pathlib import Path
 from types import ModuleType
 
 import pytest
-from hpc_libs.slurm import queue
+from hpc_libs.slurm import data_parser, queue
 from incluster import PARTITION, Cluster
 from slurm_exporter import exporter, metrics
 
@@ -171,12 +171,14 @@ def test_the_takeover_repair_names_no_forged_candidate(cluster: Cluster, hostile
 
 def test_the_scaling_view_counts_each_pending_job_once(cluster: Cluster, hostile: Hostile):
     """scontrol's JSON keeps users' text in its strings: every real job counted, once."""
+    listed = cluster.sh(cluster.controller, "scontrol", "--json=list")
+    version = data_parser.choose(data_parser.offered_by_list(listed))
     answers = [
-        cluster.sh(cluster.controller, "scontrol", "show", what, "--json")
+        cluster.sh(cluster.controller, "scontrol", "show", what, f"--json={version}")
         for what in ("nodes", "jobs", "reservations")
     ]
 
-    view = scaling_view.view(*answers, [PARTITION], now=0)
+    view = scaling_view.view(*answers, [PARTITION], now=0, version=version)
 
     examples = {shape["example"] for shape in view["pending"]}
     assert sum(shape["jobs"] for shape in view["pending"]) == len(real_job_ids(cluster))

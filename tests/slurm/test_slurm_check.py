@@ -43,14 +43,10 @@ def charm_slurm_conf() -> str:
         import render  # pyright: ignore[reportMissingImports]
         from config import SlurmctldConfig  # pyright: ignore[reportMissingImports]
         from hpc_libs.interfaces.slurmctld_peer import ControllerHost, PartitionEntry
+        from hpc_libs.slurm.partition import PartitionSpec
         from hpc_libs.slurm.slurmctld import SlurmctldManager
 
-        partition = PartitionEntry(
-            name="compute",
-            partition={"partitionname": "compute", "nodes": ["compute"]},
-            nodeset={"nodeset": "compute", "feature": "compute"},
-            relation_id=3,
-        )
+        partition = PartitionEntry.serving("compute", PartitionSpec(), 3)
         conf = render.render_slurm_conf(
             SlurmctldConfig(slurm_conf_parameters="MaxJobCount=20000\nMaxStepCount=100"),
             [ControllerHost(hostname="ctl", address="10.0.0.1")],

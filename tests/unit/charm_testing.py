@@ -84,6 +84,34 @@ def manager_root(monkeypatch: pytest.MonkeyPatch, manager: type[Any], root: Path
     return root
 
 
+def charm_fixtures(name: str, charm_type: type[ops.CharmBase], manager: type[Any], root: str):
+    """Return a charm's `ctx` fixture and its fixture `root`, which points `manager` at tmp_path.
+
+    A charm's conftest binds both: `ctx, sackd_root = charm_fixtures("sackd", ...)`.
+    """
+
+    @pytest.fixture(name="ctx")
+    def ctx() -> testing.Context[ops.CharmBase]:
+        return charm_context(name, charm_type)
+
+    @pytest.fixture(name=root)
+    def manager_at_tmp_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+        return manager_root(monkeypatch, manager, tmp_path)
+
+    return ctx, manager_at_tmp_path
+
+
+def retried_once_mended(
+    ctx: testing.Context[ops.CharmBase], machine: "FakeMachine", out: testing.State, service: str
+) -> testing.State:
+    """Mend the machine and forget its calls: the next event (update-status) restarts `service`."""
+    machine.heal()
+    machine.service_calls.clear()
+    out = ctx.run(ctx.on.update_status(), out)
+    assert machine.calls("restart") == [service]
+    return out
+
+
 def already_installed(charm_type: str, version: str = SLURM_VERSION) -> testing.StoredState:
     """Stored state saying the charm's `SlurmInstaller` installed `version` in an earlier hook.
 

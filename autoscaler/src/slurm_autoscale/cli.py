@@ -57,6 +57,11 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--juju", default="juju", metavar="PROGRAM", help="the juju client (default: juju on PATH)"
     )
+    parser.add_argument(
+        "--api-version",
+        metavar="VERSION",
+        help="the data_parser version to read (v0.0.42); default: the newest both know",
+    )
     return parser.parse_args(argv)
 
 
@@ -71,7 +76,11 @@ def check_apps(policies: Mapping[str, AppPolicy], status: jubilant.Status) -> No
 
 
 def read_slurm(
-    juju: jubilant.Juju, status: jubilant.Status, controller_app: str, partitions: list[str]
+    juju: jubilant.Juju,
+    status: jubilant.Status,
+    controller_app: str,
+    partitions: list[str],
+    api_version: str | None = None,
 ) -> Snapshot:
     """Run the read-only action on the controller's leader; no token is involved."""
     controllers = status.apps.get(controller_app)
@@ -89,7 +98,7 @@ def read_slurm(
         except jubilant.CLIError as e:
             raise SlurmUnreadable(f"{action} on {unit} failed: {_first_line(e)}") from e
 
-    return read(run_action, leader, partitions)
+    return read(run_action, leader, partitions, api_version)
 
 
 def _first_line(error: jubilant.CLIError) -> str:
@@ -122,7 +131,7 @@ def one_pass(
     """Decide for every application, then act unless --dry-run. Raises before any action."""
     status = juju.status()
     check_apps(policies, status)
-    slurm = read_slurm(juju, status, args.controller_app, sorted(policies))
+    slurm = read_slurm(juju, status, args.controller_app, sorted(policies), args.api_version)
     if slurm.omitted:
         logger.warning("%d pending jobs of other shapes were not read this pass", slurm.omitted)
     now = time.time()

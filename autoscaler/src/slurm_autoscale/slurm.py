@@ -205,12 +205,19 @@ class ActionRunner(Protocol):
         ...
 
 
-def read(run_action: ActionRunner, leader: str, partitions: list[str]) -> Snapshot:
+def read(
+    run_action: ActionRunner, leader: str, partitions: list[str], api_version: str | None = None
+) -> Snapshot:
     """Run the action on the controller's leader for `partitions`; its snapshot.
+
+    `api_version` overrides the data_parser version the action negotiates (`v0.0.42`).
 
     Raises:
         SlurmUnreadable: The action failed (with its reason) or answered something else.
 
     """
-    results = run_action(leader, ACTION, {"partitions": ",".join(partitions)})
+    params = {"partitions": ",".join(partitions)}
+    if api_version:
+        params["data-parser"] = api_version
+    results = run_action(leader, ACTION, params)
     return parse_view(results)

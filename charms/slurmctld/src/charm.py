@@ -118,9 +118,7 @@ class SlurmctldCharm(SlurmCharm[SlurmctldConfig]):
         self.placement = placement.Placement(
             self, self.slurmctld, self.peer, self.mount, WAKE_EVENT
         )
-        self.rebuild = rebuild.Rebuild(
-            self, self.peer, lambda: partitions.serving(self.peer.read())
-        )
+        self.rebuild = rebuild.Rebuild(self, self.peer, lambda: self.peer.read().serving())
         self.actions = actions.Actions(self, self.slurmctld, self.scontrol, self.auth_rotation)
         self._facts: Facts | None = None
         self.reconcile_on(
@@ -177,6 +175,7 @@ class SlurmctldCharm(SlurmCharm[SlurmctldConfig]):
         served = self.partitions.reconcile(facts)
         remembered = facts.remembered(served.values(), departed)
         self._remember(remembered)
+        facts = facts.remembering(remembered)  # Its `served` are the partitions to render.
         timeout = major_upgrade.upgrade_timeout(config.slurmctld_timeout, raised)
         native = self.native_metrics.reconcile(facts)
         strategy = self.placement.strategy(facts)
@@ -184,7 +183,7 @@ class SlurmctldCharm(SlurmCharm[SlurmctldConfig]):
         conf = render.render_slurm_conf(
             config,
             serving,
-            served,
+            facts.served,
             facts.dbds,
             strategy.conf_settings(),
             native_metrics_on=native.on,
@@ -205,7 +204,7 @@ class SlurmctldCharm(SlurmCharm[SlurmctldConfig]):
         self._remember(remembered.model_copy(update=applied))
         self.cos_agent.publish()
         srun_ports = overrides.srun_port_range(config.slurm_conf_parameters)
-        self.daemons.publish(keys.auth_secret, serving, served, config_digest, srun_ports)
+        self.daemons.publish(keys.auth_secret, serving, facts.served, config_digest, srun_ports)
         self.accounting.reconcile(facts)
         self.auth_rotation.reconcile(facts)
         if (kept := self.rebuild.reconcile(self.facts(config))) is not None:

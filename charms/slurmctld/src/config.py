@@ -39,6 +39,10 @@ class SlurmctldConfig(SlurmCharmConfig):
     # A slurmd application's name (Juju's application name grammar), or empty for none.
     default_partition: str = pydantic.Field("", pattern=r"^([a-z][a-z0-9-]{0,62})?$")
     reboot_timeout: int = pydantic.Field(1800, ge=60, le=86400, strict=True)
+    health_check_interval: int = pydantic.Field(300, ge=0, le=86400, strict=True)
+    health_check_node_state: str = pydantic.Field(
+        "any", pattern=r"^(alloc|any|idle|mixed|nondrained_idle)(,cycle)?$"
+    )
     metrics_interval: int = pydantic.Field(30, ge=5, le=3600, strict=True)
     metrics_per_user: bool = pydantic.Field(False, strict=True)
     native_metrics: Literal["auto", "on", "off"] = "auto"

@@ -16,6 +16,7 @@ it shows any user, and it is told the operator's `PrivateData` so that it neithe
 serves what that hides (see `slurm_exporter.exporter`).
 """
 
+import dataclasses
 import logging
 import sys
 from collections.abc import Iterator, Sequence
@@ -83,33 +84,30 @@ def service_unit_text(
         argv += ["--private-data", ",".join(private)]
     directories = list(path) or python_path()
     wake.exec_line(directories)  # Checks each directory is a plain word.
-    return "\n".join(
+    return systemd.service_text(
+        "slurmctld",
         [
-            "# Written by the slurmctld charm.",
-            "[Unit]",
             "Description=Prometheus exporter of Slurm (the slurmctld charm's)",
             "After=network-online.target",
-            "",
-            "[Service]",
+        ],
+        [
             f"Environment=PYTHONPATH={':'.join(directories)}",
             f"ExecStart={wake.exec_line(argv)}",
             "Restart=always",
             "RestartSec=5",
             *HARDENING,
-            "",
-            "[Install]",
-            "WantedBy=multi-user.target",
-            "",
-        ]
+        ],
     )
 
 
+@dataclasses.dataclass(eq=False)
 class ExporterService:
     """Install and keep running the exporter's service; paths below `root` for tests."""
 
-    def __init__(self, root: Path = Path("/")) -> None:
-        self.root = root
-        self.service = systemd.Service(SERVICE_UNIT)
+    root: Path = Path("/")
+    service: systemd.Service = dataclasses.field(
+        default_factory=lambda: systemd.Service(SERVICE_UNIT)
+    )
 
     def reconcile(self, facts: Facts) -> None:
         """Keep the exporter running on this unit, whatever its role; a failure is logged."""

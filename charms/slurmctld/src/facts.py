@@ -66,6 +66,11 @@ class Facts:
     """The leader's keys, from the moment it may write the configuration (None before)."""
 
     @property
+    def served(self) -> dict[str, PartitionEntry]:
+        """The partitions the leader serves, by name: the peer memory's, as this pass left it."""
+        return self.memory.served()
+
+    @property
     def order(self) -> list[str]:
         """The controller units in join order (the first is the primary)."""
         return self._joined()[0]

@@ -27,6 +27,7 @@ returned, and meanwhile the last success ages. Probing and killing use this mach
 process ids, never a unit's cgroup.
 """
 
+import dataclasses
 import logging
 from pathlib import Path
 
@@ -70,32 +71,27 @@ def program_text() -> str:
 
 def service_unit_text(checkpoint: str, state_dir: str, grace: int, user: str) -> str:
     """Return the watchdog's service: always running, restarted if it ever stops."""
-    return "\n".join(
+    return systemd.service_text(
+        "slurmctld",
+        ["Description=Stop slurmctld while this machine cannot write the shared Slurm state"],
         [
-            "# Written by the slurmctld charm.",
-            "[Unit]",
-            "Description=Stop slurmctld while this machine cannot write the shared Slurm state",
-            "",
-            "[Service]",
             f"ExecStart={PROGRAM} {checkpoint} {state_dir} {grace} {user}",
             "Restart=always",
             "RestartSec=1",
             f"RuntimeDirectory={Path(RUNTIME_DIR).name}",
             "RuntimeDirectoryPreserve=yes",
-            "",
-            "[Install]",
-            "WantedBy=multi-user.target",
-            "",
-        ]
+        ],
     )
 
 
+@dataclasses.dataclass(eq=False)
 class Fence:
     """The watchdog of this controller (see the module doc); paths from `root` for tests."""
 
-    def __init__(self, root: Path = Path("/")) -> None:
-        self.root = root
-        self.service = systemd.Service(SERVICE_UNIT)
+    root: Path = Path("/")
+    service: systemd.Service = dataclasses.field(
+        default_factory=lambda: systemd.Service(SERVICE_UNIT)
+    )
 
     def _at(self, path: str) -> Path:
         return self.root / path.lstrip("/")

@@ -101,6 +101,8 @@ SLURM_CONF_OWNED: Mapping[str, str] = {
         "RebootProgram",
     ),
     "ResumeTimeout": "is the charm's: use the reboot-timeout option",
+    "HealthCheckProgram": "is the charm's: the slurmd charm's node health check",
+    "HealthCheckInterval": "is the charm's: use the health-check-interval option",
     "PriorityWeightPartition": (
         "is the charm's: it gives the rebuild partition's jobs the whole partition weight, so "
         "each runs next on its node (user partitions keep their order)"

@@ -1,7 +1,7 @@
 """The partitions the controller serves: one per slurmd application, and the default one.
 
-Each slurmd application publishes its partition (`ComputeData`); its names always follow the
-naming rule (`hpc_libs.interfaces.slurmd.named_partition`), whatever the data says. The
+Each slurmd application publishes its partition's keys (`ComputeData`, a `PartitionSpec`); its
+names always follow the naming rule (`PartitionSpec.named`), whatever the data says. The
 leader remembers every partition it serves in the peer application databag, so a new leader
 keeps serving them:
 
@@ -17,16 +17,15 @@ The default partition (`Default=YES`) is chosen here too (`default_partition`).
 import dataclasses
 import logging
 from collections.abc import Iterable, Iterator, Mapping
-from typing import Any
 
 import ops
 import retire
 from facts import Facts
-from hpc_libs.interfaces.slurmctld_peer import PartitionEntry, SlurmctldPeerData
-from hpc_libs.interfaces.slurmd import ComputeData, SlurmdRequirer, named_partition
+from hpc_libs.interfaces.slurmctld_peer import PartitionEntry
+from hpc_libs.interfaces.slurmd import ComputeData, SlurmdRequirer
 from hpc_libs.slurm.base import REBUILD_PARTITION
+from hpc_libs.slurm.partition import PartitionSpec
 from hpc_libs.slurm.scontrol import Scontrol
-from slurmutils import Partition
 
 logger = logging.getLogger(__name__)
 
@@ -38,32 +37,20 @@ rebuild partition has its own name, so a slurmd application with such a name can
 a partition."""
 
 
-def serving(memory: SlurmctldPeerData) -> list[str]:
-    """Return the partitions of slurmd applications the controller serves (not retiring)."""
-    return sorted(p.name for p in memory.partitions or [] if p.name and not p.retiring)
-
-
 def partition_record(
-    app: str,
-    partition: dict[str, Any] | None,
-    nodeset: dict[str, Any] | None,
-    relation_id: int | None = None,
+    app: str, spec: PartitionSpec | None, relation_id: int | None = None
 ) -> PartitionEntry:
-    """Build the record for a slurmd application from the data it published.
+    """Build the record for a slurmd application from the keys it published.
 
-    The data was validated when read from the databag. The names are forced to the
-    application name whatever the data says (`named_partition`), so one application can
-    never overwrite another application's partition. Raises ValueError when the data is
-    unusable.
+    The keys were validated when read from the databag; the names always come from the
+    application's name (`PartitionSpec.named`), so one application can never overwrite
+    another application's partition. Raises ValueError when the data is unusable.
     """
     if app.lower() in RESERVED_NAMES:
         raise ValueError(f"application name '{app}' is reserved by Slurm")
-    if partition is None or nodeset is None:
-        raise ValueError("partition or nodeset missing")
-    settings, named_nodeset = named_partition(app, Partition.from_dict(dict(partition)).dict())
-    return PartitionEntry(
-        name=app, partition=settings, nodeset=named_nodeset, relation_id=relation_id
-    )
+    if spec is None:
+        raise ValueError("partition missing")
+    return PartitionEntry.serving(app, spec, relation_id)
 
 
 def merge_partitions(
@@ -94,16 +81,14 @@ def merge_partitions(
 
 
 def _forced(name: str, remembered: PartitionEntry) -> PartitionEntry | None:
-    """Return the remembered partition, its names forced from its application's name again.
+    """Return the remembered partition, checked as a live one is (`partition_record`).
 
-    The peer databag is data like any other: `PartitionName`, `Nodes` and the node set are
-    forced as for a live partition (`partition_record`), so a remembered entry can never
-    name another partition or every node. None (logged) if it cannot be served.
+    The peer databag is data like any other: its keys were validated as it was read, and its
+    names come from the application's name as a live partition's do, so a remembered entry
+    can never name another partition or every node. None (logged) if it cannot be served.
     """
     try:
-        forced = partition_record(
-            name, remembered.partition, remembered.nodeset, remembered.relation_id
-        )
+        forced = partition_record(name, remembered.partition, remembered.relation_id)
     except ValueError as e:
         logger.warning("dropping the remembered partition %s: %s", name, e)
         return None
@@ -125,7 +110,7 @@ def default_partition(partitions: dict[str, PartitionEntry], wanted: str = "") -
     if (explicit := explicit_default(wanted, partitions)) is not None:
         return explicit
     serving = {name: r for name, r in partitions.items() if not r.retiring}
-    if any((r.partition or {}).get("default") is True for r in serving.values()):
+    if any(r.spec.fields.get("default") is True for r in serving.values()):
         return None
     candidates = [
         (r.relation_id, name) for name, r in serving.items() if r.relation_id is not None
@@ -133,7 +118,7 @@ def default_partition(partitions: dict[str, PartitionEntry], wanted: str = "") -
     if not candidates:
         return None
     oldest = min(candidates)[1]
-    return None if "default" in (serving[oldest].partition or {}) else oldest
+    return None if "default" in serving[oldest].spec.fields else oldest
 
 
 def explicit_default(wanted: str, partitions: Mapping[str, PartitionEntry]) -> str | None:
@@ -201,7 +186,7 @@ class Partitions:
         live: dict[str, PartitionEntry] = {}
         for relation_id, app, data in self._published():
             try:
-                live[app] = partition_record(app, data.partition, data.nodeset, relation_id)
+                live[app] = partition_record(app, data.partition, relation_id)
             except ValueError as e:
                 logger.warning("ignoring partition of %s: %s", app, e)
         return live
@@ -211,7 +196,7 @@ class Partitions:
         unusable: list[str] = []
         for _, app, data in self._published():
             try:
-                partition_record(app, data.partition, data.nodeset)
+                partition_record(app, data.partition)
             except ValueError:
                 unusable.append(app)
         return unusable
@@ -221,8 +206,7 @@ class Partitions:
 
         The applications in `future-nodes` are served before their first unit (`awaited`).
         """
-        memory = facts.memory
-        known = {p.name: p for p in memory.partitions or [] if p.name}
+        known = facts.served
         live = self.awaited(facts.config.future_nodes, known) | self.live()
         return merge_partitions(known, live, self.integrated(), self.scontrol, self.watch)
 
@@ -237,7 +221,7 @@ class Partitions:
         """
         relations = {r.app.name: r.id for r in self.slurmd.relations if r.app is not None}
         return {
-            app: partition_record(app, {}, {}, relations[app])
+            app: partition_record(app, PartitionSpec(), relations[app])
             for app in future
             if app in relations and app not in known
         }
@@ -252,7 +236,7 @@ class Partitions:
 
     def statuses(self, facts: Facts) -> Iterator[ops.StatusBase]:
         """Say why `default-partition` is not the default partition (leader, when it is set)."""
-        wanted, served = facts.config.default_partition, facts.memory.partitions or []
+        wanted, served = facts.config.default_partition, facts.served.values()
         if facts.leader and (
             status := default_partition_status(wanted, served, self.integrated())
         ):

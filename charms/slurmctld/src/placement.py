@@ -11,10 +11,11 @@ a backup follows the leader's files on the share (the charm runs them, `applied.
 or nothing more in this hook.
 """
 
+import dataclasses
 import enum
 import logging
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, ClassVar
 
 import credentials
 import fence
@@ -53,24 +54,16 @@ class Turn(enum.Enum):
     LEAD = enum.auto()
 
 
+@dataclasses.dataclass(eq=False)
 class Strategy:
     """Where the state lives: what both strategies share (the machine and the model)."""
 
-    network_state = False
-
-    def __init__(
-        self,
-        charm: ops.CharmBase,
-        manager: SlurmctldManager,
-        peer: SlurmctldPeer,
-        mount: MountInfoProvider,
-        wake_event: str,
-    ) -> None:
-        self.charm = charm
-        self.manager = manager
-        self.peer = peer
-        self.mount = mount
-        self.wake_event = wake_event
+    charm: ops.CharmBase
+    manager: SlurmctldManager
+    peer: SlurmctldPeer
+    mount: MountInfoProvider
+    wake_event: str
+    network_state: ClassVar[bool] = False
 
     def prepare(self, facts: Facts) -> bool:
         """Whether this unit's controller can be configured now; prepare what it needs first."""
@@ -136,13 +129,13 @@ class LocalState(Strategy):
         return None if facts.leader else ops.BlockedStatus(NEEDS_NETWORK_STATE)
 
 
+@dataclasses.dataclass(eq=False)
 class NetworkState(Strategy):
     """State on the shared filesystem: every unit runs slurmctld from the leader's files."""
 
     network_state = True
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
+    def __post_init__(self) -> None:
         self.primary_watch = primary_watch.PrimaryWatch(self.manager.root)
         self.fence = fence.Fence(self.manager.root)
         self._checkpoint: tuple[ops.StatusBase | None] | None = None

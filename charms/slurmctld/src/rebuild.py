@@ -47,14 +47,19 @@ from hpc_libs.interfaces.slurmctld_peer import (
 from hpc_libs.machine import host
 from hpc_libs.slurm import queue
 from hpc_libs.slurm.base import REBOOT_PROGRAM, REBUILD_PARTITION
+from hpc_libs.slurm.partition import PartitionSpec, node_set
 from hpc_libs.slurm.scontrol import Node, Timestamp
 from pydantic import BaseModel, ValidationError
+from slurmutils import Partition
 
 logger = logging.getLogger(__name__)
 
 PARTITION = REBUILD_PARTITION
 MAX_TIME_MINUTES = 10
 """The rebuild partition's `MaxTime`: the job itself runs `true` once the node is back."""
+HEALTH_REASON_PREFIX = "health: "
+HEALTH_SETTER = "root"
+"""The slurmd charm's health check drains as root, with reasons of this prefix."""
 JOB_TIME = "5"  # --time of a rebuild job (minutes); within MaxTime
 TIMEOUT = 60
 REBOOTING_STATES = ("REBOOT_REQUESTED", "REBOOT_ISSUED", "POWERING_UP")
@@ -63,22 +68,19 @@ FAILED_STATES = ("DOWN", "FAIL", "FAILING", "INVALID_REG")
 WAITING_STATES = frozenset({"PENDING", "CONFIGURING", "RUNNING"})
 
 
-def partition_settings(partitions: Mapping[str, PartitionEntry]) -> dict[str, Any] | None:
+def hidden_partition(partitions: Mapping[str, PartitionEntry]) -> Partition | None:
     """Return the rebuild partition over every serving partition's node set; None without any.
 
-    Dynamic nodes join a partition through its node set (`Feature=<app>`), so the rebuild
-    partition lists the node sets, not nodes. A retiring partition's nodes are left alone.
+    Dynamic nodes join a partition through its node set (`Feature=<app>`, named after the
+    application: `hpc_libs.slurm.partition`), so the rebuild partition lists the node sets,
+    not nodes. A retiring partition's nodes are left alone.
     """
     nodesets = sorted(
-        str((record.nodeset or {}).get("nodeset") or name)
-        for name, record in partitions.items()
-        if not record.retiring
+        node_set(name)["nodeset"] for name, record in partitions.items() if not record.retiring
     )
     if not nodesets:
         return None
-    return {
-        "partitionname": PARTITION,
-        "nodes": nodesets,
+    keys = {
         "default": False,
         "hidden": True,
         "rootonly": True,
@@ -89,6 +91,7 @@ def partition_settings(partitions: Mapping[str, PartitionEntry]) -> dict[str, An
         "maxtime": MAX_TIME_MINUTES,
         "state": "up",
     }
+    return PartitionSpec.of(keys).over(PARTITION, nodesets)
 
 
 PRIORITY_WEIGHT_PARTITION = 100000
@@ -250,6 +253,21 @@ class Progress:
         return f"rebuild {self.partition}: {counts}, {len(self.rebooting)} rebooting"
 
 
+def failed_the_gate(node: BootNode, since: int) -> bool:
+    """Whether the node came back from this rollout's reboot and its health check drained it.
+
+    The slurmd charm's health check runs when slurmd starts, before the node registers, and
+    drains a failing node with `health: <check>: ...` as root (its own proof, checked the same
+    way here). Such a node is no node done: the rollout stops with the check's reason.
+    """
+    return (
+        (node.boot_time or 0) >= since
+        and node.has_state("drain")
+        and node.reason.startswith(HEALTH_REASON_PREFIX)
+        and node.reason_set_by_user == HEALTH_SETTER
+    )
+
+
 def progress(
     rollouts: Sequence[Rollout], states: Mapping[int, str], nodes: Sequence[BootNode]
 ) -> list[Progress]:
@@ -271,7 +289,7 @@ def progress(
         done, rebooting, failed = [], [], {}
         for node in members:
             rebooting_now = node.name in configuring or any(map(node.has_state, REBOOTING_STATES))
-            down = any(map(node.has_state, FAILED_STATES))
+            down = any(map(node.has_state, FAILED_STATES)) or failed_the_gate(node, since)
             if down and (node.reason_changed_at or since) >= since:  # not down before it began
                 failed[node.name] = node.reason
             elif rebooting_now:

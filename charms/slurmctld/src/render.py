@@ -20,8 +20,8 @@ from config import SlurmctldConfig
 from controllers import slurmctld_host
 from hpc_libs.interfaces.slurmctld_peer import ControllerHost, PartitionEntry
 from hpc_libs.interfaces.slurmdbd import DbdEntry
-from hpc_libs.slurm.base import JWT_KEY_NAME
-from slurmutils import CGroupConfig, GresConfig, NodeSet, Partition, SlurmConfig
+from hpc_libs.slurm.base import HEALTH_CHECK_PROGRAM, JWT_KEY_NAME
+from slurmutils import CGroupConfig, GresConfig, SlurmConfig
 
 LOG_DIR = "var/log/slurm"  # Relative to the manager's root; the charm creates it.
 SLURMCTLD_LOG_FILE = f"/{LOG_DIR}/slurmctld.log"
@@ -99,6 +99,18 @@ def failover_settings(
     return settings
 
 
+def health_settings(config: SlurmctldConfig) -> dict[str, Any]:
+    """slurm.conf's keys for the slurmd charm's node health check (its README: Node health).
+
+    slurmd runs the program at its start and every `HealthCheckInterval` s (0: at start only).
+    """
+    return {
+        "healthcheckprogram": HEALTH_CHECK_PROGRAM,
+        "healthcheckinterval": config.health_check_interval,
+        "healthchecknodestate": config.health_check_node_state.split(","),
+    }
+
+
 def render_slurm_conf(
     config: SlurmctldConfig,
     controllers: list[ControllerHost],
@@ -133,6 +145,7 @@ def render_slurm_conf(
             **accounting_settings(dbds),
             **failover_settings(config, placement, slurmctld_timeout),
             **rebuild.conf_settings(config.reboot_timeout),
+            **health_settings(config),
             **native_metrics.conf_settings(native_metrics_on),
         }
     )
@@ -140,21 +153,19 @@ def render_slurm_conf(
     conf = overrides.with_slurm_conf_parameters(conf, operator)
     default = partitions_module.default_partition(partitions, config.default_partition)
     for name, record in sorted(partitions.items()):
-        settings = dict(record.partition or {})
+        changes: dict[str, Any] = {}
         if name == default:
-            settings["default"] = True
+            changes["default"] = True
         elif default == config.default_partition:
-            settings.pop("default", None)  # The operator's choice outranks the application's.
+            changes["default"] = None  # The operator's choice outranks the application's.
         if record.retiring:
-            settings.pop("default", None)
             # Keep a retiring partition drained even if a later reconfigure re-reads the file.
-            settings["state"] = "drain"
-        conf.nodesets[name] = NodeSet.from_dict(dict(record.nodeset or {}))
-        conf.partitions[name] = Partition.from_dict(settings)
+            changes.update(default=None, state="drain")
+        conf.partitions[name], conf.nodesets[name] = record.spec.named(name, **changes)
     for node_name, node in future_nodes.placeholders(config.future_nodes, partitions).items():
         conf.nodes[node_name] = node
-    if (hidden := rebuild.partition_settings(partitions)) is not None:
-        conf.partitions[rebuild.PARTITION] = Partition.from_dict(hidden)
+    if (hidden := rebuild.hidden_partition(partitions)) is not None:
+        conf.partitions[rebuild.PARTITION] = hidden
     return conf
 
 

@@ -92,10 +92,9 @@ class Retirement(ops.Object):
         """Say which partitions the leader drains, and which nodes it deletes, once idle."""
         if not facts.leader:
             return
-        memory = facts.memory
-        if retiring := [p.name for p in memory.partitions or [] if p.retiring and p.name]:
+        if retiring := [name for name, p in facts.served.items() if p.retiring]:
             yield ops.ActiveStatus(f"draining partitions: {', '.join(retiring)}")
-        if departed := departed_names(memory):
+        if departed := departed_names(facts.memory):
             yield ops.ActiveStatus(f"deleting departed nodes once idle: {', '.join(departed)}")
 
 

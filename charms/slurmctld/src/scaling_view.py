@@ -16,6 +16,10 @@ the asked partitions only:
 * `reserved`: the asked partitions' nodes held by a reservation that has not ended;
 * `time`: the controller's clock when it read Slurm (the nodes' `last_busy` is on it).
 
+The data_parser version is negotiated, never pinned: `scontrol --json=list` says which ones
+this Slurm has, the newest the action reads (`hpc_libs.slurm.data_parser.KNOWN`) is asked for
+(`--json=v0.0.45`), and an answer in another version fails the action, naming both.
+
 Nothing is written anywhere. The result travels in `action-set`'s argv, where one argument
 holds at most 128 KiB: the JSON document is cut in `part-<n>` keys of PART_SIZE characters,
 at most MAX_PARTS of them (`parts` says how many).
@@ -29,6 +33,7 @@ from typing import Annotated, Any
 import ops
 from hpc_libs.errors import SlurmOpsError
 from hpc_libs.machine import host
+from hpc_libs.slurm import data_parser
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
 
 QUERY_TIMEOUT = 120
@@ -42,6 +47,7 @@ NAME = re.compile(r"[A-Za-z0-9_.-]{1,64}")
 """A node or partition name as the charms make them (application names, `compute-3`)."""
 WORD = re.compile(r"[A-Za-z0-9_]{1,64}")
 """A state flag or a pending reason: Slurm's own words, never users' text."""
+DATA_PARSER = re.compile(r"v0\.0\.\d{1,4}")
 _ARRAY_CHUNK = re.compile(r"(\d{1,10})(?:-(\d{1,10})(?::(\d{1,10}))?)?")
 _CONTROL = re.compile(r"[\x00-\x1f\x7f\u2028\u2029]")
 
@@ -139,6 +145,20 @@ def partitions_asked(value: object) -> list[str]:
         if not NAME.fullmatch(name):
             raise ValueError(f"{name!r} is not a partition name")
     return names
+
+
+def data_parser_asked(value: object) -> str | None:
+    """Read the `data-parser` parameter: absent (negotiate) or a version such as `v0.0.42`.
+
+    Raises:
+        ValueError: It is not a data_parser version.
+
+    """
+    if value is None or value == "":
+        return None
+    if not isinstance(value, str) or not DATA_PARSER.fullmatch(value):
+        raise ValueError(f"{str(value)[:32]!r} is not a data_parser version such as v0.0.42")
+    return value
 
 
 def array_copies(tasks: str, throttle: int | None) -> int:
@@ -293,22 +313,36 @@ def reserved_names(reservations: _Reservations, names: list[str], now: int) -> l
 
 
 def view(
-    nodes_json: str, jobs_json: str, reservations_json: str, partitions: list[str], now: int
+    nodes_json: str,
+    jobs_json: str,
+    reservations_json: str,
+    partitions: list[str],
+    now: int,
+    *,
+    version: str,
 ) -> dict[str, Any]:
-    """Build the action's document from the three answers.
+    """Build the action's document from the three answers, asked for in data_parser `version`.
 
     Raises:
-        SlurmUnreadable: An answer is not JSON of the expected form, or Slurm reports errors.
+        SlurmUnreadable: An answer is not JSON of the expected form, is in another
+            data_parser version, or Slurm reports errors.
 
     """
     try:
-        nodes = _Nodes.model_validate_json(nodes_json)
-        jobs = _Jobs.model_validate_json(jobs_json)
-        reservations = _Reservations.model_validate_json(reservations_json)
+        answers = [json.loads(text) for text in (nodes_json, jobs_json, reservations_json)]
+        for answer in answers:
+            data_parser.check_answer(answer, version)
+        nodes = _Nodes.model_validate(answers[0])
+        jobs = _Jobs.model_validate(answers[1])
+        reservations = _Reservations.model_validate(answers[2])
+    except data_parser.DataParserError as e:
+        raise SlurmUnreadable(f"scontrol: {e}") from None
     except ValidationError as e:
         first = e.errors()[0]
         where = ".".join(str(part) for part in first["loc"])
         raise SlurmUnreadable(f"unexpected scontrol answer at {where}: {first['msg']}") from None
+    except (ValueError, RecursionError) as e:
+        raise SlurmUnreadable(f"unexpected scontrol answer: {e}"[:300]) from None
     for answer in (nodes, jobs, reservations):
         if answer.errors:
             raise SlurmUnreadable(f"scontrol reported errors: {str(answer.errors)[:300]}")
@@ -339,24 +373,45 @@ def as_results(document: dict[str, Any]) -> dict[str, str]:
     return {"parts": str(len(parts)), **{f"part-{n}": part for n, part in enumerate(parts)}}
 
 
-def _scontrol_json(*what: str) -> str:
-    """`scontrol show <what> --json`, as root on the controller."""
-    return host.run(["scontrol", "show", *what, "--json"], timeout=QUERY_TIMEOUT).stdout
+def _scontrol_json(what: str, version: str) -> str:
+    """`scontrol show <what> --json=<version>`, as root on the controller."""
+    argv = ["scontrol", "show", what, f"--json={version}"]
+    return host.run(argv, timeout=QUERY_TIMEOUT).stdout
+
+
+def negotiate(override: str | None = None) -> str:
+    """Return the newest data_parser version both this Slurm's scontrol and this module read.
+
+    `override` (the action's `data-parser`) replaces the newest; it must be one of both.
+
+    Raises:
+        SlurmOpsError: scontrol failed.
+        SlurmUnreadable: It offers none that this module reads (the message names both).
+
+    """
+    listed = host.run(["scontrol", "--json=list"], timeout=QUERY_TIMEOUT).stdout
+    try:
+        return data_parser.choose(data_parser.offered_by_list(listed), override)
+    except data_parser.DataParserError as e:
+        raise SlurmUnreadable(f"scontrol: {e}") from None
 
 
 def run(event: ops.ActionEvent) -> None:
     """Run the action: read Slurm, return the view; fail with Slurm's own words."""
     try:
         partitions = partitions_asked(event.params.get("partitions"))
+        override = data_parser_asked(event.params.get("data-parser"))
     except ValueError as e:
         event.fail(f"invalid scaling-view request: {e}")
         return
     try:
-        nodes = _scontrol_json("nodes")
-        jobs = _scontrol_json("jobs")
-        reservations = _scontrol_json("reservations")
+        version = negotiate(override)
+        nodes = _scontrol_json("nodes", version)
+        jobs = _scontrol_json("jobs", version)
+        reservations = _scontrol_json("reservations", version)
         now = int(time.time())
-        event.set_results(as_results(view(nodes, jobs, reservations, partitions, now)))
+        document = view(nodes, jobs, reservations, partitions, now, version=version)
+        event.set_results(as_results(document))
     except SlurmOpsError as e:
         event.fail(f"cannot read Slurm: {(e.stderr or '').strip() or e.message}")
     except SlurmUnreadable as e:

@@ -65,8 +65,9 @@ import re
 import stat
 import struct
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
 import controllers
@@ -527,32 +528,35 @@ class TakeoverRepair(ops.Object):
         """
         nodes = node_candidates(_query(NODES_QUERY), since)
         jobs = job_candidates(_query(JOBS_QUERY), since)
-        budget = CONFIRMED_PER_LOOK
-        for name in nodes:
-            key = f"node {name}"
-            if budget == 0 or not self._new(key):
-                continue
-            budget -= 1
-            node = self.scontrol.show_node(name)
-            if node is not None and drained_by_launch(node, self.slurm_user, since):
-                self.scontrol.update_node(name, state="resume")
-                self._record(key, f"resumed {name} ({node.reason})")
+        looked: list[tuple[str, Callable[[], str | None]]] = [
+            *((f"node {name}", partial(self._resume, name, since)) for name in nodes),
+            *((f"job {job_id}", partial(self._release, job_id, since)) for job_id in jobs),
+        ]
+        new = [(key, repair) for key, repair in looked if self._new(key)]
+        for key, repair in new[:CONFIRMED_PER_LOOK]:
+            if (done := repair()) is not None:
+                self._record(key, done)
             else:
                 self._pass(key)
-        for job_id in jobs:
-            key = f"job {job_id}"
-            if budget == 0 or not self._new(key):
-                continue
-            budget -= 1
-            job = self.scontrol.show_job(job_id)
-            if job is not None and held_for_launch(job, since):
-                self.scontrol.release([job_id])
-                self._record(key, f"released job {job_id} (held after a refused launch)")
-            elif job is not None and ended_for_revoked(job, since):
-                self.scontrol.requeue([job_id])
-                self._record(key, f"requeued job {job_id} (killed: launch refused)")
-            else:
-                self._pass(key)
+
+    def _resume(self, name: str, since: float) -> str | None:
+        """Resume node `name` if its record shows the takeover drained it; say so."""
+        node = self.scontrol.show_node(name)
+        if node is None or not drained_by_launch(node, self.slurm_user, since):
+            return None
+        self.scontrol.update_node(name, state="resume")
+        return f"resumed {name} ({node.reason})"
+
+    def _release(self, job_id: int, since: float) -> str | None:
+        """Release or requeue job `job_id` if its record shows the takeover hit it; say so."""
+        job = self.scontrol.show_job(job_id)
+        if job is not None and held_for_launch(job, since):
+            self.scontrol.release([job_id])
+            return f"released job {job_id} (held after a refused launch)"
+        if job is not None and ended_for_revoked(job, since):
+            self.scontrol.requeue([job_id])
+            return f"requeued job {job_id} (killed: launch refused)"
+        return None
 
     def _new(self, key: str) -> bool:
         """Whether `key` (a job or node) was neither repaired nor passed after this takeover."""

@@ -9,6 +9,7 @@ from typing import Any
 
 import departure
 import hardware
+import health
 import node
 import ops
 import reboot
@@ -196,7 +197,12 @@ class SlurmdCharm(SlurmCharm[SlurmdConfig]):
             return self._slurmd_down_status()
         if stored.initial_state_pending:
             return ops.WaitingStatus("waiting for the node to register")
-        return None
+        return self._health_status()
+
+    def _health_status(self) -> ops.StatusBase | None:
+        """Say `unhealthy: <check>` while the node fails a health check (`health`)."""
+        unhealthy = health.unhealthy_message(self.slurmd.root)
+        return ops.BlockedStatus(unhealthy) if unhealthy is not None else None
 
     def _partition_problem(self, config: SlurmdConfig) -> str | None:
         try:
@@ -230,6 +236,7 @@ class SlurmdCharm(SlurmCharm[SlurmdConfig]):
         self.open_ports(PortRange.single(SLURMD_PORT), srun_ports)  # srun runs in jobs too
         hardware.install_driver(config, self.slurmd.root, self._stored)
         reboot.install(self.slurmd.root, self.node_name)
+        health.install(self.slurmd.root, config, self.node_name, self.app.name)
         if controller is None or not controller.is_complete:
             return
         try:

@@ -1,13 +1,15 @@
 """The slurmd charm's configuration: options and operator-supplied Slurm parameters."""
 
+import re
 from typing import Annotated, Any, Literal
 
 import pydantic
 from hpc_libs.charm.config import Parameters, SlurmCharmConfig, parsed_parameters
 from hpc_libs.errors import ConfigError
-from hpc_libs.interfaces.slurmd import ComputeData, named_partition
+from hpc_libs.interfaces.slurmd import ComputeData
 from hpc_libs.slurm import grammar, parameters
 from hpc_libs.slurm.parameters import Policy, owned_by
+from hpc_libs.slurm.partition import PartitionSpec
 from slurmutils import Node, Partition
 
 PARTITION_PARAMETERS = Policy(
@@ -58,6 +60,46 @@ def _parse(policy: Policy, text: str, what: str) -> dict[str, Any]:
         raise ConfigError(f"{what}: {e.message}", key=e.key) from e
 
 
+_HEALTH_PATH = re.compile(r"/(?:[A-Za-z0-9_.@+-]+/?)*")
+"""An absolute path of plain names (no blanks, quotes or controls: it goes into drain reasons)."""
+_MINIMUM = re.compile(r"([0-9]{1,6})([%MGT])")
+_MIB = {"M": 1, "G": 1024, "T": 1024 * 1024}
+
+
+def _health_path(path: str) -> str:
+    if not _HEALTH_PATH.fullmatch(path) or ".." in path.split("/"):
+        raise ValueError(f"{path!r} is not an absolute path of plain names")
+    return path.rstrip("/") or "/"
+
+
+def health_paths(value: str) -> str:
+    """Validate `health-mounts`: blank-separated absolute paths."""
+    for path in value.split():
+        _health_path(path)
+    return value
+
+
+def health_minimums(value: str) -> str:
+    """Validate `health-free-space`: blank-separated `<path>=<n>%|<n>M|<n>G|<n>T`."""
+    for item in value.split():
+        path, _, minimum = item.partition("=")
+        _health_path(path)
+        match = _MINIMUM.fullmatch(minimum)
+        if match is None or (match[2] == "%" and int(match[1]) > 100):
+            raise ValueError(f"{item!r}: the minimum is a percentage or a size (10%, 512M, 20G)")
+    return value
+
+
+def free_space_minimums(value: str) -> dict[str, str]:
+    """Return `health-free-space` as the health program reads it: path → `<n>%` or MiB."""
+    minimums: dict[str, str] = {}
+    for item in value.split():
+        path, _, minimum = item.partition("=")
+        number, unit = minimum[:-1], minimum[-1]
+        minimums[_health_path(path)] = minimum if unit == "%" else str(int(number) * _MIB[unit])
+    return minimums
+
+
 class SlurmdConfig(SlurmCharmConfig):
     """Schema of the charm's config options (see charmcraft.yaml for their meaning)."""
 
@@ -75,6 +117,11 @@ class SlurmdConfig(SlurmCharmConfig):
         str, pydantic.AfterValidator(grammar.returning(grammar.uint(32, unlimited=True)))
     ] = "unlimited"
     nvidia_driver: bool = False
+    # The node health check's parameters (see `health`): paths, never commands.
+    health_mounts: Annotated[str, pydantic.AfterValidator(health_paths)] = ""
+    health_free_space: Annotated[str, pydantic.AfterValidator(health_minimums)] = ""
+    health_time_sync: Annotated[bool, pydantic.Field(strict=True)] = False
+    health_max_drain: Annotated[int, pydantic.Field(ge=0, le=100, strict=True)] = 50
 
     @property
     def retire_timeout_seconds(self) -> int | None:
@@ -85,14 +132,14 @@ class SlurmdConfig(SlurmCharmConfig):
 
 
 def partition_data(app: str, partition_config: Parameters) -> ComputeData:
-    """Return the application's partition and node set, with `partition-config`'s settings.
+    """Return what the application publishes: `partition-config`'s keys, and its node set.
 
-    Raises ConfigError naming the first bad key; the result passes the same grammar check
-    slurmctld applies when it reads it.
+    Raises ConfigError naming the first bad key; the keys pass the same check slurmctld
+    applies when it reads them (`PartitionSpec`).
     """
-    settings = partition_config.get()
-    partition, nodeset = named_partition(app, settings)
+    fields = partition_config.get()
     try:
-        return ComputeData(partition=partition, nodeset=nodeset)
-    except ValueError as e:  # pydantic's ValidationError, raised by the grammar check.
+        spec = PartitionSpec.of(fields)
+    except ValueError as e:  # A GrammarError names the key.
         raise ConfigError(f"partition-config: {e}") from e
+    return ComputeData.published(app, spec)

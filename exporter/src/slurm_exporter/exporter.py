@@ -42,6 +42,7 @@ from pathlib import Path
 
 from hpc_libs.errors import SlurmOpsError
 from hpc_libs.machine import host
+from hpc_libs.slurm.scontrol import parse_pings
 from prometheus_client import start_http_server
 from prometheus_client.core import (
     CollectorRegistry,
@@ -176,7 +177,7 @@ class SlurmCollector(Collector):
             return []
         text = self._timed("ping", PING, PING_TIMEOUT, durations, failed)
         try:
-            return metrics.parse_pings(text) if text is not None else []
+            return metrics.controller_pings(parse_pings(text)) if text is not None else []
         except ValueError as e:
             logger.warning("cannot parse scontrol ping: %s", e)
             failed.append("ping")

@@ -35,11 +35,12 @@ fails is skipped and counted, never guessed. prometheus-client escapes what is l
 
 import re
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Annotated, Any, TypeVar, cast
 
 from hpc_libs.slurm import grammar
+from hpc_libs.slurm.scontrol import ControllerPing
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
 
 SEPARATOR = "|"
@@ -106,6 +107,11 @@ class Family:
     def add(self, *labels: str, value: float = 1) -> None:
         """Add `value` to the sample of `labels` (counting nodes, jobs, CPUs)."""
         self.samples[labels] = self.samples.get(labels, 0.0) + value
+
+
+def gauge(name: str, documentation: str, *label_names: str) -> Family:
+    """Return an empty gauge family labelled by `label_names`."""
+    return Family(name, documentation, "gauge", label_names)
 
 
 @dataclass
@@ -412,52 +418,60 @@ def is_usable(state: str, flags: Iterable[str]) -> bool:
     return state in USABLE_STATES and not UNUSABLE_FLAGS.intersection(flags)
 
 
+_HEALTH_REASON_RE = re.compile(r"health: ([a-z][a-z-]{0,19}): ")
+"""The slurmd charm's health check drains with `health: <check>: <what it saw>`."""
+
+
+def health_check(line: NodeLine) -> str | None:
+    """Return the check a drained node failed, by its reason's prefix; None otherwise.
+
+    The check's name is a word of the charm's (`mounts`, `free-space`...). The program itself
+    resumes only drains whose setter is root as well; a reason any administrator writes the
+    same way shows here too, which an alert may as well say.
+    """
+    if "drain" not in line.flags or (match := _HEALTH_REASON_RE.match(line.reason)) is None:
+        return None
+    return match[1]
+
+
 def node_families(listing: str, reason_listing: str, snapshot: Snapshot) -> list[Family]:
     """Nodes by partition and state, flags, reasons, and partition CPUs and GPUs.
 
     `listing` is sinfo's output in `SINFO_FORMAT`, `reason_listing` in `SINFO_REASON_FORMAT`.
     """
-    nodes = Family(
-        "slurm_nodes", "Nodes by partition and base state.", "gauge", ("partition", "state")
-    )
-    flagged = Family(
+    nodes = gauge("slurm_nodes", "Nodes by partition and base state.", "partition", "state")
+    flagged = gauge(
         "slurm_nodes_flagged",
         "Nodes by partition carrying a state flag (drain, not_responding, ...).",
-        "gauge",
-        ("partition", "flag"),
+        "partition",
+        "flag",
     )
-    reasons = Family(
-        "slurm_node_reason_info", "A node's reason for its state (1).", "gauge", ("node", "reason")
+    reasons = gauge(
+        "slurm_node_reason_info", "A node's reason for its state (1).", "node", "reason"
     )
-    since = Family(
+    since = gauge(
         "slurm_node_reason_since_timestamp_seconds",
         "When the node's reason was set (Unix time).",
-        "gauge",
-        ("node",),
+        "node",
     )
-    cpus = Family(
-        "slurm_partition_cpus",
-        "CPUs of a partition's nodes by state.",
-        "gauge",
-        ("partition", "state"),
+    cpus = gauge(
+        "slurm_partition_cpus", "CPUs of a partition's nodes by state.", "partition", "state"
     )
-    gpus = Family(
-        "slurm_partition_gpus",
-        "GPUs of a partition's nodes by state.",
-        "gauge",
-        ("partition", "state"),
+    gpus = gauge(
+        "slurm_partition_gpus", "GPUs of a partition's nodes by state.", "partition", "state"
     )
-    node_state = Family(
-        "slurm_node_state_info", "A node's base state (1).", "gauge", ("node", "state")
+    node_state = gauge("slurm_node_state_info", "A node's base state (1).", "node", "state")
+    node_flags = gauge("slurm_node_flag_info", "A node's state flag (1).", "node", "flag")
+    health = gauge(
+        "slurm_node_health",
+        "0 for each check a node fails, drained by the slurmd charm's health check.",
+        "node",
+        "check",
     )
-    node_flags = Family(
-        "slurm_node_flag_info", "A node's state flag (1).", "gauge", ("node", "flag")
-    )
-    usable = Family(
+    usable = gauge(
         "slurm_partition_nodes_usable",
         "Nodes of the partition that can run a job: not down, drained or unresponsive.",
-        "gauge",
-        ("partition",),
+        "partition",
     )
     cluster = _cluster_node_families()
     seen: set[str] = set()
@@ -472,6 +486,8 @@ def node_families(listing: str, reason_listing: str, snapshot: Snapshot) -> list
             node_flags.set(line.node, flag, value=1)
         for flag in line.flags:
             flagged.add(line.partition, flag)
+        if (check := health_check(line)) is not None:
+            health.set(line.node, check, value=0)
         if line.reason:
             reasons.set(line.node, line.reason, value=1)
             if line.reason_since is not None:
@@ -481,15 +497,18 @@ def node_families(listing: str, reason_listing: str, snapshot: Snapshot) -> list
         gpus.add(line.partition, "total", value=line.gpus_total)
         gpus.add(line.partition, "allocated", value=line.gpus_allocated)
         gpus.add(line.partition, "idle", value=max(0, line.gpus_total - line.gpus_allocated))
-    return [nodes, flagged, usable, node_state, node_flags, reasons, since, cpus, gpus, *cluster]
+    return [
+        *(nodes, flagged, usable, node_state, node_flags, reasons, since, health, cpus, gpus),
+        *cluster,
+    ]
 
 
 def _cluster_node_families() -> list[Family]:
     """Nodes, CPUs and GPUs of the whole cluster, each node once (partitions may overlap)."""
     return [
-        Family("slurm_cluster_nodes", "Nodes of the cluster by base state.", "gauge", ("state",)),
-        Family("slurm_cluster_cpus", "CPUs of the cluster by state.", "gauge", ("state",)),
-        Family("slurm_cluster_gpus", "GPUs of the cluster by state.", "gauge", ("state",)),
+        gauge("slurm_cluster_nodes", "Nodes of the cluster by base state.", "state"),
+        gauge("slurm_cluster_cpus", "CPUs of the cluster by state.", "state"),
+        gauge("slurm_cluster_gpus", "GPUs of the cluster by state.", "state"),
     ]
 
 
@@ -513,28 +532,21 @@ def job_families(
     (None: no account known). With `per_user`, jobs and CPUs by user and by account too (one
     series per user: off by default, for cardinality).
     """
-    jobs = Family(
-        "slurm_partition_jobs", "Jobs by partition and state.", "gauge", ("partition", "state")
-    )
-    pending = Family(
+    jobs = gauge("slurm_partition_jobs", "Jobs by partition and state.", "partition", "state")
+    pending = gauge(
         "slurm_partition_jobs_pending_reason",
         "Pending jobs by partition and Slurm's pending reason.",
-        "gauge",
-        ("partition", "reason"),
+        "partition",
+        "reason",
     )
-    oldest = Family(
+    oldest = gauge(
         "slurm_partition_oldest_pending_job_age_seconds",
         "Age of the partition's oldest pending job (not held, nor waiting by request).",
-        "gauge",
-        ("partition",),
+        "partition",
     )
-    by_user = Family("slurm_user_jobs", "Jobs by user and state.", "gauge", ("user", "state"))
-    by_account = Family(
-        "slurm_account_jobs", "Jobs by account and state.", "gauge", ("account", "state")
-    )
-    user_cpus = Family(
-        "slurm_user_cpus", "CPUs of jobs by user and state.", "gauge", ("user", "state")
-    )
+    by_user = gauge("slurm_user_jobs", "Jobs by user and state.", "user", "state")
+    by_account = gauge("slurm_account_jobs", "Jobs by account and state.", "account", "state")
+    user_cpus = gauge("slurm_user_cpus", "CPUs of jobs by user and state.", "user", "state")
     for job in read_jobs(listing, account_listing, snapshot):
         for partition in job.partitions:
             jobs.add(partition, job.state)
@@ -692,31 +704,14 @@ class Ping:
     up: bool
 
 
-class _PingEntry(_Parsed):
-    hostname: str = ""
-    responding: bool = False
-    pinged: str = "UP"  # 26.05 dropped it: `responding` alone says it.
-
-
-class _Pings(_Parsed):
-    pings: list[_PingEntry] = Field(default_factory=list[_PingEntry])
-
-
-def parse_pings(output: str) -> list[Ping]:
-    """Parse `scontrol ping --json` (24.11 and 26.05).
+def controller_pings(controllers: Sequence[ControllerPing]) -> list[Ping]:
+    """Return the controllers' answers (`scontrol.parse_pings`), each host a label.
 
     Raises:
-        ValueError: The output is not ping's JSON, or a host name breaks Slurm's grammar.
+        ValueError: A host name breaks Slurm's grammar.
 
     """
-    try:
-        entries = _Pings.model_validate_json(output).pings
-    except ValidationError as e:
-        raise ValueError(f"not scontrol ping's JSON: {e}") from e
-    return [
-        Ping(host=name_label(p.hostname), up=p.responding and p.pinged.upper() == "UP")
-        for p in entries
-    ]
+    return [Ping(host=name_label(c.hostname), up=c.is_up) for c in controllers]
 
 
 def in_control(pings: list[Ping]) -> str | None:
@@ -735,21 +730,13 @@ def controller_families(pings: list[Ping], hostname: str, cluster_wide: bool) ->
     `slurm_controller_primary{host}` is this unit's own; `slurm_controller_up{host}` only the
     controller in control says, so two controllers never export the same series.
     """
-    primary = Family(
-        "slurm_controller_primary",
-        "Whether this controller is the one in control.",
-        "gauge",
-        ("host",),
+    primary = gauge(
+        "slurm_controller_primary", "Whether this controller is the one in control.", "host"
     )
     primary.set(hostname, value=1 if in_control(pings) == hostname else 0)
     if not cluster_wide:
         return [primary]
-    up = Family(
-        "slurm_controller_up",
-        "Whether the controller answers `scontrol ping`.",
-        "gauge",
-        ("host",),
-    )
+    up = gauge("slurm_controller_up", "Whether the controller answers `scontrol ping`.", "host")
     for ping in pings:
         up.set(ping.host, value=1 if ping.up else 0)
     return [primary, up]

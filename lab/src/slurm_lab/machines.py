@@ -330,6 +330,14 @@ def _children(pid: int) -> list[int]:
     return found
 
 
+def _runs_systemd(pid: int) -> bool:
+    """Whether process `pid` executes systemd (the init), not the program that forked it."""
+    try:
+        return os.path.basename(os.readlink(f"/proc/{pid}/exe")) == "systemd"
+    except OSError:
+        return False
+
+
 def _cmdline(pid: int) -> list[str]:
     try:
         return Path(f"/proc/{pid}/cmdline").read_text().split("\0")
@@ -938,10 +946,16 @@ class Lab:
         raise LabError(f"{record.name}: no container init after {BOOT_TIMEOUT}s")
 
     def _find_init(self, record: _Record) -> int:
-        """Return the container's init (its boot loop's nspawn's child in a new PID ns), or 0."""
+        """Return the container's init (its boot loop's nspawn's child in a new PID ns), or 0.
+
+        That child is systemd-nspawn's own until it has set the container up (its mounts, the
+        charms' among them) and executes systemd: only then is it the machine's init. A
+        command entering it earlier would see a root without its mounts (CI: an exec right
+        after a reboot found no /lab/charms).
+        """
         for nspawn in _children(record.nspawn_pid):
             for child in _children(nspawn):
-                if Path(f"/proc/{child}/ns/pid").exists() and self._in_own_pid_ns(child):
+                if self._in_own_pid_ns(child) and _runs_systemd(child):
                     return child
         return 0
 

@@ -61,11 +61,25 @@ class Agent:
         self.write_lock = threading.Lock()
         self.running: dict[str, subprocess.Popen[bytes]] = {}
         self.running_lock = threading.Lock()
+        self.stopped = threading.Event()
+
+    def stop(self) -> None:
+        """Stop reading and writing the port, so that its owner may close it.
+
+        `serve` returns at its next read (an EOF or a line), and no answer is written after
+        this returns. Once closed, the port's number goes to the next file its process opens:
+        an agent that read or wrote on would take that file's data as the host's (the lab's
+        tests serve an agent in their own process, where pytest's pipes get that number).
+        """
+        with self.write_lock:
+            self.stopped.set()
 
     def send(self, message: dict[str, object]) -> None:
         """Write one line to the host; dropped when no host is connected."""
         data = json.dumps(message).encode() + b"\n"
         with self.write_lock:
+            if self.stopped.is_set():
+                return
             view = memoryview(data)
             while view:
                 try:
@@ -155,11 +169,12 @@ class Agent:
             self.send(boot_identity())
 
     def serve(self) -> None:
-        """Greet the host, then read its lines forever."""
-        os.write(self.fd, b"\n")
+        """Greet the host, then read its lines until `stop`."""
+        with self.write_lock:
+            os.write(self.fd, b"\n")
         self.send(boot_identity())
         pending = b""
-        while True:
+        while not self.stopped.is_set():
             try:
                 chunk = os.read(self.fd, 65536)
             except InterruptedError:
@@ -171,7 +186,7 @@ class Agent:
             pending += chunk
             *lines, pending = pending.split(b"\n")
             for line in lines:
-                if line:
+                if line and not self.stopped.is_set():
                     self.handle(line)
 
 

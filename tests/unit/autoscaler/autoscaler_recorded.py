@@ -16,6 +16,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from hpc_libs.slurm import data_parser
 from slurm_autoscale.slurm import Snapshot, parse_view
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -48,7 +49,9 @@ def results(documents: dict[str, dict[str, Any]], now: int) -> dict[str, str]:
     """The action's results for these answers at `now` (the controller's clock)."""
     module = load_scaling_view()
     texts = [json.dumps(documents[what]) for what in ("nodes", "jobs", "reservations")]
-    return module.as_results(module.view(*texts, PARTITIONS, now))
+    version = data_parser.answer_version(documents["nodes"])
+    assert version is not None
+    return module.as_results(module.view(*texts, PARTITIONS, now, version=version))
 
 
 def recorded(state: str, version: str = "v0.0.41", now: int = 1795630780) -> Snapshot:

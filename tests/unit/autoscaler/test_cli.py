@@ -92,6 +92,18 @@ def test_one_pass_adds_the_units_pending_jobs_need(tmp_path, caplog):
     assert "compute: no change, 2 pending jobs need 4 nodes, 1 idle, 3 enlisting" in caplog.text
 
 
+def test_api_version_overrides_the_actions_negotiation(tmp_path):
+    juju = model()
+
+    assert run(tmp_path, juju, "--api-version", "v0.0.41", "--dry-run") == 0
+
+    assert juju.actions[0] == (
+        "slurmctld/0",
+        "scaling-view",
+        {"partitions": "compute", "data-parser": "v0.0.41"},
+    )
+
+
 def test_dry_run_changes_nothing(tmp_path, caplog):
     juju = model()
     caplog.set_level(logging.INFO)

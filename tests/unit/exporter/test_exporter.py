@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 from hpc_libs.errors import SlurmOpsError
+from hpc_libs.slurm.scontrol import parse_pings
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 from slurm_exporter import exporter, metrics
@@ -229,6 +230,24 @@ def test_a_failing_source_is_counted_and_the_last_success_kept() -> None:
     assert _series(samples, "slurm_nodes")
 
 
+def test_a_node_drained_by_the_health_check_has_its_failed_check() -> None:
+    nodes = (
+        "bad|debug|idle+drain|0/4/0/4|(null)|(null)|\n"
+        "operator|debug|idle+drain|0/4/0/4|(null)|(null)|\n"
+        "resumed|debug|idle|0/4/0/4|(null)|(null)|\n"
+        "odd|debug|idle+drain|0/4/0/4|(null)|(null)|\n"
+    )
+    reasons = (
+        "bad|debug|1795618809|health: mounts: /home not mounted\n"
+        "operator|debug|1795618809|maintenance, health: mounts: later\n"
+        "resumed|debug|1795618809|health: cpus: 2 CPUs online, registered 4\n"
+        "odd|debug|1795618809|health: Mounts} 1: x\n"
+    )
+    samples = _scrape(_collector(FakeSlurm(sinfo=nodes, sinfo_reasons=reasons)))
+
+    assert _series(samples, "slurm_node_health") == {(("check", "mounts"), ("node", "bad")): 0}
+
+
 def test_hostile_slurm_output_cannot_add_a_series() -> None:
     """A reason is free text set by any operator: it stays one label value, escaped."""
     nodes = (
@@ -338,7 +357,8 @@ def test_a_job_in_several_partitions_counts_in_each() -> None:
 
 
 def test_slurm_26_05_ping_reads_without_pinged() -> None:
-    pings = metrics.parse_pings((VECTORS / "slurm-26.05" / "ping.json").read_text())
+    output = (VECTORS / "slurm-26.05" / "ping.json").read_text()
+    pings = metrics.controller_pings(parse_pings(output))
     assert pings == [metrics.Ping(host="juju-b7c1c6-0", up=True)]
 
 
@@ -490,3 +510,15 @@ def test_a_unit_whose_slurmctld_is_stopped_exports_its_role_and_no_failure() -> 
     assert _series(samples, "slurm_controller_primary") == {(("host", HOST),): 0}
     assert not _series(samples, "slurm_exporter_collect_errors_total")
     assert samples[("slurm_exporter_last_success_timestamp_seconds", ())] == RECORDED_AT
+
+
+@pytest.mark.parametrize(
+    "ping",
+    ['{"pings": "nope"}', BACKUP_PING.replace('"obs-1"', '"obs-1 up=1"')],
+    ids=["not-pings-json", "host-outside-the-grammar"],
+)
+def test_a_ping_it_cannot_read_is_a_failed_ping_and_no_controller_series(ping: str) -> None:
+    """hpc_libs reads ping's JSON (`scontrol.parse_pings`); the exporter labels the hosts."""
+    samples = _scrape(_collector(FakeSlurm(scontrol=ping), "obs-1"))  # One failed pass.
+    assert _series(samples, "slurm_exporter_collect_errors_total") == {(("source", "ping"),): 1}
+    assert not _series(samples, "slurm_controller_up")

@@ -17,14 +17,16 @@ from hpc_libs.interfaces.slurmd import (
     SlurmdRequirer,
     get_or_create_auth_key_secret,
 )
+from hpc_libs.slurm.partition import PartitionSpec
 from hpc_libs_fakes import granted_relation
 from ops import testing
 from pydantic import ValidationError
 
 AUTH_KEY = "c2VjcmV0LWtleS1ieXRlcw=="
-PARTITION = {"partitionname": "compute", "nodes": ["compute"], "maxtime": 60}
+PARTITION = {"maxtime": 60}
+"""The partition slurmd sends: the operator's keys (the names are the naming rule's)."""
 NODESET = {"nodeset": "compute", "feature": "compute"}
-COMPUTE = ComputeData(partition=PARTITION, nodeset=NODESET)
+COMPUTE = ComputeData.published("compute", PartitionSpec.of(PARTITION))
 
 
 class SlurmdCharm(ops.CharmBase):
@@ -113,7 +115,7 @@ def test_empty_databag_models_parse() -> None:
 
 def test_compute_data_validates_with_slurmutils() -> None:
     with pytest.raises(ValidationError):
-        ComputeData(partition={"partitionname": "p", "colour": "blue"})
+        ComputeData.model_validate({"partition": {"partitionname": "p", "colour": "blue"}})
     with pytest.raises(ValidationError):
         ComputeData(nodeset={"nodeset": "n", "feature": 3})
 
@@ -319,11 +321,11 @@ def test_existing_secret_is_reused_and_publish_is_idempotent(
     "remote_app_data",
     [
         {},
-        {"partition": json.dumps(PARTITION)},
+        {"nodeset": json.dumps(NODESET)},
         {"partition": json.dumps({"partitionname": "p", "colour": "blue"}), "nodeset": "{}"},
         {"partition": "{not json", "nodeset": json.dumps(NODESET)},
     ],
-    ids=["empty", "no-nodeset", "bad-partition-key", "malformed"],
+    ids=["empty", "no-partition", "bad-partition-key", "malformed"],
 )
 def test_incomplete_or_bad_compute_data_is_not_ready(
     slurmctld_ctx: testing.Context[SlurmctldCharm], remote_app_data: dict[str, str]

@@ -74,10 +74,15 @@ def test_no_candidate_when_no_source_has_the_package(fake_run: FakeRun) -> None:
     assert apt.candidate_version("slurmd") is None
 
 
-@pytest.mark.parametrize("archive", [RESOLUTE_ARCHIVE, FORKY_ARCHIVE])
-def test_auto_on_a_series_with_a_supported_slurm_uses_the_archive_without_the_ppa(
-    fake_run: FakeRun, archive: str
+@pytest.mark.parametrize(
+    ("archive", "ppa"),
+    [(RESOLUTE_ARCHIVE, []), (FORKY_ARCHIVE, []), (NOBLE_ARCHIVE, [ADD_PPA, UPDATE])],
+    ids=["resolute", "forky", "noble"],
+)
+def test_auto_uses_the_archive_where_its_slurm_is_supported_else_adds_the_ppa_first(
+    fake_run: FakeRun, archive: str, ppa: list[list[str]]
 ) -> None:
+    """Noble's archive has a Slurm too old to support: the PPA is added, then refreshed."""
     not_installed(fake_run)
     fake_run.on("apt-cache", "show", stdout=archive)
 
@@ -87,22 +92,7 @@ def test_auto_on_a_series_with_a_supported_slurm_uses_the_archive_without_the_pp
     assert apt_calls == [
         UPDATE,
         ["apt-cache", "show", "--no-all-versions", "slurmd"],
-        ["apt-get", "install", "--yes", LOCK, "slurmd", "slurm-client", "dbus"],
-    ]
-
-
-def test_auto_on_noble_adds_the_ppa_then_refreshes_and_installs(fake_run: FakeRun) -> None:
-    not_installed(fake_run)
-    fake_run.on("apt-cache", "show", stdout=NOBLE_ARCHIVE)
-
-    assert SlurmdManager().install("auto") is True
-
-    apt_calls = [c for c in fake_run.calls if c[0] != "dpkg-query"]
-    assert apt_calls == [
-        UPDATE,
-        ["apt-cache", "show", "--no-all-versions", "slurmd"],
-        ADD_PPA,
-        UPDATE,
+        *ppa,
         ["apt-get", "install", "--yes", LOCK, "slurmd", "slurm-client", "dbus"],
     ]
 

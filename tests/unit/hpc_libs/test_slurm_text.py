@@ -6,6 +6,7 @@ from pathlib import Path
 import pytest
 from hpc_libs.errors import ConfigError
 from hpc_libs.interfaces.slurmd import ComputeData
+from hpc_libs.slurm.partition import PartitionSpec
 from hpc_libs.slurm.slurmctld import SlurmctldManager
 from hpc_libs.slurm.text import YES_NO_KEYS, literals_as_yes_no, yes_no_as_literals
 from hpc_libs_fakes import parse_config_line
@@ -100,9 +101,9 @@ def test_operator_partition_config_reaches_slurm_conf_as_yes(
 ) -> None:
     """`juju config slurmd partition-config=...` -> databag -> slurmctld's slurm.conf."""
     fields = parse_config_line(Partition, "Default=YES MaxTime=1-00:00:00").dict()
-    data = ComputeData(partition={"partitionname": "batch", "nodes": ["batch"], **fields})
+    data = ComputeData.published("batch", PartitionSpec.of(fields))
     assert data.partition is not None
-    partition = Partition.from_dict(data.partition)
+    partition, _ = data.partition.named("batch")
 
     config = SlurmctldManager(tmp_path).config
     conf = config.load()

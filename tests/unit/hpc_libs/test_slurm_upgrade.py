@@ -91,8 +91,9 @@ def test_slurm_upgrades_three_majors_at_once_never_four() -> None:
     assert upgrade.steps("24.11", "26.05") == 3
     assert upgrade.refusal("24.11", ["26.05"], "") is None
     assert upgrade.refusal("24.11", ["26.11"], "") == (
-        "Slurm 26.11 cannot upgrade 24.11 directly (at most 3 majors at once): set "
-        "slurm-major to an intermediate major"
+        "Slurm 26.11 cannot upgrade 24.11 directly (at most 3 majors at once): upgrade "
+        "24.11 -> 26.05 -> 26.11, setting slurm-major=26.05 first (from a source that "
+        "offers 26.05)"
     )
 
 

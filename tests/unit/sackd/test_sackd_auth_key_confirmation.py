@@ -49,17 +49,6 @@ def test_a_key_set_is_written_restarts_sackd_and_is_confirmed(
     assert confirmed(out, relation) == auth_key_digest(KEY_SET)
 
 
-def test_a_sackd_that_failed_to_restart_confirms_nothing(
-    ctx: testing.Context[ops.CharmBase], machine: FakeMachine, sackd_root: Path
-):
-    state, relation = ready_state(["10.0.0.1"])
-    machine.service_fails("sackd", FATAL)
-
-    out = ctx.run(ctx.on.relation_changed(relation), state)
-
-    assert confirmed(out, relation) is None
-
-
 def published_version(state: testing.State, relation: testing.Relation) -> str | None:
     data = state.get_relation(relation.id).local_unit_data
     return json.loads(data["version"]) if "version" in data else None
@@ -75,7 +64,7 @@ def test_a_running_sackd_publishes_its_slurm_release_for_slurmctld(
     assert confirmed(state, relation) == auth_key_digest(KEY)
 
 
-def test_a_sackd_that_failed_to_restart_publishes_no_release(
+def test_a_sackd_that_failed_to_restart_confirms_no_key_and_publishes_no_release(
     ctx: testing.Context[ops.CharmBase], machine: FakeMachine, sackd_root: Path
 ):
     state, relation = ready_state(["10.0.0.1"])
@@ -83,4 +72,5 @@ def test_a_sackd_that_failed_to_restart_publishes_no_release(
 
     out = ctx.run(ctx.on.relation_changed(relation), state)
 
+    assert confirmed(out, relation) is None
     assert published_version(out, relation) is None

@@ -24,15 +24,21 @@ def recorded_clock(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(charm.actions.scaling_view, "time", SimpleNamespace(time=lambda: RECORDED))
 
 
+OFFERED_24_11 = "data_parser/v0.0.42\ndata_parser/v0.0.40\ndata_parser/v0.0.41\n"
+"""`scontrol --json=list` of Slurm 24.11 on the lab (stdout; its order)."""
+
+
 def answer(machine: FakeMachine, state: str, **changed: str) -> None:
     """Make scontrol answer the recorded `state` (pending, busy, guards, zero)."""
+    machine.responses[("scontrol", "--json=list")] = OFFERED_24_11
     for what in ("nodes", "jobs", "reservations"):
         text = changed.get(what) or (FIXTURES / f"{state}-v0.0.42-{what}.json").read_text()
         machine.responses[("scontrol", "show", what)] = text
 
 
-def scaling_view(ctx, partitions: str = "compute") -> dict:
-    ctx.run(ctx.on.action("scaling-view", params={"partitions": partitions}), running())
+def scaling_view(ctx, partitions: str = "compute", **params: str) -> dict:
+    params["partitions"] = partitions
+    ctx.run(ctx.on.action("scaling-view", params=params), running())
     results = ctx.action_results
     assert results is not None
     return json.loads("".join(results[f"part-{n}"] for n in range(int(results["parts"]))))
@@ -44,9 +50,10 @@ def test_returns_the_partitions_nodes_pending_shapes_and_reserved_nodes(ctx, mac
     view = scaling_view(ctx)
 
     assert machine.ran("scontrol") == [
-        ["scontrol", "show", "nodes", "--json"],
-        ["scontrol", "show", "jobs", "--json"],
-        ["scontrol", "show", "reservations", "--json"],
+        ["scontrol", "--json=list"],
+        ["scontrol", "show", "nodes", "--json=v0.0.42"],
+        ["scontrol", "show", "jobs", "--json=v0.0.42"],
+        ["scontrol", "show", "reservations", "--json=v0.0.42"],
     ]
     by_name = {node["name"]: node for node in view["nodes"]}
     assert sorted(by_name) == ["compute-0", "compute-1", "compute-2"]
@@ -106,6 +113,7 @@ def test_bad_partitions_fail_and_run_nothing(ctx, machine, partitions):
 
 
 def test_slurms_refusal_fails_with_slurms_words(ctx, machine):
+    answer(machine, "pending")
     machine.fail("scontrol", "show", "jobs", stderr="slurm_load_jobs error: Unable to contact")
 
     with pytest.raises(testing.ActionFailed) as failure:
@@ -114,22 +122,31 @@ def test_slurms_refusal_fails_with_slurms_words(ctx, machine):
     assert failure.value.message == "cannot read Slurm: slurm_load_jobs error: Unable to contact"
 
 
+V42 = '{"meta": {"plugin": {"data_parser": "data_parser/v0.0.42"}}, '
+"""The start of a v0.0.42 answer, to which each case adds its records."""
+
+
 @pytest.mark.parametrize(
     ("jobs", "complaint"),
     [
         ("not json", "unexpected scontrol answer"),
-        ('{"jobs": [{"job_id": 1, "node_count": 1e400}]}', "unexpected scontrol answer"),
-        ('{"jobs": [{"job_id": 1, "cpus": 99999999999999999999}]}', "unexpected scontrol"),
-        ('{"jobs": [], "errors": [{"error": "boom"}]}', "scontrol reported errors"),
+        (V42 + '"jobs": [{"job_id": 1, "node_count": 1e400}]}', "unexpected scontrol"),
+        (V42 + '"jobs": [{"job_id": 1, "cpus": 99999999999999999999}]}', "unexpected"),
+        (V42 + '"jobs": [], "errors": [{"error": "boom"}]}', "scontrol reported errors"),
         (
-            '{"jobs": [{"job_id": 1, "job_state": ["PENDING"], "partition": "compute",'
+            V42 + '"jobs": [{"job_id": 1, "job_state": ["PENDING"], "partition": "compute",'
             ' "array_task_string": "0-x"}]}',
             "array task list",
         ),
         (
-            '{"jobs": [{"job_id": 1, "job_state": ["PENDING"], "partition": "compute",'
+            V42 + '"jobs": [{"job_id": 1, "job_state": ["PENDING"], "partition": "compute",'
             ' "state_reason": "Resources\\njob 2"}]}',
             "pending reason",
+        ),
+        ('{"jobs": []}', "data_parser (none named), not the v0.0.42"),
+        (
+            '{"meta": {"plugin": {"data_parser": "data_parser/v0.0.41"}}, "jobs": []}',
+            "in data_parser v0.0.41, not the v0.0.42 this client asked for",
         ),
     ],
 )
@@ -209,3 +226,83 @@ def test_an_array_task_list_slurm_never_prints_is_unreadable(tasks):
 )
 def test_reserved_nodes_are_matched_without_expanding_the_host_list(name, hostlist, held):
     assert charm.actions.scaling_view.in_hostlist(name, hostlist) is held
+
+
+def test_a_26_05_controller_is_read_in_the_newest_version_both_know(ctx, machine):
+    """26.05 lists v0.0.42 to v0.0.45 (in its own order): v0.0.45, its recorded answers."""
+    recorded = FIXTURES.parent / "recorded" / "26.05"
+    machine.responses[("scontrol", "--json=list")] = (
+        "data_parser/v0.0.43\ndata_parser/v0.0.42\ndata_parser/v0.0.45\ndata_parser/v0.0.44\n"
+    )
+    for what in ("nodes", "jobs", "reservations"):
+        text = (recorded / f"v0.0.45-{what}.json").read_text()
+        machine.responses[("scontrol", "show", what, "--json=v0.0.45")] = text
+
+    view = scaling_view(ctx)
+
+    assert [argv[-1] for argv in machine.ran("scontrol", "show")] == ["--json=v0.0.45"] * 3
+    assert [node["name"] for node in view["nodes"]] == ["compute-0"]
+    assert {job["example"] for job in view["pending"]} == {2, 3, 4}
+
+
+def test_a_slurm_offering_only_unknown_versions_fails_naming_them_and_reads_nothing(ctx, machine):
+    machine.responses[("scontrol", "--json=list")] = "data_parser/v0.0.46\ndata_parser/v0.0.47\n"
+
+    with pytest.raises(testing.ActionFailed) as failure:
+        scaling_view(ctx)
+
+    assert failure.value.message == (
+        "cannot read Slurm: scontrol: Slurm offers data_parser v0.0.46, v0.0.47, none of "
+        "which this client reads (v0.0.40 to v0.0.45)"
+    )
+    assert machine.ran("scontrol", "show") == []
+
+
+def test_a_newer_slurm_is_read_in_the_newest_version_this_charm_knows(ctx, machine):
+    answer(machine, "pending")
+    machine.responses[("scontrol", "--json=list")] = (
+        "data_parser/v0.0.47\ndata_parser/v0.0.46\ndata_parser/v0.0.42\ndata_parser/v0.0.41\n"
+    )
+
+    scaling_view(ctx)
+
+    assert [argv[-1] for argv in machine.ran("scontrol", "show")] == ["--json=v0.0.42"] * 3
+
+
+def test_the_operator_may_name_an_older_version_both_know(ctx, machine):
+    machine.responses[("scontrol", "--json=list")] = OFFERED_24_11
+    for what in ("nodes", "jobs", "reservations"):
+        text = (FIXTURES / f"pending-v0.0.41-{what}.json").read_text()
+        machine.responses[("scontrol", "show", what, "--json=v0.0.41")] = text
+
+    view = scaling_view(ctx, **{"data-parser": "v0.0.41"})
+
+    assert [argv[-1] for argv in machine.ran("scontrol", "show")] == ["--json=v0.0.41"] * 3
+    assert sum(job["jobs"] for job in view["pending"]) == 4
+
+
+@pytest.mark.parametrize(
+    ("asked", "complaint"),
+    [
+        (
+            "v0.0.45",
+            "cannot read Slurm: scontrol: data_parser v0.0.45 is not offered (Slurm offers "
+            "v0.0.40, v0.0.41, v0.0.42)",
+        ),
+        (
+            "v0.0.42 --json",
+            "invalid scaling-view request: 'v0.0.42 --json' is not a data_parser version "
+            "such as v0.0.42",
+        ),
+    ],
+)
+def test_a_version_scontrol_lacks_or_that_is_not_one_fails_and_reads_nothing(
+    ctx, machine, asked, complaint
+):
+    answer(machine, "pending")
+
+    with pytest.raises(testing.ActionFailed) as failure:
+        scaling_view(ctx, **{"data-parser": asked})
+
+    assert failure.value.message == complaint
+    assert machine.ran("scontrol", "show") == []

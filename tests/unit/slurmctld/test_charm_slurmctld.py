@@ -303,22 +303,6 @@ def test_application_with_a_reserved_slurm_name_blocks(ctx, machine, tmp_path, a
     assert "auth_key_id" not in out.get_relation(relation.id).local_app_data
 
 
-def test_invalid_partition_data_is_not_served(ctx, machine, tmp_path):
-    relation = testing.Relation(
-        "slurmd",
-        remote_app_name="compute",
-        remote_app_data=databag(
-            partition={"partitionname": "compute", "default": "YES"},
-            nodeset={"nodeset": "compute"},
-        ),
-    )
-
-    out = ctx.run(ctx.on.update_status(), running(relation))
-
-    assert "partitionname=compute" not in slurm_conf(tmp_path)
-    assert "auth_key_id" not in out.get_relation(relation.id).local_app_data
-
-
 # A slurmd application leaving.
 
 

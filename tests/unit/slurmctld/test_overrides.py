@@ -10,6 +10,7 @@ import pytest
 from hpc_libs.errors import ConfigError
 from hpc_libs.interfaces.slurmctld_peer import PartitionEntry
 from hpc_libs.slurm import grammar, parameters
+from hpc_libs.slurm.partition import PartitionSpec
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from ops import testing
@@ -127,6 +128,8 @@ def test_cgroup_parameters_merge_but_the_plugin_stays_the_charms():
         "ResumeTimeout",
         "PriorityWeightPartition",
         "EnforcePartLimits",
+        "HealthCheckProgram",
+        "HealthCheckInterval",
     ],
 )
 def test_keys_the_charm_owns_are_refused_by_name(key: str):
@@ -335,7 +338,9 @@ def test_no_value_of_a_known_key_adds_a_line_or_a_key(pairs: list[tuple[str, str
 
 def entries(*names: str, retiring: str = "") -> dict[str, PartitionEntry]:
     return {
-        name: PartitionEntry(name=name, partition={}, nodeset={}, retiring=name == retiring)
+        name: PartitionEntry.serving(name, PartitionSpec()).model_copy(
+            update={"retiring": name == retiring}
+        )
         for name in names
     }
 

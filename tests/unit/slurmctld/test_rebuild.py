@@ -10,6 +10,7 @@ import json
 
 import ops
 import pytest
+from hpc_libs.slurm.partition import PartitionSpec
 from ops import testing
 from test_charm_slurmctld import compute_relation, databag, memory, running, slurm_conf
 
@@ -18,8 +19,16 @@ JOBS = ("squeue", "--all", "--noheader", "--partition=rebuild", "--user=root", "
 NODES = ("scontrol", "show", "nodes", "--json")
 
 
-def node(name: str, boot: int, *state: str, reason: str = "", changed: int | None = None):
+def node(
+    name: str,
+    boot: int,
+    *state: str,
+    reason: str = "",
+    changed: int | None = None,
+    setter: str = "root",
+):
     return {
+        "reason_set_by_user": setter,
         "name": name,
         "state": list(state or ["IDLE"]),
         "partitions": [name.rsplit("-", 1)[0], "rebuild"],
@@ -89,6 +98,28 @@ def test_the_rebuild_partition_covers_every_node_set_hidden_root_only_and_never_
     assert "enforcepartlimits=all" in lines  # else `-p compute,rebuild` queues a user's job there
 
 
+def test_every_node_runs_the_slurmd_charms_health_check_as_the_options_say(ctx, machine, tmp_path):
+    config = {"health-check-interval": 60, "health-check-node-state": "nondrained_idle,cycle"}
+
+    ctx.run(ctx.on.update_status(), running(config=config))
+
+    lines = slurm_conf(tmp_path).splitlines()
+    assert "healthcheckprogram=/usr/local/sbin/slurmd-charm-health" in lines
+    assert "healthcheckinterval=60" in lines
+    assert "healthchecknodestate=nondrained_idle,cycle" in lines
+
+
+@pytest.mark.parametrize(
+    "config",
+    [{"health-check-interval": -1}, {"health-check-node-state": "any,idle"}],
+)
+def test_a_bad_health_check_option_blocks_naming_it(ctx, machine, tmp_path, config):
+    out = ctx.run(ctx.on.update_status(), running(config=config))
+
+    assert out.unit_status.name == "blocked"
+    assert next(iter(config)) in out.unit_status.message
+
+
 def test_without_compute_partitions_there_is_no_rebuild_partition(ctx, machine, tmp_path):
     ctx.run(ctx.on.update_status(), running())
 
@@ -97,7 +128,7 @@ def test_without_compute_partitions_there_is_no_rebuild_partition(ctx, machine, 
 
 def test_a_slurmd_application_named_rebuild_is_refused(partitions_module):
     with pytest.raises(ValueError, match="reserved"):
-        partitions_module.partition_record("rebuild", {"partitionname": "rebuild"}, {})
+        partitions_module.partition_record("rebuild", PartitionSpec())
 
 
 # The jobs: one per node, spread over max-unavailable singleton names.
@@ -298,6 +329,48 @@ def test_a_failed_node_stops_the_rollout_and_is_named_with_slurms_reason(ctx, ma
         f"rebuild compute stopped: compute-1 failed ({reason}); 1/4 done"
     )
     assert ["scontrol", "hold", "3,4"] in machine.commands
+
+
+def test_a_node_failing_its_health_check_after_the_reboot_stops_the_rollout(ctx, machine, cluster):
+    reason = "health: mounts: /home not mounted"
+    jobs = [(1, "COMPLETED", "compute-0"), (2, "PENDING", "compute-1")]
+    slurm_answers(
+        machine,
+        jobs,
+        [
+            node("compute-0", SINCE + 30, "IDLE", "DRAIN", reason=reason, changed=SINCE + 29),
+            node("compute-1", 100),
+        ],
+    )
+
+    out = ctx.run(ctx.on.update_status(), recorded(cluster, rollout(*jobs)))
+
+    assert out.unit_status == ops.BlockedStatus(
+        f"rebuild compute stopped: compute-0 failed ({reason}); 0/2 done"
+    )
+    assert ["scontrol", "hold", "2"] in machine.commands
+
+
+@pytest.mark.parametrize(
+    "drain",
+    [
+        ("health: mounts: /home not mounted", "alice", SINCE + 30),  # not the check's drain
+        ("maintenance after the reboot", "root", SINCE + 30),  # an operator's
+        ("health: mounts: /home not mounted", "root", 100),  # not rebooted by this rollout
+    ],
+)
+def test_another_drain_does_not_stop_the_rollout(ctx, machine, cluster, drain):
+    reason, setter, boot = drain
+    jobs = [(1, "COMPLETED", "compute-0"), (2, "PENDING", "compute-1")]
+    drained = node(
+        "compute-0", boot, "IDLE", "DRAIN", reason=reason, changed=SINCE + 40, setter=setter
+    )
+    slurm_answers(machine, jobs, [drained, node("compute-1", 100)])
+
+    out = ctx.run(ctx.on.update_status(), recorded(cluster, rollout(*jobs)))
+
+    assert out.unit_status.name == "maintenance"
+    assert not machine.ran("scontrol", "hold")
 
 
 def test_a_node_down_before_the_rollout_does_not_stop_it(ctx, machine, cluster):

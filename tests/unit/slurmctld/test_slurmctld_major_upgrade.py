@@ -37,6 +37,14 @@ def state_dir(root: Path) -> Path:
     return path
 
 
+def second_unit(ctx) -> testing.Context:
+    """The same charm's Context as unit slurmctld/1 (a backup controller)."""
+    spec = ctx.charm_spec
+    return testing.Context(
+        spec.charm_type, meta=spec.meta, config=spec.config, actions=spec.actions, unit_id=1
+    )
+
+
 def backups(root: Path) -> list[Path]:
     return sorted((root / "var/backups/slurm-charms").glob("*"))
 
@@ -110,13 +118,7 @@ def test_a_backup_controller_waits_for_the_primary(ctx, machine: FakeMachine, tm
         local_app_data=databag(controllers=[{"unit": "slurmctld/0"}, {"unit": "slurmctld/1"}]),
         peers_data={0: {"hostname": "ctl-0", "address": "10.0.0.1", "version": "24.11.5"}},
     )
-    ctx_unit1 = testing.Context(
-        type(ctx.charm_spec.charm_type) if False else ctx.charm_spec.charm_type,
-        meta=ctx.charm_spec.meta,
-        config=ctx.charm_spec.config,
-        actions=ctx.charm_spec.actions,
-        unit_id=1,
-    )
+    ctx_unit1 = second_unit(ctx)
     state = running(slurmdbd_relation({**DBD, "version": "26.05.5"}), peer)
     state = testing.State(
         leader=False,
@@ -239,13 +241,7 @@ def test_a_controller_added_during_the_upgrade_installs_what_the_primary_allows(
         local_app_data=databag(controllers=[{"unit": "slurmctld/0"}]),
         peers_data={0: {"hostname": "ctl-0", "address": "10.0.0.1", "version": primary_runs}},
     )
-    unit1 = testing.Context(
-        ctx.charm_spec.charm_type,
-        meta=ctx.charm_spec.meta,
-        config=ctx.charm_spec.config,
-        actions=ctx.charm_spec.actions,
-        unit_id=1,
-    )
+    unit1 = second_unit(ctx)
     state = testing.State(
         leader=False,
         relations=[slurmdbd_relation({**DBD, "version": "26.05.5"}), peer],
@@ -361,13 +357,7 @@ def test_a_new_leader_midway_keeps_slurmctld_timeout_raised(ctx, machine: FakeMa
     machine.responses[("apt-cache", "madison")] = MADISON
     state_dir(tmp_path)
     machine.active.add("slurmctld")
-    unit1 = testing.Context(
-        ctx.charm_spec.charm_type,
-        meta=ctx.charm_spec.meta,
-        config=ctx.charm_spec.config,
-        actions=ctx.charm_spec.actions,
-        unit_id=1,
-    )
+    unit1 = second_unit(ctx)
     peer = testing.PeerRelation(
         PEER,
         local_app_data=databag(
@@ -400,3 +390,24 @@ def test_a_new_leader_midway_keeps_slurmctld_timeout_raised(ctx, machine: FakeMa
     assert out.unit_status == ops.WaitingStatus(
         f"slurmctld must run 26.05 first (slurmctld/0 runs 24.11); {RAISED}"
     )
+
+
+def test_a_jump_slurm_forbids_is_refused_before_anything_moves_naming_the_path(
+    ctx, machine: FakeMachine, tmp_path
+):
+    """24.11 -> 26.11 skips three majors: Slurm allows at most two (26.11 from 25.05 on)."""
+    machine.responses[("apt-cache", "madison")] = MADISON.replace("26.05.5", "26.11.0")
+    state_dir(tmp_path)
+
+    out = ctx.run(ctx.on.config_changed(), running(config={"slurm-package-source": FORKY}))
+
+    assert out.unit_status == ops.BlockedStatus(
+        "Slurm 26.11 cannot upgrade 24.11 directly (at most 3 majors at once): upgrade "
+        "24.11 -> 26.05 -> 26.11, setting slurm-major=26.05 first (from a source that "
+        "offers 26.05)"
+    )
+    assert machine.ran("tar") == []
+    assert machine.ran("apt-get", "install") == []
+    assert machine.apt_installs == []
+    pin = (tmp_path / "etc/apt/preferences.d/slurm-charms").read_text()
+    assert "Pin: version 24.11.*" in pin

@@ -311,7 +311,7 @@ def test_a_remembered_partition_gets_its_names_forced_again(ctx, machine, tmp_pa
     assert "maxtime=60" in partition[0]
     assert [line for line in conf if line.startswith("nodeset=")] == ["nodeset=old feature=old"]
     remembered = memory(out)["partitions"][0]
-    assert remembered["partition"]["partitionname"] == "old"
+    assert remembered["partition"] == {"maxtime": 60}  # The names are never remembered.
     assert remembered["nodeset"] == {"nodeset": "old", "feature": "old"}
 
 
@@ -369,20 +369,27 @@ def test_bad_partition_data_blocks_naming_the_app_and_keeps_the_last_valid_parti
     assert machine.ran(*RECONFIGURE) == []
 
 
-def test_bad_partition_data_from_a_new_app_adds_no_partition(ctx, machine, tmp_path):
+@pytest.mark.parametrize(
+    ("app", "partition"),
+    [
+        ("evil", {"partitionname": "evil", "maxtime": "1\nNodeName=x"}),
+        ("compute", {"partitionname": "compute", "default": "YES"}),  # Not a JSON boolean.
+    ],
+    ids=["line-break", "not-slurmutils-type"],
+)
+def test_bad_partition_data_from_a_new_app_adds_no_partition(
+    ctx, machine, tmp_path, app, partition
+):
     hostile = testing.Relation(
         "slurmd",
-        remote_app_name="evil",
-        remote_app_data=databag(
-            partition={"partitionname": "evil", "maxtime": "1\nNodeName=x"},
-            nodeset={"nodeset": "evil"},
-        ),
+        remote_app_name=app,
+        remote_app_data=databag(partition=partition, nodeset={"nodeset": app}),
     )
 
     out = ctx.run(ctx.on.update_status(), running(hostile))
 
-    assert "evil" not in slurm_conf(tmp_path)
-    assert out.unit_status.message.startswith("evil sent an invalid partition")
+    assert app not in slurm_conf(tmp_path)
+    assert out.unit_status.message.startswith(f"{app} sent an invalid partition")
     assert "auth_key_id" not in out.get_relation(hostile.id).local_app_data
 
 

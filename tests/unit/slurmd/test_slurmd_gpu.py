@@ -126,28 +126,29 @@ def test_the_failure_stays_the_status_until_a_detection_succeeds(ctx, machine, t
     assert machine.ran("scontrol") == []  # Same Gres as before: nothing to change.
 
 
-def test_a_detection_error_keeps_the_gres(ctx, machine, tmp_path, gpu_node):
+@pytest.mark.parametrize(
+    "failure",
+    [
+        (
+            lambda m: m.fail("slurmd", "-C", returncode=139, stderr="Segmentation fault"),
+            "hardware detection failed, node config kept",
+        ),
+        (lambda m: m.time_out("slurmd", "-C"), "timed out"),
+    ],
+    ids=["error", "timeout"],
+)
+def test_a_failed_detection_keeps_the_gres(ctx, machine, tmp_path, gpu_node, failure):
+    """`failure`: how `slurmd -C` fails, and what the status says of it."""
+    fail, said = failure
     before = options(tmp_path)["SLURMD_CONF"]
-    machine.fail("slurmd", "-C", returncode=139, stderr="Segmentation fault")
+    fail(machine)
 
     out = ctx.run(ctx.on.start(), gpu_node)
 
     assert_node_untouched(machine, tmp_path, before)
     assert json.loads(stored(out)["hardware"])["Gres"] == "gpu:tesla_t4:2"
     assert out.unit_status.name == "blocked"
-    assert "hardware detection failed, node config kept" in out.unit_status.message
-
-
-def test_a_detection_timeout_keeps_the_gres(ctx, machine, tmp_path, gpu_node):
-    before = options(tmp_path)["SLURMD_CONF"]
-    machine.time_out("slurmd", "-C")
-
-    out = ctx.run(ctx.on.start(), gpu_node)
-
-    assert_node_untouched(machine, tmp_path, before)
-    assert json.loads(stored(out)["hardware"])["Gres"] == "gpu:tesla_t4:2"
-    assert out.unit_status.name == "blocked"
-    assert "timed out" in out.unit_status.message
+    assert said in out.unit_status.message
 
 
 def test_the_action_reports_a_failure_and_changes_nothing(ctx, machine, tmp_path, gpu_node):

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import ops
 import pytest
-from charm_testing import charm_context, manager_root, use_charm
+from charm_testing import charm_context, charm_fixtures, use_charm
 from hpc_libs.machine import files
 from hpc_libs.slurm.slurmdbd import SlurmdbdManager
 from ops import testing
@@ -14,10 +14,8 @@ from ops import testing
 use_charm("slurmdbd")
 from charm import SlurmdbdCharm  # noqa: E402 (the charm's src first on sys.path)
 
-
-@pytest.fixture
-def ctx() -> testing.Context[ops.CharmBase]:
-    return charm_context("slurmdbd", SlurmdbdCharm)
+ctx, dbd_root = charm_fixtures("slurmdbd", SlurmdbdCharm, SlurmdbdManager, "dbd_root")
+"""The charm's Context; its SlurmdbdManager under a temporary root."""
 
 
 @pytest.fixture
@@ -30,12 +28,6 @@ def unit_ctx() -> Callable[[int], testing.Context[ops.CharmBase]]:
         return context
 
     return make
-
-
-@pytest.fixture
-def dbd_root(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """Point the charm's SlurmdbdManager at a temporary root."""
-    return manager_root(monkeypatch, SlurmdbdManager, tmp_path)
 
 
 @pytest.fixture

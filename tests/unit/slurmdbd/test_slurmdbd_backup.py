@@ -104,6 +104,13 @@ def state(
     )
 
 
+def tcp_table(root: Path, table: str) -> None:
+    """Give the machine (under the charm's `root`) the TCP table `table` (/proc/net/tcp)."""
+    tables = root / "proc/net"
+    tables.mkdir(parents=True)
+    (tables / "tcp").write_text(table)
+
+
 def published(out: testing.State) -> list[dict[str, object]]:
     relation = next(r for r in out.relations if r.endpoint == "slurmctld")
     return json.loads(relation.local_app_data.get("dbds", "null")) or []
@@ -184,11 +191,10 @@ def test_a_backup_in_control_says_so(
 ):
     """The backup listens on 6819 only while it is in control (Slurm 24.11)."""
     hostname(1)
-    tables = dbd_root / "proc/net"
-    tables.mkdir(parents=True)
-    (tables / "tcp").write_text(
+    tcp_table(
+        dbd_root,
         "  sl  local_address rem_address   st tx_queue rx_queue\n"
-        "   0: 00000000:1AA3 00000000:0000 0A 00000000:00000000 00:00000000\n"
+        "   0: 00000000:1AA3 00000000:0000 0A 00000000:00000000 00:00000000\n",
     )
     before, _ = state(1, peer(1, {0: shared(0)}, order(0, 1)))
 
@@ -204,12 +210,11 @@ def test_a_connection_to_port_6819_is_not_listening(
 ):
     """A standby backup has only outgoing connections to the primary's 6819 (state 01)."""
     hostname(1)
-    tables = dbd_root / "proc/net"
-    tables.mkdir(parents=True)
-    (tables / "tcp").write_text(
+    tcp_table(
+        dbd_root,
         "  sl  local_address rem_address   st\n"
         "   0: 0B00000A:A1B2 0A00000A:1AA3 01 00000000:00000000\n"
-        "   1: 00000000:1AA4 00000000:0000 0A 00000000:00000000\n"
+        "   1: 00000000:1AA4 00000000:0000 0A 00000000:00000000\n",
     )
     before, _ = state(1, peer(1, {0: shared(0)}, order(0, 1)))
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import ops
 import pytest
-from charm_testing import FakeMachine, already_installed
+from charm_testing import FakeMachine, already_installed, retried_once_mended
 from hpc_libs.charm import wake
 from ops import testing
 
@@ -302,12 +302,8 @@ def test_a_failed_restart_shows_the_journal_reason_and_is_retried(ctx, serving: 
     assert out.unit_status == ops.BlockedStatus(
         "slurmrestd cannot restart: fatal: Failure loading plugin path bindings"
     )
-    serving.heal()
-    serving.service_calls.clear()
+    out = retried_once_mended(ctx, serving, out, "slurmrestd")
 
-    out = ctx.run(ctx.on.update_status(), out)
-
-    assert serving.calls("restart") == ["slurmrestd"]
     assert out.unit_status == ops.ActiveStatus("serving http://192.0.2.0:6820; controller answers")
 
 
@@ -335,13 +331,19 @@ def test_nothing_changed_restarts_nothing(ctx, serving: FakeMachine):
     assert serving.calls("restart") == []
 
 
-def test_a_configuration_sackd_refetched_restarts_slurmrestd_only(
-    ctx, serving: FakeMachine, root: Path
-):
+def running_then_refetched(ctx, serving: FakeMachine, root: Path, added: str) -> testing.State:
+    """slurmrestd runs; then sackd refetches slurm.conf with `added` (calls so far forgotten)."""
     state, relation, _ = ready_state()
     out = ctx.run(ctx.on.relation_changed(relation), state)
     serving.service_calls.clear()
-    cache_conf(root, JWT_CONF + "SlurmctldHost=ctl1(10.0.0.2)\n")
+    cache_conf(root, JWT_CONF + added)
+    return out
+
+
+def test_a_configuration_sackd_refetched_restarts_slurmrestd_only(
+    ctx, serving: FakeMachine, root: Path
+):
+    out = running_then_refetched(ctx, serving, root, "SlurmctldHost=ctl1(10.0.0.2)\n")
 
     ctx.run(ctx.on.update_status(), out)
 
@@ -464,10 +466,8 @@ def test_the_watch_is_written_once_and_restarted_only_if_it_stopped(
 def test_the_dispatched_event_loads_the_slurmdbd_plugin_at_once(
     ctx, serving: FakeMachine, root: Path
 ):
-    state, relation, _ = ready_state()
-    out = ctx.run(ctx.on.relation_changed(relation), state)
-    serving.service_calls.clear()
-    cache_conf(root, JWT_CONF + "AccountingStorageType=accounting_storage/slurmdbd\n")
+    accounting = "AccountingStorageType=accounting_storage/slurmdbd\n"
+    out = running_then_refetched(ctx, serving, root, accounting)
 
     with ctx(ctx.on.update_status(), out) as manager:
         manager.charm.on.slurmrestd_conf_changed.emit()  # what the path unit dispatches

@@ -233,10 +233,7 @@ class PathWake:
                 "[Path]",
                 f"{'PathExists' if self.flag else 'PathChanged'}={self.watched}",
                 f"Unit={self.service_name}",
-                "",
-                "[Install]",
-                "WantedBy=multi-user.target",
-                "",
+                *systemd.STARTED_AT_BOOT,
             ]
         )
 

@@ -28,7 +28,7 @@ from pydantic import (
     ValidationError,
     model_serializer,
 )
-from slurmutils import ModelError, NodeSet, Partition
+from slurmutils import NodeSet
 
 from hpc_libs.errors import IntegrationError
 from hpc_libs.slurm import grammar
@@ -105,23 +105,9 @@ def checked(rule: Callable[[_Checked], object]) -> AfterValidator:
     return AfterValidator(check)
 
 
-def check_slurm_model(model: type[Partition] | type[NodeSet], value: dict[str, Any]) -> None:
-    """Raise ValueError if slurmutils or Slurm's grammar refuses `value` as a `model`.
-
-    ValueError is what pydantic expects; a GrammarError is one, naming the key.
-    """
-    try:
-        model.from_dict(value)
-    except (ModelError, ValueError, TypeError) as e:
-        raise ValueError(f"invalid {model.__name__}: {e}") from e
-    grammar.check_fields(model, value)
-
-
 SlurmName = Annotated[str, checked(grammar.NAME)]
 """A Slurm name (node, partition, application): letters, digits, `_`, `.`, `-`."""
-PartitionFields = Annotated[dict[str, Any], checked(partial(check_slurm_model, Partition))]
-"""A partition's fields as slurmutils reads them, each judged by Slurm's grammar."""
-NodeSetFields = Annotated[dict[str, Any], checked(partial(check_slurm_model, NodeSet))]
+NodeSetFields = Annotated[dict[str, Any], checked(partial(grammar.check_model, NodeSet))]
 """A node set's fields as slurmutils reads them, each judged by Slurm's grammar."""
 
 

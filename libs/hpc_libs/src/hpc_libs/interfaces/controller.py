@@ -49,7 +49,7 @@ import ipaddress
 import logging
 import re
 from collections.abc import Callable
-from typing import Any, cast
+from typing import Annotated, Any, cast
 
 import ops
 from pydantic import (
@@ -67,6 +67,7 @@ from hpc_libs.interfaces.base import (
     Interface,
     ServiceEntry,
     SlurmVersion,
+    checked,
     get_or_create_app_secret,
     read_granted_secret,
     without_none,
@@ -85,6 +86,8 @@ AUTH_KEY_FIELD = "key"
 DEFAULT_SLURMCTLD_PORT = SLURMCTLD_PORT
 CONFIG_DIGEST = re.compile(r"[0-9a-f]{8,64}")
 """A `config_digest`: lowercase hex, 8 to 64 digits."""
+HexDigest = Annotated[str, checked(grammar.pattern(CONFIG_DIGEST, "a hex digest"))]
+"""A digest on the wire (`config_digest`, `auth_key_digest`), as `CONFIG_DIGEST` says."""
 AUTH_KEY_DIGEST_LENGTH = 16
 
 
@@ -144,7 +147,7 @@ class ControllerData(DatabagModel):
     auth_key_id: str | None = None
     """`auth_secret_id` under its previous name (see above); always the same id."""
     controllers: list[ControllerEntry] | None = None
-    config_digest: str | None = None
+    config_digest: HexDigest | None = None
     """Digest of the configuration slurmctld last applied (see the module's docstring)."""
     srun_port_range: PortRangeEntry | None = None
 
@@ -167,13 +170,6 @@ class ControllerData(DatabagModel):
             grammar.token(value)
         return value
 
-    @field_validator("config_digest")
-    @classmethod
-    def _valid_config_digest(cls, value: str | None) -> str | None:
-        if value is not None:
-            grammar.pattern(CONFIG_DIGEST, "a hex digest")(value)
-        return value
-
     def srun_ports(self) -> PortRange | None:
         """Return the `SrunPortRange` a login or compute node opens; None when none is set."""
         return self.srun_port_range.ports() if self.srun_port_range else None
@@ -192,7 +188,7 @@ class ControllerData(DatabagModel):
 class ConsumerUnitData(DatabagModel):
     """A consumer unit's databag: the digest of the auth key its daemon runs with, its release."""
 
-    auth_key_digest: str | None = None
+    auth_key_digest: HexDigest | None = None
     version: SlurmVersion | None = None
     """The Slurm release the unit's daemon runs (`24.11.5`); None: not said."""
 
@@ -200,13 +196,6 @@ class ConsumerUnitData(DatabagModel):
     def _without_unknown(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
         """Leave unknown fields out: the databag reads as it did before `version` existed."""
         return without_none(handler(self), "auth_key_digest", "version")
-
-    @field_validator("auth_key_digest")
-    @classmethod
-    def _valid_digest(cls, value: str | None) -> str | None:
-        if value is not None:
-            grammar.pattern(CONFIG_DIGEST, "a hex digest")(value)
-        return value
 
 
 class SlurmctldDisconnectedEvent(ops.RelationEvent):

@@ -4,9 +4,9 @@ State that must survive a leader change lives in the peer APPLICATION databag, w
 the leader only, never in one unit's StoredState:
 
 * `partitions`: each partition the controller serves, one object per slurmd application:
-  its name, its slurmutils `Partition` and `NodeSet` dicts, the id of the relation that
-  published it (the oldest becomes the default partition), whether it is `retiring` (its
-  application left while jobs ran) and whether it is `drained` already;
+  its name, its keys (`PartitionSpec`; the names come from the application's name), the id
+  of the relation that published it (the oldest becomes the default partition), whether it
+  is `retiring` (its application left while jobs ran) and whether it is `drained` already;
 * `departed_nodes`: nodes of slurmd units that left, deleted once no job runs on them;
 * `controllers`: the controller units in join order, primary first;
 * `native_metrics`: whether the slurm.conf the leader rendered turns on Slurm's own metrics
@@ -42,18 +42,18 @@ import logging
 from typing import Annotated, Any, cast
 
 import ops
-from pydantic import BaseModel, Field, ValidationError, field_validator
+from pydantic import BaseModel, Field, ValidationError, ValidationInfo, field_validator
 
 from hpc_libs.interfaces.base import (
     DatabagModel,
     HostEntry,
     Interface,
     NodeSetFields,
-    PartitionFields,
     SlurmName,
     bounded_text,
 )
 from hpc_libs.slurm import grammar
+from hpc_libs.slurm.partition import PartitionSpec, node_set
 
 logger = logging.getLogger(__name__)
 
@@ -62,14 +62,32 @@ MAX_EPOCH = 1 << 40
 
 
 class PartitionEntry(DatabagModel):
-    """One partition the controller serves (named after its slurmd application)."""
+    """One partition the controller serves (named after its slurmd application).
+
+    `nodeset` is written for a controller unit of the previous release, which drops an
+    entry without one; this release never reads it (the node set comes from `name`), and
+    the next one stops writing it, as slurmd stops sending its own (`hpc_libs.interfaces
+    .slurmd`).
+    """
 
     name: SlurmName | None = None
-    partition: PartitionFields | None = None
+    partition: PartitionSpec | None = None
     nodeset: NodeSetFields | None = None
     relation_id: int | None = None
     retiring: bool | None = None
     drained: bool | None = None
+
+    @classmethod
+    def serving(
+        cls, name: str, spec: PartitionSpec, relation_id: int | None = None
+    ) -> "PartitionEntry":
+        """Return the entry of application `name`'s partition, with the node set of its name."""
+        return cls(name=name, partition=spec, nodeset=node_set(name), relation_id=relation_id)
+
+    @property
+    def spec(self) -> PartitionSpec:
+        """The partition's keys (an entry without any: Slurm's defaults)."""
+        return self.partition or PartitionSpec()
 
 
 class DepartedNode(DatabagModel):
@@ -122,6 +140,15 @@ def _valid_items(model: type[BaseModel], value: Any, field: str) -> Any:
     return kept
 
 
+LIST_ITEMS: dict[str, type[BaseModel]] = {
+    "partitions": PartitionEntry,
+    "departed_nodes": DepartedNode,
+    "controllers": ControllerSlot,
+    "rollouts": Rollout,
+}
+"""The peer memory's lists and the model of their entries: a bad entry is skipped alone."""
+
+
 class SlurmctldPeerData(DatabagModel):
     """The slurmctld application's peer databag."""
 
@@ -132,25 +159,19 @@ class SlurmctldPeerData(DatabagModel):
     upgrade_slurmctld_timeout: int | None = None
     rollouts: list[Rollout] | None = None
 
-    @field_validator("partitions", mode="before")
-    @classmethod
-    def _partitions(cls, value: Any) -> Any:
-        return _valid_items(PartitionEntry, value, "partitions")
+    def served(self) -> dict[str, PartitionEntry]:
+        """Return the partitions the leader serves (retiring ones included), by name."""
+        return {p.name: p for p in self.partitions or [] if p.name}
 
-    @field_validator("departed_nodes", mode="before")
-    @classmethod
-    def _departed(cls, value: Any) -> Any:
-        return _valid_items(DepartedNode, value, "departed_nodes")
+    def serving(self) -> list[str]:
+        """Name the partitions the leader serves and does not retire, sorted."""
+        return sorted(name for name, p in self.served().items() if not p.retiring)
 
-    @field_validator("controllers", mode="before")
+    @field_validator(*LIST_ITEMS, mode="before")
     @classmethod
-    def _controllers(cls, value: Any) -> Any:
-        return _valid_items(ControllerSlot, value, "controllers")
-
-    @field_validator("rollouts", mode="before")
-    @classmethod
-    def _rollouts(cls, value: Any) -> Any:
-        return _valid_items(Rollout, value, "rollouts")
+    def _lists(cls, value: Any, info: ValidationInfo) -> Any:
+        field = str(info.field_name)
+        return _valid_items(LIST_ITEMS[field], value, field)
 
     @field_validator("native_metrics", mode="before")
     @classmethod

@@ -3,16 +3,30 @@
 The slurmd charm PROVIDES endpoint `slurmctld`; the slurmctld charm REQUIRES endpoint
 `slurmd`. Each slurmd application is one partition of dynamic nodes:
 
-* slurmd's leader publishes `ComputeData`: a slurmutils `Partition` and `NodeSet` as dicts.
+* slurmd's leader publishes `ComputeData`: its partition's keys (`PartitionSpec`, the
+  operator's `partition-config`) and, for one release more, its node set.
 * slurmctld's leader publishes `ControllerData`: the id of the auth key secret and the
   controllers, primary first. The key itself travels only as a Juju secret owned by the
   slurmctld application and granted to the relation; it never appears in a databag. That
   half is shared with the login nodes' integration (`hpc_libs.interfaces.controller`).
 
-Both sides check the partition and node set against Slurm's grammar
+Both sides check the partition (and the node set, while it is sent) against Slurm's grammar
 (`hpc_libs.slurm.grammar`), key by key as slurmutils would render them: a value such as
 `"60 Nodes=ALL"` never reaches slurm.conf, and the controller can say which application sent
-which bad key (`SlurmdRequirer.compute_data_problem`).
+which bad key (`SlurmdRequirer.compute_data_problem`). The names are the naming rule's
+(`PartitionSpec.named`): the controller never takes them from the data.
+
+`nodeset` leaves the wire in two steps, so that either charm may be upgraded first:
+
+1. (this release) slurmctld no longer requires nor reads `nodeset`: it derives the node set
+   from the application's name. slurmd still sends it, because a slurmctld of the previous
+   release serves a partition only once both fields are there.
+2. (the next release) slurmd stops sending `nodeset`, and `ComputeData` drops the field.
+   A reader of this release still validates a `nodeset` that is there, so until then a
+   malformed one reads as invalid data, as before.
+
+The partition's names (`partitionname`, `nodes`) are no longer sent either: every reader,
+the previous release's included, forces them from the application's name.
 
 The contract between the two charms about a unit's node (its name, the drain reasons each
 side sets, the job states that keep a node busy) is `hpc_libs.slurm.naming`, which has no ops
@@ -20,12 +34,10 @@ so the autoscaler can share it.
 """
 
 import logging
-from collections.abc import Mapping
-from typing import Any
 
 import ops
 
-from hpc_libs.interfaces.base import DatabagModel, NodeSetFields, PartitionFields
+from hpc_libs.interfaces.base import DatabagModel, NodeSetFields
 from hpc_libs.interfaces.controller import (
     AUTH_KEY_FIELD,
     AUTH_KEY_LABEL,
@@ -36,42 +48,32 @@ from hpc_libs.interfaces.controller import (
     SlurmctldDisconnectedEvent,
     get_or_create_auth_key_secret,
 )
+from hpc_libs.slurm.partition import PartitionSpec, node_set
 
 logger = logging.getLogger(__name__)
 
 
-def named_partition(
-    app: str, settings: Mapping[str, Any]
-) -> tuple[dict[str, Any], dict[str, Any]]:
-    """Apply the naming rule of a slurmd application's partition; return it and its node set.
-
-    Each slurmd application is one partition named after it: `PartitionName=<app>
-    Nodes=<app>`, and the node set `NodeSet=<app> Feature=<app>` holds the dynamic nodes
-    that register with the feature `<app>`. Whatever `settings` say, the names are forced,
-    so one application can never name another's partition or every node. slurmd publishes
-    this; slurmctld applies it again to what it reads.
-    """
-    partition = {**settings, "partitionname": app, "nodes": [app]}
-    return partition, {"nodeset": app, "feature": app}
-
-
 class ComputeData(DatabagModel):
-    """slurmd's application databag: its partition and nodeset as slurmutils dicts.
+    """slurmd's application databag: its partition's keys, and its node set for one release.
 
-    Both are validated with slurmutils (`Partition.from_dict`, `NodeSet.from_dict`), so a
-    bad value fails construction and reads as "not ready". Both are required: a reader
-    serves an application's partition only once both are there. The node set carries
-    nothing beyond the naming rule (`named_partition`), which the controller applies to
-    both again, so its content is never taken as sent.
+    The partition is validated once as it is read (`PartitionSpec`), so a bad value fails
+    construction and reads as "not ready". A reader serves an application's partition once
+    the partition is there (`is_complete`); `nodeset` is what a controller of the previous
+    release requires, never read here (see the module's two steps).
     """
 
-    partition: PartitionFields | None = None
+    partition: PartitionSpec | None = None
     nodeset: NodeSetFields | None = None
+
+    @classmethod
+    def published(cls, app: str, spec: PartitionSpec) -> "ComputeData":
+        """Return what application `app` publishes: its keys, the node set of its name."""
+        return cls(partition=spec, nodeset=node_set(app))
 
     @property
     def is_complete(self) -> bool:
-        """Whether both the partition and the nodeset are present."""
-        return self.partition is not None and self.nodeset is not None
+        """Whether the partition is there (the node set comes from the application's name)."""
+        return self.partition is not None
 
 
 class SlurmdDisconnectedEvent(ops.RelationEvent):
@@ -132,5 +134,4 @@ __all__ = [
     "SlurmdProvider",
     "SlurmdRequirer",
     "get_or_create_auth_key_secret",
-    "named_partition",
 ]

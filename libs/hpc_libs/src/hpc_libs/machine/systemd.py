@@ -27,6 +27,19 @@ JOURNAL_TIMEOUT = 10.0
 """Seconds to read a unit's journal for the reason it failed."""
 JOURNAL_LINES = 50
 SKIP_SYSV = {"SYSTEMCTL_SKIP_SYSV": "1"}
+STARTED_AT_BOOT = ("", "[Install]", "WantedBy=multi-user.target", "")
+"""The last lines of a unit the machine starts at boot once it is enabled."""
+
+
+def service_text(charm: str, unit: Sequence[str], service: Sequence[str]) -> str:
+    """Return the text of a service unit charm `charm` writes, started at boot once enabled.
+
+    `unit` are its `[Unit]` lines (its `Description=` first), `service` its `[Service]` lines.
+    """
+    head = [f"# Written by the {charm} charm.", "[Unit]", *unit, "", "[Service]"]
+    return "\n".join([*head, *service, *STARTED_AT_BOOT])
+
+
 """For `enable` and `disable`: systemctl skips `systemd-sysv-install`. Debian's Slurm packages
 also ship SysV init scripts, and syncing their `/etc/rc?.d` links (update-rc.d) took 0.2 s of
 every enable on a lab machine; systemd, PID 1 on every base the charms support, never reads

@@ -5,6 +5,7 @@ All paths are built from `root` (default `/`), so unit tests point a manager at 
 
 import base64
 import binascii
+import dataclasses
 import json
 import logging
 import re
@@ -59,6 +60,9 @@ JWT_KEY_NAME = "jwt_hs256.key"
 """The JWT key file in /etc/slurm (`AuthAltParameters=jwt_key=`), slurmctld's and slurmdbd's."""
 REBOOT_PROGRAM = "/usr/local/sbin/slurmd-charm-reboot"
 """slurm.conf's `RebootProgram` (slurmctld's charm) is this file, which slurmd's charm installs."""
+HEALTH_CHECK_PROGRAM = "/usr/local/sbin/slurmd-charm-health"
+"""slurm.conf's `HealthCheckProgram` (slurmctld's charm) is this file, which slurmd's charm
+installs."""
 REBUILD_PARTITION = "rebuild"
 """The hidden partition of rebuild jobs; the RebootProgram asks Slurm about its jobs."""
 SLURM_USER = "slurm"
@@ -72,6 +76,7 @@ M = TypeVar("M", bound=Model)
 _UNSAFE_OPTION_CHARS = re.compile(r'["\\$`\n]')
 
 
+@dataclasses.dataclass(eq=False)
 class KeyFile:
     """A secret key file of random bytes, exchanged between units as base64 text.
 
@@ -85,18 +90,11 @@ class KeyFile:
     daemon's fingerprint of slurm.key changes whenever the key set does.
     """
 
-    def __init__(
-        self,
-        path: Path,
-        *,
-        size: int,
-        owner: str = SLURM_USER,
-        key_set_path: Path | None = None,
-    ) -> None:
-        self.path = path
-        self.size = size
-        self.owner = owner
-        self.key_set_path = key_set_path
+    path: Path
+    _: dataclasses.KW_ONLY
+    size: int
+    owner: str = SLURM_USER
+    key_set_path: Path | None = None
 
     def generate(self) -> str:
         """Return a new random key as base64 text (not written; pass it to `set`)."""

@@ -26,6 +26,7 @@ from typing import Any
 from slurmutils import (
     CGroupConfig,
     Model,
+    ModelError,
     Node,
     NodeSet,
     Partition,
@@ -895,6 +896,19 @@ def check_value(model: type[Model], key: str, value: str) -> None:
         no_credentials(value)
     except ValueError as e:
         raise GrammarError(name, str(e)) from e
+
+
+def check_model(model: type[Model], fields: Mapping[str, Any]) -> None:
+    """Raise ValueError if slurmutils or Slurm's grammar refuses `fields` as a `model`.
+
+    ValueError is what pydantic expects of a field's validator; a GrammarError is one, naming
+    the key.
+    """
+    try:
+        model.from_dict(dict(fields))
+    except (ModelError, ValueError, TypeError) as e:
+        raise ValueError(f"invalid {model.__name__}: {e}") from e
+    check_fields(model, fields)
 
 
 def check_fields(model: type[Model], fields: Mapping[str, Any]) -> None:

@@ -148,6 +148,19 @@ class _PingResponse(_Parsed):
     pings: list[ControllerPing] = Field(default_factory=list[ControllerPing])
 
 
+def parse_pings(output: str) -> list[ControllerPing]:
+    """Parse `scontrol ping --json` (24.11 and 26.05): the controllers, primary first.
+
+    The one reader of ping's answer: `Scontrol.ping` runs it, and the exporter reads what its
+    own bounded run printed.
+
+    Raises:
+        ValueError: The output is not ping's JSON (pydantic's ValidationError is one).
+
+    """
+    return _PingResponse.model_validate_json(output).pings
+
+
 class _NodesResponse(_Parsed):
     nodes: list[Node] = Field(default_factory=list[Node])
 

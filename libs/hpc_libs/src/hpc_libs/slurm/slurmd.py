@@ -49,9 +49,9 @@ HARDWARE_KEYS = (
 )
 """The `slurmd -C` fields that describe a node's hardware."""
 DETECT_TIMEOUT = 60.0
+"""Seconds `slurmd -C` may take (hwloc topology and the GPU plugins)."""
 NODE_LINE = parameters.Policy(Node)
 """A node line the charms render or read from Slurm (detected hardware): node keys, no owner."""
-"""Seconds `slurmd -C` may take (hwloc topology and the GPU plugins)."""
 _MAX_DIGITS = 20
 """Longest hardware field read (uint64's 20 digits); a longer one is refused unread."""
 

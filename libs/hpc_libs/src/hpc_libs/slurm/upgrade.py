@@ -13,7 +13,9 @@ new major before the unit's turn. Its turn comes in Slurm's order (Slurm's upgra
 
 `wait_reason` says what a unit waits for, from the versions the other daemons publish over
 the existing integrations. Slurm 24.11 and later upgrade directly from the 3 previous majors
-(`MAX_MAJOR_STEPS`); a longer jump, or a downgrade, is refused (`refusal`).
+(`MAX_MAJOR_STEPS`: SchedMD's upgrade guide; 26.11 from 25.05, 25.11 or 26.05); a longer
+jump, or a downgrade, is refused (`refusal`) before any package moves, naming the path
+(`upgrade_path`: 24.11 -> 26.05 -> 26.11).
 """
 
 import re
@@ -187,14 +189,36 @@ def is_newer(candidate: str, than: str) -> bool:
     return _key(candidate) > _key(than)
 
 
+def _index(major_text: str) -> int:
+    """Return the major's place in the 6-month cycle (YY.05, YY.11): one more per release."""
+    year, month = _key(major_text)
+    return year * 2 + (1 if month >= 11 else 0)
+
+
+def _release(index: int) -> str:
+    """Return the major at place `index` of the cycle (`_index`'s inverse)."""
+    return f"{index // 2:02d}.{11 if index % 2 else 5:02d}"
+
+
 def steps(from_major: str, to_major: str) -> int:
     """How many majors of the 6-month cycle (YY.05, YY.11) lead from one to the other."""
+    return _index(to_major) - _index(from_major)
 
-    def index(text: str) -> int:
-        year, month = _key(text)
-        return year * 2 + (1 if month >= 11 else 0)
 
-    return index(to_major) - index(from_major)
+def upgrade_path(running: str, target: str, offered: Sequence[str]) -> list[str]:
+    """Return the majors from `running` to `target`, each within `MAX_MAJOR_STEPS` of the last.
+
+    Each hop goes to the newest major in reach that the source offers (the operator can
+    then name it in `slurm-major`), else to the newest in reach: with no offer in the way,
+    as few hops as Slurm allows.
+    """
+    path = [running]
+    while steps(path[-1], target) > MAX_MAJOR_STEPS:
+        here = _index(path[-1])
+        reach = range(here + MAX_MAJOR_STEPS, here, -1)
+        known = [m for m in offered if _index(m) in reach]
+        path.append(max(known, key=_index) if known else _release(reach[0]))
+    return [*path, target]
 
 
 def offered_majors(madison: str) -> list[str]:
@@ -238,9 +262,13 @@ def refusal(running: str, offered: Sequence[str], wanted: str) -> str | None:
         )
     target = choose_target(running, offered, wanted)
     if target is not None and steps(running, target) > MAX_MAJOR_STEPS:
+        path = upgrade_path(running, target, offered)
+        first = path[1]
+        where = "" if first in offered else f" (from a source that offers {first})"
         return (
-            f"Slurm {target} cannot upgrade {running} directly (at most "
-            f"{MAX_MAJOR_STEPS} majors at once): set slurm-major to an intermediate major"
+            f"Slurm {target} cannot upgrade {running} directly (at most {MAX_MAJOR_STEPS} "
+            f"majors at once): upgrade {' -> '.join(path)}, setting slurm-major={first} "
+            f"first{where}"
         )
     return None
 
