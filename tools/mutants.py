@@ -1507,6 +1507,14 @@ MUTATIONS = [
         "lab/tests/test_backend_units.py::"
         "test_a_leader_change_moves_leadership_to_the_next_unit_which_gets_leader_elected",
     ),
+    Mutation(
+        "soak-deploy-waits-for-an-app-without-units",
+        "tests/soak/history.py::deployed_and_active",
+        "[name for name in status.apps if status.get_units(name)]",
+        "list(status.apps)",
+        "tests/unit/soak/test_soak_units.py::"
+        "test_an_application_scaled_to_zero_does_not_hold_the_deploy_wait_and_an_inactive_unit_does",
+    ),
 ]
 
 

@@ -338,3 +338,18 @@ def secret_leaks(texts: Mapping[str, str], secrets: Iterable[str], at: float) ->
 def secret_values(content: Mapping[str, str]) -> list[str]:
     """The values of a secret's content worth looking for (all of them, by `MIN_SECRET`)."""
     return [value for value in content.values() if len(value) >= MIN_SECRET]
+
+
+def deployed_and_active(status: Any) -> bool:
+    """Whether every application that has units is active, and its units (a jubilant Status).
+
+    An application scaled to zero (the autoscaled one before its first unit) has no unit to
+    derive its status from and stays `unknown` on Juju as on the lab: `jubilant.all_active`
+    over every application would wait for it forever.
+    """
+    with_units = [name for name in status.apps if status.get_units(name)]
+    return bool(with_units) and all(
+        status.apps[name].app_status.current == "active"
+        and all(u.workload_status.current == "active" for u in status.get_units(name).values())
+        for name in with_units
+    )

@@ -66,6 +66,8 @@ CONVERGENCE_BOUND_S = 600.0
 fault is recorded as not converged (a violation)."""
 SETTLE_S = 15 * 60.0
 PROBE_TIMEOUT = 30
+PROGRESS_EVERY_S = 30.0
+"""How often the loop prints a progress line (phase, faults, jobs, what it waits for)."""
 
 
 @dataclass(frozen=True)
@@ -244,6 +246,8 @@ class Soak:
         self.held: tuple[FaultRecord, Callable[[], None], float] | None = None
         self.converging: list[FaultRecord] = []
         self.prepared: set[str] = set()
+        self.phase = "faults"
+        self.last_progress = 0.0
 
     # --- the loop --------------------------------------------------------------------------
 
@@ -259,8 +263,31 @@ class Soak:
             time.sleep(LOOP_S)
         self.workload.stop.set()
         self.workload.join(timeout=60)
+        self.phase = "settle"
         self.settle()
+        self.phase = "final checks"
+        self.progress(force=True)
         return self.finish()
+
+    def progress(self, force: bool = False) -> None:
+        """Every `PROGRESS_EVERY_S` a line: phase, faults done, jobs, what the loop waits for,
+        so that a run that stops moving shows where."""
+        now = time.time()
+        if not force and now - self.last_progress < PROGRESS_EVERY_S:
+            return
+        self.last_progress = now
+        ended = sum(1 for s in self.history.values() if s.state not in history.LIVE)
+        live = len(self.history) - ended
+        held = f"{self.held[0].kind} {self.held[0].target}" if self.held else "-"
+        waiting = ", ".join(f"{r.kind} {r.target}" for r in self.converging) or "-"
+        line = (
+            f"[{self.phase} {now - self.started:5.0f}s] faults {len(self.faults)}/"
+            f"{len(self.schedule)} held {held}; jobs submitted {len(self.workload.submissions)}"
+            f" refused {self.workload.refused} ended {ended} live {live}; converging {waiting}"
+        )
+        if self.converging or self.phase != "faults":
+            line += f"; unhealthy: {self.unhealthy_reason() or 'no'}"
+        print(line, flush=True)
 
     def tick(self) -> None:
         """One look: drive the model (hooks run only then), record jobs and runs, autoscale,
@@ -286,6 +313,10 @@ class Soak:
             for record in ready:
                 record.convergence_s = round(now - (record.repaired_at or record.at), 1)
                 self.converging.remove(record)
+                print(
+                    f"converged after {record.kind} {record.target}: {record.convergence_s} s",
+                    flush=True,
+                )
             if any(r.kind in plan.HARD and r.target.startswith("slurmctld/") for r in ready):
                 self.collect_lost_jobs()
         for record in list(self.converging):
@@ -301,6 +332,7 @@ class Soak:
                 self.converging.remove(record)
         self.prepare_new_machines()
         self.scan_runs()
+        self.progress()
 
     def healthy(self) -> bool:
         return not self.unhealthy_reason()
@@ -425,7 +457,7 @@ class Soak:
     def inject(self, fault: plan.Fault) -> None:
         unit = self.resolve(fault)
         now = time.time()
-        logger.info("fault %s on %s", fault.describe(), unit)
+        print(f"fault {fault.describe()} on {unit}", flush=True)
         if unit is None:
             self.faults.append(FaultRecord(fault.kind, fault.app, now, now, note="no unit"))
             return
@@ -446,6 +478,10 @@ class Soak:
         else:
             record.repaired_at = time.time()
         self.converging.append(record)
+        print(
+            f"  done in {time.time() - now:.0f} s{'; held' if undo else ''}: {record.note}",
+            flush=True,
+        )
 
     def act(self, fault: plan.Fault, unit: str, record: FaultRecord) -> Callable[[], None] | None:
         """Do the fault; return how to undo it after its hold (None: nothing to undo)."""
@@ -688,6 +724,27 @@ def summary(report: dict[str, Any], by_kind: dict[str, list[float | None]]) -> s
 # --- the cluster ----------------------------------------------------------------------------
 
 
+def reporting(ready: Callable[[Any], bool]) -> Callable[[Any], bool]:
+    """`ready` for `juju.wait`, printing the units not active yet every `PROGRESS_EVERY_S`."""
+    last = [time.time()]
+
+    def check(status: Any) -> bool:
+        done = ready(status)
+        if not done and time.time() - last[0] >= PROGRESS_EVERY_S:
+            last[0] = time.time()
+            waiting = [
+                f"{name} {unit.juju_status.current}/{unit.workload_status.current}: "
+                f"{unit.workload_status.message}"
+                for app in status.apps.values()
+                for name, unit in app.units.items()
+                if unit.workload_status.current != "active" or unit.juju_status.current != "idle"
+            ]
+            print(f"[wait] {'; '.join(waiting) or 'units active, not ready yet'}", flush=True)
+        return done
+
+    return check
+
+
 def deploy(juju: Any, shape: Shape) -> Cluster:
     """The cluster of issue 37 (or the smaller shape), settled, with the user on its nodes."""
     deploy_slurm(
@@ -706,7 +763,8 @@ def deploy(juju: Any, shape: Shape) -> Cluster:
     )
     deploy_accounting(juju, charm_path, units=shape.dbd_units)
     deploy_rest_api(juju, charm_path)
-    juju.wait(jubilant.all_active, error=jubilant.any_error, timeout=40 * 60)
+    print("deployed; waiting for every unit to be active", flush=True)
+    juju.wait(reporting(history.deployed_and_active), error=jubilant.any_error, timeout=40 * 60)
     cluster = Cluster(juju, shape)
     cluster.login_machine = cluster.machine_of("login/0")
     return cluster
@@ -721,6 +779,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--small", action="store_true", help="the smaller cluster")
     parser.add_argument("--dry-run", action="store_true", help="print the schedule, no lab")
     parser.add_argument("--keep", action="store_true", help="leave the lab up at the end")
+    parser.add_argument(
+        "--lab", help="a kept soak lab's directory: soak on its cluster again, no deploy (debug)"
+    )
     return parser.parse_args(argv)
 
 
@@ -738,11 +799,16 @@ def main(argv: list[str] | None = None) -> int:
     from slurm_lab.juju import LabJuju
     from slurm_lab.machines import Lab
 
-    lab = Lab(Path(tempfile.mkdtemp(prefix="soak-lab-")))
+    lab = Lab(Path(args.lab) if args.lab else Path(tempfile.mkdtemp(prefix="soak-lab-")))
+    print(f"lab: {lab.state_dir} (`uv run slurm-lab --state-dir {lab.state_dir} ...`)")
     juju = LabJuju(lab, wait_timeout=40 * 60)
     try:
         began = time.time()
-        cluster = deploy(juju, Shape.of(args.small))
+        if args.lab:
+            cluster = Cluster(juju, Shape.of(args.small))
+            cluster.login_machine = cluster.machine_of("login/0")
+        else:
+            cluster = deploy(juju, Shape.of(args.small))
         print(f"deployed in {time.time() - began:.0f} s", flush=True)
         soak = Soak(cluster, args)
         soak.prepare_new_machines()

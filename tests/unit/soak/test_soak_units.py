@@ -8,6 +8,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "soak"))
 
 import history
+import jubilant
 import plan
 from history import FaultRecord, JobSeen, Run, Submission
 
@@ -138,3 +139,50 @@ def test_node_lists_expand_the_charms_names():
         "scaled-2",
     ]
     assert history.expand_nodes("") == []
+
+
+def status_of(apps: dict[str, tuple[str, list[str]]]) -> jubilant.Status:
+    """A `juju status` document: each application's status and its units' workload statuses."""
+
+    def doc(current: str) -> dict[str, str]:
+        return {"current": current, "message": "", "since": ""}
+
+    return jubilant.Status._from_dict(  # pyright: ignore[reportPrivateUsage]
+        {
+            "model": {
+                "name": "m",
+                "type": "iaas",
+                "controller": "c",
+                "cloud": "c",
+                "version": "3.6.14",
+                "model-status": doc("available"),
+            },
+            "machines": {},
+            "applications": {
+                app: {
+                    "charm": f"local:{app}-0",
+                    "charm-origin": "local",
+                    "charm-name": app,
+                    "charm-rev": 0,
+                    "exposed": False,
+                    "application-status": doc(current),
+                    "units": {
+                        f"{app}/{n}": {"workload-status": doc(unit), "juju-status": doc("idle")}
+                        for n, unit in enumerate(units)
+                    },
+                }
+                for app, (current, units) in apps.items()
+            },
+            "controller": {"timestamp": ""},
+        }
+    )
+
+
+def test_an_application_scaled_to_zero_does_not_hold_the_deploy_wait_and_an_inactive_unit_does():
+    # seed 1, --small: the deploy waited for `scaled` (no unit, status unknown) for ever
+    scaled_to_zero = {"slurmctld": ("active", ["active"]), "scaled": ("unknown", [])}
+    waiting_unit = {"slurmctld": ("waiting", ["active", "waiting"]), "scaled": ("unknown", [])}
+
+    assert history.deployed_and_active(status_of(scaled_to_zero))
+    assert not history.deployed_and_active(status_of(waiting_unit))
+    assert not history.deployed_and_active(status_of({"scaled": ("unknown", [])}))
