@@ -1515,6 +1515,14 @@ MUTATIONS = [
         "tests/unit/soak/test_soak_units.py::"
         "test_an_application_scaled_to_zero_does_not_hold_the_deploy_wait_and_an_inactive_unit_does",
     ),
+    Mutation(
+        "soak-user-not-on-the-controllers",
+        "tests/soak/plan.py::user_machines",
+        "for app in USER_APPS for",
+        "for app in USER_APPS[1:] for",
+        "tests/unit/soak/test_soak_units.py::"
+        "test_the_workloads_user_is_made_on_every_controller_too_and_on_units_added_later",
+    ),
 ]
 
 

@@ -47,6 +47,8 @@ class FaultRecord:
     """The Slurm nodes it took down (compute units' nodes)."""
     convergence_s: float | None = None
     note: str = ""
+    late_s: float = 0.0
+    """How long after its scheduled time it came (a fault before it, an action, took long)."""
 
 
 @dataclass

@@ -9,6 +9,7 @@ when the fault comes due.
 from __future__ import annotations
 
 import random
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass
 
 HARD = ("kill", "power", "network")
@@ -49,6 +50,10 @@ TARGETS = {
     "rebuild-nodes": ("compute",),
     "config-slurmd": ("compute",),
 }
+USER_APPS = ("slurmctld", "login", "compute", "scaled")
+"""Where the workload's users must exist: the login node submits as them, the compute nodes
+run as them, and slurmctld resolves each job's user to sign its credential (Slurm 24.11's
+`fetch_identity`; a user it cannot resolve gets the job held, `JobHeldAdmin`)."""
 WARM_UP_S = 60.0
 """Seconds of workload before the first fault."""
 FIRST_CONTROLLER = "primary"
@@ -156,3 +161,10 @@ class JobStream:
             user=rng.choice(self.users),
             exit_code=3 if rng.random() < 0.1 else 0,
         )
+
+
+def user_machines(units: Mapping[str, list[str]], machine_of: Callable[[str], str]) -> list[str]:
+    """The machines of `USER_APPS`' units (`units`: each application's current units), in
+    order, each once: a unit added later (a replaced controller, an autoscaled node) too."""
+    machines = [machine_of(u) for app in USER_APPS for u in units.get(app, [])]
+    return list(dict.fromkeys(machines))

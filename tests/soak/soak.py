@@ -256,7 +256,8 @@ class Soak:
         self.workload.start()
         pending = list(self.schedule)
         end = self.started + self.args.minutes * 60
-        while time.time() < end:
+        # Every scheduled fault comes, late if one before it (an action, a hold) took long.
+        while time.time() < end or pending:
             self.tick()
             if self.held is None and pending and time.time() >= self.started + pending[0].at_s:
                 self.inject(pending.pop(0))
@@ -394,9 +395,9 @@ class Soak:
         self.prepare_new_machines()
 
     def prepare_new_machines(self) -> None:
-        """Prepare the login and compute units' machines not seen before."""
-        for unit in ["login/0", *self.cluster.units("compute"), *self.cluster.units("scaled")]:
-            machine = self.cluster.machine_of(unit)
+        """Prepare the machines not seen before where the workload's user must exist."""
+        units = {app: self.cluster.units(app) for app in plan.USER_APPS}
+        for machine in plan.user_machines(units, self.cluster.machine_of):
             if machine not in self.prepared:
                 self.prepare_machine(machine)
                 self.prepared.add(machine)
@@ -462,6 +463,7 @@ class Soak:
             self.faults.append(FaultRecord(fault.kind, fault.app, now, now, note="no unit"))
             return
         record = FaultRecord(fault.kind, unit, now)
+        record.late_s = round(now - self.started - fault.at_s, 1)
         in_charge = self.cluster.in_charge() if unit.startswith("slurmctld/") else None
         record.controller_in_charge = in_charge == unit and fault.kind in plan.HARD
         app = app_of(unit)
@@ -678,6 +680,7 @@ class Soak:
                     if r.repaired_at is None
                     else round(r.repaired_at - r.at, 1),
                     "controller_in_charge": r.controller_in_charge,
+                    "late_s": r.late_s,
                     "note": r.note,
                 }
                 for r in self.faults

@@ -186,3 +186,25 @@ def test_an_application_scaled_to_zero_does_not_hold_the_deploy_wait_and_an_inac
     assert history.deployed_and_active(status_of(scaled_to_zero))
     assert not history.deployed_and_active(status_of(waiting_unit))
     assert not history.deployed_and_active(status_of({"scaled": ("unknown", [])}))
+
+
+def test_the_workloads_user_is_made_on_every_controller_too_and_on_units_added_later():
+    # seed 1, --small: slurmctld could not resolve `soak` (fetch_identity() failed) and held
+    # every job of theirs (JobHeldAdmin)
+    units = {
+        "slurmctld": ["slurmctld/0", "slurmctld/2"],
+        "login": ["login/0"],
+        "compute": ["compute/0"],
+        "scaled": ["scaled/3"],
+        "slurmdbd": ["slurmdbd/0"],
+    }
+    machines = {
+        "slurmctld/0": "m0",
+        "slurmctld/2": "m7",
+        "login/0": "m2",
+        "compute/0": "m3",
+        "scaled/3": "m9",
+        "slurmdbd/0": "m4",
+    }
+
+    assert plan.user_machines(units, machines.__getitem__) == ["m0", "m7", "m2", "m3", "m9"]
