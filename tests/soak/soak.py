@@ -247,6 +247,7 @@ class Soak:
         self.converging: list[FaultRecord] = []
         self.prepared: set[str] = set()
         self.phase = "faults"
+        self.last_update_status = time.monotonic()
         self.last_progress = 0.0
 
     # --- the loop --------------------------------------------------------------------------
@@ -295,6 +296,7 @@ class Soak:
         undo a held fault whose time is up, and time the convergence of the earlier ones."""
         with contextlib.suppress(Exception):
             self.cluster.juju.status()
+        self.fire_update_status()
         seen = self.cluster.squeue()
         if seen is not None:
             history.merge_seen(self.history, seen)
@@ -334,6 +336,16 @@ class Soak:
         self.prepare_new_machines()
         self.scan_runs()
         self.progress()
+
+    def fire_update_status(self) -> None:
+        """update-status on every unit each `update_status_interval` (300 s), as Juju's agents
+        fire it: the lab fires it only in `wait()`, which the soak does not call, and a charm
+        retries a failure (a daemon it found masked during a fault) on that next event."""
+        juju = self.cluster.juju
+        if time.monotonic() - self.last_update_status >= juju.update_status_interval:
+            self.last_update_status = time.monotonic()
+            with contextlib.suppress(Exception):
+                juju.update_status()
 
     def healthy(self) -> bool:
         return not self.unhealthy_reason()
