@@ -12,7 +12,10 @@ cluster to be healthy and every job to end; then the final checks (`history`) ru
 Run: `just soak --minutes 20 --seed 7 --rate 6` (root; the lab's charms packed: `just
 lab-pack`). `--dry-run` prints the schedule only. `--small` deploys the smaller shape (two
 controllers, one slurmdbd, one compute unit, the autoscaled application up to 1 unit) for a
-host that cannot hold the whole cluster.
+host that cannot hold the whole cluster. `--keep` leaves the lab up (its directory is printed);
+`--lab DIR` soaks again on such a kept lab without deploying (debugging only: its cluster is
+not fresh). Every `PROGRESS_EVERY_S` a line says the phase, the faults done, the jobs and what
+the loop waits for, so a run that stops moving shows where.
 """
 
 from __future__ import annotations
