@@ -1523,6 +1523,14 @@ MUTATIONS = [
         "tests/unit/soak/test_soak_units.py::"
         "test_the_workloads_user_is_made_on_every_controller_too_and_on_units_added_later",
     ),
+    Mutation(
+        "soak-own-exit-on-a-removed-node-is-a-violation",
+        "tests/soak/history.py::autoscaler_removed_busy",
+        " or (state in OWN_END and job_id in meant_to_fail)",
+        "",
+        "tests/unit/soak/test_soak_units.py::"
+        "test_a_job_failing_by_its_own_exit_on_a_node_removed_later_is_no_autoscaler_violation",
+    ),
 ]
 
 

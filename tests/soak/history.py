@@ -355,3 +355,28 @@ def deployed_and_active(status: Any) -> bool:
         and all(u.workload_status.current == "active" for u in status.get_units(name).values())
         for name in with_units
     )
+
+
+def autoscaler_removed_busy(
+    submissions: Iterable[Submission],
+    seen: Mapping[str, JobSeen],
+    final: Mapping[str, JobSeen],
+    removed: Mapping[str, float],
+) -> list[Violation]:
+    """A job that ran on a node the autoscaler removed (`removed`: node -> when) and did not
+    complete, unless it failed by its own exit (a job meant to fail, `exit_code` not 0)."""
+    meant_to_fail = {s.job_id for s in submissions if s.shape.get("exit_code")}
+    out = []
+    for job_id, job in seen.items():
+        on = sorted(job.nodes & set(removed))
+        state = final.get(job_id, job).state
+        if not on or state == DONE or (state in OWN_END and job_id in meant_to_fail):
+            continue
+        out.append(
+            Violation(
+                "the autoscaler removed a node with a job",
+                f"job {job_id} on {on} ended {state}",
+                min(removed[n] for n in on),
+            )
+        )
+    return out

@@ -630,29 +630,15 @@ class Soak:
         self.violations += found
         self.violations += history.sacct_disagreements(final, sacct or {}, now)
         self.violations += history.overlapping_runs(self.runs.values())
-        self.violations += self.autoscaler_removed_busy(final)
+        self.violations += history.autoscaler_removed_busy(
+            self.workload.submissions, self.history, final, self.autoscaled_removed
+        )
         self.violations += self.leaks(now)
         reason = self.unhealthy_reason()
         if reason:
             self.violations.append(Violation("not healthy at the end", reason, now))
         self.write_report(tally)
         return 1 if self.violations or tally.lost_unreported else 0
-
-    def autoscaler_removed_busy(self, final: dict[str, history.JobSeen]) -> list[Violation]:
-        """A job that ran on a node the autoscaler removed and did not complete."""
-        out = []
-        for job_id, seen in self.history.items():
-            removed = seen.nodes & set(self.autoscaled_removed)
-            state = final.get(job_id, seen).state
-            if removed and state != history.DONE:
-                out.append(
-                    Violation(
-                        "the autoscaler removed a node with a job",
-                        f"job {job_id} on {sorted(removed)} ended {state}",
-                        min(self.autoscaled_removed[n] for n in removed),
-                    )
-                )
-        return out
 
     def leaks(self, now: float) -> list[Violation]:
         """Every secret's content, looked for in the logs, databags, statuses and action

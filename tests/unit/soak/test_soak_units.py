@@ -208,3 +208,19 @@ def test_the_workloads_user_is_made_on_every_controller_too_and_on_units_added_l
     }
 
     assert plan.user_machines(units, machines.__getitem__) == ["m0", "m7", "m2", "m3", "m9"]
+
+
+def test_a_job_failing_by_its_own_exit_on_a_node_removed_later_is_no_autoscaler_violation():
+    # seed 1, --small: 4 jobs exited 3 on scaled-1, which the autoscaler removed once idle
+    submissions = [sub("85", 10.0, exit_code=3), sub("86", 11.0, exit_code=0)]
+    seen = {
+        "85": JobSeen("FAILED", 0, {"scaled-1"}, 40.0),
+        "86": JobSeen("NODE_FAIL", 0, {"scaled-1"}, 40.0),
+        "87": JobSeen("COMPLETED", 0, {"scaled-1"}, 40.0),
+    }
+
+    found = history.autoscaler_removed_busy(submissions, seen, seen, {"scaled-1": 90.0})
+
+    assert [(v.evidence, v.at) for v in found] == [
+        ("job 86 on ['scaled-1'] ended NODE_FAIL", 90.0)
+    ]
