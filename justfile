@@ -103,6 +103,14 @@ integration-newer *args:
     SLURM_LAB_BACKEND=lab SLURM_LAB_SUITE=forky uv run pytest tests/integration -m newer_slurm \
         --ignore tests/integration/test_vm_defaults.py {{ args }}
 
+# A seeded chaos soak on a fresh lab (issue 37; root): jobs from the login node at --rate a
+# minute while faults drawn from --seed hit every part of the cluster, invariants checked
+# throughout and at the end (tests/soak); writes build/soak-report.json, exits 1 on a
+# violation or a job lost in silence. `--dry-run` prints the schedule only; `--small` the
+# smaller cluster. A long run: `just soak --minutes 60`.
+soak *args:
+    uv run python tests/soak/soak.py {{ args }}
+
 # Benchmarks (pytest-benchmark).
 bench *args:
     uv run pytest benchmarks --benchmark-only {{ args }}

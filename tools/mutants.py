@@ -1557,6 +1557,54 @@ MUTATIONS = [
         "tests/unit/slurmd/test_health_check.py::"
         "test_node_records_in_a_newer_data_parser_leave_the_check_undecided",
     ),
+    Mutation(
+        "soak-lost-in-silence-counted-as-reported",
+        "tests/soak/history.py::_lost",
+        "    if sub.job_id not in ends.reported:\n",
+        "    if False:\n",
+        "tests/unit/soak/test_soak_units.py::"
+        "test_a_job_lost_in_silence_fails_the_run_and_a_reported_one_in_the_window_does_not",
+    ),
+    Mutation(
+        "soak-lost-saved-job-allowed",
+        "tests/soak/history.py::at_risk",
+        "0 <= t - submitted_at < SAVE_MARGIN_S",
+        "0 <= t - submitted_at",
+        "tests/unit/soak/test_soak_units.py::"
+        "test_a_job_lost_in_silence_fails_the_run_and_a_reported_one_in_the_window_does_not",
+    ),
+    Mutation(
+        "lab-leader-change-without-leader-elected",
+        "lab/src/slurm_lab/juju/commit.py::move_leadership",
+        'return app.leader, [hooks.event(app.leader, "leader_elected")]',
+        "return app.leader, []",
+        "lab/tests/test_backend_units.py::"
+        "test_a_leader_change_moves_leadership_to_the_next_unit_which_gets_leader_elected",
+    ),
+    Mutation(
+        "soak-deploy-waits-for-an-app-without-units",
+        "tests/soak/history.py::deployed_and_active",
+        "[name for name in status.apps if status.get_units(name)]",
+        "list(status.apps)",
+        "tests/unit/soak/test_soak_units.py::"
+        "test_an_application_scaled_to_zero_does_not_hold_the_deploy_wait_and_an_inactive_unit_does",
+    ),
+    Mutation(
+        "soak-user-not-on-the-controllers",
+        "tests/soak/plan.py::user_machines",
+        "for app in USER_APPS for",
+        "for app in USER_APPS[1:] for",
+        "tests/unit/soak/test_soak_units.py::"
+        "test_the_workloads_user_is_made_on_every_controller_too_and_on_units_added_later",
+    ),
+    Mutation(
+        "soak-own-exit-on-a-removed-node-is-a-violation",
+        "tests/soak/history.py::autoscaler_removed_busy",
+        " or (state in OWN_END and job_id in meant_to_fail)",
+        "",
+        "tests/unit/soak/test_soak_units.py::"
+        "test_a_job_failing_by_its_own_exit_on_a_node_removed_later_is_no_autoscaler_violation",
+    ),
 ]
 
 

@@ -386,3 +386,17 @@ def test_an_exec_whose_process_died_frees_its_unit_without_an_error(tmp_path: Pa
 
     assert unit.running is None
     assert not unit.in_error
+
+
+def test_a_leader_change_moves_leadership_to_the_next_unit_which_gets_leader_elected():
+    _, model = _model_with("a", 3, peers=False)
+
+    leader, events = commit.move_leadership(model, "a")
+
+    assert leader == model.apps["a"].leader == "a/1"
+    assert events == [{"unit": "a/1", "kind": "leader_elected"}]
+    assert commit.move_leadership(model, "a")[0] == "a/2"
+    assert commit.move_leadership(model, "a")[0] == "a/0"  # wraps around
+    _, alone = _model_with("b", 1, peers=False)
+    with pytest.raises(ValueError, match="no other unit"):
+        commit.move_leadership(alone, "b")

@@ -11,6 +11,9 @@ queue keeps changing until the kill.
 - `test_job_started_1s_before_the_kill_completes` (CI): with the charm's takeover repair
   (`src/takeover.py`) the job completes, on its first run or after one requeue, no node is left
   drained, and the new primary's status names what it repaired.
+- `test_lost_jobs_lists_exactly_the_jobs_a_killed_primary_lost` (CI, issue 37): held jobs
+  queued, the primary SIGKILLed within 2 s of the last submission; the new primary's
+  `lost-jobs` action lists exactly the ids the controller lost, none of those saved before.
 - `test_window_table` (measurement, `HA_WINDOW_TABLE=1`; `HA_WINDOW_DELAYS=0.5,1,...` and
   `HA_WINDOW_KINDS=kill,power` to choose): every delay once, a JSON line per case and a table;
   `HA_WINDOW_VECTORS=<dir>` keeps each case's `scontrol` JSON.
@@ -32,6 +35,7 @@ from deploy_helpers import deploy_slurm
 from dynamic_nodes_helpers import all_nodes_idle, job_words, poll
 from ha_helpers import (
     FaultKind,
+    all_controllers_up,
     exec_on,
     known_job_ids,
     lab_of,
@@ -52,6 +56,8 @@ AFTER = 5
 """Jobs submitted once the backup serves: does any get an id handed out before?"""
 QUIET = 6
 """Seconds without a change before each case: the state save timer (5 s) has run out."""
+LOST_SAVED, LOST_LAST = 3, 8
+"""Jobs queued before the quiet time (saved), and right before the kill (lost)."""
 DELAYS = (0.5, 1.0, 2.0, 3.0, 5.0, 7.0)
 KILL_ASKED_AT = 0.5
 """The lab's kill (mask, then SIGKILL) lands 0.1 to 0.9 s after it is asked for: about 1 s. On
@@ -342,6 +348,70 @@ def test_job_started_1s_before_the_kill_completes(cluster: jubilant.Juju):
     if casualty:
         assert case["status"].startswith("repaired after takeover: resumed compute-0"), case
         assert "released job" in case["status"], case
+
+
+def lost_jobs_listed(juju: jubilant.Juju, unit: str) -> dict[str, dict[str, Any]]:
+    """The `lost-jobs` action's entries on a controller unit, by key (`job-<id>-<submitted>`)."""
+    results = juju.run(unit, "lost-jobs").results
+    return {key: value for key, value in results.items() if key.startswith("job-")}
+
+
+def submit_held_burst(juju: jubilant.Juju, count: int) -> list[str]:
+    """Queue `count` held jobs from the login node in one command; their ids."""
+    out = exec_on(
+        juju,
+        f"for i in $(seq {count}); do sbatch --parsable --hold -p compute -N1 --mem=1 "
+        "-o /dev/null --wrap true; done",
+    )
+    return [line.split(";")[0] for line in out.split()]
+
+
+def test_lost_jobs_lists_exactly_the_jobs_a_killed_primary_lost(cluster: jubilant.Juju):
+    """Issue 37: held jobs queued, the primary SIGKILLed within 2 s of the last submission.
+
+    Jobs submitted `QUIET` s earlier are saved and must not be listed; the new primary's
+    `lost-jobs` action lists exactly the submitted ids the controller no longer knows. The
+    previous scenario leaves its primary killed and the backup's earlier finds kept: the
+    primary is brought back first and only this scenario's new entries are compared.
+    """
+    hosts = ping_hosts(cluster)
+    primary, backup = hosts[0], hosts[1]
+    if not all_controllers_up(cluster, hosts):
+        clean_up(cluster, "kill", primary, hosts)
+    backup_unit = unit_of_host(cluster.status(), "slurmctld", backup)
+    before = set(lost_jobs_listed(cluster, backup_unit))
+    saved = submit_held_burst(cluster, LOST_SAVED)
+    time.sleep(QUIET + 1)  # past the state save timer (5 s): these are saved
+    last = submit_held_burst(cluster, LOST_LAST)
+    submitted_at = time.time()
+    lab_of(cluster).fault("kill", primary)
+    killed_at = time.time()
+    poll(
+        lambda: took_control_at(cluster, backup_unit, submitted_at - 1),
+        timeout=120,
+        interval=1,
+        what=f"{backup_unit} in charge",
+    )
+    known = set(known_job_ids(cluster) or [])
+    vanished = sorted(set(saved + last) - known, key=int)
+
+    def listed_once_settled() -> list[str] | None:
+        new = {k: v for k, v in lost_jobs_listed(cluster, backup_unit).items() if k not in before}
+        return sorted((str(v["id"]) for v in new.values()), key=int) if new else None
+
+    listed = poll(listed_once_settled, timeout=300, interval=5, what="lost jobs listed")
+    time.sleep(10)  # a second look: one scan finds them all, a later one adds nothing
+    listed = listed_once_settled() or []
+    print(
+        f"\nkilled {killed_at - submitted_at:.1f} s after the last submission; "
+        f"saved {saved}, last {last}, vanished {vanished}, listed {listed}"
+    )
+
+    assert killed_at - submitted_at < 2.0
+    assert set(saved) <= known, "a job submitted 7 s before the kill was lost"
+    assert vanished, "no job vanished: the scenario proved nothing"
+    assert listed == vanished
+    clean_up(cluster, "kill", primary, hosts)
 
 
 @pytest.mark.skipif(

@@ -30,7 +30,7 @@ from jubilant import ConfigValue, ConstraintValue, Status, Task, TaskError, Wait
 
 from slurm_lab import gpu
 from slurm_lab.errors import LabError
-from slurm_lab.juju import actionparams, charms, juju_exec, lifecycle, runner
+from slurm_lab.juju import actionparams, charms, commit, juju_exec, lifecycle, runner
 from slurm_lab.juju import model as store
 from slurm_lab.juju.cos import CosCollector
 from slurm_lab.juju.engine import Controller
@@ -390,6 +390,20 @@ class LabJuju(jubilant.Juju):
         # The leader stays leader through its departure hooks; the controller elects another
         # unit when it destroys this one (`engine.Controller._destroy_unit`, `commit.drop_unit`).
         model.queue.append({"unit": unit.name, "kind": "_destroy_unit"})
+
+    def change_leader(self, app: str) -> str:
+        """Move the application's leadership to its next unit; return the new leader.
+
+        As when the leader's agent loses its lease (`commit.move_leadership`); runs the hooks.
+        """
+        with self._session():
+            target = self._app(app, "change-leader")
+            try:
+                leader, events = commit.move_leadership(self.ctl.model, target.name)
+            except ValueError as e:
+                raise cli_error("change-leader", app, message=str(e)) from None
+            self.ctl.enqueue_all(events)
+            return leader
 
     def remove_application(
         self,

@@ -305,3 +305,18 @@ def drop_unit(model: ModelState, name: str) -> tuple[Unit | None, Events]:
         if app.leader:
             events.append(hooks.event(app.leader, "leader_elected"))
     return unit, events
+
+
+def move_leadership(model: ModelState, app_name: str) -> tuple[str, Events]:
+    """Make the application's next unit (after the leader, in unit order) its leader.
+
+    What Juju does when the leader's agent loses its lease (a stalled or restarted agent):
+    another unit becomes the leader and gets leader-elected; the old leader is told nothing,
+    its next `is-leader` answers false. The new leader, and the hooks that follow.
+    """
+    app = model.apps[app_name]
+    if len(app.units) < 2:
+        raise ValueError(f"{app_name} has no other unit to lead")
+    current = app.units.index(app.leader) if app.leader in app.units else -1
+    app.leader = app.units[(current + 1) % len(app.units)]
+    return app.leader, [hooks.event(app.leader, "leader_elected")]

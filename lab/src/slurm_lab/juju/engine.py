@@ -30,6 +30,12 @@ How the lab still differs from Juju 3 (everything else is meant to match it):
   `wait()` polling, counted per `LabJuju` object, not per unit from the unit's start.
 - Hook retries: a failed hook is retried after 5 s, doubling up to 5 minutes, as Juju does; the
   next retry time is kept in the model. Retries run only while the backend is driven (above).
+- A hook due on a powered-off machine (`Lab.power_off`) is tried and fails (the machine cannot
+  run it): the unit shows `error` ("hook failed") during the outage and, once the machine is
+  back, its queue waits for the back-off retry (up to 5 minutes) before `start` runs. On Juju
+  the unit's agent is down with its machine: the unit shows its agent lost, nothing runs and
+  nothing fails, and its hooks run as soon as the machine is back. The soak's convergence
+  time after a power fault includes this back-off (issue 37).
 - Leader election: the leader keeps leadership while its departure hooks run; the new leader is
   chosen right after the old one's `remove` hook (Juju waits for the lease to expire, up to a
   minute) and then gets leader-elected. The lowest-numbered remaining unit wins.
