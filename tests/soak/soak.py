@@ -40,9 +40,10 @@ sys.path[:0] = [str(HERE), str(REPO / "tests" / "integration")]
 import history  # noqa: E402
 import jubilant  # noqa: E402
 import plan  # noqa: E402
-from conftest import charm_path, lab_usable  # noqa: E402
 from deploy_helpers import deploy_accounting, deploy_rest_api, deploy_slurm  # noqa: E402
 from history import FaultRecord, Submission, Violation  # noqa: E402
+
+from conftest import charm_path, lab_usable  # noqa: E402
 
 logger = logging.getLogger("soak")
 
