@@ -73,7 +73,11 @@ RUN_TIMEOUT = 900
 """Seconds a pytest run may take; SIGALRM ends it and the tool fails."""
 BROKEN = 70
 """A forked run's exit status when it failed before pytest could run (not a test failure)."""
-NOT_COPIED = shutil.ignore_patterns(".git", ".venv", "build", "__pycache__", ".*_cache")
+NOT_COPIED = shutil.ignore_patterns(
+    ".git", ".venv", "build", "__pycache__", ".*_cache", ".hypothesis", ".coverage", ".coverage.*"
+)
+"""Not copied for the mutants: also what the fuzz suite and coverage write while they run
+(`just test` runs the mutants beside the fuzz suite)."""
 
 
 TESTS_FAILED = 1
