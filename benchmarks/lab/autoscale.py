@@ -23,15 +23,12 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
-import importlib.util
 import logging
 import shlex
 import statistics
-import sys
 import tempfile
 import time
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import jubilant
@@ -40,7 +37,7 @@ from slurm_autoscale.decide import decide
 from slurm_autoscale.policy import parse
 from slurm_autoscale.slurm import ACTION, ACTION_WAIT, SlurmUnreadable, parse_view
 
-from .cluster import CHARMS, COMPUTE, CONTROLLER, LAB_OPTIONS, LOGIN, SETTLE, Bench
+from .cluster import CHARMS, COMPUTE, CONTROLLER, LAB_OPTIONS, LOGIN, SETTLE, Bench, load_module
 from .exporter import size_cluster, slurmctld_cpu_seconds
 
 APP = "burst"
@@ -193,17 +190,11 @@ action's own query of the pending jobs (None: the charm's QUEUE_ARGV), and scont
 the jobs that the action read before (and still reads when a reason is a description)."""
 
 
-def _scaling_view() -> ModuleType:
-    """The slurmctld charm's action module (for its squeue command), under its own name."""
-    name = "bench_lab_scaling_view"
-    if name not in sys.modules:
-        path = CHARMS / "slurmctld" / "src" / "scaling_view.py"
-        spec = importlib.util.spec_from_file_location(name, path)
-        assert spec is not None and spec.loader is not None
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module
-        spec.loader.exec_module(module)
-    return sys.modules[name]
+def _queue_argv() -> list[str]:
+    """The squeue command of the slurmctld charm's `scaling-view` action."""
+    path = CHARMS / "slurmctld" / "src" / "scaling_view.py"
+    module = load_module("bench_lab_scaling_view", path)
+    return list(module.QUEUE_ARGV)
 
 
 def comparators(bench: Bench, runs: int) -> dict[str, float]:
@@ -211,7 +202,7 @@ def comparators(bench: Bench, runs: int) -> dict[str, float]:
     `juju run` of an action that reads no Slurm (`list-backups`): a pass's floor through Juju."""
     medians: dict[str, float] = {}
     for name, given in COMPARATORS.items():
-        command = given or shlex.join(_scaling_view().QUEUE_ARGV)
+        command = given or shlex.join(_queue_argv())
         script = f"s=$(date +%s.%N); {command} >/dev/null; e=$(date +%s.%N); echo $s $e"
         times = []
         for _ in range(runs):

@@ -7,15 +7,18 @@ measurements never go through `LabJuju`'s model session while the main thread is
 from __future__ import annotations
 
 import calendar
+import importlib.util
 import logging
 import os
 import re
 import shlex
 import statistics
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import jubilant
@@ -209,6 +212,18 @@ def other_lab_machines(lab: Lab) -> int:
             continue
         others.update(a for a in argv if a.startswith(b"--machine="))
     return len(others)
+
+
+def load_module(name: str, path: Path) -> ModuleType:
+    """Import the file `path` (a charm's or a test tier's module, not a package) under `name`,
+    once per process."""
+    if name not in sys.modules:
+        spec = importlib.util.spec_from_file_location(name, path)
+        assert spec is not None and spec.loader is not None, path
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        spec.loader.exec_module(module)
+    return sys.modules[name]
 
 
 def summary(values: list[float]) -> dict[str, Any]:

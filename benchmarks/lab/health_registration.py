@@ -35,7 +35,6 @@ arms and of the difference within each pair (with less without) go to stdout and
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import os
 import statistics
@@ -43,12 +42,13 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 from hpc_libs.slurm.base import HEALTH_CHECK_PROGRAM
 from slurm_lab.errors import LabError
 from slurm_lab.machines import CHARMS_MOUNT, Lab
+
+from .cluster import load_module
 
 REPO = Path(__file__).resolve().parents[2]
 SLURM_TIER = REPO / "tests" / "slurm"
@@ -169,16 +169,6 @@ with open(args["log"], errors="replace") as log:
             result = stamp
             break
 """
-
-
-def load_module(name: str, path: Path) -> ModuleType:
-    """Import tests/slurm's module `path` (not a package) under `name`."""
-    spec = importlib.util.spec_from_file_location(name, path)
-    assert spec is not None and spec.loader is not None, path
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
 
 
 def load_avg() -> list[float]:

@@ -107,3 +107,37 @@ def test_a_lab_pack_says_in_its_manifest_it_is_not_for_ubuntu(tmp_path: Path):
 def test_the_builder_program_installs_charmcraft_where_the_lab_runs_it():
     assert f"--system-site-packages {builder.CHARMCRAFT_DIR}/venv\n" in builder._SETUP
     assert f"cat > {builder.CHARMCRAFT_LAB} <<" in builder._SETUP
+
+
+def test_a_cached_build_runs_once_replaces_older_trees_and_leaves_nothing_when_it_fails(
+    tmp_path: Path,
+):
+    builds: list[Path] = []
+
+    def build(scratch: Path) -> Path:
+        builds.append(scratch)
+        tree = scratch / "tree"
+        tree.mkdir()
+        (tree / "made").write_text("whole")
+        return tree
+
+    (tmp_path / "debs-old0").mkdir()  # an older key's tree
+    (tmp_path / "other-kept").mkdir()  # another cache's tree
+    first = builder.cached_build(tmp_path, "debs", builder.content_key("1", "a"), build)
+    again = builder.cached_build(tmp_path, "debs", builder.content_key("1", "a"), build)
+    assert first == again == tmp_path / f"debs-{builder.content_key('1', 'a')}"
+    assert len(builds) == 1 and not builds[0].exists()  # the scratch dir went
+    assert (first / "made").read_text() == "whole"
+    assert sorted(p.name for p in tmp_path.iterdir() if not p.name.startswith(".")) == sorted(
+        [first.name, "other-kept"]
+    )
+    assert builder.content_key("1", "a") != builder.content_key("1a")
+
+    def failing(scratch: Path) -> Path:
+        (scratch / "half").mkdir()
+        raise LabError("download failed")
+
+    with pytest.raises(LabError, match="download failed"):
+        builder.cached_build(tmp_path, "debs", builder.content_key("2"), failing)
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".debs-")] == []
+    assert (first / "made").exists()  # a failed build removes no older tree

@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import shutil
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -87,41 +88,42 @@ def reregister(cluster: Cluster, node: str) -> None:
     cluster.wait_for_node_state(node, "IDLE", timeout=60)
 
 
-def test_slurmd_started_by_the_charm_stops_promptly(cluster: Cluster):
-    node = "compute-0"
-    machine = cluster.computes[node]
-    assert_acts_on_sigterm(cluster, machine, main_pid(cluster, machine))
-
-    stopped = timed_stop_and_start(cluster, machine)
-
-    cluster.wait_for_node_state(node, "IDLE", timeout=60)
-    assert stopped < PROMPT_STOP_S, machine.journal("slurmd", 30)
+def started_by_the_charm(cluster: Cluster, node: str) -> str:
+    """The slurmd the charm started: its main process."""
+    return main_pid(cluster, cluster.computes[node])
 
 
-def test_slurmd_restarted_by_a_reregistration_stops_promptly(cluster: Cluster):
-    node = "compute-1"
-    machine = cluster.computes[node]
+def restarted_by_a_reregistration(cluster: Cluster, node: str) -> str:
+    """The slurmd a re-registration restarted."""
     reregister(cluster, node)
-    assert_acts_on_sigterm(cluster, machine, main_pid(cluster, machine))
-
-    stopped = timed_stop_and_start(cluster, machine)
-
-    cluster.wait_for_node_state(node, "IDLE", timeout=60)
-    assert stopped < PROMPT_STOP_S, machine.journal("slurmd", 30)
+    return main_pid(cluster, cluster.computes[node])
 
 
-def test_slurmd_reconfigured_by_slurmctld_stops_promptly(cluster: Cluster):
-    node = "compute-0"
+def reexecuted_on_reconfigure(cluster: Cluster, node: str) -> str:
+    """The slurmd that re-executed itself on `scontrol reconfigure`."""
     machine = cluster.computes[node]
     before = main_pid(cluster, machine)
     cluster.sh(cluster.controller, "scontrol", "reconfigure")
-    after = wait_for(
+    return wait_for(
         "slurmd to re-execute itself on reconfigure",
         lambda: main_pid(cluster, machine),
         lambda pid: pid != before,
         timeout=30,
     )
-    assert_acts_on_sigterm(cluster, machine, after)
+
+
+@pytest.mark.parametrize(
+    ("how", "node"),
+    [
+        (started_by_the_charm, "compute-0"),
+        (restarted_by_a_reregistration, "compute-1"),
+        (reexecuted_on_reconfigure, "compute-0"),
+    ],
+    ids=["started-by-the-charm", "restarted-by-a-reregistration", "reconfigured-by-slurmctld"],
+)
+def test_a_slurmd_stops_promptly(cluster: Cluster, how: Callable[[Cluster, str], str], node: str):
+    machine = cluster.computes[node]
+    assert_acts_on_sigterm(cluster, machine, how(cluster, node))
 
     stopped = timed_stop_and_start(cluster, machine)
 

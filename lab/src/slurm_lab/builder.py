@@ -39,7 +39,7 @@ import re
 import shutil
 import subprocess
 import tempfile
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -52,6 +52,7 @@ logger = logging.getLogger(__name__)
 #: Bump when the builder layer's recipe (`_SETUP`, the wrapper) changes.
 BUILDER_VERSION = 1
 PACK_TIMEOUT = 900
+DOWNLOAD_TIMEOUT = 900
 CHARMCRAFT_DIR = "/opt/charmcraft"
 CHARMCRAFT_LAB = f"{CHARMCRAFT_DIR}/charmcraft-lab"
 MACHINE_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
@@ -96,6 +97,67 @@ def locked(path: Path) -> Iterator[None]:
     with path.open("a") as handle:
         fcntl.flock(handle, fcntl.LOCK_EX)
         yield
+
+
+def content_key(*parts: str) -> str:
+    """Hash what decides a cached build's content, short enough for a directory name."""
+    digest = hashlib.sha256()
+    for part in parts:
+        digest.update(part.encode() + b"\0")
+    return digest.hexdigest()[:16]
+
+
+def cached_build(cache: Path, name: str, key: str, build: Callable[[Path], Path]) -> Path:
+    """Return `<cache>/<name>-<key>`, built once under a lock.
+
+    `build(scratch)` makes the tree inside a scratch dir of the cache's filesystem and returns
+    it; it is renamed into place whole, so a reader never sees half a tree. Older
+    `<name>-*` trees go after.
+    """
+    target = cache / f"{name}-{key}"
+    if target.is_dir():
+        return target
+    with locked(cache / f".{name}.lock"):
+        if target.is_dir():
+            return target
+        scratch = Path(tempfile.mkdtemp(prefix=f".{name}-", dir=cache))
+        try:
+            build(scratch).rename(target)
+        finally:
+            shutil.rmtree(scratch, ignore_errors=True)
+        for old in cache.glob(f"{name}-*"):
+            if old != target:
+                shutil.rmtree(old, ignore_errors=True)
+    return target
+
+
+def download_debs(
+    suite: str, script: str, packages: Sequence[str], out: Path, scratch: Path, *, what: str
+) -> str:
+    """Download `packages` into `out` with `script`; return its output.
+
+    The script runs in a one-command container of `suite`'s base on the host's network, with
+    `out` bound at /out as apt's archive dir and the Debian archive as its first argument;
+    `what` names the packages in the error. apt's leftovers in `out` (`partial`, `lock`) are
+    removed, so `out` holds only packages.
+    """
+    base = rootfs.ensure_base(suite=suite)
+    read_only, env = host_tls()
+    with overlay([base], scratch) as root:
+        result = nspawn(
+            root,
+            script,
+            args=[rootfs.debian_mirror(), *packages],
+            binds={out: "/out"},
+            read_only=read_only,
+            env=env,
+            network=True,
+            timeout=DOWNLOAD_TIMEOUT,
+        )
+    succeeded(result, f"cannot download {what}")
+    shutil.rmtree(out / "partial", ignore_errors=True)
+    (out / "lock").unlink(missing_ok=True)
+    return result.stdout
 
 
 @contextlib.contextmanager
@@ -184,17 +246,14 @@ def _network_env(uv: Path) -> tuple[dict[Path, str], dict[Path, str], dict[str, 
 
 def builder_key(suite: str, charmcraft: Charmcraft, uv: Path) -> str:
     """Hash what decides the builder layer's content (base recipe, charmcraft, uv, recipe)."""
-    digest = hashlib.sha256()
-    for part in (
+    return content_key(
         str(BUILDER_VERSION),
         rootfs.recipe_hash(suite),
         charmcraft.version,
         charmcraft.constraints.read_text(),
         _uv_version(uv),
         _SETUP,
-    ):
-        digest.update(part.encode() + b"\0")
-    return digest.hexdigest()[:16]
+    )
 
 
 def ensure_builder(suite: str, charmcraft: Charmcraft) -> Path:

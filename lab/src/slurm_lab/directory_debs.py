@@ -13,7 +13,6 @@ with `apt-get install <files>` (no network, no index: apt resolves the set among
 
 from __future__ import annotations
 
-import hashlib
 import shutil
 import tempfile
 from pathlib import Path
@@ -31,60 +30,25 @@ CLIENT_PACKAGES = ("sssd-ldap", "libnss-sss", "libpam-sss")
 PACKAGES = SERVER_PACKAGES + CLIENT_PACKAGES
 SHARED_DIR = "directory-debs"
 """The packages' directory under the lab's shared dir (`/lab/shared/<SHARED_DIR>`)."""
-DOWNLOAD_TIMEOUT = 900
 
 _DOWNLOAD = programs.text("debs-download.sh")
 
 
-def _key() -> str:
-    digest = hashlib.sha256()
-    for part in (str(DEBS_VERSION), rootfs.recipe_hash(SUITE), _DOWNLOAD, *PACKAGES):
-        digest.update(part.encode() + b"\0")
-    return digest.hexdigest()[:16]
-
-
 def ensure_debs() -> Path:
     """Return the cached directory of .deb files, downloading them if needed."""
-    cache = rootfs.cache_dir()
-    target = cache / f"debs-directory-{_key()}"
-    if target.is_dir():
-        return target
-    with builder.locked(cache / ".debs.lock"):
-        if target.is_dir():
-            return target
-        scratch = Path(tempfile.mkdtemp(prefix=".debs-", dir=cache))
-        try:
-            out = scratch / "debs"
-            out.mkdir()
-            _download(out, scratch / "overlay")
-            out.rename(target)
-        finally:
-            shutil.rmtree(scratch, ignore_errors=True)
-        for old in cache.glob("debs-directory-*"):
-            if old != target:
-                shutil.rmtree(old, ignore_errors=True)
-    return target
+    key = builder.content_key(str(DEBS_VERSION), rootfs.recipe_hash(SUITE), _DOWNLOAD, *PACKAGES)
+    return builder.cached_build(rootfs.cache_dir(), "debs-directory", key, _downloaded)
 
 
-def _download(out: Path, scratch: Path) -> None:
-    base = rootfs.ensure_base(suite=SUITE)
-    read_only, env = builder.host_tls()
-    with builder.overlay([base], scratch) as root:
-        result = builder.nspawn(
-            root,
-            _DOWNLOAD,
-            args=[rootfs.debian_mirror(), *PACKAGES],
-            binds={out: "/out"},
-            read_only=read_only,
-            env=env,
-            network=True,
-            timeout=DOWNLOAD_TIMEOUT,
-        )
-    builder.succeeded(result, "cannot download the directory packages")
-    shutil.rmtree(out / "partial", ignore_errors=True)
-    (out / "lock").unlink(missing_ok=True)
+def _downloaded(scratch: Path) -> Path:
+    out = scratch / "debs"
+    out.mkdir()
+    output = builder.download_debs(
+        SUITE, _DOWNLOAD, PACKAGES, out, scratch / "overlay", what="the directory packages"
+    )
     if not any(out.glob("sssd-ldap_*.deb")) or not any(out.glob("slapd_*.deb")):
-        raise LabError(f"apt downloaded no slapd or sssd-ldap:\n{result.stdout}")
+        raise LabError(f"apt downloaded no slapd or sssd-ldap:\n{output}")
+    return out
 
 
 def publish(shared_dir: Path) -> str:

@@ -26,10 +26,8 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
-import shutil
 import subprocess
 import sys
-import tempfile
 import time
 from email.utils import formatdate
 from pathlib import Path
@@ -62,7 +60,6 @@ SLURM_PACKAGES = (
 MIRROR_ADDRESS = "10.151.0.1"
 MIRROR_PORT = 80
 SERVE_TIMEOUT = 10.0
-DOWNLOAD_TIMEOUT = 900
 #: The pin for a full forky mirror: Slurm and the libraries it needs newer, nothing else.
 PIN_EXAMPLE = """\
 Package: *
@@ -84,56 +81,28 @@ def source_line(address: str = MIRROR_ADDRESS) -> str:
     return f"deb [trusted=yes] http://{address}/debian {SUITE} {COMPONENT}"
 
 
-def _key() -> str:
-    digest = hashlib.sha256()
-    for part in (str(MIRROR_VERSION), rootfs.recipe_hash(FROM_SUITE), _DOWNLOAD, *SLURM_PACKAGES):
-        digest.update(part.encode() + b"\0")
-    return digest.hexdigest()[:16]
-
-
 def ensure_repository() -> Path:
     """Return the cached mirror tree (its `debian` dir is served), building it if needed."""
-    cache = rootfs.cache_dir()
-    tree = cache / f"mirror-{SUITE}-{_key()}"
-    if tree.is_dir():
-        return tree
-    with builder.locked(cache / ".mirror.lock"):
-        if tree.is_dir():
-            return tree
-        scratch = Path(tempfile.mkdtemp(prefix=".mirror-", dir=cache))
-        try:
-            pool = scratch / "tree/debian/pool" / COMPONENT
-            pool.mkdir(parents=True)
-            _download(pool, scratch / "overlay")
-            _write_indexes(scratch / "tree/debian")
-            (scratch / "tree").rename(tree)
-        finally:
-            shutil.rmtree(scratch, ignore_errors=True)
-        for old in cache.glob(f"mirror-{SUITE}-*"):
-            if old != tree:
-                shutil.rmtree(old, ignore_errors=True)
-    return tree
+    key = builder.content_key(
+        str(MIRROR_VERSION), rootfs.recipe_hash(FROM_SUITE), _DOWNLOAD, *SLURM_PACKAGES
+    )
+    return builder.cached_build(rootfs.cache_dir(), f"mirror-{SUITE}", key, _built)
+
+
+def _built(scratch: Path) -> Path:
+    pool = scratch / "tree/debian/pool" / COMPONENT
+    pool.mkdir(parents=True)
+    _download(pool, scratch / "overlay")
+    _write_indexes(scratch / "tree/debian")
+    return scratch / "tree"
 
 
 def _download(pool: Path, scratch: Path) -> None:
-    base = rootfs.ensure_base(suite=FROM_SUITE)
-    read_only, env = builder.host_tls()
-    with builder.overlay([base], scratch) as root:
-        result = builder.nspawn(
-            root,
-            _DOWNLOAD,
-            args=[rootfs.debian_mirror(), *SLURM_PACKAGES],
-            binds={pool: "/out"},
-            read_only=read_only,
-            env=env,
-            network=True,
-            timeout=DOWNLOAD_TIMEOUT,
-        )
-    builder.succeeded(result, f"cannot download {SUITE}'s Slurm packages")
-    shutil.rmtree(pool / "partial", ignore_errors=True)
-    (pool / "lock").unlink(missing_ok=True)
+    output = builder.download_debs(
+        FROM_SUITE, _DOWNLOAD, SLURM_PACKAGES, pool, scratch, what=f"{SUITE}'s Slurm packages"
+    )
     if not any(pool.glob("slurmd_*.deb")):
-        raise LabError(f"{SUITE} offers no newer slurmd than {FROM_SUITE}:\n{result.stdout}")
+        raise LabError(f"{SUITE} offers no newer slurmd than {FROM_SUITE}:\n{output}")
 
 
 def _stanza(deb: Path, root: Path) -> str:
