@@ -1609,6 +1609,14 @@ MUTATIONS = [
         "tests/unit/soak/test_soak_units.py::"
         "test_a_job_failing_by_its_own_exit_on_a_node_removed_later_is_no_autoscaler_violation",
     ),
+    Mutation(
+        "masked-unit-reported-by-an-older-runs-journal",
+        "libs/hpc_libs/src/hpc_libs/machine/systemd.py::Service._change",
+        "_refusal(e.stderr, verb, self.name) or journal_reason(self.name)",
+        "journal_reason(self.name)",
+        "tests/unit/hpc_libs/test_machine.py::"
+        "test_a_masked_unit_is_reported_as_masked_not_by_an_older_runs_journal",
+    ),
 ]
 
 

@@ -228,6 +228,21 @@ def test_a_service_that_cannot_start_carries_its_journal_reason(fake_run: FakeRu
     ]
 
 
+def test_a_masked_unit_is_reported_as_masked_not_by_an_older_runs_journal(
+    fake_run: FakeRun,
+) -> None:
+    masked = "Failed to start slurmd.service: Unit slurmd.service is masked."
+    fake_run.on("systemctl", "start", stderr=masked, returncode=1)
+    fake_run.on("journalctl", stdout="slurmd: error: System GPU detection failed\n")
+
+    with pytest.raises(ServiceError) as caught:
+        systemd.Service("slurmd").start()
+
+    assert caught.value.status_message() == (
+        "slurmd cannot start: Unit slurmd.service is masked."
+    )
+
+
 def test_a_start_refused_for_starting_too_often_is_tried_once_more_after_reset_failed(
     fake_run: FakeRun,
 ) -> None:

@@ -142,7 +142,7 @@ class Service:
         try:
             self._run(verb)
         except ServiceError as e:
-            reason = journal_reason(self.name)
+            reason = _refusal(e.stderr, verb, self.name) or journal_reason(self.name)
             if reason is None:
                 raise
             logger.warning("%s failed: %s", " ".join(e.command or []), e.stderr.strip())
@@ -222,6 +222,20 @@ def journal_reason(unit: str, *, lines: int = JOURNAL_LINES) -> str | None:
         found = [line for line in recent if marker in line]
         if found:
             return found[-1][found[-1].index(marker) :]
+    return None
+
+
+def _refusal(stderr: str, verb: str, unit: str) -> str | None:
+    """Return systemd's refusal to run the job at all, from systemctl's `stderr`.
+
+    "Failed to start slurmd.service: Unit slurmd.service is masked." means the daemon never
+    ran: its journal holds only an earlier run's reason, which would name the wrong cause.
+    None when systemd ran the job and the daemon failed ("Job for slurmd.service failed").
+    """
+    prefix = f"Failed to {verb} {unit}"
+    for line in stderr.split("\n"):
+        if line.startswith(prefix) and ": " in line:
+            return line.split(": ", 1)[1].strip()
     return None
 
 
