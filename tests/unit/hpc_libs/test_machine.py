@@ -238,9 +238,7 @@ def test_a_masked_unit_is_reported_as_masked_not_by_an_older_runs_journal(
     with pytest.raises(ServiceError) as caught:
         systemd.Service("slurmd").start()
 
-    assert caught.value.status_message() == (
-        "slurmd cannot start: Unit slurmd.service is masked."
-    )
+    assert caught.value.status_message() == ("slurmd cannot start: Unit slurmd.service is masked.")
 
 
 def test_a_start_refused_for_starting_too_often_is_tried_once_more_after_reset_failed(
