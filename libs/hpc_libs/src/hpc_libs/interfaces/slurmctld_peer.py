@@ -18,7 +18,13 @@ the leader only, never in one unit's StoredState:
 * `rollouts`: each rolling rebuild the leader started, one object per partition: the
   partition, when it started (`since`, epoch seconds), whether it upgrades, and the jobs it
   submitted as root (`jobs`: one `{id, node}` per node). The charm acts (hold, cancel) on these
-  ids only, never on an id it read back from Slurm's output, where users' text can forge one.
+  ids only, never on an id it read back from Slurm's output, where users' text can forge one;
+* `accounts_managed`: the QoS, accounts and users the `accounts` document managed in slurmdbd
+  (`{"qos": [...], "accounts": [...], "users": [...]}`, names sorted), written only once
+  `sacctmgr` applied them: the union of what every successful reconcile applied since, so a
+  name a later document drops is still known as managed and removed (`hpc_libs.slurm.accounts`).
+  Absent: nothing managed yet. A value that does not parse is logged and read as absent, so
+  nothing is removed on its word.
 
 Every field is optional and JSON-encoded under its own key (`ops.Relation.save`). An entry
 that does not parse (or breaks Slurm's grammar) is logged and skipped; the rest is read.
@@ -53,6 +59,7 @@ from hpc_libs.interfaces.base import (
     bounded_text,
 )
 from hpc_libs.slurm import grammar
+from hpc_libs.slurm.accounts import Managed
 from hpc_libs.slurm.partition import PartitionSpec, node_set
 
 logger = logging.getLogger(__name__)
@@ -120,6 +127,25 @@ class Rollout(DatabagModel):
         return [(job.id, job.node) for job in self.jobs or () if job.id is not None and job.node]
 
 
+class AccountsManaged(DatabagModel):
+    """The names the `accounts` document managed in slurmdbd, as last applied."""
+
+    qos: list[str] = Field(default_factory=list[str])
+    accounts: list[str] = Field(default_factory=list[str])
+    users: list[str] = Field(default_factory=list[str])
+
+    @classmethod
+    def of(cls, managed: Managed) -> "AccountsManaged":
+        """Return the record of `managed` (names sorted, so an equal set writes equal text)."""
+        return cls(
+            qos=sorted(managed.qos), accounts=sorted(managed.accounts), users=sorted(managed.users)
+        )
+
+    def managed(self) -> Managed:
+        """Return the names as the library's `Managed`, each checked (ValueError if one is bad)."""
+        return Managed.from_json(self.model_dump_json())
+
+
 class ControllerSlot(DatabagModel):
     """One controller unit in the join order."""
 
@@ -158,6 +184,7 @@ class SlurmctldPeerData(DatabagModel):
     native_metrics: bool | None = None
     upgrade_slurmctld_timeout: int | None = None
     rollouts: list[Rollout] | None = None
+    accounts_managed: AccountsManaged | None = None
 
     def served(self) -> dict[str, PartitionEntry]:
         """Return the partitions the leader serves (retiring ones included), by name."""
@@ -188,6 +215,18 @@ class SlurmctldPeerData(DatabagModel):
             return value
         logger.warning("skipping invalid upgrade_slurmctld_timeout %r", value)
         return None
+
+    @field_validator("accounts_managed", mode="before")
+    @classmethod
+    def _accounts_managed(cls, value: Any) -> Any:
+        if value is None or isinstance(value, AccountsManaged):
+            return value
+        try:
+            AccountsManaged.model_validate(value).managed()
+        except ValueError as e:  # pydantic's ValidationError is one, as is Managed's refusal.
+            logger.warning("skipping invalid accounts_managed: %s", e)
+            return None
+        return value
 
 
 MIN_SLURMCTLD_TIMEOUT = 2
