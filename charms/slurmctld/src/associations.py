@@ -6,23 +6,28 @@ leader, whenever slurmctld accounts to slurmdbd and a document is set, each reco
 
 1. reads what slurmdbd holds (`sacctmgr show`, a few commands) and the associations with
    running or pending jobs;
-2. says what differs from the document for the names it manages (drift: a hand-made change,
-   shown in the status and by the `accounts-diff` action);
+2. finds what differs from the document for the names it manages (drift: a hand-made
+   change, below; the `accounts-diff` action shows every difference);
 3. plans and applies the difference (`sacctmgr --immediate`), in the library's safe order;
    no command runs when nothing differs. A removal of an association with jobs is held (a
    status line) and retried by a later event;
-4. records in the peer APP databag (`accounts_managed`, so a new leader knows it) the names
-   it manages: the document's, and those a former document managed that slurmdbd still
-   holds (held removals), read back after the apply. Only after the apply succeeded: a
-   failed `sacctmgr` (slurmdbd down, a refusal) is a status quoting it, nothing is
-   recorded, and the next event (update-status at the latest) tries again from what
-   slurmdbd then holds.
+4. records in the peer APP databag (so a new leader knows it) the names it manages
+   (`accounts_managed`: the document's, and those a former document managed that slurmdbd
+   still holds, held removals, read back after the apply) and the digest of the document
+   applied (`accounts_applied`). Only after the apply succeeded: a failed `sacctmgr`
+   (slurmdbd down, a refusal) is a status quoting it, nothing is recorded, and the next
+   event (update-status at the latest) tries again from what slurmdbd then holds.
+
+Drift (step 2) is what differs while the document is the one last applied in full (its
+digest recorded): then only a hand-made change can differ, and the status says what the
+reconcile put back. After a new document, what differs is the document's own change.
 
 With a document and slurmdbd, slurm.conf enforces the associations, limits and QoS
 (`conf_settings`); without a document it enforces nothing (`AccountingStorageEnforce` with no
 associations would refuse every job), and what slurmdbd holds is left as it is.
 """
 
+import hashlib
 import logging
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -57,6 +62,11 @@ def remembered(memory: SlurmctldPeerData) -> Managed:
     """Return what the leader recorded as managed (nothing, when nothing was recorded)."""
     record = memory.accounts_managed
     return record.managed() if record is not None else Managed()
+
+
+def digest(document: Document) -> str:
+    """Digest the checked document (its canonical form: YAML layout and comments aside)."""
+    return hashlib.sha256(document.model_dump_json().encode()).hexdigest()
 
 
 def still_held(managed: Managed, state: State) -> Managed:
@@ -100,19 +110,19 @@ class Associations(ops.Object):
         """This dispatch's outcome (None: the reconcile did not run or had nothing to do)."""
         charm.framework.observe(charm.on.accounts_diff_action, self._on_accounts_diff)
 
-    def reconcile(self, facts: Facts) -> AccountsManaged | None:
-        """Apply the document (leader, slurmdbd there); return the record to remember.
+    def reconcile(self, facts: Facts) -> dict[str, Any] | None:
+        """Apply the document (slurmdbd there); return what the peer memory records of it.
 
-        None: nothing to record (no document, not the leader, no slurmdbd, or it failed).
+        The charm calls it on the leader's path only, once slurm.conf accounts to slurmdbd.
+        None: nothing to record (no document, no slurmdbd, or sacctmgr failed).
         """
         document = facts.config.accounts
-        if not facts.leader or document is None or not facts.dbds:
+        if document is None or not facts.dbds:
             return None
         sacctmgr = Sacctmgr()
         try:
             previously = remembered(facts.memory)
             state = sacctmgr.read()
-            drift = accounts.drift(document, state, previously)
             plan = accounts.plan(
                 document,
                 state,
@@ -120,6 +130,9 @@ class Associations(ops.Object):
                 busy=sacctmgr.busy(),
                 prune_unmanaged=facts.config.accounts_prune_unmanaged,
             )
+            # Unchanged since it was applied in full: what differs was changed by hand.
+            unchanged = facts.memory.accounts_applied == digest(document)
+            drift = accounts.drift(document, state, previously) if unchanged else ()
             if plan.changes:
                 sacctmgr.apply(plan)
                 state = sacctmgr.read()
@@ -129,13 +142,18 @@ class Associations(ops.Object):
             logger.warning("accounts not applied (the next event tries again): %s", reason)
             self.outcome = Outcome(failure=reason)
             return None
-        self.outcome = Outcome(held=plan.held, drift=drift)
-        return AccountsManaged.of(document.managed().union(still_held(previously, state)))
+        self.outcome = Outcome(held=plan.held, drift=drift if plan.changes else ())
+        managed = document.managed().union(still_held(previously, state))
+        return {
+            "accounts_managed": AccountsManaged.of(managed),
+            "accounts_applied": digest(document),
+        }
 
     def statuses(self, facts: Facts) -> Iterator[ops.StatusBase]:
         """Say why the document is not applied, which removals wait, what was put back."""
+        del facts  # What this dispatch's reconcile found is the fact.
         outcome = self.outcome
-        if not facts.leader or outcome is None:
+        if outcome is None:
             return
         if outcome.failure is not None:
             yield ops.BlockedStatus(f"accounts not applied: {outcome.failure}")

@@ -199,9 +199,8 @@ class SlurmctldCharm(SlurmCharm[SlurmctldConfig]):
         srun_ports = overrides.srun_port_range(config.slurm_conf_parameters)
         self.daemons.publish(keys.auth_secret, serving, facts.served, config_digest, srun_ports)
         self.accounting.reconcile(facts)
-        if (managed := self.associations.reconcile(facts)) is not None:
-            memory = self.facts(config).memory
-            self._remember(memory.model_copy(update={"accounts_managed": managed}))
+        if (applied := self.associations.reconcile(facts)) is not None:
+            self._remember(self.facts(config).memory.model_copy(update=applied))
         self.auth_rotation.reconcile(facts)
         if (kept := self.rebuild.reconcile(self.facts(config))) is not None:
             self._remember(kept)
@@ -226,8 +225,8 @@ class SlurmctldCharm(SlurmCharm[SlurmctldConfig]):
             (self.applied.statuses, True),  # 6. slurmctld not running
             (self.retirement.statuses, False),  # 7. the leader's: retiring,
             (self.native_metrics.statuses, False),  # native metrics held,
-            (self.accounting.statuses, False),  # accounting's target,
             (self.associations.statuses, False),  # the accounts document,
+            (self.accounting.statuses, False),  # accounting's target,
             (self.partitions.statuses, False),  # the default partition,
             (self.rebuild.statuses, False),  # the rollouts,
             (self.auth_rotation.statuses, False),  # the key rotation

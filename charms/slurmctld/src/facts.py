@@ -99,6 +99,7 @@ class Facts:
             upgrade_slurmctld_timeout=memory.upgrade_slurmctld_timeout,
             rollouts=memory.rollouts,
             accounts_managed=memory.accounts_managed,
+            accounts_applied=memory.accounts_applied,
         )
 
     def remembering(self, memory: SlurmctldPeerData) -> "Facts":

@@ -24,7 +24,10 @@ the leader only, never in one unit's StoredState:
   `sacctmgr` applied them: the union of what every successful reconcile applied since, so a
   name a later document drops is still known as managed and removed (`hpc_libs.slurm.accounts`).
   Absent: nothing managed yet. A value that does not parse is logged and read as absent, so
-  nothing is removed on its word.
+  nothing is removed on its word;
+* `accounts_applied`: the digest (64 hex digits) of the `accounts` document last applied in
+  full, written with `accounts_managed`: while the document is unchanged, what slurmdbd holds
+  that differs from it was changed by hand. Anything else is logged and read as absent.
 
 Every field is optional and JSON-encoded under its own key (`ops.Relation.save`). An entry
 that does not parse (or breaks Slurm's grammar) is logged and skipped; the rest is read.
@@ -45,6 +48,7 @@ entries published to the daemons (`HostEntry`); a unit whose data breaks it is n
 """
 
 import logging
+import re
 from typing import Annotated, Any, cast
 
 import ops
@@ -64,6 +68,8 @@ from hpc_libs.slurm.partition import PartitionSpec, node_set
 
 logger = logging.getLogger(__name__)
 
+_DIGEST = re.compile(r"[0-9a-f]{64}")
+"""A sha256 digest in hex (`accounts_applied`)."""
 MAX_EPOCH = 1 << 40
 """A time far beyond any real clock, in seconds: bounds `since`."""
 
@@ -185,6 +191,7 @@ class SlurmctldPeerData(DatabagModel):
     upgrade_slurmctld_timeout: int | None = None
     rollouts: list[Rollout] | None = None
     accounts_managed: AccountsManaged | None = None
+    accounts_applied: str | None = None
 
     def served(self) -> dict[str, PartitionEntry]:
         """Return the partitions the leader serves (retiring ones included), by name."""
@@ -227,6 +234,14 @@ class SlurmctldPeerData(DatabagModel):
             logger.warning("skipping invalid accounts_managed: %s", e)
             return None
         return value
+
+    @field_validator("accounts_applied", mode="before")
+    @classmethod
+    def _accounts_applied(cls, value: Any) -> Any:
+        if value is None or (isinstance(value, str) and _DIGEST.fullmatch(value)):
+            return value
+        logger.warning("skipping invalid accounts_applied %r: not a sha256 hex digest", value)
+        return None
 
 
 MIN_SLURMCTLD_TIMEOUT = 2
