@@ -1613,106 +1613,123 @@ MUTATIONS = [
         "accounts-bad-document-accepted",
         "charms/slurmctld/src/config.py::_accounts_document",
         "        return Document.parse(value)\n    except DocumentError as e:\n",
-        "        return Document.parse(value)\n    except DocumentError as e:\n        return None\n",
-        "tests/unit/slurmctld/test_associations.py::test_a_bad_document_blocks_naming_the_key_and_nothing_is_applied",
+        "        return Document.parse(value)\n    except DocumentError as e:\n        return "
+        "None\n",
+        "tests/unit/slurmctld/test_associations.py::test_a_bad_document_blocks_naming_the_key_"
+        "and_nothing_is_applied",
     ),
     Mutation(
         "accounts-reconciled-without-slurmdbd",
         "charms/slurmctld/src/associations.py::Associations.reconcile",
         "if document is None or not facts.dbds:",
         "if document is None:",
-        "tests/unit/slurmctld/test_associations.py::test_without_slurmdbd_the_document_waits_and_nothing_is_enforced",
+        "tests/unit/slurmctld/test_associations.py::test_without_slurmdbd_the_document_waits_"
+        "and_nothing_is_enforced",
     ),
     Mutation(
         "accounts-recorded-though-sacctmgr-failed",
         "charms/slurmctld/src/associations.py::Associations.reconcile",
         "self.outcome = Outcome(failure=reason)\n            return None",
-        'self.outcome = Outcome(failure=reason)\n            return {"accounts_managed": AccountsManaged.of(document.managed())}',
-        "tests/unit/slurmctld/test_associations.py::test_slurmdbd_down_is_a_status_quoting_sacctmgr_retried_by_update_status",
+        'self.outcome = Outcome(failure=reason)\n            return {"accounts_managed": '
+        "AccountsManaged.of(document.managed())}",
+        "tests/unit/slurmctld/test_associations.py::test_slurmdbd_down_is_a_status_quoting_"
+        "sacctmgr_retried_by_update_status",
     ),
     Mutation(
         "accounts-enforced-without-document",
         "charms/slurmctld/src/associations.py::conf_settings",
         "if config.accounts is None or not dbds:",
         "if not dbds:",
-        "tests/unit/slurmctld/test_associations.py::test_without_a_document_slurmdbd_is_left_alone_and_nothing_is_enforced",
+        "tests/unit/slurmctld/test_associations.py::test_without_a_document_slurmdbd_is_left_"
+        "alone_and_nothing_is_enforced",
     ),
     Mutation(
         "accounts-enforced-without-slurmdbd",
         "charms/slurmctld/src/associations.py::conf_settings",
         "if config.accounts is None or not dbds:",
         "if config.accounts is None:",
-        "tests/unit/slurmctld/test_associations.py::test_without_slurmdbd_the_document_waits_and_nothing_is_enforced",
+        "tests/unit/slurmctld/test_associations.py::test_without_slurmdbd_the_document_waits_"
+        "and_nothing_is_enforced",
     ),
     Mutation(
         "accounts-operator-enforce-items-dropped",
         "charms/slurmctld/src/overrides.py::COMBINED",
         '    "accountingstorageenforce": _union,\n',
         "",
-        "tests/unit/slurmctld/test_associations.py::test_the_operators_enforce_items_are_added_to_the_charms",
+        "tests/unit/slurmctld/test_associations.py::test_the_operators_enforce_items_are_added_"
+        "to_the_charms",
     ),
     Mutation(
         "accounts-record-dropped-by-the-peer-memory",
         "charms/slurmctld/src/facts.py::Facts.remembered",
         "            accounts_managed=memory.accounts_managed,\n",
         "",
-        "tests/unit/slurmctld/test_associations.py::test_the_record_survives_a_reconcile_that_could_not_apply",
+        "tests/unit/slurmctld/test_associations.py::test_the_record_survives_a_reconcile_that_"
+        "could_not_apply",
     ),
     Mutation(
         "accounts-held-removal-forgotten",
         "charms/slurmctld/src/associations.py::Associations.reconcile",
         "document.managed().union(still_held(previously, state))",
         "document.managed()",
-        "tests/unit/slurmctld/test_associations.py::test_a_removal_held_by_jobs_is_a_status_line_and_stays_managed",
+        "tests/unit/slurmctld/test_associations.py::test_a_removal_held_by_jobs_is_a_status_"
+        "line_and_stays_managed",
     ),
     Mutation(
         "accounts-removed-user-still-managed",
         "charms/slurmctld/src/associations.py::still_held",
         "managed.users & state.users.keys()",
         "managed.users",
-        "tests/unit/slurmctld/test_associations.py::test_a_user_a_former_document_managed_is_removed",
+        "tests/unit/slurmctld/test_associations.py::test_a_user_a_former_document_managed_is_"
+        "removed",
     ),
     Mutation(
         "accounts-record-ignored",
         "charms/slurmctld/src/associations.py::Associations.reconcile",
         "previously = remembered(facts.memory)",
         "previously = Managed()",
-        "tests/unit/slurmctld/test_associations.py::test_a_user_a_former_document_managed_is_removed",
+        "tests/unit/slurmctld/test_associations.py::test_a_user_a_former_document_managed_is_"
+        "removed",
     ),
     Mutation(
         "accounts-prune-option-ignored",
         "charms/slurmctld/src/associations.py::Associations.reconcile",
         "prune_unmanaged=facts.config.accounts_prune_unmanaged",
         "prune_unmanaged=False",
-        "tests/unit/slurmctld/test_associations.py::test_prune_unmanaged_removes_a_user_no_document_managed",
+        "tests/unit/slurmctld/test_associations.py::test_prune_unmanaged_removes_a_user_no_"
+        "document_managed",
     ),
     Mutation(
         "accounts-new-document-called-drift",
         "charms/slurmctld/src/associations.py::Associations.reconcile",
         "unchanged = facts.memory.accounts_applied == digest(document)",
         "unchanged = True",
-        "tests/unit/slurmctld/test_associations.py::test_what_a_new_document_changes_is_no_hand_made_change",
+        "tests/unit/slurmctld/test_associations.py::test_what_a_new_document_changes_is_no_"
+        "hand_made_change",
     ),
     Mutation(
         "accounts-drift-not-said",
         "charms/slurmctld/src/associations.py::Associations.statuses",
         "        if outcome.drift:\n",
         "        if False:\n",
-        "tests/unit/slurmctld/test_associations.py::test_a_hand_made_change_is_a_status_line_and_put_back",
+        "tests/unit/slurmctld/test_associations.py::test_a_hand_made_change_is_a_status_line_"
+        "and_put_back",
     ),
     Mutation(
         "accounts-held-removal-not-said",
         "charms/slurmctld/src/associations.py::Associations.statuses",
         "        if outcome.held:\n",
         "        if False:\n",
-        "tests/unit/slurmctld/test_associations.py::test_a_removal_held_by_jobs_is_a_status_line_and_stays_managed",
+        "tests/unit/slurmctld/test_associations.py::test_a_removal_held_by_jobs_is_a_status_"
+        "line_and_stays_managed",
     ),
     Mutation(
         "accounts-failure-not-blocked",
         "charms/slurmctld/src/associations.py::Associations.statuses",
         'yield ops.BlockedStatus(f"accounts not applied: {outcome.failure}")',
         'yield ops.ActiveStatus(f"accounts not applied: {outcome.failure}")',
-        "tests/unit/slurmctld/test_associations.py::test_slurmdbd_down_is_a_status_quoting_sacctmgr_retried_by_update_status",
+        "tests/unit/slurmctld/test_associations.py::test_slurmdbd_down_is_a_status_quoting_"
+        "sacctmgr_retried_by_update_status",
     ),
     Mutation(
         "accounts-empty-plan-applied",
@@ -1724,23 +1741,30 @@ MUTATIONS = [
     Mutation(
         "accounts-status-behind-accountings",
         "charms/slurmctld/src/charm.py::SlurmctldCharm._status_order",
-        "            (self.associations.statuses, False),  # the accounts document,\n            (self.accounting.statuses, False),  # accounting's target,\n",
-        "            (self.accounting.statuses, False),  # accounting's target,\n            (self.associations.statuses, False),  # the accounts document,\n",
-        "tests/unit/slurmctld/test_associations.py::test_a_removal_held_by_jobs_is_a_status_line_and_stays_managed",
+        "            (self.associations.statuses, False),  # the accounts document,\n          "
+        "  (self.accounting.statuses, False),  # accounting's target,\n",
+        "            (self.accounting.statuses, False),  # accounting's target,\n            "
+        "(self.associations.statuses, False),  # the accounts document,\n",
+        "tests/unit/slurmctld/test_associations.py::test_a_removal_held_by_jobs_is_a_status_"
+        "line_and_stays_managed",
     ),
     Mutation(
         "accounts-peer-record-names-unchecked",
-        "libs/hpc_libs/src/hpc_libs/interfaces/slurmctld_peer.py::SlurmctldPeerData._accounts_managed",
+        "libs/hpc_libs/src/hpc_libs/interfaces/slurmctld_peer.py::SlurmctldPeerData._accounts_"
+        "managed",
         "AccountsManaged.model_validate(value).managed()",
         "AccountsManaged.model_validate(value)",
-        "tests/unit/hpc_libs/test_interfaces_slurmctld_peer.py::test_an_invalid_accounts_record_reads_as_nothing_managed_and_keeps_the_rest",
+        "tests/unit/hpc_libs/test_interfaces_slurmctld_peer.py::test_an_invalid_accounts_"
+        "record_reads_as_nothing_managed_and_keeps_the_rest",
     ),
     Mutation(
         "accounts-peer-digest-unchecked",
-        "libs/hpc_libs/src/hpc_libs/interfaces/slurmctld_peer.py::SlurmctldPeerData._accounts_applied",
+        "libs/hpc_libs/src/hpc_libs/interfaces/slurmctld_peer.py::SlurmctldPeerData._accounts_"
+        "applied",
         "if value is None or (isinstance(value, str) and _DIGEST.fullmatch(value)):",
         "if True:",
-        "tests/unit/hpc_libs/test_interfaces_slurmctld_peer.py::test_an_invalid_applied_digest_reads_as_not_said",
+        "tests/unit/hpc_libs/test_interfaces_slurmctld_peer.py::test_an_invalid_applied_digest_"
+        "reads_as_not_said",
     ),
 ]
 

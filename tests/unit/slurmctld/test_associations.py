@@ -83,11 +83,14 @@ def slurmdbd(machine, monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeSlurmdbd]
 
 
 def with_document(
-    *relations: testing.RelationBase, text: str = DOCUMENT, leader: bool = True, **config: object
+    *relations: testing.RelationBase,
+    text: str = DOCUMENT,
+    leader: bool = True,
+    options: dict[str, str | bool] | None = None,
 ) -> testing.State:
     """The unit (the leader) with slurmdbd and `text` as the document, and other options."""
-    options = {"accounts": text, **config}
-    return running(slurmdbd_relation(DBD), *relations, config=options, leader=leader)
+    config = {"accounts": text, **(options or {})}
+    return running(slurmdbd_relation(DBD), *relations, config=config, leader=leader)
 
 
 def peer_with(**fields: object) -> testing.PeerRelation:
@@ -205,9 +208,12 @@ def test_the_document_with_slurmdbd_turns_enforcement_on(ctx, slurmdbd, tmp_path
 def test_the_operators_enforce_items_are_added_to_the_charms(
     ctx, slurmdbd, tmp_path, document, line
 ):
-    parameters = {"slurm-conf-parameters": "AccountingStorageEnforce=safe"}
+    parameters = "AccountingStorageEnforce=safe"
 
-    ctx.run(ctx.on.config_changed(), with_document(text=document, **parameters))
+    ctx.run(
+        ctx.on.config_changed(),
+        with_document(text=document, options={"slurm-conf-parameters": parameters}),
+    )
 
     assert enforce_lines(tmp_path) == [line]
 
@@ -283,7 +289,7 @@ def test_prune_unmanaged_removes_a_user_no_document_managed(ctx, slurmdbd):
 
     ctx.run(
         ctx.on.config_changed(),
-        with_document(text=WITHOUT_BOB, **{"accounts-prune-unmanaged": True}),
+        with_document(text=WITHOUT_BOB, options={"accounts-prune-unmanaged": True}),
     )
 
     assert any("bob" in command for command in slurmdbd.commands()), slurmdbd.commands()
