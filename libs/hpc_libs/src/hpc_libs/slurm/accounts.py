@@ -38,7 +38,8 @@ administrator), `fairshare` (of each of the user's associations).
 
 A key left out means Slurm's default, and a reconcile puts it back: no limit, priority 0,
 fairshare 1, preempt-mode cluster, no preempt, no default QoS, an account's QoS list
-`[normal]`, admin level none, an account's description its name (as sacctmgr sets it).
+`[normal]`, admin level none, an account's description its name (as sacctmgr sets it;
+sacctmgr keeps descriptions in lower case, and they are compared so).
 Times are strings (YAML reads `10:00` unquoted as a number) in whole minutes; TRES are
 `name=count` lists (`cpu=8,mem=16G,gres/gpu=2`). Account and QoS names are lower case (Slurm
 lowers them). Slurm's `normal` QoS may be referenced without being defined; it is never
@@ -517,8 +518,8 @@ _ACCOUNT_KEYS = (
 )
 _USER_KEYS = (_ACCOUNT_KEYS[0],)
 """What a user association manages: its fairshare."""
-_ADDED_LATER = frozenset({"preempt"})
-"""Set after every QoS is added (a QoS may preempt one added in the same plan)."""
+_UNKNOWN = "?"
+"""A setting's value when it cannot be known (it differs from every value)."""
 
 
 def _canonical(kind: str, value: str) -> str:
@@ -586,7 +587,8 @@ def desired(document: Document) -> State:
         settings = _desired(spec, _ACCOUNT_KEYS)
         if spec.parent != ROOT:
             settings = _inherited(settings, accounts[spec.parent].settings)
-        accounts[name] = AccountState(spec.parent, settings, spec.description or name)
+        # sacctmgr keeps descriptions in lower case.
+        accounts[name] = AccountState(spec.parent, settings, (spec.description or name).lower())
     return State(
         qos={name: _desired(spec, _QOS_KEYS) for name, spec in document.qos.items()},
         accounts=accounts,
@@ -664,16 +666,19 @@ def _grouped(
 
 
 def _setting(key: _Key, old: str, new: str) -> tuple[str, str]:
-    """Return the `keyword=value` pair that turns `old` into `new` (clearing what it drops)."""
-    if new:
-        if key.kind == "tres":
-            dropped = set(_tres(old)) - set(_tres(new)) if old else set[str]()
-            cleared = [f"{name}=-1" for name in sorted(dropped)]
-            return key.keyword, ",".join([new, *cleared])
-        return key.keyword, new
-    if key.kind == "names":
-        return key.keyword, "''"
-    return key.keyword, "-1"
+    """Return the `keyword=value` pair that turns `old` into `new`.
+
+    sacctmgr clears a limit with -1, a TRES limit name by name (`cpu=-1`; `grptres=-1` is
+    refused), and a list by taking its names out (`preempt-=a,b`: it refuses an empty one).
+    """
+    if key.kind == "tres":
+        known = old not in ("", _UNKNOWN)
+        dropped = set(_tres(old)) - set(_tres(new) if new else {}) if known else set[str]()
+        cleared = [f"{name}=-1" for name in sorted(dropped)]
+        return key.keyword, ",".join([part for part in (new, *cleared) if part])
+    if key.kind == "names" and not new:
+        return f"{key.keyword}-", old
+    return key.keyword, new or "-1"
 
 
 def _settings_diff(
@@ -756,12 +761,44 @@ class _Planner:
                 continue
             if old.parent != account.parent:
                 moves[name] = frozenset({("parent", account.parent)})
-            diff = set(_settings_diff(_ACCOUNT_KEYS, old.settings, account.settings))
+            settings = self._known(name, old)
+            diff = set(_settings_diff(_ACCOUNT_KEYS, settings, account.settings))
             if account.description is not None and old.description != account.description:
                 diff.add(("description", account.description))
             wanted[name] = frozenset(diff)
         for assignments, names in [*_grouped(moves), *_grouped(wanted)]:
             self.modify("account", (f"name={_names(names)}",), assignments)
+
+    def _known(self, name: str, old: AccountState) -> Settings:
+        """Return what is known of account `name`'s settings once its ancestors changed.
+
+        Slurm shows an unset inherited limit as the parent's value: one that reads as the
+        document wants may be an ancestor's shown through, and change with it. It is set
+        again (unknown) when the account moves or an ancestor changes that key, unless both
+        are unset TRES (no names to clear).
+        """
+        account = self.want.accounts[name]
+        settings = dict(old.settings)
+        for key in _ACCOUNT_KEYS:
+            value = account.settings[key.keyword]
+            shown = key.inherited and old.settings[key.keyword] == value
+            if shown and (value or key.kind != "tres") and self._ancestry_changes(name, key, old):
+                settings[key.keyword] = _UNKNOWN
+        return settings
+
+    def _ancestry_changes(self, name: str, key: _Key, old: AccountState) -> bool:
+        """Whether `name` moves, or an ancestor of it moves or changes `key`, in this plan."""
+        if old.parent != self.want.accounts[name].parent:
+            return True
+        parent = old.parent
+        while parent != ROOT:
+            was, wants = self.state.accounts.get(parent), self.want.accounts[parent]
+            if was is None or was.parent != wants.parent:
+                return True
+            if was.settings[key.keyword] != wants.settings[key.keyword]:
+                return True
+            parent = wants.parent
+        return False
 
     def users(self) -> None:
         current = dict(self.state.users)
