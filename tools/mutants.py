@@ -1765,6 +1765,8 @@ MUTATIONS = [
         "if True:",
         "tests/unit/hpc_libs/test_interfaces_slurmctld_peer.py::test_an_invalid_applied_digest_"
         "reads_as_not_said",
+    ),
+    Mutation(
         "accounts-reads-unset-as-empty-not-default",
         "libs/hpc_libs/src/hpc_libs/slurm/accounts.py::_read_settings",
         "_canonical(key.kind, value) or key.default",
