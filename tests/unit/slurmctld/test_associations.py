@@ -382,3 +382,28 @@ def test_accounts_diff_without_a_document_fails_saying_so(ctx, slurmdbd):
 
     assert failed.value.message == "no accounts document: the `accounts` option is empty"
     assert slurmdbd.reads == 0
+
+
+# Through the library's own sacctmgr runner, on the fake machine.
+
+
+def test_the_real_runner_applies_with_immediate_and_no_shell(ctx, machine):
+    out = ctx.run(ctx.on.config_changed(), with_document())
+
+    applied = [c for c in machine.ran("sacctmgr") if "--immediate" in c]
+    assert applied, machine.ran("sacctmgr")
+    assert all(c[:3] == ["sacctmgr", "--immediate", "--parsable2"] for c in applied)
+    assert any(c[3:5] == ["add", "qos"] for c in applied), applied
+    assert recorded(out) == MANAGED
+
+
+def test_the_real_runner_quotes_sacctmgr_when_slurmdbd_is_down(ctx, machine):
+    machine.fail("sacctmgr", stderr=f"{DOWN}\n")
+
+    out = ctx.run(ctx.on.update_status(), with_document())
+
+    assert out.unit_status.name == "blocked"
+    assert out.unit_status.message.startswith("accounts not applied: ")
+    assert out.unit_status.message.endswith(DOWN)
+    assert not [c for c in machine.ran("sacctmgr") if "--immediate" in c]
+    assert recorded(out) is None
