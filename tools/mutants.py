@@ -1610,10 +1610,17 @@ MUTATIONS = [
         "test_a_job_failing_by_its_own_exit_on_a_node_removed_later_is_no_autoscaler_violation",
     ),
     Mutation(
-        "accounts-reads-unset-as-empty-not-default",
-        "libs/hpc_libs/src/hpc_libs/slurm/accounts.py::_read_settings",
-        "_canonical(key.kind, value) or key.default",
-        "_canonical(key.kind, value)",
+        "accounts-description-case-kept",
+        "libs/hpc_libs/src/hpc_libs/slurm/accounts.py::desired",
+        "(spec.description or name).lower()",
+        "(spec.description or name)",
+        "tests/unit/hpc_libs/test_accounts.py::test_applied_document_reads_back_as_no_change",
+    ),
+    Mutation(
+        "accounts-inherited-limits-not-shown",
+        "libs/hpc_libs/src/hpc_libs/slurm/accounts.py::desired",
+        "        if spec.parent != ROOT:\n",
+        "        if False:\n",
         "tests/unit/hpc_libs/test_accounts.py::test_applied_document_reads_back_as_no_change",
     ),
     Mutation(
@@ -1720,6 +1727,13 @@ MUTATIONS = [
         'cleared = [f"{name}=-1" for name in sorted(dropped)]',
         "cleared = list[str]()",
         "tests/unit/hpc_libs/test_accounts.py::test_a_key_left_out_is_put_back_to_slurms_default",
+    ),
+    Mutation(
+        "accounts-description-of-an-unknown-account-read",
+        "libs/hpc_libs/src/hpc_libs/slurm/accounts.py::parse_descriptions",
+        "if bar and name in accounts:",
+        "if bar and _NAME_FIELD_RE.fullmatch(name):",
+        "tests/unit/hpc_libs/test_accounts.py::test_descriptions_that_forge_lines_read_as_unknown",
     ),
 ]
 

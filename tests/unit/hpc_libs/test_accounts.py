@@ -220,22 +220,26 @@ def test_reader_splits_on_newlines_only_and_skips_torn_records():
 
 
 def test_descriptions_that_forge_lines_read_as_unknown():
+    """Hand-made lines (the lab module checks that sacctmgr prints a newline verbatim)."""
     output = (
-        "physics|Physics dept\n"
+        "physics|physics dept\n"
         "evil|x|y\n"  # a `|` in a description is kept
-        "hostile|a\nphysics|Forged\n"  # a newline forges physics again
+        "hostile|a\nphysics|forged\n"  # a newline forges physics again
         "torn|b\nnot a record\n"
-        "plain|Plain\n"
+        "haunted|c\nghost|no such account\n"
+        "plain|plain\n"
     )
+    known = {"physics", "evil", "hostile", "torn", "haunted", "plain"}
 
-    descriptions = accounts.parse_descriptions(output)
+    descriptions = accounts.parse_descriptions(output, known)
 
     assert descriptions == {
         "physics": None,
         "evil": "x|y",
         "hostile": "a",
         "torn": None,
-        "plain": "Plain",
+        "haunted": None,
+        "plain": "plain",
     }
 
 

@@ -64,7 +64,7 @@ associations, organisations, QoS flags, user-level QoS.
 import json
 import logging
 import re
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Annotated, Any, Literal
 
@@ -669,15 +669,16 @@ def _setting(key: _Key, old: str, new: str) -> tuple[str, str]:
     """Return the `keyword=value` pair that turns `old` into `new`.
 
     sacctmgr clears a limit with -1, a TRES limit name by name (`cpu=-1`; `grptres=-1` is
-    refused), and a list by taking its names out (`preempt-=a,b`: it refuses an empty one).
+    refused), and a list with an empty value (`preempt=`; it refuses `''` from argv, and
+    after `preempt-=a` it refuses the next QoS that preempts this one, seeing a loop).
     """
     if key.kind == "tres":
         known = old not in ("", _UNKNOWN)
         dropped = set(_tres(old)) - set(_tres(new) if new else {}) if known else set[str]()
         cleared = [f"{name}=-1" for name in sorted(dropped)]
         return key.keyword, ",".join([part for part in (new, *cleared) if part])
-    if key.kind == "names" and not new:
-        return f"{key.keyword}-", old
+    if key.kind == "names":
+        return key.keyword, new
     return key.keyword, new or "-1"
 
 
@@ -1110,17 +1111,18 @@ def parse_users(
     return users
 
 
-def parse_descriptions(output: str) -> dict[str, str | None]:
-    """Read `show account format=Account,Description`: each account's description.
+def parse_descriptions(output: str, accounts: Collection[str]) -> dict[str, str | None]:
+    """Read `show account format=Account,Description`: the description of each of `accounts`.
 
     A description is free text and may hold `|` and newlines: it is last on its line, and
-    reads as None (unknown) when a line that is no record follows it or its name repeats.
+    reads as None (unknown) when a line follows it that is no record of one of `accounts`
+    (the accounts the association query found), or when its account's name repeats.
     """
     descriptions: dict[str, str | None] = {}
     last: str | None = None
     for line in output.split("\n"):
         name, bar, text = line.partition("|")
-        if bar and _NAME_FIELD_RE.fullmatch(name):
+        if bar and name in accounts:
             descriptions[name] = None if name in descriptions else text
             last = name
         elif line and last is not None:
@@ -1164,7 +1166,7 @@ class Sacctmgr:
             self._run(show("user", USER_FORMAT), "cannot read users"), associations
         )
         descriptions = parse_descriptions(
-            self._run(show("account", DESCRIPTION_FORMAT), "cannot read accounts")
+            self._run(show("account", DESCRIPTION_FORMAT), "cannot read accounts"), accounts
         )
         return State(
             qos,
