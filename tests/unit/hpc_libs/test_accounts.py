@@ -1,8 +1,9 @@
 """`hpc_libs.slurm.accounts`: the document's checks, the plan's rules, and reading sacctmgr.
 
 The recorded answers (`vectors/sacctmgr/*.txt`) are slurmdbd's after DOCUMENT (the same as
-tests/slurm/test_accounts.py's DOCUMENT_A) was applied to a fresh one, recorded by that
-module with `SACCTMGR_RECORD`.
+tests/slurm/test_accounts.py's DOCUMENT_A) was applied to a fresh one, and the descriptions
+once an account with a hostile description was added (`hostile-descriptions.txt`), recorded
+by that module with `SACCTMGR_RECORD` (Slurm 24.11, MariaDB 11.8).
 """
 
 from pathlib import Path
@@ -217,6 +218,22 @@ def test_reader_splits_on_newlines_only_and_skips_torn_records():
 
     assert list(qos) == ["short"]
     assert qos["short"]["preempt"] == "scavenger"
+
+
+def test_a_recorded_hostile_description_reads_as_unknown():
+    """Account evil's description, set by hand, is `x|y`, newline, `ghost|physics dept`,
+    newline, `physics|physics dept`: sacctmgr printed it verbatim."""
+    known = {"chemistry", "evil", "physics", "root", "theory"}
+
+    descriptions = accounts.parse_descriptions(recorded("hostile-descriptions"), known)
+
+    assert descriptions == {
+        "chemistry": "chemistry",
+        "evil": None,
+        "physics": None,
+        "root": "default root account",
+        "theory": "theory",
+    }
 
 
 def test_descriptions_that_forge_lines_read_as_unknown():
