@@ -1735,6 +1735,13 @@ MUTATIONS = [
         "if bar and _NAME_FIELD_RE.fullmatch(name):",
         "tests/unit/hpc_libs/test_accounts.py::test_descriptions_that_forge_lines_read_as_unknown",
     ),
+    Mutation(
+        "accounts-held-names-forgotten",
+        "libs/hpc_libs/src/hpc_libs/slurm/accounts.py::Plan.managed_after",
+        "managed.union(previously_managed) if self.held else managed",
+        "managed",
+        "tests/unit/hpc_libs/test_accounts.py::test_held_removals_keep_their_names_recorded_until_done",
+    ),
 ]
 
 

@@ -342,6 +342,20 @@ def test_a_removal_with_jobs_is_held():
     assert "remove account where name=chemistry" in changes
 
 
+def test_held_removals_keep_their_names_recorded_until_done():
+    document = Document.parse(DOCUMENT)
+    state = applied(document, sacctmgr_model.empty())
+    busy = Busy(frozenset({("theory", "bob")}))
+    smaller = Document.parse("qos: {short: {}}")
+
+    held = plan(smaller, state, document.managed(), busy=busy)
+    done = plan(smaller, sacctmgr_model.apply(state, held), document.managed(), busy=Busy())
+
+    assert held.managed_after(smaller, document.managed()) == document.managed()
+    assert "remove account where name=physics" in summaries(done)
+    assert done.managed_after(smaller, document.managed()) == smaller.managed()
+
+
 def test_names_never_managed_are_left_alone_unless_pruned():
     state = applied(
         Document.parse("accounts: {handmade: {}}\nusers: {erin: {accounts: [handmade]}}"),

@@ -7,13 +7,25 @@ The API (issue 40, shared with the slurmctld charm)::
     Document.parse(text) -> Document          YAML -> checked model (raises DocumentError)
     Document.managed() -> Managed             the names the document manages
     Managed(qos, accounts, users)             frozensets of names; to_json(), from_json(), union()
-    State(qos, accounts, users)               what slurmdbd holds (Sacctmgr.read)
+    State(qos, accounts, users)               what slurmdbd holds (Sacctmgr.read), canonical:
+                                              qos: name -> settings; accounts: name ->
+                                              AccountState(parent, settings, description);
+                                              users: name -> UserState(default_account,
+                                              admin_level, associations: account -> settings)
+    desired(document) -> State                what the document describes, in that form
     Busy(associations)                        (account, user) pairs with running/pending jobs
     Change(argv, summary)                     one command: `sacctmgr --immediate --parsable2 *argv`
     Plan(changes, held)                       changes in the safe order; removals held for jobs
+    Plan.managed_after(document, previously_managed) -> Managed   what to record after apply
     plan(document, state, previously_managed, *, busy, prune_unmanaged=False) -> Plan
     drift(document, state, previously_managed) -> tuple[str, ...]   lines for accounts-diff
     Sacctmgr(timeout=...).read() -> State, .busy() -> Busy, .apply(plan) -> None
+                                              (SLURM_CONF from the environment, as sacctmgr)
+
+A name is never touched by `plan` unless the document or `previously_managed` names it, or
+`prune_unmanaged` (which still never touches the root account or user, and only resets
+`normal`). The charm records `plan.managed_after(document, previously_managed)` once `apply`
+succeeded: the document's names, and the previous ones too while removals are held.
 
 The document (every key optional; an empty document manages nothing)::
 
@@ -477,6 +489,15 @@ class Plan:
     changes: tuple[Change, ...] = ()
     held: tuple[str, ...] = ()
 
+    def managed_after(self, document: "Document", previously_managed: Managed) -> Managed:
+        """Return the names to record once this plan is applied.
+
+        The document's, and while a removal is held the previous names too, so that a later
+        reconcile still removes what the jobs held back.
+        """
+        managed = document.managed()
+        return managed.union(previously_managed) if self.held else managed
+
 
 # The keys each kind manages: the document's field, sacctmgr's `set` keyword, the `format=`
 # field that reads it back, how its values read, and Slurm's default (canonical).
@@ -938,7 +959,10 @@ def plan(
 
 
 def _shown(value: str | None) -> str:
-    return "unset" if value in ("", None) else f"{value!r}" if " " in str(value) else str(value)
+    """Return a value for a drift line: None is a description that could not be read."""
+    if value is None:
+        return "unreadable"
+    return "unset" if value == "" else repr(value) if " " in value else value
 
 
 def _differs(what: str, key: str, had: str | None, wants: str | None) -> str:
