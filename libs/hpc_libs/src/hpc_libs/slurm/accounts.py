@@ -66,8 +66,14 @@ Slurm's output is untrusted (an account's description may hold `|` and newlines;
 accounts are users' text): queries use `--parsable2 --noheader` and fixed `format=` field
 lists, are split on "\n" only, and a line that is not a whole record of names and numbers is
 skipped. The only free text read, account descriptions, is last on its line, and a
-description that cannot be read exactly (a name seen twice, a line that is no record) reads
-as unknown, so a reconcile sets it again: a forged line can cost a command, never skip one.
+description that cannot be read exactly (its account named twice, a line after it that is no
+record of an account the association query found) reads as unknown, so a reconcile sets it
+again. A forged line can cost a command; what it can hide is only the rest of a hand-made
+description after its first line.
+
+Slurm shows an account's unset Max limits and default QoS as its parent's (GrpTRES, GrpJobs
+and fairshare are its own): the document's values are compared so (`desired`), and an
+inherited value is set again when the account moves or an ancestor changes it.
 
 Not managed: clusters (slurmdbd's associations of every cluster are read as one), partition
 associations, organisations, QoS flags, user-level QoS.
