@@ -12,11 +12,11 @@ leader, whenever slurmctld accounts to slurmdbd and a document is set, each reco
    no command runs when nothing differs. A removal of an association with jobs is held (a
    status line) and retried by a later event;
 4. records in the peer APP databag (so a new leader knows it) the names it manages
-   (`accounts_managed`: the document's, and those a former document managed that slurmdbd
-   still holds, held removals, read back after the apply) and the digest of the document
-   applied (`accounts_applied`). Only after the apply succeeded: a failed `sacctmgr`
-   (slurmdbd down, a refusal) is a status quoting it, nothing is recorded, and the next
-   event (update-status at the latest) tries again from what slurmdbd then holds.
+   (`accounts_managed`: `Plan.managed_after`, the document's, and the former ones too while a
+   removal is held) and the digest of the document applied (`accounts_applied`). Only
+   after the apply succeeded: a failed `sacctmgr` (slurmdbd down, a refusal) is a status
+   quoting it, nothing is recorded, and the next event (update-status at the latest) tries
+   again from what slurmdbd then holds.
 
 Drift (step 2) is what differs while the document is the one last applied in full (its
 digest recorded): then only a hand-made change can differ, and the status says what the
@@ -41,7 +41,7 @@ from hpc_libs.errors import SlurmOpsError
 from hpc_libs.interfaces.slurmctld_peer import AccountsManaged, SlurmctldPeer, SlurmctldPeerData
 from hpc_libs.interfaces.slurmdbd import DbdEntry
 from hpc_libs.slurm import accounts
-from hpc_libs.slurm.accounts import Document, Managed, Sacctmgr, State
+from hpc_libs.slurm.accounts import Document, Managed, Sacctmgr
 
 logger = logging.getLogger(__name__)
 
@@ -67,15 +67,6 @@ def remembered(memory: SlurmctldPeerData) -> Managed:
 def digest(document: Document) -> str:
     """Digest the checked document (its canonical form: YAML layout and comments aside)."""
     return hashlib.sha256(document.model_dump_json().encode()).hexdigest()
-
-
-def still_held(managed: Managed, state: State) -> Managed:
-    """Return the names of `managed` that slurmdbd still holds (removals held for jobs)."""
-    return Managed(
-        managed.qos & state.qos.keys(),
-        managed.accounts & state.accounts.keys(),
-        managed.users & state.users.keys(),
-    )
 
 
 def diff(document: Document, sacctmgr: Sacctmgr, memory: SlurmctldPeerData) -> tuple[str, ...]:
@@ -135,7 +126,6 @@ class Associations(ops.Object):
             drift = accounts.drift(document, state, previously) if unchanged else ()
             if plan.changes:
                 sacctmgr.apply(plan)
-                state = sacctmgr.read()
                 logger.info("accounts: applied %d sacctmgr commands", len(plan.changes))
         except SlurmOpsError as e:  # AccountsError is one: sacctmgr's own words.
             reason = _reason(e)
@@ -143,7 +133,7 @@ class Associations(ops.Object):
             self.outcome = Outcome(failure=reason)
             return None
         self.outcome = Outcome(held=plan.held, drift=drift if plan.changes else ())
-        managed = document.managed().union(still_held(previously, state))
+        managed = plan.managed_after(document, previously)
         return {
             "accounts_managed": AccountsManaged.of(managed),
             "accounts_applied": digest(document),

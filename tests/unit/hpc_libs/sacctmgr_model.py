@@ -3,11 +3,12 @@
 It runs a `Plan`'s argv lists on a `State`, as slurmdbd does (checked against the real one
 by tests/slurm/test_accounts.py, which applies the same documents): a QoS or account is
 added with Slurm's defaults and what the command gives (an account without `qos=` inherits
-its parent's list); `set` changes only what it names, `-1` clears a limit, `''` a list, and
-a TRES limit is merged name by name (`cpu=-1` clears cpu only); removing a user with no
-`account=` removes every association of it, removing an account removes its users'
-associations, removing a QoS takes it out of every list. Only the argv forms the library
-writes are understood: anything else fails the test.
+its parent's list); `set` changes only what it names, `-1` clears a limit, an empty value a
+list, and a TRES limit is merged name by name (`cpu=-1` clears cpu only); an account's unset
+Max limit and default QoS show its parent's; removing a user with no `account=` removes every
+association of it, removing an account removes its users' associations, removing a QoS takes
+it out of every list. Only the argv forms the library writes are understood: anything else
+fails the test.
 """
 
 from collections.abc import Mapping, Sequence
@@ -124,12 +125,7 @@ def _set(
 ) -> dict[str, str]:
     changed = dict(settings)
     for keyword, new in assignments.items():
-        if keyword.endswith("-"):  # `preempt-=a,b` takes names out of a list
-            name = keyword[:-1]
-            kept = set(changed[name].split(",")) - set(new.split(",")) - {""}
-            changed[name] = ",".join(sorted(kept)) or defaults[name]
-            continue
-        assert new != "''", "sacctmgr refuses an empty list"
+        assert new != "''" and not keyword.endswith("-"), "sacctmgr: use `preempt=` to clear"
         changed[keyword] = _value(keyword, changed.get(keyword, ""), new) or defaults[keyword]
     return changed
 

@@ -1,8 +1,9 @@
 """`hpc_libs.slurm.accounts`: the document's checks, the plan's rules, and reading sacctmgr.
 
 The recorded answers (`vectors/sacctmgr/*.txt`) are slurmdbd's after DOCUMENT (the same as
-tests/slurm/test_accounts.py's DOCUMENT_A) was applied to a fresh one, recorded by that
-module with `SACCTMGR_RECORD`.
+tests/slurm/test_accounts.py's DOCUMENT_A) was applied to a fresh one, and the descriptions
+once an account with a hostile description was added (`hostile-descriptions.txt`), recorded
+by that module with `SACCTMGR_RECORD` (Slurm 24.11, MariaDB 11.8).
 """
 
 from pathlib import Path
@@ -219,23 +220,43 @@ def test_reader_splits_on_newlines_only_and_skips_torn_records():
     assert qos["short"]["preempt"] == "scavenger"
 
 
-def test_descriptions_that_forge_lines_read_as_unknown():
-    output = (
-        "physics|Physics dept\n"
-        "evil|x|y\n"  # a `|` in a description is kept
-        "hostile|a\nphysics|Forged\n"  # a newline forges physics again
-        "torn|b\nnot a record\n"
-        "plain|Plain\n"
-    )
+def test_a_recorded_hostile_description_reads_as_unknown():
+    """Account evil's description, set by hand, is `x|y`, newline, `ghost|physics dept`,
+    newline, `physics|physics dept`: sacctmgr printed it verbatim."""
+    known = {"chemistry", "evil", "physics", "root", "theory"}
 
-    descriptions = accounts.parse_descriptions(output)
+    descriptions = accounts.parse_descriptions(recorded("hostile-descriptions"), known)
+
+    assert descriptions == {
+        "chemistry": "chemistry",
+        "evil": None,
+        "physics": None,
+        "root": "default root account",
+        "theory": "theory",
+    }
+
+
+def test_descriptions_that_forge_lines_read_as_unknown():
+    """Hand-made lines (the lab module checks that sacctmgr prints a newline verbatim)."""
+    output = (
+        "physics|physics dept\n"
+        "evil|x|y\n"  # a `|` in a description is kept
+        "hostile|a\nphysics|forged\n"  # a newline forges physics again
+        "torn|b\nnot a record\n"
+        "haunted|c\nghost|no such account\n"
+        "plain|plain\n"
+    )
+    known = {"physics", "evil", "hostile", "torn", "haunted", "plain"}
+
+    descriptions = accounts.parse_descriptions(output, known)
 
     assert descriptions == {
         "physics": None,
         "evil": "x|y",
         "hostile": "a",
         "torn": None,
-        "plain": "Plain",
+        "haunted": None,
+        "plain": "plain",
     }
 
 
@@ -319,6 +340,20 @@ def test_a_removal_with_jobs_is_held():
     assert "remove user where name=alice,carol" in changes
     assert not any("bob" in c or "theory" in c or "physics" in c for c in changes), changes
     assert "remove account where name=chemistry" in changes
+
+
+def test_held_removals_keep_their_names_recorded_until_done():
+    document = Document.parse(DOCUMENT)
+    state = applied(document, sacctmgr_model.empty())
+    busy = Busy(frozenset({("theory", "bob")}))
+    smaller = Document.parse("qos: {short: {}}")
+
+    held = plan(smaller, state, document.managed(), busy=busy)
+    done = plan(smaller, sacctmgr_model.apply(state, held), document.managed(), busy=Busy())
+
+    assert held.managed_after(smaller, document.managed()) == document.managed()
+    assert "remove account where name=physics" in summaries(done)
+    assert done.managed_after(smaller, document.managed()) == smaller.managed()
 
 
 def test_names_never_managed_are_left_alone_unless_pruned():

@@ -48,8 +48,6 @@ class FakeSlurmdbd:
 
     state: State = dataclasses.field(default_factory=State)
     jobs: Busy = dataclasses.field(default_factory=Busy)
-    after: State | None = None
-    """What slurmdbd holds once a plan was applied (None: the document, as planned)."""
     failure: AccountsError | None = None
     refusal: AccountsError | None = None
     reads: int = 0
@@ -68,8 +66,6 @@ class FakeSlurmdbd:
         if self.refusal is not None:
             raise self.refusal
         self.plans.append(plan)
-        if self.after is not None:
-            self.state = self.after
 
     def commands(self) -> list[str]:
         return [change.summary for plan in self.plans for change in plan.changes]
@@ -265,7 +261,6 @@ def test_the_record_survives_a_reconcile_that_could_not_apply(ctx, slurmdbd):
 
 def test_a_user_a_former_document_managed_is_removed(ctx, slurmdbd):
     slurmdbd.state = holding(DOCUMENT)
-    slurmdbd.after = holding(WITHOUT_BOB)
 
     out = ctx.run(
         ctx.on.config_changed(),
@@ -318,7 +313,6 @@ def test_a_hand_made_change_is_a_status_line_and_put_back(ctx, slurmdbd):
         wanted,
         accounts={**wanted.accounts, "physics": dataclasses.replace(physics, settings=changed)},
     )
-    slurmdbd.after = wanted
 
     applied = peer_with(accounts_managed=MANAGED, accounts_applied=APPLIED)
 
@@ -333,7 +327,6 @@ def test_a_hand_made_change_is_a_status_line_and_put_back(ctx, slurmdbd):
 
 def test_what_a_new_document_changes_is_no_hand_made_change(ctx, slurmdbd):
     slurmdbd.state = holding(DOCUMENT)
-    slurmdbd.after = holding(DOCUMENT.replace("fairshare: 100", "fairshare: 42"))
     applied = peer_with(accounts_managed=MANAGED, accounts_applied=APPLIED)
     changed = DOCUMENT.replace("fairshare: 100", "fairshare: 42")
 

@@ -7,13 +7,25 @@ The API (issue 40, shared with the slurmctld charm)::
     Document.parse(text) -> Document          YAML -> checked model (raises DocumentError)
     Document.managed() -> Managed             the names the document manages
     Managed(qos, accounts, users)             frozensets of names; to_json(), from_json(), union()
-    State(qos, accounts, users)               what slurmdbd holds (Sacctmgr.read)
+    State(qos, accounts, users)               what slurmdbd holds (Sacctmgr.read), canonical:
+                                              qos: name -> settings; accounts: name ->
+                                              AccountState(parent, settings, description);
+                                              users: name -> UserState(default_account,
+                                              admin_level, associations: account -> settings)
+    desired(document) -> State                what the document describes, in that form
     Busy(associations)                        (account, user) pairs with running/pending jobs
     Change(argv, summary)                     one command: `sacctmgr --immediate --parsable2 *argv`
     Plan(changes, held)                       changes in the safe order; removals held for jobs
+    Plan.managed_after(document, previously_managed) -> Managed   what to record after apply
     plan(document, state, previously_managed, *, busy, prune_unmanaged=False) -> Plan
     drift(document, state, previously_managed) -> tuple[str, ...]   lines for accounts-diff
     Sacctmgr(timeout=...).read() -> State, .busy() -> Busy, .apply(plan) -> None
+                                              (SLURM_CONF from the environment, as sacctmgr)
+
+A name is never touched by `plan` unless the document or `previously_managed` names it, or
+`prune_unmanaged` (which still never touches the root account or user, and only resets
+`normal`). The charm records `plan.managed_after(document, previously_managed)` once `apply`
+succeeded: the document's names, and the previous ones too while removals are held.
 
 The document (every key optional; an empty document manages nothing)::
 
@@ -54,8 +66,14 @@ Slurm's output is untrusted (an account's description may hold `|` and newlines;
 accounts are users' text): queries use `--parsable2 --noheader` and fixed `format=` field
 lists, are split on "\n" only, and a line that is not a whole record of names and numbers is
 skipped. The only free text read, account descriptions, is last on its line, and a
-description that cannot be read exactly (a name seen twice, a line that is no record) reads
-as unknown, so a reconcile sets it again: a forged line can cost a command, never skip one.
+description that cannot be read exactly (its account named twice, a line after it that is no
+record of an account the association query found) reads as unknown, so a reconcile sets it
+again. A forged line can cost a command; what it can hide is only the rest of a hand-made
+description after its first line.
+
+Slurm shows an account's unset Max limits and default QoS as its parent's (GrpTRES, GrpJobs
+and fairshare are its own): the document's values are compared so (`desired`), and an
+inherited value is set again when the account moves or an ancestor changes it.
 
 Not managed: clusters (slurmdbd's associations of every cluster are read as one), partition
 associations, organisations, QoS flags, user-level QoS.
@@ -64,7 +82,7 @@ associations, organisations, QoS flags, user-level QoS.
 import json
 import logging
 import re
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Annotated, Any, Literal
 
@@ -477,6 +495,15 @@ class Plan:
     changes: tuple[Change, ...] = ()
     held: tuple[str, ...] = ()
 
+    def managed_after(self, document: "Document", previously_managed: Managed) -> Managed:
+        """Return the names to record once this plan is applied.
+
+        The document's, and while a removal is held the previous names too, so that a later
+        reconcile still removes what the jobs held back.
+        """
+        managed = document.managed()
+        return managed.union(previously_managed) if self.held else managed
+
 
 # The keys each kind manages: the document's field, sacctmgr's `set` keyword, the `format=`
 # field that reads it back, how its values read, and Slurm's default (canonical).
@@ -669,15 +696,16 @@ def _setting(key: _Key, old: str, new: str) -> tuple[str, str]:
     """Return the `keyword=value` pair that turns `old` into `new`.
 
     sacctmgr clears a limit with -1, a TRES limit name by name (`cpu=-1`; `grptres=-1` is
-    refused), and a list by taking its names out (`preempt-=a,b`: it refuses an empty one).
+    refused), and a list with an empty value (`preempt=`; it refuses `''` from argv, and
+    after `preempt-=a` it refuses the next QoS that preempts this one, seeing a loop).
     """
     if key.kind == "tres":
         known = old not in ("", _UNKNOWN)
         dropped = set(_tres(old)) - set(_tres(new) if new else {}) if known else set[str]()
         cleared = [f"{name}=-1" for name in sorted(dropped)]
         return key.keyword, ",".join([part for part in (new, *cleared) if part])
-    if key.kind == "names" and not new:
-        return f"{key.keyword}-", old
+    if key.kind == "names":
+        return key.keyword, new
     return key.keyword, new or "-1"
 
 
@@ -937,7 +965,10 @@ def plan(
 
 
 def _shown(value: str | None) -> str:
-    return "unset" if value in ("", None) else f"{value!r}" if " " in str(value) else str(value)
+    """Return a value for a drift line: None is a description that could not be read."""
+    if value is None:
+        return "unreadable"
+    return "unset" if value == "" else repr(value) if " " in value else value
 
 
 def _differs(what: str, key: str, had: str | None, wants: str | None) -> str:
@@ -1110,17 +1141,18 @@ def parse_users(
     return users
 
 
-def parse_descriptions(output: str) -> dict[str, str | None]:
-    """Read `show account format=Account,Description`: each account's description.
+def parse_descriptions(output: str, accounts: Collection[str]) -> dict[str, str | None]:
+    """Read `show account format=Account,Description`: the description of each of `accounts`.
 
     A description is free text and may hold `|` and newlines: it is last on its line, and
-    reads as None (unknown) when a line that is no record follows it or its name repeats.
+    reads as None (unknown) when a line follows it that is no record of one of `accounts`
+    (the accounts the association query found), or when its account's name repeats.
     """
     descriptions: dict[str, str | None] = {}
     last: str | None = None
     for line in output.split("\n"):
         name, bar, text = line.partition("|")
-        if bar and _NAME_FIELD_RE.fullmatch(name):
+        if bar and name in accounts:
             descriptions[name] = None if name in descriptions else text
             last = name
         elif line and last is not None:
@@ -1164,7 +1196,7 @@ class Sacctmgr:
             self._run(show("user", USER_FORMAT), "cannot read users"), associations
         )
         descriptions = parse_descriptions(
-            self._run(show("account", DESCRIPTION_FORMAT), "cannot read accounts")
+            self._run(show("account", DESCRIPTION_FORMAT), "cannot read accounts"), accounts
         )
         return State(
             qos,
