@@ -1617,6 +1617,296 @@ MUTATIONS = [
         "tests/unit/hpc_libs/test_machine.py::"
         "test_a_masked_unit_is_reported_as_masked_not_by_an_older_runs_journal",
     ),
+    Mutation(
+        "accounts-description-case-kept",
+        "libs/hpc_libs/src/hpc_libs/slurm/accounts.py::desired",
+        "(spec.description or name).lower()",
+        "(spec.description or name)",
+        "tests/unit/hpc_libs/test_accounts.py::test_applied_document_reads_back_as_no_change",
+    ),
+    Mutation(
+        "accounts-inherited-limits-not-shown",
+        "libs/hpc_libs/src/hpc_libs/slurm/accounts.py::desired",
+        "        if spec.parent != ROOT:\n",
+        "        if False:\n",
+        "tests/unit/hpc_libs/test_accounts.py::test_applied_document_reads_back_as_no_change",
+    ),
+    Mutation(
+        "accounts-qos-planned-after-accounts",
+        "libs/hpc_libs/src/hpc_libs/slurm/accounts.py::plan",
+        "    planner.qos()\n    planner.accounts()\n",
+        "    planner.accounts()\n    planner.qos()\n",
+        "tests/unit/hpc_libs/test_accounts.py::test_plan_orders_qos_then_accounts_parents_first_then_users",
+    ),
+    Mutation(
+        "accounts-children-added-before-parents",
+        "libs/hpc_libs/src/hpc_libs/slurm/accounts.py::_Planner.accounts",
+        "key=lambda g: (g[0][0], g[1])",
+        "key=lambda g: (-g[0][0], g[1])",
+        "tests/unit/hpc_libs/test_accounts.py::test_plan_orders_qos_then_accounts_parents_first_then_users",
+    ),
+    Mutation(
+        "accounts-parents-removed-before-children",
+        "libs/hpc_libs/src/hpc_libs/slurm/accounts.py::_Planner.remove_accounts",
+        "sorted(by_depth.items(), reverse=True)",
+        "sorted(by_depth.items())",
+        "tests/unit/hpc_libs/test_accounts.py::test_removals_come_last_users_then_children_then_qos",
+    ),
+    Mutation(
+        "accounts-busy-association-removed",
+        "libs/hpc_libs/src/hpc_libs/slurm/accounts.py::_Planner.remove_associations",
+        "if self.busy.user(name, account)]",
+        "if False]",
+        "tests/unit/hpc_libs/test_accounts.py::test_a_removal_with_jobs_is_held",
+    ),
+    Mutation(
+        "accounts-busy-child-does-not-hold-its-parent",
+        "libs/hpc_libs/src/hpc_libs/slurm/accounts.py::_Planner._busy_accounts",
+        "                account = self.state.accounts[account].parent\n",
+        "                break\n",
+        "tests/unit/hpc_libs/test_accounts.py::test_a_removal_with_jobs_is_held",
+    ),
+    Mutation(
+        "accounts-unmanaged-names-in-scope",
+        "libs/hpc_libs/src/hpc_libs/slurm/accounts.py::_Scope.of",
+        "        if prune:\n",
+        "        if True:\n",
+        "tests/unit/hpc_libs/test_accounts.py::test_names_never_managed_are_left_alone_unless_pruned",
+    ),
+    Mutation(
+        "accounts-previous-document-forgotten",
+        "libs/hpc_libs/src/hpc_libs/slurm/accounts.py::_Scope.of",
+        "names = document.managed().union(previously)",
+        "names = document.managed()",
+        "tests/unit/hpc_libs/test_accounts.py::test_a_name_the_previous_document_managed_is_removed",
+    ),
+    Mutation(
+        "accounts-one-command-per-name",
+        "libs/hpc_libs/src/hpc_libs/slurm/accounts.py::_grouped",
+        "groups.setdefault(wanted[name], []).append(name)",
+        "groups[wanted[name] | {(name, name)}] = [name]",
+        "tests/unit/hpc_libs/test_accounts.py::test_commands_are_batched_for_1000_users_in_100_accounts",
+    ),
+    Mutation(
+        "accounts-reader-splits-on-any-line-break",
+        "libs/hpc_libs/src/hpc_libs/slurm/accounts.py::_records",
+        'output.split("\\n")',
+        "output.splitlines()",
+        "tests/unit/hpc_libs/test_accounts.py::test_reader_splits_on_newlines_only_and_skips_torn_records",
+    ),
+    Mutation(
+        "accounts-repeated-description-trusted",
+        "libs/hpc_libs/src/hpc_libs/slurm/accounts.py::parse_descriptions",
+        "None if name in descriptions else text",
+        "text",
+        "tests/unit/hpc_libs/test_accounts.py::test_descriptions_that_forge_lines_read_as_unknown",
+    ),
+    Mutation(
+        "accounts-busy-reads-any-account-text",
+        "libs/hpc_libs/src/hpc_libs/slurm/accounts.py::parse_busy",
+        " and _NAME_FIELD_RE.fullmatch(account)",
+        "",
+        "tests/unit/hpc_libs/test_accounts.py::test_busy_reads_user_then_account_and_skips_forged_lines",
+    ),
+    Mutation(
+        "accounts-unknown-keys-ignored",
+        "libs/hpc_libs/src/hpc_libs/slurm/accounts.py::_Spec",
+        'extra="forbid"',
+        'extra="ignore"',
+        "tests/unit/hpc_libs/test_accounts.py::test_document_refuses_input_naming_the_key",
+    ),
+    Mutation(
+        "accounts-default-account-unchecked",
+        "libs/hpc_libs/src/hpc_libs/slurm/accounts.py::Document.check_references",
+        "(user.default,)",
+        "()",
+        "tests/unit/hpc_libs/test_accounts.py::test_document_refuses_input_naming_the_key",
+    ),
+    Mutation(
+        "accounts-parent-cycle-accepted",
+        "libs/hpc_libs/src/hpc_libs/slurm/accounts.py::Document.check_references",
+        "            self._check_no_cycle(name)\n",
+        "            pass\n",
+        "tests/unit/hpc_libs/test_accounts.py::test_document_refuses_input_naming_the_key",
+    ),
+    Mutation(
+        "accounts-dropped-tres-not-cleared",
+        "libs/hpc_libs/src/hpc_libs/slurm/accounts.py::_setting",
+        'cleared = [f"{name}=-1" for name in sorted(dropped)]',
+        "cleared = list[str]()",
+        "tests/unit/hpc_libs/test_accounts.py::test_a_key_left_out_is_put_back_to_slurms_default",
+    ),
+    Mutation(
+        "accounts-description-of-an-unknown-account-read",
+        "libs/hpc_libs/src/hpc_libs/slurm/accounts.py::parse_descriptions",
+        "if bar and name in accounts:",
+        "if bar and _NAME_FIELD_RE.fullmatch(name):",
+        "tests/unit/hpc_libs/test_accounts.py::test_descriptions_that_forge_lines_read_as_unknown",
+    ),
+    Mutation(
+        "accounts-held-names-forgotten",
+        "libs/hpc_libs/src/hpc_libs/slurm/accounts.py::Plan.managed_after",
+        "managed.union(previously_managed) if self.held else managed",
+        "managed",
+        "tests/unit/hpc_libs/test_accounts.py::test_held_removals_keep_their_names_recorded_until_done",
+    ),
+    Mutation(
+        "accounts-bad-document-accepted",
+        "charms/slurmctld/src/config.py::_accounts_document",
+        "        return Document.parse(value)\n    except DocumentError as e:\n",
+        "        return Document.parse(value)\n    except DocumentError as e:\n        return "
+        "None\n",
+        "tests/unit/slurmctld/test_associations.py::test_a_bad_document_blocks_naming_the_key_"
+        "and_nothing_is_applied",
+    ),
+    Mutation(
+        "accounts-reconciled-without-slurmdbd",
+        "charms/slurmctld/src/associations.py::Associations.reconcile",
+        "if document is None or not facts.dbds:",
+        "if document is None:",
+        "tests/unit/slurmctld/test_associations.py::test_without_slurmdbd_the_document_waits_"
+        "and_nothing_is_enforced",
+    ),
+    Mutation(
+        "accounts-recorded-though-sacctmgr-failed",
+        "charms/slurmctld/src/associations.py::Associations.reconcile",
+        "self.outcome = Outcome(failure=reason)\n            return None",
+        'self.outcome = Outcome(failure=reason)\n            return {"accounts_managed": '
+        "AccountsManaged.of(document.managed())}",
+        "tests/unit/slurmctld/test_associations.py::test_slurmdbd_down_is_a_status_quoting_"
+        "sacctmgr_retried_by_update_status",
+    ),
+    Mutation(
+        "accounts-enforced-without-document",
+        "charms/slurmctld/src/associations.py::conf_settings",
+        "if config.accounts is None or not dbds:",
+        "if not dbds:",
+        "tests/unit/slurmctld/test_associations.py::test_without_a_document_slurmdbd_is_left_"
+        "alone_and_nothing_is_enforced",
+    ),
+    Mutation(
+        "accounts-enforced-without-slurmdbd",
+        "charms/slurmctld/src/associations.py::conf_settings",
+        "if config.accounts is None or not dbds:",
+        "if config.accounts is None:",
+        "tests/unit/slurmctld/test_associations.py::test_without_slurmdbd_the_document_waits_"
+        "and_nothing_is_enforced",
+    ),
+    Mutation(
+        "accounts-operator-enforce-items-dropped",
+        "charms/slurmctld/src/overrides.py::COMBINED",
+        '    "accountingstorageenforce": _union,\n',
+        "",
+        "tests/unit/slurmctld/test_associations.py::test_the_operators_enforce_items_are_added_"
+        "to_the_charms",
+    ),
+    Mutation(
+        "accounts-record-dropped-by-the-peer-memory",
+        "charms/slurmctld/src/facts.py::Facts.remembered",
+        "            accounts_managed=memory.accounts_managed,\n",
+        "",
+        "tests/unit/slurmctld/test_associations.py::test_the_record_survives_a_reconcile_that_"
+        "could_not_apply",
+    ),
+    Mutation(
+        "accounts-held-removal-forgotten",
+        "charms/slurmctld/src/associations.py::Associations.reconcile",
+        "managed = plan.managed_after(document, previously)",
+        "managed = document.managed()",
+        "tests/unit/slurmctld/test_associations.py::test_a_removal_held_by_jobs_is_a_status_"
+        "line_and_stays_managed",
+    ),
+    Mutation(
+        "accounts-record-keeps-removed-names",
+        "charms/slurmctld/src/associations.py::Associations.reconcile",
+        "managed = plan.managed_after(document, previously)",
+        "managed = document.managed().union(previously)",
+        "tests/unit/slurmctld/test_associations.py::test_a_user_a_former_document_managed_is_"
+        "removed",
+    ),
+    Mutation(
+        "accounts-record-ignored",
+        "charms/slurmctld/src/associations.py::Associations.reconcile",
+        "previously = remembered(facts.memory)",
+        "previously = Managed()",
+        "tests/unit/slurmctld/test_associations.py::test_a_user_a_former_document_managed_is_"
+        "removed",
+    ),
+    Mutation(
+        "accounts-prune-option-ignored",
+        "charms/slurmctld/src/associations.py::Associations.reconcile",
+        "prune_unmanaged=facts.config.accounts_prune_unmanaged",
+        "prune_unmanaged=False",
+        "tests/unit/slurmctld/test_associations.py::test_prune_unmanaged_removes_a_user_no_"
+        "document_managed",
+    ),
+    Mutation(
+        "accounts-new-document-called-drift",
+        "charms/slurmctld/src/associations.py::Associations.reconcile",
+        "unchanged = facts.memory.accounts_applied == digest(document)",
+        "unchanged = True",
+        "tests/unit/slurmctld/test_associations.py::test_what_a_new_document_changes_is_no_"
+        "hand_made_change",
+    ),
+    Mutation(
+        "accounts-drift-not-said",
+        "charms/slurmctld/src/associations.py::Associations.statuses",
+        "        if outcome.drift:\n",
+        "        if False:\n",
+        "tests/unit/slurmctld/test_associations.py::test_a_hand_made_change_is_a_status_line_"
+        "and_put_back",
+    ),
+    Mutation(
+        "accounts-held-removal-not-said",
+        "charms/slurmctld/src/associations.py::Associations.statuses",
+        "        if outcome.held:\n",
+        "        if False:\n",
+        "tests/unit/slurmctld/test_associations.py::test_a_removal_held_by_jobs_is_a_status_"
+        "line_and_stays_managed",
+    ),
+    Mutation(
+        "accounts-failure-not-blocked",
+        "charms/slurmctld/src/associations.py::Associations.statuses",
+        'yield ops.BlockedStatus(f"accounts not applied: {outcome.failure}")',
+        'yield ops.ActiveStatus(f"accounts not applied: {outcome.failure}")',
+        "tests/unit/slurmctld/test_associations.py::test_slurmdbd_down_is_a_status_quoting_"
+        "sacctmgr_retried_by_update_status",
+    ),
+    Mutation(
+        "accounts-empty-plan-applied",
+        "charms/slurmctld/src/associations.py::Associations.reconcile",
+        "            if plan.changes:\n",
+        "            if True:\n",
+        "tests/unit/slurmctld/test_associations.py::test_nothing_differs_no_command_runs",
+    ),
+    Mutation(
+        "accounts-status-behind-accountings",
+        "charms/slurmctld/src/charm.py::SlurmctldCharm._status_order",
+        "            (self.associations.statuses, False),  # the accounts document,\n          "
+        "  (self.accounting.statuses, False),  # accounting's target,\n",
+        "            (self.accounting.statuses, False),  # accounting's target,\n            "
+        "(self.associations.statuses, False),  # the accounts document,\n",
+        "tests/unit/slurmctld/test_associations.py::test_a_removal_held_by_jobs_is_a_status_"
+        "line_and_stays_managed",
+    ),
+    Mutation(
+        "accounts-peer-record-names-unchecked",
+        "libs/hpc_libs/src/hpc_libs/interfaces/slurmctld_peer.py::SlurmctldPeerData._accounts_"
+        "managed",
+        "AccountsManaged.model_validate(value).managed()",
+        "AccountsManaged.model_validate(value)",
+        "tests/unit/hpc_libs/test_interfaces_slurmctld_peer.py::test_an_invalid_accounts_"
+        "record_reads_as_nothing_managed_and_keeps_the_rest",
+    ),
+    Mutation(
+        "accounts-peer-digest-unchecked",
+        "libs/hpc_libs/src/hpc_libs/interfaces/slurmctld_peer.py::SlurmctldPeerData._accounts_"
+        "applied",
+        "if value is None or (isinstance(value, str) and _DIGEST.fullmatch(value)):",
+        "if True:",
+        "tests/unit/hpc_libs/test_interfaces_slurmctld_peer.py::test_an_invalid_applied_digest_"
+        "reads_as_not_said",
+    ),
 ]
 
 

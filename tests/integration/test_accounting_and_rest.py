@@ -8,7 +8,11 @@ cluster the previous ones left and proves one behaviour. The REST tests speak HT
 login machine to slurmrestd with python3's standard library (any machine has it). Last, the
 site's directory joins the running cluster (`ldap`, and the `sssd` subordinate on every Slurm
 machine; directory_helpers.py): users who exist in no machine's files submit, run as
-themselves, show in sacct and REST, and are admitted or refused by `AllowGroups`.
+themselves, show in sacct and REST, and are admitted or refused by `AllowGroups`. Then an
+`accounts` document on slurmctld gives them accounts, a QoS and fair shares (associations as
+code): Slurm refuses a job over the QoS's MaxWall, fair shares order their pending jobs as
+the document says, a user dropped from it keeps their running job and loses access after it,
+and a change made by hand shows in `accounts-diff` until the next reconcile undoes it.
 
 Run with `-s` to see the measurements (timings, p50/p99 of the load test).
 """
@@ -493,3 +497,235 @@ def test_a_member_added_to_a_directory_group_is_admitted_without_a_reconfigure(
     job = poll(admitted, timeout=GROUP_CHANGE_SETTLE, interval=5, what="bob admitted")
     say(f"bob admitted {time.monotonic() - added:.0f} s after joining physics in the directory")
     assert wait_sacct(directory, job)["user"] == "bob"
+
+
+# Issue 40: associations as code. The same cluster takes an `accounts` document on slurmctld:
+# the directory's users get accounts, a QoS limit and fair shares, and slurm.conf enforces them.
+
+QOS_MAX_WALL_MINUTES = 5
+FAIRSHARE_SETTLE = 150
+"""Fair shares and pending jobs' priorities are recomputed each PriorityCalcPeriod (1 min here)."""
+PRIORITY = "\n".join(
+    (
+        "GroupUpdateTime=15",  # The directory tests' setting, kept.
+        "PriorityType=priority/multifactor",
+        "PriorityWeightFairshare=100000",
+        "PriorityCalcPeriod=1",
+    )
+)
+
+
+def accounts_document(*, physics: int, chemistry: int, bob: bool = True) -> str:
+    """alice in physics (its jobs in QoS `short`), bob in chemistry; fair shares as given."""
+    users = "  alice: {accounts: [physics]}\n"
+    if bob:
+        users += "  bob: {accounts: [chemistry]}\n"
+    return (
+        "qos:\n"
+        f'  short: {{max-wall: "00:{QOS_MAX_WALL_MINUTES:02d}:00"}}\n'
+        "accounts:\n"
+        f"  physics: {{fairshare: {physics}, qos: [normal, short], default-qos: short}}\n"
+        f"  chemistry: {{fairshare: {chemistry}}}\n"
+        f"users:\n{users}"
+    )
+
+
+def associations(juju: jubilant.Juju) -> set[tuple[str, str]]:
+    """The (account, user) associations slurmdbd holds with a user (sacctmgr, on the login)."""
+    out = sh(juju, "sacctmgr -n -P show assoc format=Account,User", unit=LOGIN)
+    pairs = (line.split("|") for line in out.split("\n") if line.count("|") == 1)
+    return {(account, user) for account, user in pairs if user}
+
+
+def fairshare_of(juju: jubilant.Juju, account: str) -> str | None:
+    """The fair share of `account`'s own association (the line without a user)."""
+    out = sh(juju, f"sacctmgr -n -P show assoc account={account} format=User,Fairshare")
+    shares = [line[1:] for line in out.split("\n") if line.startswith("|")]
+    return shares[0] if len(shares) == 1 else None
+
+
+def fire_update_status(juju: jubilant.Juju) -> None:
+    """Fire update-status on the controller now (lab only: on Juju it comes within 5 min)."""
+    if hasattr(juju, "update_status"):
+        juju.update_status(CONTROLLER)  # type: ignore[attr-defined]
+
+
+@pytest.fixture(scope="module")
+def accounts(directory: jubilant.Juju) -> jubilant.Juju:
+    """The directory's users with accounts, a QoS and fair shares: the document applied."""
+    began = time.monotonic()
+    directory.config("compute", {"partition-config": ""})  # Every group may use it again.
+    directory.config(
+        "slurmctld",
+        {
+            "slurm-conf-parameters": PRIORITY,
+            "accounts": accounts_document(physics=1, chemistry=9),
+        },
+    )
+    poll(
+        lambda: {("physics", "alice"), ("chemistry", "bob")} <= associations(directory),
+        timeout=180,
+        what="the document's associations in slurmdbd",
+    )
+    enforce = poll(
+        lambda: slurm_config(directory, "AccountingStorageEnforce"),
+        timeout=120,
+        what="AccountingStorageEnforce",
+    )
+    assert {"associations", "limits", "qos"} <= set(enforce.lower().split(",")), enforce
+    poll(
+        lambda: "AllowGroups=ALL" in sh(directory, "scontrol show partition compute"),
+        timeout=180,
+        what="the partition open to every group",
+    )
+    wait_active(directory, *EVERY_APP, "ldap", "sssd", timeout=300)
+    say(f"accounts document applied and enforced in {time.monotonic() - began:.0f} s")
+    return directory
+
+
+def test_a_job_over_the_qos_max_wall_is_refused_by_slurm(accounts: jubilant.Juju):
+    """alice's jobs run in QoS `short` (her account's default): a longer one is refused."""
+    minutes = QOS_MAX_WALL_MINUTES * 2
+    out = as_user(
+        accounts,
+        "alice",
+        f"sbatch --parsable -p compute -N1 --mem=1 -t {minutes} -o /dev/null --wrap true"
+        " 2>&1 || true",
+    ).strip()
+    within = submit(accounts, "alice", "true")
+
+    if out.isdigit():  # Accepted, then held by Slurm: the QoS limit is its pending reason.
+        reason = poll(
+            lambda: sh(accounts, f"squeue -h -j {out} -o %r", unit=LOGIN).strip() or None,
+            timeout=60,
+            what=f"job {out}'s pending reason",
+        )
+        sh(accounts, f"scancel {out}", unit=LOGIN)
+        say(f"a {minutes}-minute job in QoS short pends: {reason}")
+        assert reason == "QOSMaxWallDurationPerJobLimit", reason
+    else:
+        say(f"a {minutes}-minute job in QoS short: {out}")
+        assert "Job violates accounting/QOS policy" in out, out
+    assert wait_sacct(accounts, within)["state"] == "COMPLETED"
+
+
+def priorities(juju: jubilant.Juju, jobs: dict[str, str]) -> dict[str, int]:
+    """Each user's pending job's priority (`jobs`: user -> job id)."""
+    found: dict[str, int] = {}
+    for user, job in jobs.items():
+        value = sh(juju, f"squeue -h -j {job} -o %Q", unit=LOGIN).strip()
+        found[user] = int(value) if value.isdigit() else -1
+    return found
+
+
+def test_fairshare_orders_two_users_pending_jobs_as_the_document_says(accounts: jubilant.Juju):
+    # Fair shares weigh shares against usage: both users first use the cluster alike.
+    used = [submit(accounts, user, "sleep 70") for user in ("alice", "bob")]
+    for job in used:
+        wait_sacct(accounts, job, timeout=300)
+
+    def raw_usage() -> dict[str, int] | None:
+        out = sh(accounts, "sshare -a -h -P -o User,RawUsage", unit=LOGIN)
+        usage = {
+            user: int(raw)
+            for user, raw in (line.split("|") for line in out.split("\n") if line.count("|") == 1)
+            if user in ("alice", "bob") and raw.isdigit()
+        }
+        return usage if len(usage) == 2 and all(usage.values()) else None
+
+    usage = poll(raw_usage, timeout=FAIRSHARE_SETTLE, interval=5, what="both users' usage")
+    blocker = sh(
+        accounts,
+        f"sbatch --parsable -p {PARTITION} -N1 --exclusive -o /dev/null --wrap 'sleep 600'",
+        unit=LOGIN,
+    ).strip()
+    poll(
+        lambda: job_state(accounts, blocker) == "RUNNING",
+        timeout=60,
+        what="the blocking job running",
+    )
+    try:
+        pending = {user: submit(accounts, user, "true") for user in ("alice", "bob")}
+
+        chemistry_first = poll(
+            lambda: (p := priorities(accounts, pending))["bob"] > p["alice"] >= 0 and p,
+            timeout=FAIRSHARE_SETTLE,
+            interval=5,
+            what="bob (chemistry, 9 shares) before alice (physics, 1 share)",
+        )
+        accounts.config("slurmctld", {"accounts": accounts_document(physics=9, chemistry=1)})
+        physics_first = poll(
+            lambda: (p := priorities(accounts, pending))["alice"] > p["bob"] >= 0 and p,
+            timeout=FAIRSHARE_SETTLE,
+            interval=5,
+            what="alice before bob once physics has 9 shares and chemistry 1",
+        )
+    finally:
+        sh(accounts, f"scancel {blocker}", unit=LOGIN)
+    say(
+        f"raw usage {usage}; priorities with chemistry 9:1 {chemistry_first}, "
+        f"with physics 9:1 {physics_first}"
+    )
+    assert fairshare_of(accounts, "physics") == "9"
+
+
+def test_a_user_removed_from_the_document_keeps_their_running_job_then_loses_access(
+    accounts: jubilant.Juju,
+):
+    running = submit(accounts, "bob", "sleep 45")
+    poll(lambda: job_state(accounts, running) == "RUNNING", timeout=120, what="bob's job running")
+
+    accounts.config(
+        "slurmctld", {"accounts": accounts_document(physics=9, chemistry=1, bob=False)}
+    )
+    held = poll(
+        lambda: "removal held" in (status := controller_status(accounts)) and status,
+        timeout=120,
+        what="the removal of bob held while his job runs",
+    )
+    assert ("chemistry", "bob") in associations(accounts)
+    assert job_state(accounts, running) == "RUNNING"
+
+    record = wait_sacct(accounts, running, timeout=180)
+    ended = time.monotonic()
+    gone = poll(
+        lambda: (
+            ("chemistry", "bob") not in associations(accounts)
+            or fire_update_status(accounts)  # None: poll again after the next hook
+        ),
+        timeout=180,
+        interval=10,
+        what="bob's association removed once his job ended",
+    )
+    refused = as_user(
+        accounts, "bob", "sbatch -p compute -N1 --mem=1 -o /dev/null --wrap true 2>&1 || true"
+    )
+
+    say(f"held: {held!r}; removed {time.monotonic() - ended:.0f} s after the job ended")
+    assert gone
+    assert record["state"] == "COMPLETED", record
+    assert "Invalid account" in refused, refused
+
+
+def test_a_hand_made_change_shows_in_accounts_diff_and_the_next_reconcile_undoes_it(
+    accounts: jubilant.Juju,
+):
+    sh(accounts, "sacctmgr -i modify account physics set fairshare=42", unit=LOGIN)
+    assert fairshare_of(accounts, "physics") == "42"
+
+    result = accounts.run(CONTROLLER, "accounts-diff")
+
+    differences = str(result.results["differences"])
+    say(f"accounts-diff after a hand-made change: {differences!r}")
+    assert int(result.results["count"]) >= 1
+    assert "physics" in differences and "fairshare" in differences.lower(), differences
+
+    restored = poll(
+        lambda: fairshare_of(accounts, "physics") == "9" or fire_update_status(accounts),
+        timeout=180,
+        interval=10,
+        what="the document's fairshare put back",
+    )
+    assert restored
+    clean = accounts.run(CONTROLLER, "accounts-diff").results
+    assert int(clean["count"]) == 0, clean

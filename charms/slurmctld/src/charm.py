@@ -8,6 +8,7 @@ from typing import Any
 
 import accounting
 import actions
+import associations
 import controllers
 import credentials
 import exporter_service
@@ -106,6 +107,7 @@ class SlurmctldCharm(SlurmCharm[SlurmctldConfig]):
             lambda: self.installer.version,
         )
         self.accounting = accounting.Accounting(self.slurmdbd)
+        self.associations = associations.Associations(self, self.peer)
         self.placement = placement.Placement(
             self, self.slurmctld, self.peer, self.mount, WAKE_EVENT
         )
@@ -138,8 +140,8 @@ class SlurmctldCharm(SlurmCharm[SlurmctldConfig]):
         In order: ports, the exporter and the cos-agent jobs, the takeover check and
         placement (where and how slurmctld runs: a unit besides the leader follows the
         leader's files and stops here), then the leader's work: the keys, departed nodes,
-        partitions, the rendered files, what the daemons are told, the key rotation, the
-        rolling rebuild.
+        partitions, the rendered files, what the daemons are told, the accounts document
+        (once slurm.conf accounts to slurmdbd), the key rotation, the rolling rebuild.
         """
         if _is_install_hook():
             return  # Install only installs: keys and config wait for the shared filesystem.
@@ -197,6 +199,8 @@ class SlurmctldCharm(SlurmCharm[SlurmctldConfig]):
         srun_ports = overrides.srun_port_range(config.slurm_conf_parameters)
         self.daemons.publish(keys.auth_secret, serving, facts.served, config_digest, srun_ports)
         self.accounting.reconcile(facts)
+        if (applied := self.associations.reconcile(facts)) is not None:
+            self._remember(self.facts(config).memory.model_copy(update=applied))
         self.auth_rotation.reconcile(facts)
         if (kept := self.rebuild.reconcile(self.facts(config))) is not None:
             self._remember(kept)
@@ -221,6 +225,7 @@ class SlurmctldCharm(SlurmCharm[SlurmctldConfig]):
             (self.applied.statuses, True),  # 6. slurmctld not running
             (self.retirement.statuses, False),  # 7. the leader's: retiring,
             (self.native_metrics.statuses, False),  # native metrics held,
+            (self.associations.statuses, False),  # the accounts document,
             (self.accounting.statuses, False),  # accounting's target,
             (self.partitions.statuses, False),  # the default partition,
             (self.rebuild.statuses, False),  # the rollouts,

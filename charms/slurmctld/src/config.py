@@ -8,6 +8,8 @@ from future_nodes import check_room as check_future_room
 from future_nodes import parse as parse_future_nodes
 from hpc_libs.charm.config import SlurmCharmConfig, refused_parameters
 from hpc_libs.slurm import grammar
+from hpc_libs.slurm.accounts import Document, DocumentError
+from pydantic_core import PydanticCustomError
 
 # slurmctld refuses a MaxNodeCount above MAX_SLURM_NODES (64 * 1024, slurm.h), and slurmutils
 # renders MaxNodeCount as a uint16 below Slurm's NO_VAL16 and INFINITE16 markers: 65533 at most.
@@ -16,6 +18,26 @@ MAX_NODE_COUNT = 65533
 # high for effective fault tolerance.
 MAX_SLURMCTLD_TIMEOUT = 65533
 MAX_MESSAGE_TIMEOUT = 100
+
+
+def _accounts_document(value: object) -> Document | None:
+    """Parse the `accounts` option: None when empty, else the checked document.
+
+    Raises:
+        PydanticCustomError: The document is refused, naming its key
+            (`users.alice.default-account`): the unit blocks and nothing is applied.
+
+    """
+    if not isinstance(value, str):
+        raise PydanticCustomError("string_type", "Input should be a valid string")
+    if not value.strip():
+        return None
+    try:
+        return Document.parse(value)
+    except DocumentError as e:
+        raise PydanticCustomError(
+            "accounts_document", "{key}: {reason}", {"key": e.key, "reason": e.reason}
+        ) from e
 
 
 class SlurmctldConfig(SlurmCharmConfig):
@@ -50,6 +72,9 @@ class SlurmctldConfig(SlurmCharmConfig):
     future_nodes: Annotated[dict[str, dict[str, int]], refused_parameters(parse_future_nodes)] = (
         pydantic.Field(default_factory=dict[str, dict[str, int]])
     )
+    # Slurm's associations as code, parsed and checked: see `associations`.
+    accounts: Annotated[Document | None, pydantic.PlainValidator(_accounts_document)] = None
+    accounts_prune_unmanaged: bool = pydantic.Field(False, strict=True)
 
     @pydantic.field_validator("future_nodes")
     @classmethod

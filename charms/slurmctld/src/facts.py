@@ -98,6 +98,8 @@ class Facts:
             native_metrics=memory.native_metrics,
             upgrade_slurmctld_timeout=memory.upgrade_slurmctld_timeout,
             rollouts=memory.rollouts,
+            accounts_managed=memory.accounts_managed,
+            accounts_applied=memory.accounts_applied,
         )
 
     def remembering(self, memory: SlurmctldPeerData) -> "Facts":

@@ -141,8 +141,13 @@ def _union(operator: Any, charm: Any) -> Any:
 COMBINED: Mapping[str, Callable[[Any, Any], Any]] = {
     "slurmctldparameters": _union,
     "grestypes": _union,
+    "accountingstorageenforce": _union,
 }
-"""Keys both the charm and the operator set, merged: the charm's items are always there."""
+"""Keys both the charm and the operator set, merged: the charm's items are always there.
+
+AccountingStorageEnforce: with an `accounts` document the charm enforces
+`associations,limits,qos`, and the operator's items (`safe`, `wckeys`, `nojobs`...) are
+added; without one the operator's value is the whole key (their own associations)."""
 
 
 SLURM_PORTS = DAEMON_PORTS

@@ -2,7 +2,8 @@
 
 Everything slurm.conf holds is rendered from scratch on every reconcile: the charm's options,
 the ordered controllers (the leader alone without network state), the partitions that slurmd
-applications publish, the slurmdbd daemons (accounting) and the JWT key file
+applications publish, the slurmdbd daemons (accounting; its enforcement with an `accounts`
+document, `associations.conf_settings`) and the JWT key file
 (`AuthAltTypes=auth/jwt`). Comparing the rendering with the file on disk is what decides
 whether anything is written and whether `scontrol reconfigure` runs, so a compute unit
 joining (which changes none of these inputs) never touches slurm.conf.
@@ -11,6 +12,7 @@ joining (which changes none of these inputs) never touches slurm.conf.
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+import associations
 import future_nodes
 import native_metrics
 import overrides
@@ -143,6 +145,7 @@ def render_slurm_conf(
             **ISOLATION_PLUGINS[config.process_isolation],
             **JWT_AUTH,
             **accounting_settings(dbds),
+            **associations.conf_settings(config, dbds),
             **failover_settings(config, placement, slurmctld_timeout),
             **rebuild.conf_settings(config.reboot_timeout),
             **health_settings(config),

@@ -219,3 +219,50 @@ def test_native_metrics_is_a_json_boolean_or_not_said_and_keeps_the_rest(raw, re
 
     assert data.native_metrics is read_as
     assert data.departed_nodes == [DepartedNode(name="c-1")]
+
+
+MANAGED = {"qos": ["short"], "accounts": ["physics"], "users": ["alice", "bob"]}
+DIGEST = "ab" * 32
+
+
+def test_the_accounts_record_is_read_from_its_raw_vector():
+    data = read({"accounts_managed": json.dumps(MANAGED), "accounts_applied": json.dumps(DIGEST)})
+
+    assert data.accounts_managed is not None
+    managed = data.accounts_managed.managed()
+    assert (managed.qos, managed.accounts, managed.users) == (
+        {"short"},
+        {"physics"},
+        {"alice", "bob"},
+    )
+    assert data.accounts_applied == DIGEST
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        {**MANAGED, "users": ["alice", "bob\nroot"]},
+        {**MANAGED, "accounts": ["Physics Dept"]},
+        {**MANAGED, "users": "alice"},
+        ["alice"],
+    ],
+)
+def test_an_invalid_accounts_record_reads_as_nothing_managed_and_keeps_the_rest(raw, caplog):
+    data = read(
+        {
+            "accounts_managed": json.dumps(raw),
+            "departed_nodes": json.dumps([{"name": "compute-3"}]),
+        }
+    )
+
+    assert data.accounts_managed is None
+    assert [n.name for n in data.departed_nodes or []] == ["compute-3"]
+    assert "skipping invalid accounts_managed" in caplog.text
+
+
+@pytest.mark.parametrize("raw", ["AB" * 32, "ab" * 31, 7, "ab" * 32 + "\n"])
+def test_an_invalid_applied_digest_reads_as_not_said(raw):
+    data = read({"accounts_applied": json.dumps(raw), "accounts_managed": json.dumps(MANAGED)})
+
+    assert data.accounts_applied is None
+    assert data.accounts_managed is not None

@@ -18,7 +18,16 @@ the leader only, never in one unit's StoredState:
 * `rollouts`: each rolling rebuild the leader started, one object per partition: the
   partition, when it started (`since`, epoch seconds), whether it upgrades, and the jobs it
   submitted as root (`jobs`: one `{id, node}` per node). The charm acts (hold, cancel) on these
-  ids only, never on an id it read back from Slurm's output, where users' text can forge one.
+  ids only, never on an id it read back from Slurm's output, where users' text can forge one;
+* `accounts_managed`: the QoS, accounts and users the `accounts` document managed in slurmdbd
+  (`{"qos": [...], "accounts": [...], "users": [...]}`, names sorted), written only once
+  `sacctmgr` applied them: the union of what every successful reconcile applied since, so a
+  name a later document drops is still known as managed and removed (`hpc_libs.slurm.accounts`).
+  Absent: nothing managed yet. A value that does not parse is logged and read as absent, so
+  nothing is removed on its word;
+* `accounts_applied`: the digest (64 hex digits) of the `accounts` document last applied in
+  full, written with `accounts_managed`: while the document is unchanged, what slurmdbd holds
+  that differs from it was changed by hand. Anything else is logged and read as absent.
 
 Every field is optional and JSON-encoded under its own key (`ops.Relation.save`). An entry
 that does not parse (or breaks Slurm's grammar) is logged and skipped; the rest is read.
@@ -39,6 +48,7 @@ entries published to the daemons (`HostEntry`); a unit whose data breaks it is n
 """
 
 import logging
+import re
 from typing import Annotated, Any, cast
 
 import ops
@@ -53,10 +63,13 @@ from hpc_libs.interfaces.base import (
     bounded_text,
 )
 from hpc_libs.slurm import grammar
+from hpc_libs.slurm.accounts import Managed
 from hpc_libs.slurm.partition import PartitionSpec, node_set
 
 logger = logging.getLogger(__name__)
 
+_DIGEST = re.compile(r"[0-9a-f]{64}")
+"""A sha256 digest in hex (`accounts_applied`)."""
 MAX_EPOCH = 1 << 40
 """A time far beyond any real clock, in seconds: bounds `since`."""
 
@@ -120,6 +133,25 @@ class Rollout(DatabagModel):
         return [(job.id, job.node) for job in self.jobs or () if job.id is not None and job.node]
 
 
+class AccountsManaged(DatabagModel):
+    """The names the `accounts` document managed in slurmdbd, as last applied."""
+
+    qos: list[str] = Field(default_factory=list[str])
+    accounts: list[str] = Field(default_factory=list[str])
+    users: list[str] = Field(default_factory=list[str])
+
+    @classmethod
+    def of(cls, managed: Managed) -> "AccountsManaged":
+        """Return the record of `managed` (names sorted, so an equal set writes equal text)."""
+        return cls(
+            qos=sorted(managed.qos), accounts=sorted(managed.accounts), users=sorted(managed.users)
+        )
+
+    def managed(self) -> Managed:
+        """Return the names as the library's `Managed`, each checked (ValueError if one is bad)."""
+        return Managed.from_json(self.model_dump_json())
+
+
 class ControllerSlot(DatabagModel):
     """One controller unit in the join order."""
 
@@ -158,6 +190,8 @@ class SlurmctldPeerData(DatabagModel):
     native_metrics: bool | None = None
     upgrade_slurmctld_timeout: int | None = None
     rollouts: list[Rollout] | None = None
+    accounts_managed: AccountsManaged | None = None
+    accounts_applied: str | None = None
 
     def served(self) -> dict[str, PartitionEntry]:
         """Return the partitions the leader serves (retiring ones included), by name."""
@@ -187,6 +221,26 @@ class SlurmctldPeerData(DatabagModel):
         if value is None or _is_timeout(value):
             return value
         logger.warning("skipping invalid upgrade_slurmctld_timeout %r", value)
+        return None
+
+    @field_validator("accounts_managed", mode="before")
+    @classmethod
+    def _accounts_managed(cls, value: Any) -> Any:
+        if value is None or isinstance(value, AccountsManaged):
+            return value
+        try:
+            AccountsManaged.model_validate(value).managed()
+        except ValueError as e:  # pydantic's ValidationError is one, as is Managed's refusal.
+            logger.warning("skipping invalid accounts_managed: %s", e)
+            return None
+        return value
+
+    @field_validator("accounts_applied", mode="before")
+    @classmethod
+    def _accounts_applied(cls, value: Any) -> Any:
+        if value is None or (isinstance(value, str) and _DIGEST.fullmatch(value)):
+            return value
+        logger.warning("skipping invalid accounts_applied %r: not a sha256 hex digest", value)
         return None
 
 
