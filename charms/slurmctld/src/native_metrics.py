@@ -9,15 +9,19 @@ slurmdbd's queue, and carry memory in MB and times in microseconds.
 * Any `PrivateData` makes slurmctld answer 401 to every path unless the request carries a JWT
   (`Authorization: Bearer`, or `X-SLURM-USER-TOKEN`) of SlurmUser or root (or of a user in
   `MetricsAuthUsers`; any other user's gets 403), and 26.05 checks such a token only with
-  `SlurmctldHttpAuthParameters=jwt_key=<file>` set: without it every token gets 401 too
-  (measured on the forky lab, 26.05.5). The charm does not send one yet, so with PrivateData
-  among the operator's parameters the endpoint stays off and no job is offered: the exporter
-  covers the cluster, less what PrivateData hides from users (it runs unprivileged:
-  `exporter_service`).
+  `SlurmctldHttpAuthParameters=jwt_key=<file>`: without it every token gets 401 too
+  (measured on the forky lab, 26.05.5). So under PrivateData the endpoint needs every daemon
+  on 26.05 (`first_release`: the release measured; 25.11's handling is unknown here), and
+  `metrics_auth` gives slurmctld a key of the endpoint's own and one user, `slurm-metrics`,
+  and each controller unit's collector a short-lived token of that user in a root-only file
+  the jobs name (`authorization: credentials_file`). On the lab that token got 200 at
+  `/metrics` and was refused by slurmctld's RPCs and through slurmrestd: it opens the
+  metrics and nothing else.
 * Only the controller in control answers: a standby slurmctld redirects every path (303, before
-  any authentication) to SlurmctldHost[0]'s address. The jobs do not follow redirects, so a
-  standby's scrape fails and delivers nothing, and HA never duplicates a native series (a
-  collector on the backup would otherwise store the primary's series under the backup's unit).
+  any authentication, token or not) to SlurmctldHost[0]'s address. The jobs do not follow
+  redirects, so a standby's scrape fails and delivers nothing, and HA never duplicates a
+  native series (a collector on the backup would otherwise store the primary's series under
+  the backup's unit).
   A backup that took control answers 200 itself, but 26.05.5's held no native series for
   minutes after the takeover (measured on the forky lab): COS lacks them until the failback.
 * Native names overlap the exporter's (`slurm_partition_jobs`, for one) with other

@@ -11,8 +11,11 @@ promtool check config --syntax-only /etc/prometheus/prometheus.yml.new >/dev/nul
 mv "$rules_file.new" "$rules_file"
 mv /etc/prometheus/prometheus.yml.new /etc/prometheus/prometheus.yml
 # As root, like the collector's snap daemon: a job's credentials_file may be root's only.
+# Root keeps CAP_DAC_OVERRIDE (Debian's unit drops every capability) for the prometheus
+# user's data directory.
 mkdir -p /etc/systemd/system/prometheus.service.d
-printf '[Service]\nUser=root\nGroup=root\n' > /etc/systemd/system/prometheus.service.d/root.conf
+printf '[Service]\nUser=root\nGroup=root\nPrivateUsers=no\nCapabilityBoundingSet=CAP_DAC_OVERRIDE\n' \
+    > /etc/systemd/system/prometheus.service.d/root.conf
 systemctl daemon-reload
 systemctl enable --quiet prometheus
 systemctl restart prometheus
