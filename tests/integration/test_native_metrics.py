@@ -207,7 +207,7 @@ def test_under_privatedata_cos_gets_one_copy_of_each_native_series_with_a_token(
     assert copies(cluster, now - since, now) == 1
     assert value(cluster, f'up{{juju_unit="{backup}", job=~".+_slurm_native_nodes"}}') == 0
 
-    status = cluster.cli("status", "--format=json")
+    status = repr(cluster.status())  # Every unit's and application's status message.
     log = cluster.debug_log(limit=5000)
     for unit in cluster.status().apps["slurmctld"].units:
         token = cluster.exec(f"cat {TOKEN_FILE}", unit=unit).stdout.strip()
