@@ -5,11 +5,13 @@ One lean deployment: two slurmctld units on network state (HA), one slurmd, the 
 stand-in on both controllers and the stand-in for COS's Prometheus. Both controllers' collectors
 scrape slurmctld on their own machine; a backup redirects (303) to the primary, which the jobs
 do not follow, so COS holds the native series of the primary's unit only, renamed
-`slurm_native_*` beside the exporter's. With PrivateData set the charm turns the endpoint off
-and offers no native job. The option is left at its default (`auto`): every daemon runs 26.05,
-so the leader turns the endpoint on by itself. Across a failover (the primary's slurmctld
-killed, then revived) COS never holds a native series from both units at once: the backup in
-control answers the endpoint itself, and the killed primary answers nothing.
+`slurm_native_*` beside the exporter's. The option is left at its default (`auto`): every
+daemon runs 26.05, so the leader turns the endpoint on by itself. Across a failover (the
+primary's slurmctld killed, then revived) COS never holds a native series from both units at
+once: the backup in control answers the endpoint itself, and the killed primary answers
+nothing. Last, with
+PrivateData set (one more config step, no new deploy), the collectors send the token the charm
+signed with a key of the endpoint's own, and COS still holds one copy of each native series.
 """
 
 from __future__ import annotations
@@ -35,6 +37,8 @@ pytestmark = [
 ]
 
 SETTLE = 15 * 60
+TOKEN_FILE = "/var/snap/opentelemetry-collector/common/slurmctld-metrics.token"
+"""Where each controller unit writes its collector's token (`metrics_auth`)."""
 NATIVE = 'label_replace({__name__=~"slurm_native_.+"}, "name", "$1", "__name__", "(.+)")'
 """Every native series, its name kept in `name` (functions over time drop `__name__`)."""
 
@@ -165,19 +169,50 @@ def test_cos_never_holds_two_copies_of_a_native_series_across_a_failover(cluster
     cluster.wait(jubilant.all_active, error=jubilant.any_error, timeout=300)
 
 
-def test_privatedata_turns_the_endpoint_off_and_withdraws_its_jobs(cluster: jubilant.Juju):
+def test_under_privatedata_cos_gets_one_copy_of_each_native_series_with_a_token(
+    cluster: jubilant.Juju,
+):
+    """PrivateData makes slurmctld answer `/metrics` only to a token: the collectors send the
+    one each controller unit signed with the metrics key (a file, named in the job), the
+    primary answers 200, the backup still redirects, and COS keeps one copy of each series.
+    The token opens nothing but `/metrics`, and no databag, status or log holds it.
+    """
     cluster.config("slurmctld", {"slurm-conf-parameters": "PrivateData=usage\n"})
     cluster.wait(jubilant.all_active, error=jubilant.any_error, timeout=SETTLE)
+    primary, backup = primary_and_backup(cluster)
+    curl = "curl -s -o /dev/null -m 5 -w '%{http_code}' localhost:6817/metrics/nodes"
+    with_token = f'{curl} -H "Authorization: Bearer $(cat {TOKEN_FILE})"'
+    poll(
+        lambda: cluster.exec(with_token, unit=primary).stdout == "200",
+        timeout=180,
+        what="the primary answering its collector's token",
+    )
+    assert cluster.exec(curl, unit=primary).stdout == "401"
+    assert cluster.exec(with_token, unit=backup).stdout == "303"  # Before any authentication.
+    rpc = f"SLURM_JWT=$(cat {TOKEN_FILE}) squeue 2>&1; true"
+    assert "authentication error" in cluster.exec(rpc, unit=primary).stdout.lower()
 
+    since = time.time()
+    primary_up = f'up{{juju_unit="{primary}", job=~".+_slurm_native_.+"}}'
+    poll(
+        lambda: value(cluster, f"min({primary_up})") == 1,
+        timeout=120,
+        what="every native job of the primary's collector scraping with the token",
+    )
+    # Series a failed scrape would have marked stale: these came with the token.
+    fresh = f'count({{__name__=~"slurm_native_.+", juju_unit="{primary}"}})'
+    poll(lambda: value(cluster, fresh), timeout=120, what="the primary's native series in COS")
+    time.sleep(25)  # Two more scrapes by each collector, with the token.
+    now = time.time()
+    assert copies(cluster, now - since, now) == 1
+    assert value(cluster, f'up{{juju_unit="{backup}", job=~".+_slurm_native_nodes"}}') == 0
+
+    status = repr(cluster.status())  # Every unit's and application's status message.
+    log = cluster.debug_log(limit=5000)
     for unit in cluster.status().apps["slurmctld"].units:
-        poll(
-            lambda unit=unit: (
-                "slurm_native"
-                not in cluster.exec("cat /etc/prometheus/prometheus.yml", unit=unit).stdout
-            ),
-            timeout=120,
-            what=f"no native scrape job on {unit}'s collector",
-        )
-        config = cluster.exec("scontrol show config", unit=unit).stdout
-        assert "openmetrics" not in config
-        assert "PrivateData" in config and "usage" in config
+        token = cluster.exec(f"cat {TOKEN_FILE}", unit=unit).stdout.strip()
+        assert token.count(".") == 2
+        jobs = cluster.exec("cat /etc/prometheus/prometheus.yml", unit=unit).stdout
+        assert TOKEN_FILE in jobs  # The databag's jobs name the file (the stand-in copies them).
+        for text in (jobs, status, log):
+            assert token not in text

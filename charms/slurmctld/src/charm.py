@@ -15,6 +15,7 @@ import exporter_service
 import facts
 import lost_jobs
 import major_upgrade
+import metrics_auth
 import native_metrics
 import ops
 import overrides
@@ -106,6 +107,7 @@ class SlurmctldCharm(SlurmCharm[SlurmctldConfig]):
             self.scontrol,
             lambda: self.installer.version,
         )
+        self.metrics_auth = metrics_auth.MetricsAuth(self, self.slurmctld)
         self.accounting = accounting.Accounting(self.slurmdbd)
         self.associations = associations.Associations(self, self.peer)
         self.placement = placement.Placement(
@@ -149,7 +151,7 @@ class SlurmctldCharm(SlurmCharm[SlurmctldConfig]):
         self.open_ports(PortRange.single(SLURMCTLD_PORT))  # Any unit may run it once it leads.
         self.slurmctld.bound_stop_time()
         self.exporter.reconcile(facts)
-        self.cos_agent.publish()  # The Slurm release may have changed (upgrade, first install).
+        self._publish_telemetry(facts)  # The Slurm release may have changed (an upgrade).
         self.takeover.reconcile(facts)
         self.lost_jobs.reconcile(facts)  # Before placement may restart slurmctld (module doc).
         turn = self.placement.reconcile(facts)
@@ -171,6 +173,9 @@ class SlurmctldCharm(SlurmCharm[SlurmctldConfig]):
         facts = facts.remembering(remembered)  # Its `served` are the partitions to render.
         timeout = major_upgrade.upgrade_timeout(config.slurmctld_timeout, raised)
         native = self.native_metrics.reconcile(facts)
+        if native.on and native_metrics.private(config):
+            # The token check's key and file exist before slurm.conf includes them.
+            native = native_metrics.Decision(self.metrics_auth.prepare())
         strategy = self.placement.strategy(facts)
         serving = strategy.serving(facts)
         conf = render.render_slurm_conf(
@@ -195,7 +200,7 @@ class SlurmctldCharm(SlurmCharm[SlurmctldConfig]):
         # and the controllers may upgrade with SlurmctldTimeout raised (or it is restored).
         applied = {"native_metrics": native.on, "upgrade_slurmctld_timeout": raised}
         self._remember(remembered.model_copy(update=applied))
-        self.cos_agent.publish()
+        self._publish_telemetry(self.facts(config))
         srun_ports = overrides.srun_port_range(config.slurm_conf_parameters)
         self.daemons.publish(keys.auth_secret, serving, facts.served, config_digest, srun_ports)
         self.accounting.reconcile(facts)
@@ -226,6 +231,7 @@ class SlurmctldCharm(SlurmCharm[SlurmctldConfig]):
             (self.retirement.statuses, False),  # 7. the leader's: retiring,
             (self.native_metrics.statuses, False),  # native metrics held,
             (self.associations.statuses, False),  # the accounts document,
+            (lambda _: self.metrics_auth.statuses(), False),  # or without their token,
             (self.accounting.statuses, False),  # accounting's target,
             (self.partitions.statuses, False),  # the default partition,
             (self.rebuild.statuses, False),  # the rollouts,
@@ -292,6 +298,13 @@ class SlurmctldCharm(SlurmCharm[SlurmctldConfig]):
     def _roles(self, facts: Facts) -> Iterator[ops.StatusBase]:
         if (roles := controllers.role_status(facts.hostname)) is not None:
             yield roles
+
+    def _publish_telemetry(self, facts: Facts) -> None:
+        """Offer the collector its jobs, with the native ones' token written first (if any)."""
+        config = facts.config
+        needed = bool(facts.memory.native_metrics) and native_metrics.asked(config)
+        self.metrics_auth.reconcile(needed and native_metrics.private(config))
+        self.cos_agent.publish()
 
     def _scrape_jobs(self) -> list[dict[str, Any]]:
         """Return the exporter's job, and slurmctld's own endpoint's where the leader has it on."""

@@ -9,15 +9,19 @@ slurmdbd's queue, and carry memory in MB and times in microseconds.
 * Any `PrivateData` makes slurmctld answer 401 to every path unless the request carries a JWT
   (`Authorization: Bearer`, or `X-SLURM-USER-TOKEN`) of SlurmUser or root (or of a user in
   `MetricsAuthUsers`; any other user's gets 403), and 26.05 checks such a token only with
-  `SlurmctldHttpAuthParameters=jwt_key=<file>` set: without it every token gets 401 too
-  (measured on the forky lab, 26.05.5). The charm does not send one yet, so with PrivateData
-  among the operator's parameters the endpoint stays off and no job is offered: the exporter
-  covers the cluster, less what PrivateData hides from users (it runs unprivileged:
-  `exporter_service`).
+  `SlurmctldHttpAuthParameters=jwt_key=<file>`: without it every token gets 401 too
+  (measured on the forky lab, 26.05.5). So under PrivateData the endpoint needs every daemon
+  on 26.05 (`first_release`: the release measured; 25.11's handling is unknown here), and
+  `metrics_auth` gives slurmctld a key of the endpoint's own and one user, `slurm-metrics`,
+  and each controller unit's collector a short-lived token of that user in a root-only file
+  the jobs name (`authorization: credentials_file`). On the lab that token got 200 at
+  `/metrics` and was refused by slurmctld's RPCs and through slurmrestd: it opens the
+  metrics and nothing else.
 * Only the controller in control answers: a standby slurmctld redirects every path (303, before
-  any authentication) to SlurmctldHost[0]'s address. The jobs do not follow redirects, so a
-  standby's scrape fails and delivers nothing, and HA never duplicates a native series (a
-  collector on the backup would otherwise store the primary's series under the backup's unit).
+  any authentication, token or not) to SlurmctldHost[0]'s address. The jobs do not follow
+  redirects, so a standby's scrape fails and delivers nothing, and HA never duplicates a
+  native series (a collector on the backup would otherwise store the primary's series under
+  the backup's unit).
   A backup that took control answers 200 itself, but 26.05.5's held no native series for
   minutes after the takeover (measured on the forky lab): COS lacks them until the failback.
 * Native names overlap the exporter's (`slurm_partition_jobs`, for one) with other
@@ -51,6 +55,7 @@ import re
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
+import metrics_auth
 import ops
 from config import SlurmctldConfig
 from facts import Facts
@@ -68,6 +73,8 @@ logger = logging.getLogger(__name__)
 
 FIRST_RELEASE = (25, 11)
 """The first Slurm release with `metrics/openmetrics`."""
+AUTH_RELEASE = (26, 5)
+"""The release whose token check under PrivateData was measured (`SlurmctldHttpAuthParameters`)."""
 PATHS = ("jobs", "nodes", "partitions", "scheduler")
 PER_USER_PATH = "jobs-users-accts"
 NATIVE_PREFIX = "slurm_native_"
@@ -100,20 +107,30 @@ class Decision:
     held_by: str | None = None
 
 
-def knows_metrics(release: str | None) -> bool:
-    """Whether `release` (`26.05.5`, a package version, None) is known and 25.11 or newer."""
+def knows_metrics(release: str | None, first: tuple[int, int] = FIRST_RELEASE) -> bool:
+    """Whether `release` (`26.05.5`, a package version, None) is known and `first` or newer."""
     if not release:
         return False
     try:
         parsed = version.parse(release)
     except ValueError:
         return False
-    return (parsed.major, parsed.minor) >= FIRST_RELEASE
+    return (parsed.major, parsed.minor) >= first
 
 
 def asked(config: SlurmctldConfig) -> bool:
-    """Whether the options allow the endpoint: not `off`, and no PrivateData (401 to all)."""
-    return config.native_metrics != "off" and not config.slurm_conf_parameters.get("privatedata")
+    """Whether the options allow the endpoint: not `off`."""
+    return config.native_metrics != "off"
+
+
+def private(config: SlurmctldConfig) -> bool:
+    """Whether the operator's PrivateData makes the endpoint demand a token (`metrics_auth`)."""
+    return bool(config.slurm_conf_parameters.get("privatedata"))
+
+
+def first_release(config: SlurmctldConfig) -> tuple[int, int]:
+    """Return the release every daemon must run: 26.05 under PrivateData, else 25.11."""
+    return AUTH_RELEASE if private(config) else FIRST_RELEASE
 
 
 def decide(
@@ -128,31 +145,35 @@ def decide(
     if not asked(config):
         return Decision(False)
     vouch_for_unknown = config.native_metrics == "on"
-    if not knows_metrics(own_release):
+    first = first_release(config)
+    if not knows_metrics(own_release, first):
         # On an older controller `auto` has nothing to offer: no word about it.
         held = f"this slurmctld runs {own_release or 'an unknown release'}"
-        return Decision(False, _held(held) if vouch_for_unknown else None)
+        return Decision(False, _held(held, first) if vouch_for_unknown else None)
     try:
-        holdout = _first_older(daemons, vouch_for_unknown=vouch_for_unknown)
+        holdout = _first_older(daemons, first, vouch_for_unknown=vouch_for_unknown)
     except SlurmOpsError as e:
         logger.warning("cannot read the nodes' Slurm releases (%s): keeping MetricsType as is", e)
         return Decision(previous)
     if holdout is None:
         return Decision(True)
     said = f"runs {holdout.release}" if holdout.release else "has not said its Slurm release"
-    return Decision(False, _held(f"{holdout.name} {said}"))
+    return Decision(False, _held(f"{holdout.name} {said}", first))
 
 
-def _held(why: str) -> str:
-    return f"native metrics off until every daemon runs 25.11 or newer: {why}"
+def _held(why: str, first: tuple[int, int]) -> str:
+    release = f"{first[0]}.{first[1]:02d}"
+    return f"native metrics off until every daemon runs {release} or newer: {why}"
 
 
-def _first_older(daemons: Iterable[Daemon], *, vouch_for_unknown: bool) -> Daemon | None:
-    """Return the first daemon known to run a release before 25.11 (or of unknown release)."""
+def _first_older(
+    daemons: Iterable[Daemon], first: tuple[int, int], *, vouch_for_unknown: bool
+) -> Daemon | None:
+    """Return the first daemon known to run a release before `first` (or of unknown release)."""
     for daemon in daemons:
         if daemon.release is None and vouch_for_unknown:
             continue
-        if not knows_metrics(daemon.release):
+        if not knows_metrics(daemon.release, first):
             return daemon
     return None
 
@@ -238,20 +259,32 @@ class NativeMetrics:
             yield ops.ActiveStatus(held)
 
 
-def conf_settings(on: bool) -> dict[str, Any]:
-    """slurm.conf's key for the endpoint: MetricsType when `on`, nothing otherwise."""
-    return {"metricstype": "metrics/openmetrics"} if on else {}
+def conf_settings(on: bool, config: SlurmctldConfig) -> dict[str, Any]:
+    """slurm.conf's keys for the endpoint: MetricsType when `on`, nothing otherwise.
+
+    Under PrivateData the token check comes too, from a file slurm.conf includes by name
+    (`metrics_auth.INCLUDE`): slurmutils knows neither of its keys, and configless sends a
+    file included by a plain name to every node with slurm.conf.
+    """
+    if not on:
+        return {}
+    settings: dict[str, Any] = {"metricstype": "metrics/openmetrics"}
+    if private(config):
+        settings["include"] = [metrics_auth.INCLUDE]
+    return settings
 
 
 def scrape_jobs(leader_on: bool, config: SlurmctldConfig) -> list[dict[str, Any]]:
     """Return the collector's jobs for the endpoint on this machine (none where it is off).
 
     `leader_on` is the leader's decision (peer databag); this unit's options are checked too,
-    so a PrivateData or `off` withdraws the jobs at once, before the leader's word arrives.
+    so `off` withdraws the jobs at once, before the leader's word arrives. Under PrivateData
+    each job sends the token `metrics_auth` writes: the databag holds the file's path only.
     """
     if not (leader_on and asked(config)):
         return []
     paths = [*PATHS, *([PER_USER_PATH] if config.metrics_per_user else [])]
+    token = str(metrics_auth.TOKEN_FILE) if private(config) else None
     return [
         scrape_job(
             f"{NATIVE_PREFIX}{path.replace('-', '_')}",
@@ -259,6 +292,7 @@ def scrape_jobs(leader_on: bool, config: SlurmctldConfig) -> list[dict[str, Any]
             f"/metrics/{path}",
             rename=("slurm_", NATIVE_PREFIX),
             follow_redirects=False,
+            credentials_file=token,
         )
         for path in paths
     ]

@@ -149,7 +149,7 @@ def render_slurm_conf(
             **failover_settings(config, placement, slurmctld_timeout),
             **rebuild.conf_settings(config.reboot_timeout),
             **health_settings(config),
-            **native_metrics.conf_settings(native_metrics_on),
+            **native_metrics.conf_settings(native_metrics_on, config),
         }
     )
     operator = {**OPERATOR_DEFAULTS, **config.slurm_conf_parameters}

@@ -68,6 +68,29 @@ def test_scontrol_reads_the_candidate_beside_the_live_file_and_it_is_removed(
     assert list((tmp_path / "etc").iterdir()) == []
 
 
+def test_a_file_included_by_name_is_read_beside_the_candidate_as_slurm_reads_it(
+    tmp_path: Path, fake_run: FakeRun, owners
+):
+    """Slurm reads `Include name` in the including file's directory (configless sends it so):
+    without a copy beside the candidate, scontrol would wait a minute for it, then refuse."""
+    live = tmp_path / "etc"
+    live.mkdir()
+    (live / "metrics-auth.conf").write_text("MetricsAuthUsers=slurm-metrics\n")
+    seen: list[str] = []
+
+    def answer(argv: list[str]) -> subprocess.CompletedProcess[str]:
+        included = Path(fake_run.envs[-1]["SLURM_CONF"]).with_name("metrics-auth.conf")
+        seen.append(included.read_text())
+        return subprocess.CompletedProcess(argv, 0, "", "")
+
+    fake_run.on_call("scontrol", answer=answer)
+
+    check_with_slurm("ClusterName=c\nInclude metrics-auth.conf\n", directory=live, owner="slurm")
+
+    assert seen == ["MetricsAuthUsers=slurm-metrics\n"]
+    assert sorted(p.name for p in live.iterdir()) == ["metrics-auth.conf"]
+
+
 def test_a_refusal_quotes_slurm_without_its_closing_line_and_names_the_live_file(
     tmp_path: Path, fake_run: FakeRun, owners
 ):

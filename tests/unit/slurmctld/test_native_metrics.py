@@ -7,9 +7,15 @@ and REST unit (the release each publishes) and every registered slurmd node (Slu
 records, read with a narrow `sinfo`). An older one refuses MetricsType.
 """
 
+import base64
+import dataclasses
+import hashlib
+import hmac
 import json
+import time
 from pathlib import Path
 
+import metrics_auth
 import pytest
 from charm_testing import FakeMachine, already_installed
 from ops import testing
@@ -196,26 +202,16 @@ def test_on_with_an_older_slurmctld_says_why_it_is_off(ctx, machine, tmp_path: P
         (OLDER, {}),
         ("25.05.3-1", {}),
         ("", {}),
-        (NEWER, {"slurm-conf-parameters": "PrivateData=usage\n"}),
-        (NEWER, {"slurm-conf-parameters": "PrivateData=jobs,nodes\n"}),
         (NEWER, {"native-metrics": "off"}),
-        (NEWER, {"native-metrics": "on", "slurm-conf-parameters": "PrivateData=usage\n"}),
+        ("25.11.1-1", {"slurm-conf-parameters": "PrivateData=usage\n"}),
     ],
-    ids=[
-        "24.11",
-        "25.05",
-        "version-unrecorded",
-        "privatedata-usage",
-        "privatedata-jobs-nodes",
-        "off",
-        "on-with-privatedata",
-    ],
+    ids=["24.11", "25.05", "version-unrecorded", "off", "25.11-privatedata"],
 )
 def test_no_endpoint_only_the_exporter_and_no_word_about_it(
     ctx, machine, tmp_path: Path, package_version: str, config: dict
 ):
-    """Before 25.11 there is no plugin (auto says nothing: nothing to offer); with any
-    PrivateData slurmctld answers every scrape 401; `off` is the operator's."""
+    """Before 25.11 there is no plugin (auto says nothing: nothing to offer); under
+    PrivateData the token check was measured on 26.05 only; `off` is the operator's."""
     out = ctx.run(ctx.on.config_changed(), cluster(machine, package_version, config=config))
 
     assert_off(out, tmp_path)
@@ -266,23 +262,6 @@ def test_per_user_option_adds_the_users_and_accounts_path(ctx, machine):
     assert [j["metrics_path"] for j in users] == ["/metrics/jobs-users-accts"]
 
 
-def test_setting_privatedata_later_withdraws_the_jobs(ctx, machine, tmp_path: Path):
-    first = ctx.run(ctx.on.config_changed(), cluster(machine))
-    assert len(offered_jobs(first)) == 5
-
-    later = testing.State(
-        leader=True,
-        config={"slurm-conf-parameters": "PrivateData=jobs\n"},
-        relations=list(first.relations),
-        secrets=list(first.secrets),
-        stored_states=first.stored_states,
-    )
-    out = ctx.run(ctx.on.config_changed(), later)
-
-    assert_off(out, tmp_path)
-    assert "privatedata=jobs" in slurm_conf(tmp_path).splitlines()
-
-
 @pytest.mark.parametrize(("remembered", "jobs"), [(True, 5), (False, 1), (None, 1)])
 def test_a_backup_offers_the_jobs_the_leader_turned_on(
     ctx, machine, remembered: bool | None, jobs: int
@@ -294,19 +273,6 @@ def test_a_backup_offers_the_jobs_the_leader_turned_on(
 
     assert len(offered_jobs(out)) == jobs
     assert machine.ran(*SHOW_NODES) == []
-
-
-def test_a_backup_withdraws_the_jobs_at_once_when_privatedata_is_set(ctx, machine):
-    state = cluster(
-        machine,
-        leader=False,
-        remembered=True,
-        config={"slurm-conf-parameters": "PrivateData=usage\n"},
-    )
-
-    out = ctx.run(ctx.on.config_changed(), state)
-
-    assert offered_jobs(out) == [EXPORTER_JOB]
 
 
 def test_a_collector_joining_gets_the_native_jobs_without_a_reconcile(ctx, machine):
@@ -365,3 +331,152 @@ def test_a_future_placeholder_sinfo_lists_after_all_holds_nothing(ctx, machine, 
     ctx.run(ctx.on.config_changed(), state)
 
     assert METRICS_TYPE in slurm_conf(tmp_path).splitlines()
+
+
+# Under PrivateData: a token of the endpoint's own (metrics_auth).
+
+PRIVATE: dict[str, str | bool] = {"slurm-conf-parameters": "PrivateData=usage\n"}
+TOKEN_FILE = "var/snap/opentelemetry-collector/common/slurmctld-metrics.token"
+METRICS_KEY = base64.b64encode(b"m" * 32).decode()
+
+
+def metrics_secret() -> testing.Secret:
+    return testing.Secret(
+        tracked_content={"key": METRICS_KEY}, owner="app", label="slurm-metrics-jwt-key"
+    )
+
+
+def private_cluster(machine: FakeMachine, **kwargs) -> testing.State:
+    """`cluster` with PrivateData; `with_key`: the leader made the metrics key earlier.
+
+    The machine has no `slurm-metrics` user yet (getent: 2, not found).
+    """
+    with_key = kwargs.pop("with_key", False)
+    machine.fail("getent", "passwd", "slurm-metrics", returncode=2)
+    state = cluster(machine, config=PRIVATE, **kwargs)
+    extra = [metrics_secret()] if with_key else []
+    return dataclasses.replace(state, secrets=[*state.secrets, *extra])
+
+
+def claims(token: str) -> dict:
+    payload = token.split(".")[1]
+    return json.loads(base64.urlsafe_b64decode(payload + "=" * (-len(payload) % 4)))
+
+
+def signed_with(token: str, key: bytes) -> bool:
+    header, payload, signature = token.split(".")
+    digest = hmac.new(key, f"{header}.{payload}".encode(), hashlib.sha256).digest()
+    return base64.urlsafe_b64encode(digest).rstrip(b"=").decode() == signature
+
+
+def test_privatedata_turns_it_on_with_a_token_check_of_its_own(ctx, machine, tmp_path: Path):
+    """slurmctld checks the tokens with a key of the endpoint's own, for one user that is not
+    Slurm's: the token opens /metrics and nothing else (measured on the forky lab)."""
+    out = ctx.run(ctx.on.config_changed(), private_cluster(machine))
+
+    conf = slurm_conf(tmp_path).splitlines()
+    assert METRICS_TYPE in conf
+    assert "include metrics-auth.conf" in conf
+    assert (tmp_path / "etc/slurm/metrics-auth.conf").read_text() == (
+        f"SlurmctldHttpAuthParameters=jwt_key={tmp_path}/etc/slurm/metrics_jwt_hs256.key\n"
+        "MetricsAuthUsers=slurm-metrics\n"
+    )
+    secret = next(s for s in out.secrets if s.label == "slurm-metrics-jwt-key")
+    key = base64.b64decode(secret.tracked_content["key"])
+    key_file = tmp_path / "etc/slurm/metrics_jwt_hs256.key"
+    assert key_file.read_bytes() == key
+    assert key_file.stat().st_mode & 0o777 == 0o600
+    assert key != base64.b64decode(jwt_secret().tracked_content["key"])
+    assert machine.ran("useradd")[0][-1] == "slurm-metrics"
+    assert memory(out)["native_metrics"] is True
+
+
+def test_each_job_names_the_token_file_and_no_databag_holds_the_token(
+    ctx, machine, tmp_path: Path
+):
+    out = ctx.run(ctx.on.config_changed(), private_cluster(machine))
+
+    token_file = tmp_path / TOKEN_FILE
+    token = token_file.read_text()
+    assert token_file.stat().st_mode & 0o777 == 0o600
+    assert signed_with(token, (tmp_path / "etc/slurm/metrics_jwt_hs256.key").read_bytes())
+    assert claims(token)["sun"] == "slurm-metrics"
+    assert 0 < claims(token)["exp"] - time.time() <= 12 * 3600
+    native = offered_jobs(out)[1:]
+    assert len(native) == 4
+    assert all(
+        j["authorization"] == {"type": "Bearer", "credentials_file": f"/{TOKEN_FILE}"}
+        for j in native
+    )
+    assert all(j["follow_redirects"] is False for j in native)  # A backup's 303: no copy.
+    relation = next(r for r in out.relations if r.endpoint == "cos-agent")
+    assert token not in json.dumps([dict(r.local_unit_data) for r in out.relations])
+    assert token not in relation.local_unit_data["config"]
+    assert token not in out.unit_status.message
+
+
+def test_a_daemon_before_26_05_keeps_it_off_under_privatedata(ctx, machine, tmp_path: Path):
+    out = ctx.run(
+        ctx.on.config_changed(), private_cluster(machine, nodes={"compute_0": "25.11.1"})
+    )
+
+    assert_off(out, tmp_path)
+    assert out.unit_status == testing.ActiveStatus(
+        "native metrics off until every daemon runs 26.05 or newer: "
+        "slurmd node compute-0 runs 25.11.1"
+    )
+    assert not (tmp_path / TOKEN_FILE).exists()
+
+
+def test_a_backup_signs_its_own_token_with_the_leaders_key(ctx, machine, tmp_path: Path):
+    """Each controller's collector scrapes its own machine: each unit writes its token."""
+    state = private_cluster(machine, leader=False, remembered=True, with_key=True)
+
+    out = ctx.run(ctx.on.update_status(), state)
+
+    token = (tmp_path / TOKEN_FILE).read_text()
+    assert signed_with(token, b"m" * 32)
+    assert len(offered_jobs(out)) == 5
+    assert machine.ran("useradd")  # slurmctld looks the token's user up where it runs.
+    assert not (tmp_path / "etc/slurm/metrics-auth.conf").exists()  # The leader's file.
+
+
+@pytest.mark.parametrize(("left", "renewed"), [(3600, True), (11 * 3600, False)])
+def test_update_status_renews_a_token_well_before_it_expires(
+    ctx, machine, tmp_path: Path, left: int, renewed: bool
+):
+    now = int(time.time())
+    old = metrics_auth.sign(b"m" * 32, "slurm-metrics", now - 12 * 3600 + left)
+    token_file = tmp_path / TOKEN_FILE
+    token_file.parent.mkdir(parents=True)
+    token_file.write_text(old)
+    state = private_cluster(machine, leader=False, remembered=True, with_key=True)
+
+    ctx.run(ctx.on.update_status(), state)
+
+    assert (token_file.read_text() != old) is renewed
+
+
+def test_a_token_signed_with_another_key_is_replaced(ctx, machine, tmp_path: Path):
+    token_file = tmp_path / TOKEN_FILE
+    token_file.parent.mkdir(parents=True)
+    token_file.write_text(metrics_auth.sign(b"x" * 32, "slurm-metrics", int(time.time())))
+    state = private_cluster(machine, leader=False, remembered=True, with_key=True)
+
+    ctx.run(ctx.on.update_status(), state)
+
+    assert signed_with(token_file.read_text(), b"m" * 32)
+
+
+def test_lifting_privatedata_removes_the_token_and_the_jobs_send_none(
+    ctx, machine, tmp_path: Path
+):
+    first = ctx.run(ctx.on.config_changed(), private_cluster(machine))
+    assert (tmp_path / TOKEN_FILE).exists()
+
+    out = ctx.run(ctx.on.config_changed(), dataclasses.replace(first, config={}))
+
+    assert not (tmp_path / TOKEN_FILE).exists()
+    assert "include metrics-auth.conf" not in slurm_conf(tmp_path).splitlines()
+    assert all("authorization" not in j for j in offered_jobs(out))
+    assert len(offered_jobs(out)) == 5

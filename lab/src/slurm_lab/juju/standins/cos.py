@@ -29,6 +29,9 @@ Integrated over `send-remote-write` (interface `prometheus_remote_write`) with a
   principal application it serves, once per application. The real collector gathers its
   principals' data over its peer relation; the stand-in reads the same relations directly.
 
+Prometheus runs as root, as the real collector's snap daemon does, so a job's
+`authorization: credentials_file` may name a file only root reads (`cos-apply.sh`).
+
 Differences from the real collector: no Loki or Grafana (log files and dashboards are checked
 to decode, not shipped), no tracing, no topology matchers injected into rule expressions.
 """

@@ -109,6 +109,7 @@ def scrape_job(
     *,
     rename: tuple[str, str] | None = None,
     follow_redirects: bool = True,
+    credentials_file: str | None = None,
 ) -> dict[str, Any]:
     """Return the scrape job of an exporter listening on this machine's loopback.
 
@@ -116,7 +117,9 @@ def scrape_job(
     is stored under `new prefix` instead (a `metric_relabel_configs` rule), so two sources
     of like-named series cannot collide. With `follow_redirects` false a target that
     redirects (a backup slurmctld sends its primary's address) fails its scrape instead of
-    delivering another machine's series as its own.
+    delivering another machine's series as its own. With `credentials_file` each scrape
+    sends `Authorization: Bearer <the file's content>`: the collector reads the file, so only
+    its path travels in the databag, never the token.
     """
     job: dict[str, Any] = {
         "job_name": name,
@@ -136,6 +139,8 @@ def scrape_job(
         ]
     if not follow_redirects:
         job["follow_redirects"] = False
+    if credentials_file is not None:
+        job["authorization"] = {"type": "Bearer", "credentials_file": credentials_file}
     return job
 
 

@@ -65,7 +65,8 @@ def check_with_slurm(text: str, file: str = "slurm.conf", *, directory: Path, ow
 
     The candidate lives in a new root-only directory under `directory` (the live file's, so
     a secret it holds stays where the live one is) and is deleted afterwards. It is written
-    0600 and owned by `owner`, as slurmdbd demands of its file.
+    0600 and owned by `owner`, as slurmdbd demands of its file. A file it includes by a plain
+    name (`relative_includes`) is copied beside it from `directory`, where Slurm reads it.
 
     Raises:
         SlurmRefusedError: Slurm refuses the file; its message names the live file's path.
@@ -83,6 +84,9 @@ def check_with_slurm(text: str, file: str = "slurm.conf", *, directory: Path, ow
     try:
         candidate = workdir / file
         files.write_atomic(candidate, text, mode=0o600, owner=owner)
+        for name in relative_includes(text):
+            if (included := files.read_bytes(directory / name)) is not None:
+                files.write_atomic(workdir / name, included, mode=0o600, owner=owner)
         argv = list(COMMANDS[file])
         result = host.run(
             argv,
@@ -112,3 +116,15 @@ def _useful(reasons: list[str]) -> list[str]:
     """Slurm's reasons, without its closing "Unable to process ..." when others say why."""
     specific = [r for r in reasons if not r.startswith(("Unable to process", "Could not open"))]
     return specific or reasons
+
+
+_RELATIVE_INCLUDE = re.compile(r"(?im)^include[ \t]+([A-Za-z0-9._-]+)[ \t]*$")
+
+
+def relative_includes(text: str) -> list[str]:
+    """Return the files `text` includes by a plain name (beside it, as configless needs them).
+
+    Slurm reads such a name in the including file's directory, so the check copies each
+    from the live directory beside the candidate. A name starting with a dot is left out.
+    """
+    return [name for name in _RELATIVE_INCLUDE.findall(text) if not name.startswith(".")]
