@@ -1609,6 +1609,14 @@ MUTATIONS = [
         "tests/unit/soak/test_soak_units.py::"
         "test_a_job_failing_by_its_own_exit_on_a_node_removed_later_is_no_autoscaler_violation",
     ),
+    Mutation(
+        "slurmd-stop-kills-job-steps",
+        "libs/hpc_libs/src/hpc_libs/slurm/slurmd.py::START_OVERRIDE",
+        "TimeoutStopSec=10\n",
+        "TimeoutStopSec=10\nExecStopPost=-/bin/systemctl kill --signal=KILL *_slurmstepd.scope\n",
+        "tests/unit/hpc_libs/test_slurm_managers.py::"
+        "test_slurmds_drop_in_leaves_running_job_steps_alone_at_a_stop",
+    ),
 ]
 
 
