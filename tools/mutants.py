@@ -1617,6 +1617,14 @@ MUTATIONS = [
         "tests/unit/hpc_libs/test_slurm_managers.py::"
         "test_slurmds_drop_in_leaves_running_job_steps_alone_at_a_stop",
     ),
+    Mutation(
+        "slurmd-leaves-the-new-system-bus-stopped",
+        "libs/hpc_libs/src/hpc_libs/slurm/slurmd.py::SlurmdManager.install",
+        "            self.system_bus.start()\n",
+        "            pass\n",
+        "tests/unit/hpc_libs/test_package_source.py::"
+        "test_slurmd_starts_the_system_bus_it_installed",
+    ),
 ]
 
 
