@@ -116,6 +116,7 @@ bench *args:
     uv run pytest benchmarks --benchmark-only {{ args }}
 
 # Benchmarks on the lab beside their comparators (root); --quick: smoke run; build/bench-lab.json.
+# --vm adds figure 11 (a slurmd unit on a VM beside a bare slurmd -Z on a VM; `--only vm` alone).
 bench-lab *args:
     uv run python -m benchmarks.lab {{ args }}
 

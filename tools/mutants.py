@@ -1978,6 +1978,22 @@ MUTATIONS = [
         "tests/unit/hpc_libs/test_slurm_check.py::"
         "test_a_file_included_by_name_is_read_beside_the_candidate_as_slurm_reads_it",
     ),
+    Mutation(
+        "slurmd-stop-kills-job-steps",
+        "libs/hpc_libs/src/hpc_libs/slurm/slurmd.py::START_OVERRIDE",
+        "TimeoutStopSec=10\n",
+        "TimeoutStopSec=10\nExecStopPost=-/bin/systemctl kill --signal=KILL *_slurmstepd.scope\n",
+        "tests/unit/hpc_libs/test_slurm_managers.py::"
+        "test_slurmds_drop_in_leaves_running_job_steps_alone_at_a_stop",
+    ),
+    Mutation(
+        "slurmd-leaves-the-new-system-bus-stopped",
+        "libs/hpc_libs/src/hpc_libs/slurm/slurmd.py::SlurmdManager.install",
+        "            self.system_bus.start()\n",
+        "            pass\n",
+        "tests/unit/hpc_libs/test_package_source.py::"
+        "test_slurmd_starts_the_system_bus_it_installed",
+    ),
 ]
 
 

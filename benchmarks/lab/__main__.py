@@ -25,6 +25,7 @@ from . import exporter as exporter_figure
 from . import failover as failover_figure
 from . import figures as fig
 from . import rebuild as rebuild_figure
+from . import vm as vm_figure
 from .cluster import (
     COMPUTE,
     CONTROLLER,
@@ -87,8 +88,11 @@ STEPS = (
     "autoscale_from_zero",
     "exporter",
     "autoscale_pass",
+    "vm",
 )
 """The run's steps in order (`Run.go`), the names `--only` and `--skip` take."""
+OPT_IN = frozenset({"vm"})
+"""Steps that run only when asked for (`--vm`, or named in `--only`)."""
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
@@ -127,6 +131,12 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     )
     parser.add_argument(
         "--no-accounting", dest="accounting", action="store_false", help="skip slurmdbd (5b)"
+    )
+    parser.add_argument(
+        "--vm",
+        action="store_true",
+        help="also figure 11: a slurmd unit on a VM (boot, memory, idle CPU, enlistment)"
+        " beside a bare slurmd -Z on a VM (each VM takes a host core)",
     )
     parser.add_argument("--keep", action="store_true", help="leave the lab up (prints its dir)")
     parser.add_argument(
@@ -245,10 +255,13 @@ class Run:
                     bench, args.exporter_nodes, args.exporter_jobs, args.exporter_runs
                 ),
             ),
+            ("vm", lambda: vm_figure.vm_figure(bench, watch)),
         ]
         assert tuple(name for name, _ in steps) == STEPS
         for name, step in steps:
             if (args.only and name not in args.only) or name in args.skip:
+                continue
+            if name in OPT_IN and not (args.vm or (args.only and name in args.only)):
                 continue
             self.check_controller(name)
             self.log(name)

@@ -39,6 +39,10 @@ HOOK_LINE = re.compile(
 )
 
 
+BOOT_MESSAGES = ("%s booted in %.1fs", "%s (VM) booted in %.1fs")
+"""The lab's boot lines: a container's, a VM's (qemu's start to the guest's systemd up)."""
+
+
 class BootLog(logging.Handler):
     """Collect the lab's `<machine> booted in <s>s` lines: machine boot time, by name."""
 
@@ -48,7 +52,7 @@ class BootLog(logging.Handler):
 
     def emit(self, record: logging.LogRecord) -> None:
         """Keep boot times; ignore every other record."""
-        if record.msg == "%s booted in %.1fs" and isinstance(record.args, tuple):
+        if record.msg in BOOT_MESSAGES and isinstance(record.args, tuple):
             name, seconds = record.args
             self.boots[str(name)] = float(seconds)  # pyright: ignore[reportArgumentType]
 

@@ -319,6 +319,7 @@ def table(figures: dict[str, Any]) -> str:
         *exporter_rows(figures),
         *autoscale_rows(figures),
         *rebuild_rows(figures),
+        *vm_rows(figures),
     ]
     return markdown(["#", "Figure", "Charms", "Comparator (same run)", "Ratio"], rows)
 
@@ -344,6 +345,39 @@ def rebuild_rows(figures: dict[str, Any]) -> list[list[str]]:
             if out["bare_total_s"]
             else "-",
         ]
+    ]
+
+
+def vm_rows(figures: dict[str, Any]) -> list[list[str]]:
+    """Figure 11 (`--vm`): a VM's boot, cost and enlistment beside a bare slurmd on a VM."""
+    out = figures.get("vm")
+    if not out:
+        return []  # opt-in: no row unless asked for
+    charm, bare = out["charm"], out["bare"]
+    idle = charm["idle"]
+    return [
+        [
+            "11a",
+            "VM: add_unit to the unit's first hook (lab boot: qemu start to systemd up)",
+            f"{charm['to_first_hook_s']} s ({charm['boot_s']} s)",
+            f"bare VM boot: {bare['boot_s']} s",
+            "-",
+        ],
+        [
+            "11b",
+            f"VM idle on the host: qemu RSS, CPU over {idle['sampled_s']} s",
+            f"{idle['qemu_rss_mib']} MiB, {idle['qemu_cpu_percent_of_one_core']} % of a core",
+            "-",
+            "-",
+        ],
+        [
+            "11c",
+            "Enlistment on a VM: add_unit to idle",
+            f"{charm['enlistment_s']} s",
+            f"bare `slurmd -Z` on a VM: {bare['total_s']} s (boot {bare['boot_s']} s,"
+            f" slurmd to idle {bare['slurm_s']} s)",
+            f"{charm['enlistment_over_bare']}x" if charm["enlistment_over_bare"] else "-",
+        ],
     ]
 
 

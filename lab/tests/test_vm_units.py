@@ -28,6 +28,7 @@ from slurm_lab.errors import LabError
 from slurm_lab.juju import runner
 from slurm_lab.juju.backend import _app_constraints
 from slurm_lab.machines import Lab, _Record
+from slurm_lab.proc import run
 
 ENV = {"PATH": "/usr/bin:/bin"}
 
@@ -281,3 +282,30 @@ def test_a_vm_unpacks_its_charm_from_one_tar_onto_its_own_disk(
     assert 'mount --bind "$on_disk" "$charm"' in shell
     assert f"on_disk={runner.LOCAL_CHARMS_DIR}/unit-app-0" in shell
     assert 'tar -xf "$source.tar" -C "$charm"' in shell
+
+
+def test_the_vm_image_offers_the_packages_it_lacks_from_a_repository_of_its_own(tmp_path: Path):
+    # The image lacks the system bus (vmimage.WITHOUT), as Ubuntu's minimal images do; the
+    # slurmd charm installs it with apt, which reaches no archive from a lab machine.
+    root = tmp_path / "root"
+    repository = root / vmimage.LOCAL_REPOSITORY.lstrip("/")
+    repository.mkdir(parents=True)
+    (root / "etc/apt/sources.list.d").mkdir(parents=True)
+    for name in vmimage.WITHOUT:
+        package = tmp_path / name
+        (package / "DEBIAN").mkdir(parents=True)
+        (package / "DEBIAN/control").write_text(
+            f"Package: {name}\nVersion: 1.0\nArchitecture: all\nMaintainer: lab <lab@lab>\n"
+            "Description: stand-in\n"
+        )
+        run(["dpkg-deb", "--build", str(package), str(repository / f"{name}_1.0_all.deb")])
+
+    vmimage._write_local_repository(root)
+
+    stanzas = (repository / "Packages").read_text().split("\n\n")
+    names = [s.split("\n", 1)[0].removeprefix("Package: ") for s in stanzas]
+    assert sorted(names) == sorted(vmimage.WITHOUT)
+    assert all(f"Filename: ./{n}_1.0_all.deb" in s for n, s in zip(names, stanzas, strict=True))
+    assert "Packages\n" in (repository / "Release").read_text()
+    source = (root / "etc/apt/sources.list.d/slurm-lab-local.list").read_text()
+    assert source == f"deb [trusted=yes] file:{vmimage.LOCAL_REPOSITORY} ./\n"

@@ -22,6 +22,7 @@ import os
 import shutil
 import stat
 from collections.abc import Iterator
+from email.utils import formatdate
 from importlib import resources
 from pathlib import Path
 
@@ -32,8 +33,22 @@ from slurm_lab.proc import run
 logger = logging.getLogger(__name__)
 
 #: Bump when the image's recipe changes in a way that must rebuild cached images.
-RECIPE_VERSION = 1
+RECIPE_VERSION = 2
 PACKAGES = ("linux-image-amd64", "busybox-static")
+WITHOUT = (
+    "dbus",
+    "dbus-bin",
+    "dbus-daemon",
+    "dbus-session-bus-common",
+    "dbus-system-bus-common",
+)
+"""Packages of the container base the VM image lacks: the system bus, as on Ubuntu's minimal
+and some cloud images. Under cgroup v2 slurmd needs it (it asks systemd for slurmstepd's scope
+over it), so the slurmd charm installs it: from `LOCAL_REPOSITORY`, the machines reaching no
+archive. A charm that stopped installing it fails on a VM, as it would on such an image."""
+LOCAL_REPOSITORY = "/var/lib/slurm-lab/debs"
+"""A flat apt repository in the image holding the `WITHOUT` packages, named by the image's
+apt sources (`[trusted=yes]`, as the lab's other mirrors)."""
 #: Units a test VM does not need; masked, they cost no boot time (measured: 41-58 s of
 #: userspace unpruned, 11-24 s pruned, under TCG here).
 PRUNED_UNITS = (
@@ -132,6 +147,7 @@ def recipe() -> dict[str, object]:
     return {
         "version": RECIPE_VERSION,
         "packages": sorted(PACKAGES),
+        "without": sorted(WITHOUT),
         "pruned": sorted(PRUNED_UNITS),
         "boot_modules": list(BOOT_MODULES),
         "root_modules": list(ROOT_MODULES),
@@ -215,12 +231,16 @@ def _build(base: Path, out: Path) -> None:
             "chmod 755 /usr/sbin/update-initramfs\n"
             "apt-get update -q\n"
             f"apt-get install -y -q --no-install-recommends {' '.join(PACKAGES)}\n"
+            f"mkdir -p {LOCAL_REPOSITORY}\ncd {LOCAL_REPOSITORY}\n"
+            f"apt-get download -q {' '.join(WITHOUT)}\ncd /\n"
+            f"dpkg --purge {' '.join(WITHOUT)}\n"
             "apt-get clean\nrm -rf /var/lib/apt/lists/*\n",
         )
     finally:
         rootfs.unmount_under(root / "proc")
         resolv.write_text(lab_resolv)
     _configure(root)
+    _write_local_repository(root)
     kernel = _kernel_version(root)
     _unpack_boot_modules(root, kernel)
     shutil.copyfile(root / f"boot/vmlinuz-{kernel}", out / "vmlinuz")
@@ -277,6 +297,31 @@ def _configure(root: Path) -> None:
     (root / "etc/systemd/journald.conf.d").mkdir(parents=True, exist_ok=True)
     (root / "etc/systemd/journald.conf.d/slurm-lab.conf").write_text(
         "[Journal]\nStorage=volatile\n"
+    )
+
+
+def _write_local_repository(root: Path) -> None:
+    """Index `LOCAL_REPOSITORY`'s debs (Packages, unsigned Release) and name it as a source."""
+    repository = root / LOCAL_REPOSITORY.lstrip("/")
+    stanzas = []
+    for deb in sorted(repository.glob("*.deb")):
+        control = run(["dpkg-deb", "--field", str(deb)]).stdout.rstrip("\n")
+        data = deb.read_bytes()
+        stanzas.append(
+            f"{control}\nFilename: ./{deb.name}\nSize: {len(data)}\n"
+            f"SHA256: {hashlib.sha256(data).hexdigest()}\n"
+        )
+    if len(stanzas) != len(WITHOUT):
+        raise LabError(f"the VM image's local repository holds {len(stanzas)} debs, not {WITHOUT}")
+    packages = "\n".join(stanzas).encode()
+    (repository / "Packages").write_bytes(packages)
+    (repository / "Release").write_text(
+        "Origin: slurm-lab\nLabel: packages the VM image lacks\n"
+        f"Date: {formatdate(usegmt=True)}\n"
+        f"SHA256:\n {hashlib.sha256(packages).hexdigest()} {len(packages)} Packages\n"
+    )
+    (root / "etc/apt/sources.list.d/slurm-lab-local.list").write_text(
+        f"deb [trusted=yes] file:{LOCAL_REPOSITORY} ./\n"
     )
 
 

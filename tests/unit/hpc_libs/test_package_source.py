@@ -88,7 +88,7 @@ def test_auto_uses_the_archive_where_its_slurm_is_supported_else_adds_the_ppa_fi
 
     assert SlurmdManager().install("auto") is True
 
-    apt_calls = [c for c in fake_run.calls if c[0] != "dpkg-query"]
+    apt_calls = [c for c in fake_run.calls if c[0] not in ("dpkg-query", "systemctl")]
     assert apt_calls == [
         UPDATE,
         ["apt-cache", "show", "--no-all-versions", "slurmd"],
@@ -122,10 +122,29 @@ def test_explicit_archive_never_adds_the_ppa_even_with_an_old_slurm(fake_run: Fa
     assert SlurmdManager().install("archive") is True
 
     assert ADD_PPA not in fake_run.calls
-    assert fake_run.calls[-2:] == [
+    assert fake_run.calls[-3:-1] == [
         UPDATE,
         ["apt-get", "install", "--yes", LOCK, *["slurmd", "slurm-client", "dbus"]],
     ]
+
+
+def test_slurmd_starts_the_system_bus_it_installed(fake_run: FakeRun) -> None:
+    """dbus installed on a running machine is not started before the next boot (a lab VM
+    whose image lacks it): slurmd, which asks systemd over it for slurmstepd's scope, would
+    not start until then."""
+    not_installed(fake_run)
+
+    SlurmdManager().install("archive")
+
+    assert fake_run.calls[-1] == ["systemctl", "start", "dbus"]
+
+
+def test_slurmd_leaves_a_system_bus_that_was_there_alone(fake_run: FakeRun) -> None:
+    fake_run.on("dpkg-query", stdout="dbus installed 1.16.2-2\n")  # slurmd is missing
+
+    SlurmdManager().install("archive")
+
+    assert not [call for call in fake_run.calls if call[0] == "systemctl"]
 
 
 def test_auto_with_an_unreachable_archive_is_a_package_error(fake_run: FakeRun) -> None:

@@ -313,6 +313,25 @@ def test_slurmd_stop_is_bounded_far_below_systemds_default(
     )
 
 
+def test_slurmds_drop_in_leaves_running_job_steps_alone_at_a_stop(
+    tmp_path: Path, owners: Owners, fake_run: FakeRun, daemon_reloads: list[None]
+) -> None:
+    """A restart of slurmd by the charm (a new key, a new config) keeps the running jobs.
+
+    They run in slurmstepd's own systemd scope (cgroup v2) and outlive slurmd; a stop that
+    also acted on them (a kill mode, a stop command, a signal of its own) would end every
+    running job at each restart. The drop-in sets the start and the stop's bound, nothing else
+    (a VM shows the steps live on: tests/integration/test_vm_defaults.py).
+    """
+    fake_run.on("systemctl", "show", stdout="yes\n")
+    SlurmdManager(tmp_path).set_start_options("compute-0", ["ctl-0"], "cpus=2")
+
+    drop_in = tmp_path / "etc/systemd/system/slurmd.service.d/10-hpc-libs-dynamic-node.conf"
+    service = drop_in.read_text().split("[Service]\n", 1)[1].split("\n")
+    keys = {line.split("=", 1)[0] for line in service if line and not line.startswith("#")}
+    assert keys == {"Type", "EnvironmentFile", "ExecStart", "TimeoutStopSec"}
+
+
 def test_slurmd_start_options_unchanged_means_no_reload(
     tmp_path: Path, owners: Owners, fake_run: FakeRun, daemon_reloads: list[None]
 ) -> None:

@@ -1189,15 +1189,15 @@ def serve(hook_pid: int) -> int:
 
     Starting Python for every tool call costs more than the rest of a hook's own work (ops
     makes one call per log line), so a hook starts this server once, in the background while
-    the charm starts: it listens on the unix socket `$LAB_TOOLS_SOCKET` (beside the hook
-    context, root only), as Juju's unit agent answers jujuc on a unix socket: nothing of it
-    shows on the machine's network (a TCP port would sit among the ports the charms open,
-    and in what an operator reads from /proc/net/tcp). The tool links run the bash client,
-    which sends the hook's token (`$LAB_TOOLS_TOKEN`, random per hook, only in the hook's
-    environment), its working directory, the hook's context id, the tool's name, arguments
-    and input, and prints the answer. Calls are answered one at a time, each by `run` in this
-    process, whose environment is the hook's own, as Juju's agent answers jujuc from the
-    hook's context. Any root process can connect: each client is read in a thread of its
+    the charm starts: it listens on the unix socket `$LAB_TOOLS_SOCKET` (in the machine's /run,
+    root only: `runner.SOCKET_DIR`), as Juju's unit agent answers jujuc on a unix socket:
+    nothing of it shows on the machine's network (a TCP port would sit among the ports the
+    charms open, and in what an operator reads from /proc/net/tcp). The tool links run the bash
+    client, which sends the hook's token (`$LAB_TOOLS_TOKEN`, random per hook, only in the
+    hook's environment), its working directory, the hook's context id, the tool's name,
+    arguments and input, and prints the answer. Calls are answered one at a time, each by `run`
+    in this process, whose environment is the hook's own, as Juju's agent answers jujuc from
+    the hook's context. Any root process can connect: each client is read in a thread of its
     own, bounded in bytes and time (`_read_request`), at most `MAX_CLIENTS` at once.
     """
     token = os.environ.get(TOKEN_ENV, "")

@@ -1,7 +1,7 @@
 #!/bin/bash
 # The lab's hook-tool client, installed under every hook-tool name (slurm_lab.juju.jujuc).
 # The hook's tool server (`jujuc.py --serve`, started beside the hook) answers it on a unix
-# socket in the machine, $LAB_TOOLS_SOCKET (root only, beside the hook context), as Juju's
+# socket in the machine, $LAB_TOOLS_SOCKET (root only, in /run/lab-hook-tools), as Juju's
 # jujuc asks its unit agent over a unix socket: nothing listens on the machine's network.
 # The request is the hook's token, the working directory, the hook's context id, the tool,
 # its arguments and (for `--file -`) its input, NUL-terminated; the answer is `code out err`.

@@ -47,8 +47,13 @@ TAR_SUFFIX = ".tar"
 """Beside the unpacked charm (host): the same files in one tar, which VMs unpack."""
 LOCAL_CHARMS_DIR = "/var/lib/lab-charms"
 """On a VM: where each unit's charm dir lies on the VM's disk (bound over `charm_dir`)."""
-SOCKET_SUFFIX = ".sock"
-"""The hook's tool server's socket: `<context dir>/<random part of the context id>.sock`."""
+SOCKET_DIR = "/run/lab-hook-tools"
+"""The hook tool servers' sockets, root only: `<SOCKET_DIR>/<context file's stem>.sock`.
+
+On the machine's own /run, not beside the hook context: a VM's context dir is on 9p
+(`/var/lib/juju`), where a unix socket cannot be bound (ENXIO: qemu's 9p server refuses
+special files), and every hook tool call of a VM unit failed ("cannot reach the hook's tool
+server")."""
 MACHINE_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 
@@ -191,10 +196,12 @@ fi
 
 #: Starts the hook's tool server (`jujuc.serve`) beside the hook; the token is the kernel's
 #: random UUID (read by the shell itself), handed to the server and the tools in the environment.
-#: The server's unix socket is named by the random part of the context id, beside the context
-#: (root only), short enough for a socket's path (at most 107 bytes).
+#: The server's unix socket is named by the context file (unit and random part of the context
+#: id) in SOCKET_DIR (root only), short enough for a socket's path (at most 107 bytes).
 SERVE_TOOLS = f"""read -r {jujuc.TOKEN_ENV} < /proc/sys/kernel/random/uuid
-{jujuc.SOCKET_ENV}="${{{jujuc.CONTEXT_ENV}%/*}}/${{JUJU_CONTEXT_ID##*-}}{SOCKET_SUFFIX}"
+mkdir -p -m 700 {SOCKET_DIR}
+lab_context=${{{jujuc.CONTEXT_ENV}##*/}}
+{jujuc.SOCKET_ENV}="{SOCKET_DIR}/${{lab_context%.json}}.sock"
 export {jujuc.TOKEN_ENV} {jujuc.SOCKET_ENV}
 /usr/bin/python3 -SE "$tools/jujuc.py" {jujuc.SERVE_FLAG} $$ </dev/null >/dev/null 2>&1 &
 """
@@ -297,7 +304,6 @@ def read_context(host_path: Path) -> JsonDict | None:
     for path in (
         host_path,
         Path(f"{host_path.parent}/.{host_path.name}.lock"),
-        host_path.with_name(host_path.stem.rsplit("-", 1)[-1] + SOCKET_SUFFIX),
     ):
         with contextlib.suppress(OSError):
             path.unlink()

@@ -31,9 +31,10 @@ from collections.abc import Mapping, Sequence
 from slurmutils import Node
 
 from hpc_libs.errors import SlurmOpsError
-from hpc_libs.machine import host, systemd
+from hpc_libs.machine import apt, host, systemd
 from hpc_libs.slurm import gpu, grammar, parameters
 from hpc_libs.slurm.base import SlurmManager, conf_server_option
+from hpc_libs.slurm.upgrade import DebSource
 
 logger = logging.getLogger(__name__)
 
@@ -78,6 +79,25 @@ class SlurmdManager(SlurmManager):
     """dbus: under cgroup v2 slurmd asks systemd, over the system bus, for slurmstepd's scope;
     without a bus it stops at start ("systemd scope for slurmstepd could not be created").
     Debian's images have dbus, Ubuntu's minimal and some cloud images do not."""
+    system_bus = systemd.Service("dbus")
+
+    def install(self, source: str | DebSource = "auto", *, upgrade: bool = False) -> bool:
+        """Install the packages (`SlurmManager.install`); start the system bus if it was new.
+
+        dbus installed on a running machine is not started before the next boot (its socket
+        is wanted by sockets.target, nothing starts it at install: seen on a lab VM whose
+        image lacks it), and slurmd would not start until then.
+
+        Raises:
+            PackageError: The repository or the packages could not be installed.
+            ServiceError: The system bus did not start.
+
+        """
+        new_bus = bool(apt.missing(("dbus",)))
+        ran = super().install(source, upgrade=upgrade)
+        if new_bus:
+            self.system_bus.start()
+        return ran
 
     def set_start_options(
         self, nodename: str, conf_servers: Sequence[str], node_conf: str
