@@ -1609,6 +1609,22 @@ MUTATIONS = [
         "tests/unit/soak/test_soak_units.py::"
         "test_a_job_failing_by_its_own_exit_on_a_node_removed_later_is_no_autoscaler_violation",
     ),
+    Mutation(
+        "databag-models-built-at-import",
+        "libs/hpc_libs/src/hpc_libs/interfaces/base.py::DatabagModel",
+        'model_config = ConfigDict(extra="ignore", frozen=True, defer_build=True)',
+        'model_config = ConfigDict(extra="ignore", frozen=True)',
+        "tests/unit/project/test_import_cost.py::"
+        "test_importing_a_charm_builds_no_pydantic_validator",
+    ),
+    Mutation(
+        "scontrol-default-model-built-at-import",
+        "libs/hpc_libs/src/hpc_libs/slurm/scontrol.py::ExitCode",
+        "    signal: Signal = Field(default_factory=Signal)",
+        "    signal: Signal = Signal()",
+        "tests/unit/project/test_import_cost.py::"
+        "test_importing_a_charm_builds_no_pydantic_validator",
+    ),
 ]
 
 
