@@ -1625,6 +1625,15 @@ MUTATIONS = [
         "tests/unit/project/test_import_cost.py::"
         "test_importing_a_charm_builds_no_pydantic_validator",
     ),
+    Mutation(
+        "slurmd-ports-skipped-when-the-node-fails",
+        "charms/slurmd/src/charm.py::SlurmdCharm.reconcile",
+        "        try:\n            self._converge_node(config, controller)\n        finally:\n",
+        "        if True:\n            self._converge_node(config, controller)\n"
+        "        if True:\n",
+        "tests/unit/slurmd/test_slurmd_ports.py::"
+        "test_a_slurmd_that_cannot_start_still_has_its_port_opened",
+    ),
 ]
 
 
