@@ -1994,6 +1994,31 @@ MUTATIONS = [
         "tests/unit/hpc_libs/test_package_source.py::"
         "test_slurmd_starts_the_system_bus_it_installed",
     ),
+    Mutation(
+        "databag-models-built-at-import",
+        "libs/hpc_libs/src/hpc_libs/interfaces/base.py::DatabagModel",
+        'model_config = ConfigDict(extra="ignore", frozen=True, defer_build=True)',
+        'model_config = ConfigDict(extra="ignore", frozen=True)',
+        "tests/unit/project/test_import_cost.py::"
+        "test_importing_a_charm_builds_no_pydantic_validator",
+    ),
+    Mutation(
+        "scontrol-default-model-built-at-import",
+        "libs/hpc_libs/src/hpc_libs/slurm/scontrol.py::ExitCode",
+        "    signal: Signal = Field(default_factory=Signal)",
+        "    signal: Signal = Signal()",
+        "tests/unit/project/test_import_cost.py::"
+        "test_importing_a_charm_builds_no_pydantic_validator",
+    ),
+    Mutation(
+        "slurmd-ports-skipped-when-the-node-fails",
+        "charms/slurmd/src/charm.py::SlurmdCharm.reconcile",
+        "        try:\n            self._converge_node(config, controller)\n        finally:\n",
+        "        if True:\n            self._converge_node(config, controller)\n"
+        "        if True:\n",
+        "tests/unit/slurmd/test_slurmd_ports.py::"
+        "test_a_slurmd_that_cannot_start_still_has_its_port_opened",
+    ),
 ]
 
 

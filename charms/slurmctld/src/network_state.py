@@ -33,13 +33,20 @@ NETWORK_STATE_SAVE_LOCATION = f"{CHECKPOINT}/{NETWORK_STATE_NAME}"
 MOUNTINFO = mounts.MOUNTINFO
 """The mount table `check_mount` reads (unit tests point it at a file of their own)."""
 
-MOUNT_REQUEST = MountInfo(mountpoint=CHECKPOINT, noexec=True, nosuid=True, nodev=True)
-"""What the leader asks the filesystem-client for: nothing on the share is ever executed."""
 
 WAITING_FOR_LEADER = (
     "waiting for the leader's slurm.conf (listing this unit) and keys on the shared filesystem"
 )
 """Status of a backup until the leader has written the shared configuration for it."""
+
+
+def mount_request() -> MountInfo:
+    """Return what the leader asks the filesystem-client for: nothing there ever executes.
+
+    Made when asked, not at import: every hook imports this module, and the first model built
+    in a process costs pydantic's set-up.
+    """
+    return MountInfo(mountpoint=CHECKPOINT, noexec=True, nosuid=True, nodev=True)
 
 
 def mount_status(

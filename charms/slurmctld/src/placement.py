@@ -147,7 +147,7 @@ class NetworkState(Strategy):
         installed. The fence's grace, half the configured SlurmctldTimeout, is never longer
         than a backup waits, even while the upgrade raised the one slurmctld runs with.
         """
-        self.mount.publish(network_state.MOUNT_REQUEST)  # Leader only; written once.
+        self.mount.publish(network_state.mount_request())  # Leader only; written once.
         if self._checkpoint_status() is not None:
             return False
         self.primary_watch.install(facts.unit, self.charm.charm_dir, self.wake_event)

@@ -48,7 +48,7 @@ from hpc_libs.slurm import queue
 from hpc_libs.slurm.base import REBOOT_PROGRAM, REBUILD_PARTITION
 from hpc_libs.slurm.partition import PartitionSpec, node_set
 from hpc_libs.slurm.scontrol import Node, Timestamp, parse_answer
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, ConfigDict, ValidationError
 from slurmutils import Partition
 
 logger = logging.getLogger(__name__)
@@ -184,6 +184,7 @@ class BootNode(Node):
 
 
 class _Nodes(BaseModel):
+    model_config = ConfigDict(defer_build=True)
     nodes: list[BootNode] = []
 
 

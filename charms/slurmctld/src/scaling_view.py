@@ -112,7 +112,7 @@ Words = Annotated[list[str], BeforeValidator(_list)]
 
 
 class _Record(BaseModel):
-    model_config = ConfigDict(extra="ignore", frozen=True)
+    model_config = ConfigDict(extra="ignore", frozen=True, defer_build=True)
 
 
 class _Node(_Record):

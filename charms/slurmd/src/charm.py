@@ -20,7 +20,7 @@ from hpc_libs.charm.ports import PortRange
 from hpc_libs.charm.upgrade import controllers_wait_reason
 from hpc_libs.errors import ConfigError, IntegrationError, SlurmOpsError
 from hpc_libs.interfaces.cos_agent import CosAgentProvider
-from hpc_libs.interfaces.slurmd import SlurmdProvider
+from hpc_libs.interfaces.slurmd import ControllerData, SlurmdProvider
 from hpc_libs.machine import systemd
 from hpc_libs.slurm.naming import REREGISTER_REASON, node_name
 from hpc_libs.slurm.ports import SLURMD_PORT
@@ -232,8 +232,16 @@ class SlurmdCharm(SlurmCharm[SlurmdConfig]):
         if self.member.left:
             return
         controller = self.slurmctld.controller_data
-        srun_ports = controller.srun_ports() if controller else None
-        self.open_ports(PortRange.single(SLURMD_PORT), srun_ports)  # srun runs in jobs too
+        try:
+            self._converge_node(config, controller)
+        finally:
+            # After slurmd's start, off its path (two hook tools): Juju opens the ports when
+            # the hook ends, whatever the order within it; a failure above opens them too.
+            srun_ports = controller.srun_ports() if controller else None
+            self.open_ports(PortRange.single(SLURMD_PORT), srun_ports)  # srun runs in jobs too
+
+    def _converge_node(self, config: SlurmdConfig, controller: ControllerData | None) -> None:
+        """Install the node's programs, then start slurmd and register it once slurmctld can."""
         hardware.install_driver(config, self.slurmd.root, self._stored)
         reboot.install(self.slurmd.root, self.node_name)
         health.install(self.slurmd.root, config, self.node_name, self.app.name)

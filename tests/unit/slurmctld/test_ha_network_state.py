@@ -50,17 +50,19 @@ def autofs_at(path: Path) -> str:
 
 
 def test_the_mount_request_is_the_checkpoint_and_never_executes_from_the_share(network_state):
-    assert network_state.MOUNT_REQUEST.mountpoint == CHECKPOINT
+    request = network_state.mount_request()
+
+    assert request.mountpoint == CHECKPOINT
     assert (
-        network_state.MOUNT_REQUEST.noexec,
-        network_state.MOUNT_REQUEST.nosuid,
-        network_state.MOUNT_REQUEST.nodev,
+        request.noexec,
+        request.nosuid,
+        request.nodev,
     ) == (
         True,
         True,
         True,
     )
-    assert not network_state.MOUNT_REQUEST.read_only
+    assert not request.read_only
     assert network_state.NETWORK_STATE_SAVE_LOCATION == CHECKPOINT + "/slurmctld"
 
 

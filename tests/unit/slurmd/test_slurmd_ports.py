@@ -6,9 +6,12 @@ The fake machine answers Juju's port hook tools as the lab does.
 
 import dataclasses
 import json
+from typing import Any
 
 import ops
+import pytest
 from charm_testing import FakeMachine
+from hpc_libs.machine import host
 from ops import testing
 from test_charm_slurmd import again, auth_secret, controller_relation, installed
 
@@ -65,3 +68,38 @@ def test_a_port_juju_refuses_is_a_status_and_the_node_still_enlists(ctx, machine
     out = ctx.run(ctx.on.update_status(), again(out))
     assert machine.opened_ports == ["6818/tcp", "60001-63000/tcp"]
     assert out.unit_status == ops.ActiveStatus()
+
+
+def test_a_new_node_starts_slurmd_before_asking_juju_for_its_ports(
+    ctx, machine: FakeMachine, monkeypatch: pytest.MonkeyPatch
+):
+    """The port tools run after slurmd's start, off a new node's way to registering."""
+    ran: list[list[str]] = []
+    run = host.run
+
+    def recorded(command: list[str], *args: Any, **kwargs: Any) -> Any:
+        ran.append(command)
+        return run(command, *args, **kwargs)
+
+    monkeypatch.setattr(host, "run", recorded)
+    secret = auth_secret()
+    relation = controller_relation(secret)
+
+    ctx.run(ctx.on.relation_created(relation), installed(relation, secrets=[secret]))
+
+    started = ran.index(["systemctl", "start", "slurmd"])
+    asked = ran.index(["opened-ports", "--format=json"])
+    assert started < asked
+    assert machine.opened_ports == ["6818/tcp"]
+
+
+def test_a_slurmd_that_cannot_start_still_has_its_port_opened(ctx, machine: FakeMachine):
+    secret = auth_secret()
+    relation = controller_relation(secret)
+    machine.service_fails("slurmd", "slurmd: fatal: cannot bind 6818")
+
+    out = ctx.run(ctx.on.relation_changed(relation), installed(relation, secrets=[secret]))
+
+    assert "slurmd" not in machine.active
+    assert out.unit_status.name == "blocked"
+    assert machine.opened_ports == ["6818/tcp"]

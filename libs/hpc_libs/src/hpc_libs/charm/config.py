@@ -25,10 +25,11 @@ from hpc_libs.slurm.upgrade import DebSource, parse_major, parse_source
 class SlurmCharmConfig(pydantic.BaseModel):
     """Base of the charms' config models: the options every Slurm charm has.
 
-    See each charm's charmcraft.yaml for their meaning.
+    See each charm's charmcraft.yaml for their meaning. The validator is built when the
+    config is first read, not at import (`defer_build`), as for every model of the charms.
     """
 
-    model_config = pydantic.ConfigDict(frozen=True)
+    model_config = pydantic.ConfigDict(frozen=True, defer_build=True)
 
     slurm_package_source: str = "auto"
     slurm_major: str = ""

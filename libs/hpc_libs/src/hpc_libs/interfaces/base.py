@@ -37,9 +37,13 @@ logger = logging.getLogger(__name__)
 
 
 class DatabagModel(BaseModel):
-    """Base for databag models: every field optional, unknown keys ignored, frozen."""
+    """Base for databag models: every field optional, unknown keys ignored, frozen.
 
-    model_config = ConfigDict(extra="ignore", frozen=True)
+    Each model's validator is built when it first validates, not at import: a hook reads a
+    few of the contracts every charm imports.
+    """
+
+    model_config = ConfigDict(extra="ignore", frozen=True, defer_build=True)
 
 
 D = TypeVar("D", bound=DatabagModel)

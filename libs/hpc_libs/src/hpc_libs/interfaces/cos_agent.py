@@ -60,7 +60,7 @@ UID_LENGTH = 40
 class CosAgentData(BaseModel):
     """The principal unit's `config` object (every field the collector reads)."""
 
-    model_config = ConfigDict(extra="ignore", frozen=True)
+    model_config = ConfigDict(extra="ignore", frozen=True, defer_build=True)
 
     metrics_alert_rules: dict[str, Any] = Field(default_factory=lambda: {"groups": []})
     log_alert_rules: dict[str, Any] = Field(default_factory=lambda: {"groups": []})
@@ -145,18 +145,18 @@ def scrape_job(
 
 
 class _Rule(BaseModel):
-    model_config = ConfigDict(extra="allow")
+    model_config = ConfigDict(extra="allow", defer_build=True)
     labels: dict[str, str] = Field(default_factory=dict[str, str])
 
 
 class _Group(BaseModel):
-    model_config = ConfigDict(extra="allow")
+    model_config = ConfigDict(extra="allow", defer_build=True)
     name: str
     rules: list[_Rule]
 
 
 class _RuleFile(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
     groups: list[_Group]
 
 

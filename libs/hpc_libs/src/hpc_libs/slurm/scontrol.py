@@ -61,7 +61,8 @@ Number = Annotated[int | None, BeforeValidator(_as_timestamp)]
 
 
 class _Parsed(BaseModel):
-    model_config = ConfigDict(extra="ignore", frozen=True)
+    # Built at first use, not at import: every hook imports this module, few parse with it.
+    model_config = ConfigDict(extra="ignore", frozen=True, defer_build=True)
 
 
 class ControllerPing(_Parsed):
@@ -116,7 +117,7 @@ class ExitCode(_Parsed):
     """A job's exit code: the status its batch script returned and the signal that ended it."""
 
     return_code: Number = None
-    signal: Signal = Signal()
+    signal: Signal = Field(default_factory=Signal)
 
 
 class Job(_Parsed):
@@ -134,7 +135,7 @@ class Job(_Parsed):
     """When the job was submitted, or last requeued (a requeue submits it again)."""
     start_time: Timestamp = None
     end_time: Timestamp = None
-    exit_code: ExitCode = ExitCode()
+    exit_code: ExitCode = Field(default_factory=ExitCode)
     nodes: str = ""
 
     @property
