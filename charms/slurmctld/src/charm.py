@@ -230,8 +230,8 @@ class SlurmctldCharm(SlurmCharm[SlurmctldConfig]):
             (self.applied.statuses, True),  # 6. slurmctld not running
             (self.retirement.statuses, False),  # 7. the leader's: retiring,
             (self.native_metrics.statuses, False),  # native metrics held,
-            (self.associations.statuses, False),  # the accounts document,
             (lambda _: self.metrics_auth.statuses(), False),  # or without their token,
+            (self.associations.statuses, False),  # the accounts document,
             (self.accounting.statuses, False),  # accounting's target,
             (self.partitions.statuses, False),  # the default partition,
             (self.rebuild.statuses, False),  # the rollouts,
