@@ -219,6 +219,7 @@ class _Spec(BaseModel):
         frozen=True,
         populate_by_name=False,
         alias_generator=lambda n: n.replace("_", "-"),
+        defer_build=True,
     )
 
 
@@ -315,7 +316,7 @@ class Managed:
 
 
 class _ManagedRecord(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
     qos: tuple[Annotated[StrictStr, AfterValidator(_checked(LOWER_NAME))], ...] = ()
     accounts: tuple[Annotated[StrictStr, AfterValidator(_checked(LOWER_NAME))], ...] = ()
