@@ -25,6 +25,7 @@ CHARM_DIRS = (REPO / "charms", REPO / "lab" / "tests" / "charms")
 LONGEST_MODULES = (
     "test_rebuild_and_upgrade.py",
     "test_ha.py",
+    "test_accounting_and_rest.py",
     "test_dynamic_nodes.py",
     "test_observability.py",
     "test_ha_worst_moment.py",
@@ -34,7 +35,6 @@ LONGEST_MODULES = (
     "test_node_health.py",
     "test_operator_toolkit.py",
     "test_accounting_backup.py",
-    "test_accounting_and_rest.py",
 )
 """Started first when modules run in parallel (`just integration`), longest first, so that no
 long module starts last (`pytest_xdist_make_scheduler`; the module timeline at the end of the
@@ -45,8 +45,9 @@ minutes, the dynamic-node suite 8-9, observability about 7 (alone: 11
 before its test-sized intervals), the worst-moment failover 5 to 9 (Slurm's 121 s requeue
 delay), the hostile user's scenarios (one failover, one node reboot) 5 to 6 alone, the
 benchmark smoke run about 4 (alone: 12 before it left out the figures other modules prove).
-Accounting and REST, then directory users on the same cluster (its `ldap` and `sssd`
-added about 4 minutes of the 7.5 a module of their own took alone at load 11-14). The rest
+Accounting and REST, then directory users and the associations document on the same cluster
+about 10.5 alone at load 9-14 (`ldap` and `sssd` about 4 of it, the document's four
+scenarios 3.5). The rest
 take 1 to 4 minutes each."""
 
 
