@@ -66,9 +66,11 @@ lab-test *args:
     uv run pytest lab/tests -n {{ lab_test_workers }} --dist loadfile \
         --ignore lab/tests/test_vm.py {{ args }}
 
-# hpc_libs driving real Slurm daemons on lab machines (tests/slurm). Needs root.
+# hpc_libs driving real Slurm daemons on lab machines (tests/slurm). Needs root. Two labs side
+# by side (a module per worker, each worker with the tier's cluster of its own): the tier took
+# 342 s in a row in CI before the accounts module (about 3-4 minutes more); 324 s in two.
 slurm-test *args:
-    uv run pytest tests/slurm {{ args }}
+    uv run pytest tests/slurm -n 2 --dist loadfile {{ args }}
 
 # Modules run `lab_workers` at a time (pytest-xdist, a module per worker, each with a lab of its
 # own). The failover tests bound the takeover by the backup's own log, not by a client's probe,
