@@ -19,9 +19,18 @@ fails where the default fails to do its job:
   job's process tree (a double fork into a new session);
 - slurmd restarted by the charm (a new auth key: `rotate-auth-key`) keeps the running job,
   which then completes;
+- a job's steps outlive slurmd stopped and started by hand: the drop-in's stop bound
+  (`TimeoutStopSec=10`) and the packaged `KillMode=process` in force, slurmstepd in its own
+  scope (`<node>_slurmstepd.scope`), not in slurmd.service's cgroup;
 - the unit `add_unit` made runs on a VM, and the machine's `juju-exec` runs a command in the
   unit's hook context (hook tools on PATH, cwd the charm dir, which lies on the VM's disk);
-- sacct reports the memory a finished step used (MaxRSS, from jobacct_gather/cgroup).
+- sacct reports the memory a finished step used (MaxRSS, from jobacct_gather/cgroup);
+- last, as it reboots the VM: a bare `scontrol reboot` of the node, then `rebuild-nodes` over
+  its partition, each a real kernel boot (a new btime) timed until the node is idle again; a
+  job submitted once the node is out of the rollout runs after its new boot (one node: no
+  running job to keep, and max-unavailable cannot be exceeded).
+
+The VM image lacks dbus (lab/README.md): the slurmd charm installs it and starts it.
 
 Each can fail, as runs here showed:
 - with `process-isolation=none` on the same VM (proctrack/linuxproc, no task plugin) the
@@ -38,6 +47,20 @@ Each can fail, as runs here showed:
   boot: without it slurmd stops there, "systemd scope for slurmstepd could not be created",
   and the first check fails). The check guards Slurm's and systemd's
   side of a restart, and a charm that would re-register or drain the node on a key change;
+- with a stop of slurmd that also kills slurmstepd's scope (the mutant
+  `slurmd-stop-kills-job-steps`: `ExecStopPost=-/bin/systemctl kill --signal=KILL
+  *_slurmstepd.scope` in the drop-in; run of 14:33, `-k "restarted or outlive"`) both job
+  checks failed: the charm's own restarts of slurmd after the deploy (its secret-changed
+  hooks) killed the restart check's running job (slurmd: "Purging vestigial job script"),
+  slurmctld requeued it, and `wait_state(..., {"RUNNING"})` failed with 'PENDING' ==
+  'RUNNING'; in the stop check the job was RUNNING for slurmctld with no slurm_script nor
+  slurmstepd left on the node ("job script runs" timed out). A unit test guards the drop-in
+  without a VM (tests/unit/hpc_libs/test_slurm_managers.py);
+- the system bus: on the image without dbus, with the charm installing dbus but not starting
+  it (run of 14:06), slurmd never started ("cannot connect to dbus system daemon: Failed to
+  connect to socket /run/dbus/system_bus_socket", then "fatal: systemd scope for slurmstepd
+  could not be set"), compute/0 stayed blocked "slurmd cannot start: ..." and the module's
+  fixture could not settle. Not installing dbus at all leaves the same socket missing;
 - the charm dir on the VM's disk: before the lab bound it there, findmnt showed the 9p share
   (by hand, in a run of this module);
 - sacct's MaxRSS: with `process-isolation=none` (jobacct_gather/none) the step's MaxRSS
@@ -47,6 +70,7 @@ Each can fail, as runs here showed:
 
 from __future__ import annotations
 
+import json
 import shlex
 import time
 from collections.abc import Callable
@@ -89,8 +113,14 @@ def cluster(juju: jubilant.Juju, charm_path: Callable[[str], Path]) -> jubilant.
     return juju
 
 
+NODE_WAIT = 600
+"""Seconds a command on the VM may wait for the unit's running hook: `juju exec` runs in the
+hook context, serialised with the unit's hooks, and a VM's hooks take 20-90 s each under
+emulation, several in a row after a key rotation (120 s timed out three checks, run of 14:54)."""
+
+
 def on_node(juju: jubilant.Juju, command: str) -> str:
-    return sh(juju, command, unit=COMPUTE)
+    return sh(juju, command, unit=COMPUTE, wait=NODE_WAIT)
 
 
 def node_processes(juju: jubilant.Juju) -> str:
@@ -176,6 +206,13 @@ def test_slurmd_restarted_by_the_charm_keeps_the_running_job(cluster: jubilant.J
     # The job runs until the test releases it: the charm's restart (three key revisions, each
     # a hook on every unit) takes minutes on a loaded host, and the job must outlive it.
     job = submit(cluster, "", "until [ -e /tmp/release-$SLURM_JOB_ID ]; do sleep 1; done")
+    try:
+        restart_keeps(cluster, job)
+    finally:  # a job left running would hold the node (its memory) for the next checks
+        sh(cluster, f"scancel {job} || true", unit=LOGIN)
+
+
+def restart_keeps(cluster: jubilant.Juju, job: str) -> None:
     wait_state(cluster, job, {"RUNNING"})
     before = on_node(cluster, "systemctl show -P MainPID slurmd").strip()
     cluster.run("slurmctld/0", "rotate-auth-key")
@@ -189,6 +226,39 @@ def test_slurmd_restarted_by_the_charm_keeps_the_running_job(cluster: jubilant.J
     assert "slurm_script" in node_processes(cluster)
     on_node(cluster, f"touch /tmp/release-{job}")
     assert wait_state(cluster, job, {"COMPLETED", "FAILED", "NODE_FAIL"}, 400) == "COMPLETED"
+
+
+def test_job_steps_outlive_a_slurmd_stop_under_cgroup_v2(cluster: jubilant.Juju):
+    # The charm's drop-in bounds slurmd's stop (TimeoutStopSec=10) and leaves the packaged
+    # KillMode=process; under cgroup v2 slurmstepd runs in a scope of its own, outside
+    # slurmd.service's cgroup, so neither a stop nor its SIGKILL reaches a job's steps.
+    assert on_node(cluster, "systemctl show -P TimeoutStopUSec slurmd").strip() == "10s"
+    assert on_node(cluster, "systemctl show -P KillMode slurmd").strip() == "process"
+    job = submit(cluster, "", "until [ -e /tmp/release-$SLURM_JOB_ID ]; do sleep 1; done")
+    try:
+        steps_outlive_a_stop(cluster, job)
+    finally:  # a job left running would hold the node (its memory) for the next checks
+        sh(cluster, f"scancel {job} || true", unit=LOGIN)
+        on_node(cluster, "systemctl start slurmd")
+
+
+def steps_outlive_a_stop(cluster: jubilant.Juju, job: str) -> None:
+    wait_state(cluster, job, {"RUNNING"})
+    poll(lambda: "slurm_script" in node_processes(cluster), timeout=60, what="job script runs")
+    stepd = on_node(cluster, "cat /proc/$(pgrep -o -x slurmstepd)/cgroup").strip()
+    assert "_slurmstepd.scope/" in stepd and "slurmd.service" not in stepd, stepd
+    started = time.monotonic()
+    on_node(cluster, "systemctl stop slurmd")
+    stopped_s = time.monotonic() - started
+    assert on_node(cluster, "systemctl is-active slurmd || true").strip() == "inactive"
+    time.sleep(5)  # slurmd down: the steps run on alone
+    processes = node_processes(cluster)
+    assert "slurm_script" in processes and "slurmstepd" in processes, processes
+    on_node(cluster, "systemctl start slurmd")
+    assert job_state(cluster, job) == "RUNNING"
+    on_node(cluster, f"touch /tmp/release-{job}")
+    assert wait_state(cluster, job, {"COMPLETED", "FAILED", "NODE_FAIL"}, 300) == "COMPLETED"
+    print(f"\n[vm-defaults] slurmd stopped in {stopped_s:.1f} s with job {job} running")
 
 
 def juju_exec_on_the_node(juju: jubilant.Juju, command: str) -> tuple[str, str]:
@@ -240,3 +310,75 @@ def test_sacct_reports_the_memory_a_finished_step_used(cluster: jubilant.Juju):
 
     rss = poll(max_rss, timeout=120, what=f"step {job}.0 in sacct")
     assert rss >= 64 << 10, f"MaxRSS {rss}K for a step that held 96 MiB"
+
+
+NOT_BACK = frozenset(
+    {"DOWN", "DRAIN", "NOT_RESPONDING", "REBOOT_ISSUED", "REBOOT_REQUESTED", "POWERING_UP"}
+)
+"""Flags of a node still out (a dynamic node back is IDLE with DYNAMIC_NORM)."""
+NODE = "compute-0"
+REBOOT_LIMIT = 600
+"""Seconds a VM node may take to come back: a kernel reboot under TCG, then slurmd."""
+
+
+def node_record(juju: jubilant.Juju) -> tuple[set[str], int]:
+    """The compute node's state flags and boot time, as slurmctld sees them."""
+    (record,) = json.loads(sh(juju, f"scontrol show node {NODE} --json", unit=LOGIN))["nodes"]
+    return set(record["state"]), int((record.get("boot_time") or {}).get("number") or 0)
+
+
+def node_back(juju: jubilant.Juju, booted_before: int, started: float) -> float:
+    """Wait until the node is idle on a boot after `booted_before`; seconds since `started`."""
+
+    def back() -> float | None:
+        states, booted = node_record(juju)
+        if booted > booted_before and "IDLE" in states and not states & NOT_BACK:
+            return time.monotonic() - started
+        return None
+
+    return poll(back, timeout=REBOOT_LIMIT, interval=1, what=f"{NODE} back on a new boot")
+
+
+def btime(juju: jubilant.Juju) -> int:
+    """The VM kernel's boot time (/proc/stat's btime): a kernel boot changes it."""
+    return int(on_node(juju, "awk '$1 == \"btime\" {print $2}' /proc/stat").strip())
+
+
+def test_a_rolling_rebuild_reboots_the_vm_through_its_kernel_and_runs_the_pending_job(
+    cluster: jubilant.Juju,
+):
+    # Last: it reboots the VM. First a bare `scontrol reboot` of the node (the charm's
+    # RebootProgram, nothing else), then `rebuild-nodes` over the partition; each a real
+    # kernel boot (a new btime), each timed until the node is idle again.
+    kernel_before = btime(cluster)
+    _, booted = node_record(cluster)
+    started = time.monotonic()
+    sh(cluster, f"scontrol reboot {NODE}", unit="slurmctld/0")
+    bare_s = node_back(cluster, booted, started)
+    kernel_bare = btime(cluster)
+    assert kernel_bare > kernel_before, "scontrol reboot did not boot the VM's kernel"
+
+    _, booted = node_record(cluster)
+    started = time.monotonic()
+    params = {"partition": "compute", "max-unavailable": 1}
+    cluster.run("slurmctld/0", "rebuild-nodes", params)
+    # Once the node is out, a job can only pend: it must run after the node's new boot.
+    poll(
+        lambda: node_record(cluster)[0] & NOT_BACK or node_record(cluster)[1] > booted,
+        timeout=REBOOT_LIMIT,
+        interval=1,
+        what=f"{NODE} out for its rebuild",
+    )
+    job = submit(cluster, "-p compute", "true")
+    rollout_s = node_back(cluster, booted, started)
+    assert btime(cluster) > kernel_bare, "the rebuild did not boot the VM's kernel"
+    assert wait_state(cluster, job, {"COMPLETED", "FAILED"}, 300) == "COMPLETED"
+    record = json.loads(sh(cluster, f"scontrol show job {job} --json", unit=LOGIN))["jobs"][0]
+    _, booted_after = node_record(cluster)
+    assert int(record["start_time"]["number"]) >= booted_after, "the job ran before the reboot"
+    status = cluster.run("slurmctld/0", "rebuild-status").results.get("compute", {})
+    print(
+        f"\n[vm-defaults] bare scontrol reboot {bare_s:.0f} s, rebuild-nodes {rollout_s:.0f} s"
+        f" (node {NODE}, kernel btime {kernel_before} -> {kernel_bare} -> {btime(cluster)});"
+        f" rebuild-status {status}"
+    )
