@@ -2019,6 +2019,14 @@ MUTATIONS = [
         "tests/unit/slurmd/test_slurmd_ports.py::"
         "test_a_slurmd_that_cannot_start_still_has_its_port_opened",
     ),
+    Mutation(
+        "takeover-since-compared-below-the-second",
+        "charms/slurmctld/src/takeover.py::TakeoverRepair._check",
+        "self._repair(float(math.floor(stored.since)))",
+        "self._repair(float(stored.since))",
+        "tests/unit/slurmctld/test_takeover.py::"
+        "test_a_job_killed_in_the_second_the_takeover_began_is_requeued",
+    ),
 ]
 
 

@@ -60,6 +60,7 @@ nothing is repaired twice.
 """
 
 import logging
+import math
 import os
 import re
 import stat
@@ -455,7 +456,9 @@ class TakeoverRepair(controllers.SlurmctldComponent):
             return
         stored.looks += 1
         try:
-            self._repair(float(stored.since))
+            # Slurm's record times are whole seconds (truncated): an event in the second
+            # `since` falls in, after it, reads as that second.
+            self._repair(float(math.floor(stored.since)))
             stored.trouble = ""
         except SlurmOpsError as e:
             logger.warning("cannot repair after the takeover yet: %s", e.stderr or e.message)

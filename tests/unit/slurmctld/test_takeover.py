@@ -462,6 +462,21 @@ def test_a_job_killed_for_a_refused_launch_is_requeued(ctx, machine, tmp_path, s
     assert "requeued job 1 (killed: launch refused)" in out.unit_status.message
 
 
+def test_a_job_killed_in_the_second_the_takeover_began_is_requeued(
+    ctx, machine, tmp_path, share, clock
+):
+    """Slurm's record times are whole seconds: a kill at 0.93 s into the second the other
+    controller was last seen reads as that second, not before it (seen in CI: a node's
+    registration with the new primary killed the job, in the second its takeover began)."""
+    clock.now = SEEN + 0.6
+    same_second = at(int(SEEN))
+    slurm_shows(machine, [], [killed_job(start_time=same_second, end_time=same_second)])
+
+    took_over(ctx, clock, tmp_path)
+
+    assert machine.ran("scontrol", "requeue") == [["scontrol", "requeue", "1"]]
+
+
 @pytest.mark.parametrize(
     "changes",
     [
