@@ -55,7 +55,6 @@ TOKEN_FILE = Path("/var/snap/opentelemetry-collector/common/slurmctld-metrics.to
 LIFESPAN = 12 * 3600
 RENEW_WITHIN = 8 * 3600
 """A token with less than this left is replaced (a new one lives `LIFESPAN`)."""
-_USER_TIMEOUT = 30
 
 
 def include_text(key_path: str) -> str:
@@ -180,22 +179,4 @@ def ensure_user() -> None:
         SlurmOpsError: The user cannot be looked up or created.
 
     """
-    found = host.run(["getent", "passwd", USER], timeout=_USER_TIMEOUT, check=False)
-    if found.returncode == 0:
-        return
-    if found.returncode != 2:  # getent: 2 is "not found".
-        raise SlurmOpsError(f"cannot look up user {USER}: {found.stderr.strip()}")
-    host.run(
-        [
-            "useradd",
-            "--system",
-            "--user-group",
-            "--no-create-home",
-            "--home-dir",
-            "/nonexistent",
-            "--shell",
-            "/usr/sbin/nologin",
-            USER,
-        ],
-        timeout=_USER_TIMEOUT,
-    )
+    host.ensure_system_user(USER)

@@ -96,3 +96,44 @@ def output_text(output: str | bytes | None) -> str:
     if isinstance(output, bytes):
         return output.decode(errors="replace")
     return output
+
+
+USER_TIMEOUT = 30.0
+"""Seconds for a user lookup or creation (NSS may ask a directory)."""
+
+
+def ensure_system_user(name: str) -> bool:
+    """Create `name`, a system user and group without login or home, if missing.
+
+    Return whether it was created.
+
+    Raises:
+        SlurmOpsError: The user cannot be looked up or created.
+
+    """
+    lookup = ["getent", "passwd", name]
+    found = run(lookup, timeout=USER_TIMEOUT, check=False)
+    if found.returncode == 0:
+        return False
+    if found.returncode != 2:  # getent: 2 is "not found"; anything else is a failure.
+        raise SlurmOpsError(
+            f"cannot look up user {name}",
+            command=lookup,
+            stderr=found.stderr,
+            returncode=found.returncode,
+        )
+    run(
+        [
+            "useradd",
+            "--system",
+            "--user-group",
+            "--no-create-home",
+            "--home-dir",
+            "/nonexistent",
+            "--shell",
+            "/usr/sbin/nologin",
+            name,
+        ],
+        timeout=USER_TIMEOUT,
+    )
+    return True

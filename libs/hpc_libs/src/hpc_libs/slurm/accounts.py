@@ -141,14 +141,6 @@ _TRES_RE = re.compile(
     r"(?P<name>[a-z]+(/[A-Za-z0-9_.:-]+)?)=(?P<count>[0-9]{1,15})(?P<unit>[KMGT]?)"
 )
 _DESCRIPTION_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9 _.,:;()/+-]{0,127}")
-_TIME_FORMS = (
-    re.compile(r"(?P<m>\d+)"),
-    re.compile(r"(?P<m>\d+):(?P<s>\d+)"),
-    re.compile(r"(?P<h>\d+):(?P<m>\d+):(?P<s>\d+)"),
-    re.compile(r"(?P<d>\d+)-(?P<h>\d+)"),
-    re.compile(r"(?P<d>\d+)-(?P<h>\d+):(?P<m>\d+)"),
-    re.compile(r"(?P<d>\d+)-(?P<h>\d+):(?P<m>\d+):(?P<s>\d+)"),
-)
 _MEMORY_UNITS = {"": 1, "K": 1, "M": 1, "G": 1024, "T": 1024 * 1024}
 """Multipliers to MB (Slurm's unit for `mem`), by suffix; K rounds up to 1 MB."""
 
@@ -177,7 +169,7 @@ def _whole_minutes(value: str) -> None:
     grammar.time_value(value)
     if value.lower() in grammar.UNLIMITED_WORDS:
         raise ValueError("leave the key out for no limit")
-    if _seconds(value) % 60:
+    if grammar.time_seconds(value) % 60:
         raise ValueError(f"{value!r} is not whole minutes (Slurm keeps minutes)")
 
 
@@ -564,7 +556,7 @@ def _canonical(kind: str, value: str) -> str:
             raise ValueError(f"{value!r} is not a number")
         return str(int(value))
     if kind == "time":
-        return str(_seconds(value) // 60)
+        return str(grammar.time_seconds(value) // 60)
     if kind == "tres":
         TRES(value)
         return ",".join(f"{name}={count}" for name, count in sorted(_tres(value).items()))
@@ -1226,18 +1218,3 @@ class Sacctmgr:
         """
         for change in plan.changes:
             self._run([*SACCTMGR, *change.argv], f"sacctmgr failed to {change.summary}")
-
-
-def _seconds(value: str) -> int:
-    """Seconds in a time as Slurm writes it (`grammar.time_value`'s forms)."""
-    for form in _TIME_FORMS:
-        match = form.fullmatch(value)
-        if match:
-            parts = {k: int(v) for k, v in match.groupdict().items() if v is not None}
-            return (
-                parts.get("d", 0) * 86400
-                + parts.get("h", 0) * 3600
-                + parts.get("m", 0) * 60
-                + parts.get("s", 0)
-            )
-    raise ValueError(f"{value!r} is not a time")

@@ -176,20 +176,34 @@ def time_value(value: str) -> None:
     token(value)
     if value.lower() in UNLIMITED_WORDS:
         return
+    try:
+        seconds = time_seconds(value)
+    except ValueError:
+        raise ValueError(
+            f"{value!r} is not UNLIMITED, minutes or [days-]hours:minutes:seconds"
+        ) from None
+    if seconds > _MAX_TIME_SECONDS:
+        raise ValueError(f"{value} is longer than Slurm can hold")
+
+
+def time_seconds(value: str) -> int:
+    """Return the seconds of a time in one of `time_value`'s numeric forms.
+
+    Raises:
+        ValueError: `value` is no such time (UNLIMITED included).
+
+    """
     for form in _TIME_FORMS:
         match = form.fullmatch(value)
         if match and value.isascii():
             parts = {k: int(v) for k, v in match.groupdict().items() if v is not None}
-            seconds = (
+            return (
                 parts.get("d", 0) * 86400
                 + parts.get("h", 0) * 3600
                 + parts.get("m", 0) * 60
                 + parts.get("s", 0)
             )
-            if seconds > _MAX_TIME_SECONDS:
-                raise ValueError(f"{value} is longer than Slurm can hold")
-            return
-    raise ValueError(f"{value!r} is not UNLIMITED, minutes or [days-]hours:minutes:seconds")
+    raise ValueError(f"{value!r} is not minutes or [days-]hours:minutes:seconds")
 
 
 def one_of(*choices: str) -> Validator:

@@ -28,7 +28,6 @@ import re
 from collections.abc import Sequence
 from pathlib import Path
 
-from hpc_libs.errors import SlurmOpsError
 from hpc_libs.machine import files, host, systemd
 from hpc_libs.slurm import grammar
 from hpc_libs.slurm.base import SlurmManager
@@ -42,7 +41,6 @@ CACHED_CONF = "run/slurm/conf/slurm.conf"
 """Where sackd caches the cluster's slurm.conf (its RuntimeDirectory is /run/slurm)."""
 MIN_THREADS, MAX_THREADS = 1, 1024
 MIN_CONNECTIONS, MAX_CONNECTIONS = 1, 8192
-_USER_TIMEOUT = 30.0
 _SETTING = re.compile(r"^\s*([A-Za-z]+)\s*=\s*(\S*)", re.MULTILINE)
 
 
@@ -68,31 +66,7 @@ class SlurmrestdManager(SlurmManager):
             SlurmOpsError: The user cannot be looked up or created.
 
         """
-        found = host.run(["getent", "passwd", REST_USER], timeout=_USER_TIMEOUT, check=False)
-        if found.returncode == 0:
-            return False
-        if found.returncode != 2:  # getent: 2 is "not found"; anything else is a failure.
-            raise SlurmOpsError(
-                f"cannot look up user {REST_USER}",
-                command=["getent", "passwd", REST_USER],
-                stderr=found.stderr,
-                returncode=found.returncode,
-            )
-        host.run(
-            [
-                "useradd",
-                "--system",
-                "--user-group",
-                "--no-create-home",
-                "--home-dir",
-                "/nonexistent",
-                "--shell",
-                "/usr/sbin/nologin",
-                REST_USER,
-            ],
-            timeout=_USER_TIMEOUT,
-        )
-        return True
+        return host.ensure_system_user(REST_USER)
 
     def cached_conf(self) -> str | None:
         """Return the slurm.conf sackd fetched, or None before it has one."""
