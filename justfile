@@ -6,7 +6,7 @@ charms := "sackd slurmctld slurmd slurmdbd slurmrestd"
 project_tool := "uv run python tools/charmcraft_project.py"
 pack_args := env("CHARMCRAFT_PACK_ARGS", "")
 pack_dir := env("PACK_DIR", "build")
-lab_workers := env("LAB_WORKERS", "4")
+lab_workers := env("LAB_WORKERS", "5")
 lab_test_workers := env("LAB_TEST_WORKERS", "2")
 
 [private]
@@ -99,8 +99,8 @@ integration-ha *args:
 
 # The integration tests marked `newer_slurm` (the dynamic-node and login-node scenarios, and
 # Slurm's own metrics endpoint through COS, from 25.11) on the newer Slurm: a lab of Debian
-# testing (forky, Slurm 26.05 today; needs root), one lab per module in turn. The first run
-# builds and caches the forky base (~2-3 min).
+# testing (forky, Slurm 26.05 today; needs root), one lab per module (`just test`: two at a
+# time). The first run builds and caches the forky base (~2-3 min).
 integration-newer *args:
     SLURM_LAB_BACKEND=lab SLURM_LAB_SUITE=forky uv run pytest tests/integration -m newer_slurm \
         --ignore tests/integration/test_vm_defaults.py {{ args }}
@@ -128,7 +128,7 @@ test:
     set -euo pipefail
     step() {
         local started=$SECONDS status=0
-        "{{ just_executable() }}" "$1" || status=$?
+        "{{ just_executable() }}" "$@" || status=$?
         echo "== just $1: $((SECONDS - started)) s"
         return "$status"
     }
@@ -139,24 +139,45 @@ test:
         cat "$2"
         return "$status"
     }
+    # What the 2 CPUs did: a phase's share of busy time, and a share per minute for the whole
+    # run, so that a phase is moved or split from a measurement (busy = all but idle, iowait).
+    cpu_ticks() { awk '/^cpu /{print $2+$3+$4+$7+$8+$9, $2+$3+$4+$5+$6+$7+$8+$9; exit}' /proc/stat; }
+    busy_share() { # "$before" "$after": busy percent of all CPUs between two readings
+        awk -v b="$1" -v a="$2" 'BEGIN{split(b,x," "); split(a,y," "); t=y[2]-x[2];
+            printf "%d", (t > 0) ? 100 * (y[1]-x[1]) / t : 0}'
+    }
+    phase_started=$SECONDS phase_ticks=$(cpu_ticks)
+    phase_done() {
+        local now; now=$(cpu_ticks)
+        echo "== phase $1: $((SECONDS - phase_started)) s, CPUs $(busy_share "$phase_ticks" "$now")% busy"
+        phase_started=$SECONDS phase_ticks=$now
+    }
+    cpu_log=$(mktemp)
+    (
+        before=$(cpu_ticks)
+        while sleep 60; do now=$(cpu_ticks); printf '%s ' "$(busy_share "$before" "$now")"; before=$now; done
+    ) > "$cpu_log" & sampler=$!
+    trap 'kill "$sampler" 2>/dev/null; echo "== CPUs busy per minute (%): $(cat "$cpu_log")"' EXIT
     for recipe in lint alerts typecheck unit; do step "$recipe"; done
     # Every charm is packed with charmcraft for the lab's machines (and the test charms for
-    # trixie); a failed pack fails the run. Then five run side by side, each with labs of
-    # its own: the lab's own tests, the fuzz suite (Slurm judges in a chroot of the base),
-    # the hpc_libs-on-Slurm tests, and the newer Slurm's charms packed then its scenarios;
-    # beside them `just pack`'s path with the real charmcraft and both Ubuntu Python ABIs.
+    # trixie); a failed pack fails the run.
+    step lab-pack
+    phase_done checks
+    # Then the steps with labs of their own run side by side: the lab's own tests, the fuzz
+    # suite (Slurm judges in a chroot of the base), the hpc_libs-on-Slurm tests, the newer
+    # Slurm's charms packed then its scenarios, the lab benchmark's smoke run; beside them
+    # `just pack`'s path with the real charmcraft and both Ubuntu Python ABIs.
     # The charms' defaults on a compute VM (`just vm-defaults`, 890 s here beside these) are
-    # not in CI yet: they would take CI past its 35 minutes (issue 34).
+    # not in CI yet: they would take CI past its 30 minutes (issue 34).
     # Most of their time is spent waiting on hooks, boots and daemons, not on the 2 CPUs.
     # The background steps' output follows once they are done; the first failure fails the
     # run, after all of them ended.
-    step lab-pack
     newer_log=$(mktemp)
     {
         started=$SECONDS
         "{{ just_executable() }}" lab-pack forky "charms/*"
         echo "== just lab-pack forky: $((SECONDS - started)) s"
-        step integration-newer
+        step integration-newer -n 2 --dist loadfile
     } > "$newer_log" 2>&1 & newer=$!
     fuzz_log=$(mktemp)
     step fuzz > "$fuzz_log" 2>&1 & fuzz=$!
@@ -164,19 +185,30 @@ test:
     step slurm-test > "$slurm_log" 2>&1 & slurm=$!
     pack_log=$(mktemp)
     step pack-check > "$pack_log" 2>&1 & pack=$!
-    # The mutation checks are CPU only (unit tests in copies of the tree): beside the labs,
-    # which mostly wait, rather than before them (286 s before them in CI10, stop 45).
-    mutants_log=$(mktemp)
-    step mutants > "$mutants_log" 2>&1 & mutants=$!
+    smoke_log=$(mktemp)
+    step bench-lab-smoke > "$smoke_log" 2>&1 & smoke=$!
     statuses=()
     step lab-test || statuses+=($?)
     finish "$fuzz" "$fuzz_log" || statuses+=($?)
     finish "$slurm" "$slurm_log" || statuses+=($?)
     finish "$pack" "$pack_log" || statuses+=($?)
-    finish "$mutants" "$mutants_log" || statuses+=($?)
+    finish "$smoke" "$smoke_log" || statuses+=($?)
     finish "$newer" "$newer_log" || statuses+=($?)
+    phase_done labs
     [ "${#statuses[@]}" = 0 ] || exit "${statuses[0]}"
-    step integration
+    # The integration modules, a lab each, {{ lab_workers }} at a time; the mutation checks (CPU
+    # only: unit tests in copies of the tree) beside them, as the labs mostly wait.
+    mutants_log=$(mktemp)
+    step mutants > "$mutants_log" 2>&1 & mutants=$!
+    step integration --ignore tests/integration/test_bench_lab_smoke.py || statuses+=($?)
+    finish "$mutants" "$mutants_log" || statuses+=($?)
+    phase_done integration
+    [ "${#statuses[@]}" = 0 ] || exit "${statuses[0]}"
+
+# The lab benchmark's smoke run (tests/integration/test_bench_lab_smoke.py, a lab of its own):
+# `just test` runs it beside the other lab steps, and `just integration` with its modules.
+bench-lab-smoke *args:
+    uv run pytest tests/integration/test_bench_lab_smoke.py {{ args }}
 
 # Write a charm's full charmcraft.yaml (charmcraft-common.yaml + its own) to OUTPUT.
 charmcraft-project charm output="":

@@ -38,9 +38,9 @@ LONGEST_MODULES = (
 )
 """Started first when modules run in parallel (`just integration`), longest first, so that no
 long module starts last (`pytest_xdist_make_scheduler`; the module timeline at the end of the
-run shows what each worker ran and for how long). In CI (4 labs on 2 cores): the rolling
-rebuild and HA major upgrade on one 11-machine cluster about 15 (alone on the shared lab host
-10 with a 2.5-minute deploy, 16 when the load made the deploy 7), the failover suite 13-15
+run shows what each worker ran and for how long). In CI (4 labs on 2 cores; 5 since stop 47):
+the rolling rebuild and HA major upgrade on one 11-machine cluster about 15 (alone on the
+shared lab host 10 with a 2.5-minute deploy, 16 when the load made the deploy 7), the failover suite 13-15
 minutes, the dynamic-node suite 8-9, observability about 7 (alone: 11
 before its test-sized intervals), the worst-moment failover 5 to 9 (Slurm's 121 s requeue
 delay), the hostile user's scenarios (one failover, one node reboot) 5 to 6 alone, the
