@@ -21,6 +21,7 @@ from typing import Any
 import pytest
 from incluster import PARTITION, Cluster
 
+RECORDINGS = Path(__file__).parents[1] / "unit" / "hpc_libs" / "vectors" / "sacctmgr"
 CONF_DIR = "/etc/slurm-accounts-test"
 DB_PASSWORD = "accounts-test-db"
 CLUSTER_NAME = "slurmtests"
@@ -130,33 +131,8 @@ result = {
 }
 """
 
-DOCUMENT_A = """
-qos:
-  normal: {priority: 10}
-  scavenger: {priority: 1}
-  short:
-    priority: 100
-    max-wall: "00:10:00"
-    max-tres-per-user: "cpu=8,mem=16G"
-    max-jobs-per-user: 4
-    preempt: [scavenger]
-    preempt-mode: requeue
-accounts:
-  physics:
-    description: "Physics dept"
-    fairshare: 100
-    qos: [normal, short]
-    default-qos: normal
-    max-wall: "1-00:00:00"
-    grp-tres: "cpu=64"
-    max-jobs: 20
-  theory: {parent: physics, fairshare: 50, grp-jobs: 10}
-  chemistry: {fairshare: 30, qos: [normal, scavenger]}
-users:
-  alice: {accounts: [physics, theory], default-account: theory, admin-level: operator}
-  bob: {accounts: [theory], fairshare: 5}
-  carol: {accounts: [chemistry]}
-"""
+DOCUMENT_A = (RECORDINGS / "document.yaml").read_text()
+"""The unit tests' sample document: their recordings are slurmdbd's answers once it is applied."""
 
 DOCUMENT_B = """
 qos:

@@ -1,9 +1,10 @@
 """`hpc_libs.slurm.accounts`: the document's checks, the plan's rules, and reading sacctmgr.
 
-The recorded answers (`vectors/sacctmgr/*.txt`) are slurmdbd's after DOCUMENT (the same as
-tests/slurm/test_accounts.py's DOCUMENT_A) was applied to a fresh one, and the descriptions
-once an account with a hostile description was added (`hostile-descriptions.txt`), recorded
-by that module with `SACCTMGR_RECORD` (Slurm 24.11, MariaDB 11.8).
+The recorded answers (`vectors/sacctmgr/*.txt`) are slurmdbd's after DOCUMENT
+(`vectors/sacctmgr/document.yaml`, tests/slurm/test_accounts.py's DOCUMENT_A) was applied to a
+fresh one, and the descriptions once an account with a hostile description was added
+(`hostile-descriptions.txt`), recorded by that module with `SACCTMGR_RECORD` (Slurm 24.11,
+MariaDB 11.8).
 """
 
 from pathlib import Path
@@ -28,33 +29,7 @@ from hpc_libs_fakes import FakeRun
 
 RECORDED = Path(__file__).parent / "vectors" / "sacctmgr"
 
-DOCUMENT = """
-qos:
-  normal: {priority: 10}
-  scavenger: {priority: 1}
-  short:
-    priority: 100
-    max-wall: "00:10:00"
-    max-tres-per-user: "cpu=8,mem=16G"
-    max-jobs-per-user: 4
-    preempt: [scavenger]
-    preempt-mode: requeue
-accounts:
-  physics:
-    description: "Physics dept"
-    fairshare: 100
-    qos: [normal, short]
-    default-qos: normal
-    max-wall: "1-00:00:00"
-    grp-tres: "cpu=64"
-    max-jobs: 20
-  theory: {parent: physics, fairshare: 50, grp-jobs: 10}
-  chemistry: {fairshare: 30, qos: [normal, scavenger]}
-users:
-  alice: {accounts: [physics, theory], default-account: theory, admin-level: operator}
-  bob: {accounts: [theory], fairshare: 5}
-  carol: {accounts: [chemistry]}
-"""
+DOCUMENT = (RECORDED / "document.yaml").read_text()
 
 
 def recorded(name: str) -> str:
