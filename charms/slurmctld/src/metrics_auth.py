@@ -28,13 +28,11 @@ and the exporter still covers the cluster.
 """
 
 import base64
-import hashlib
-import hmac
-import json
 import logging
 import time
 from pathlib import Path
 
+import jwt
 import ops
 from hpc_libs.errors import IntegrationError, SlurmOpsError
 from hpc_libs.interfaces.base import get_or_create_app_secret
@@ -62,34 +60,16 @@ def include_text(key_path: str) -> str:
     return f"SlurmctldHttpAuthParameters=jwt_key={key_path}\nMetricsAuthUsers={USER}\n"
 
 
-def _b64url(data: bytes) -> str:
-    return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
-
-
-def _unb64url(text: str) -> bytes:
-    return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
-
-
 def sign(key: bytes, user: str, now: int, lifespan: int = LIFESPAN) -> str:
     """Return an HS256 JWT for `user` (Slurm's `sun` claim) from `now` for `lifespan` s."""
-    header = _b64url(json.dumps({"alg": "HS256", "typ": "JWT"}).encode())
-    claims = {"iat": now, "exp": now + lifespan, "sun": user}
-    payload = _b64url(json.dumps(claims, separators=(",", ":")).encode())
-    signature = hmac.new(key, f"{header}.{payload}".encode(), hashlib.sha256).digest()
-    return f"{header}.{payload}.{_b64url(signature)}"
+    return jwt.encode({"iat": now, "exp": now + lifespan, "sun": user}, key, algorithm="HS256")
 
 
 def expiry(token: str, key: bytes) -> int | None:
-    """Return when `token` expires if `key` signed it for `USER`; None otherwise."""
+    """Return when `token` expires if `key` signed it for `USER`; None otherwise (or expired)."""
     try:
-        header, payload, signature = token.split(".")
-        expected = hmac.new(key, f"{header}.{payload}".encode(), hashlib.sha256).digest()
-        if not hmac.compare_digest(expected, _unb64url(signature)):
-            return None
-        claims = json.loads(_unb64url(payload))
-    except ValueError:
-        return None
-    if not isinstance(claims, dict):
+        claims = jwt.decode(token, key, algorithms=["HS256"], options={"require": ["exp"]})
+    except jwt.InvalidTokenError:
         return None
     exp = claims.get("exp")
     return exp if claims.get("sun") == USER and isinstance(exp, int) else None
