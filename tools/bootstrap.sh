@@ -39,7 +39,10 @@ tools() {
 }
 
 workspace() {
-    uv sync --frozen
+    # Bytecode compiled once here (about 1 s): Python never writes it where
+    # PYTHONDONTWRITEBYTECODE is set, and each process would compile ops, pydantic, pytest...
+    # again (1.6 s against 0.9 s to import them, measured).
+    uv sync --frozen --compile-bytecode
 }
 
 lab_host_packages() {
@@ -70,5 +73,5 @@ step "uv and just from PyPI" tools
 export PATH="/usr/local/bin:$PATH"
 uv --version
 just --version
-step "uv sync --frozen" workspace
+step "uv sync --frozen --compile-bytecode" workspace
 step "apt: lab host packages" lab_host_packages
