@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Set up a fresh Debian machine (root, python3) for this repository: the lab's host packages
 # (apt), uv and just (PyPI: uv, rust-just) in a venv of their own linked into /usr/local/bin,
-# and the workspace (`uv sync --frozen`). Safe to run again; each step prints its duration.
+# and the workspace (`uv sync --frozen --compile-bytecode`). Safe to run again; each step
+# prints its duration.
 # README.md's two commands and CI's .ci/run all start with it.
 set -euo pipefail
 

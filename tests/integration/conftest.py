@@ -44,9 +44,10 @@ host 10 with a 2.5-minute deploy, 16 when the load made the deploy 7), the failo
 minutes, the dynamic-node suite 8-9, observability about 7 (alone: 11 before its test-sized
 intervals), the worst-moment failover 5 to 9 (Slurm's 121 s requeue delay), the hostile user's
 scenarios (one failover, one node reboot) 5 to 6 alone, the benchmark smoke run about 4 (alone:
-12 before it left out the figures other modules prove). Accounting and REST, then directory
-users and the associations document on the same cluster about 10.5 alone at load 9-14 (`ldap`
-and `sssd` about 4 of it, the document's four scenarios 3.5). The rest take 1 to 4 minutes each."""
+12 before it left out the figures other modules prove; `just test` runs it beside the lab
+steps). Accounting and REST, then directory users and the associations document on the same
+cluster about 10.5 alone at load 9-14 (`ldap` and `sssd` about 4 of it, the document's four
+scenarios 3.5). The rest take 1 to 4 minutes each."""
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
