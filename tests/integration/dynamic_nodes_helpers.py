@@ -126,29 +126,20 @@ def is_idle(record: dict[str, Any] | None) -> bool:
     return "IDLE" in states and not states & UNAVAILABLE
 
 
-def takes_jobs(record: dict[str, Any] | None) -> bool:
-    """Whether a node is schedulable with room left: idle, or mixed (a job on part of it)."""
-    states = node_states(record or {})
-    return bool(states & {"IDLE", "MIXED"}) and not states & UNAVAILABLE
-
-
-def wait_idle(
-    juju: jubilant.Juju, name: str, *, timeout: float, mixed: bool = False
-) -> dict[str, Any]:
-    """Wait until node `name` is idle (or, with `mixed`, takes jobs) and schedulable.
+def wait_idle(juju: jubilant.Juju, name: str, *, timeout: float) -> dict[str, Any]:
+    """Wait until node `name` is idle and schedulable.
 
     A timeout says its last state and reason.
     """
     last: dict[str, Any] = {}
-    ready = takes_jobs if mixed else is_idle
 
     def probe() -> dict[str, Any] | None:
         record = node(juju, name)
         last.update(record or {"state": ["UNKNOWN TO SLURMCTLD"]})
-        return record if ready(record) else None
+        return record if is_idle(record) else None
 
     try:
-        return poll(probe, timeout=timeout, what=f"{name} {'taking jobs' if mixed else 'idle'}")
+        return poll(probe, timeout=timeout, what=f"{name} idle")
     except AssertionError as e:
         seen = f"state {sorted(node_states(last))}, reason {last.get('reason', '')!r}"
         raise AssertionError(f"{e}; {name} was {seen}") from None
