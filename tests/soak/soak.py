@@ -24,6 +24,7 @@ import argparse
 import contextlib
 import json
 import logging
+import shlex
 import sys
 import tempfile
 import threading
@@ -72,6 +73,17 @@ SETTLE_S = 15 * 60.0
 PROBE_TIMEOUT = 30
 PROGRESS_EVERY_S = 30.0
 """How often the loop prints a progress line (phase, faults, jobs, what it waits for)."""
+REST_PORT = 6820
+REST_PROBE = """
+import subprocess, sys, urllib.request
+out = subprocess.run(["scontrol", "token", "lifespan=60"], capture_output=True, text=True,
+                     timeout=20, check=True).stdout
+token = out.strip().removeprefix("SLURM_JWT=")
+request = urllib.request.Request(sys.argv[1], headers={"X-SLURM-USER-TOKEN": token})
+urllib.request.urlopen(request, timeout=10).read()
+"""
+"""Run on the login node with a slurmrestd URL: a token from slurmctld (`scontrol token`, signed
+with the JWT key of the moment, so a key rotation does not fail it) and one authenticated GET."""
 
 
 @dataclass(frozen=True)
@@ -165,6 +177,21 @@ class Cluster:
             if states & {"DOWN", "DRAIN", "FAIL", "NOT_RESPONDING", "FUTURE"} or not states:
                 bad.append(f"{name} {sorted(states)} {node.get('reason', '')!r}")
         return bad
+
+    def services_down(self) -> list[str]:
+        """The services a user reaches past slurmctld that do not answer from the login node:
+        accounting (`sacctmgr`, through whichever slurmdbd serves) and each slurmrestd unit's API
+        (an authenticated GET). A unit's status alone says the daemon runs, not that it serves."""
+        down = []
+        if self.login("sacctmgr -n -P list cluster format=cluster") is None:
+            down.append("accounting (sacctmgr)")
+        status = self.juju.status()
+        rest = status.apps.get("slurmrestd")
+        for name, unit in sorted(rest.units.items() if rest else []):
+            url = f"http://{unit.public_address}:{REST_PORT}/openapi/v3"
+            if self.login(f"python3 -c {shlex.quote(REST_PROBE)} {shlex.quote(url)}") is None:
+                down.append(f"{name}'s REST API")
+        return down
 
     def expected_nodes(self) -> set[str]:
         return {u.replace("/", "-") for app in ("compute", "scaled") for u in self.units(app)}
@@ -355,7 +382,12 @@ class Soak:
         return not self.unhealthy_reason()
 
     def unhealthy_reason(self) -> str:
-        """Why the cluster is not healthy yet ("" if it is): units, controllers, nodes."""
+        """Why the cluster is not healthy yet ("" if it is): units, controllers, nodes and the
+        services past slurmctld."""
+        return self.model_unhealthy() or self.slurm_unhealthy()
+
+    def model_unhealthy(self) -> str:
+        """Why the model is not settled ("" if it is): a unit in error, busy or not active."""
         try:
             status = self.cluster.juju.status()
         except Exception as e:
@@ -370,19 +402,23 @@ class Soak:
         ]
         if busy:
             return f"hooks running on {busy}"
-        waiting = [
+        return "; ".join(
             f"{name} {unit.workload_status.current}: {unit.workload_status.message}"
             for app in status.apps.values()
             for name, unit in app.units.items()
             if unit.workload_status.current != "active"
-        ]
-        if waiting:
-            return "; ".join(waiting)
+        )
+
+    def slurm_unhealthy(self) -> str:
+        """Why Slurm does not serve yet ("" if it does): controllers, nodes, services."""
         pings = self.cluster.pings()
         if not pings or not all(p.get("responding") is True for p in pings):
             return f"controllers not all up: {pings}"
         bad = self.cluster.bad_nodes()
-        return f"nodes {bad}" if bad else ""
+        if bad:
+            return f"nodes {bad}"
+        down = self.cluster.services_down()
+        return f"not answering: {', '.join(down)}" if down else ""
 
     def autoscale(self) -> None:
         from slurm_autoscale import cli
