@@ -29,12 +29,12 @@ LONGEST_MODULES = (
     "test_dynamic_nodes.py",
     "test_observability.py",
     "test_ha_worst_moment.py",
+    "test_accounting_backup.py",
     "test_hostile_user.py",
+    "test_operator_toolkit.py",
     "test_bench_lab_smoke.py",
     "test_ha_key_rotation.py",
     "test_node_health.py",
-    "test_operator_toolkit.py",
-    "test_accounting_backup.py",
 )
 """Started first when modules run in parallel (`just integration`), longest first, so that no long
 module starts last (`pytest_xdist_make_scheduler`; the module timeline at the end of the run
@@ -47,7 +47,16 @@ scenarios (one failover, one node reboot) 5 to 6 alone, the benchmark smoke run 
 12 before it left out the figures other modules prove; `just test` runs it beside the lab
 steps). Accounting and REST, then directory users and the associations document on the same
 cluster about 10.5 alone at load 9-14 (`ldap` and `sssd` about 4 of it, the document's four
-scenarios 3.5). The rest take 1 to 4 minutes each."""
+scenarios 3.5). The rest take 1 to 4 minutes each. CI17 (stop 48), in minutes: rebuild 17.2,
+failover 15.8, accounting and REST 12.9, dynamic nodes 10.4, observability 10.0, worst moment
+5.6, accounting backup 4.9, hostile user 4.6, operator toolkit 4.5, key rotation 4.4, node
+health 3.4."""
+LONG_LAST_TEST = ("test_rebuild_and_upgrade.py",)
+"""Modules whose last test runs for minutes (the major upgrade of the HA cluster, about 5): a
+worker is handed its next module when its last test starts, so after one of these it gets the
+shortest module left, and the longest goes to the next worker that frees up (CI17: the key
+rotation's module, handed to the rebuild's worker 5 minutes before it was free, ran last and
+alone for 2 minutes)."""
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -68,8 +77,9 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
         A worker runs a test only once it knows the next one, so xdist hands a worker its next
         module early (when 2 tests are left), and at the start a one-test module got the next
         long module queued behind it while other workers freed up sooner. Here a worker gets
-        the longest module left when its last test is about to run; only a worker whose first
-        module has a single test gets a filler at the start: the shortest module left.
+        the longest module left when its last test is about to run; a filler (the shortest
+        module left) goes to a worker whose first module has a single test, at the start, and
+        to one whose last test runs for minutes (`LONG_LAST_TEST`).
         """
 
         filler_round = False
@@ -89,9 +99,16 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
                 self._assign_work_unit(node)
 
         def _assign_work_unit(self, node: Any) -> None:
-            if self.filler_round and self.assigned_work.get(node):
+            if (self.filler_round and self.assigned_work.get(node)) or self._ends_long(node):
                 self.workqueue.move_to_end(next(reversed(self.workqueue)), last=False)
             super()._assign_work_unit(node)
+
+        def _ends_long(self, node: Any) -> bool:
+            """Whether the worker is about to run the last test of a `LONG_LAST_TEST` module."""
+            return any(
+                scope.endswith(LONG_LAST_TEST) and not all(work.values())
+                for scope, work in self.assigned_work.get(node, {}).items()
+            )
 
     return LongestFirst(config, log)
 
