@@ -2027,6 +2027,32 @@ MUTATIONS = [
         "tests/unit/slurmctld/test_takeover.py::"
         "test_a_job_killed_in_the_second_the_takeover_began_is_requeued",
     ),
+    Mutation(
+        "slurmd-resumes-an-operator-down-in-slurms-words",
+        "charms/slurmd/src/node.py::_down_for_its_boot",
+        "        and found.reason_set_by_user == SLURM_USER\n",
+        "",
+        "tests/unit/slurmd/test_slurmd_reboot_return.py::"
+        "test_any_other_state_after_the_boot_is_left_and_the_watch_ends",
+    ),
+    Mutation(
+        "slurmd-start-looks-once-before-the-registration",
+        "charms/slurmd/src/charm.py::SlurmdCharm._on_start_after_boot",
+        "self._return_after_reboot(node.REGISTRATION_ATTEMPTS)",
+        "self._return_after_reboot(1)",
+        "tests/unit/slurmd/test_slurmd_reboot_return.py::"
+        "test_the_start_waits_for_the_registration_from_this_boot",
+    ),
+    Mutation(
+        "slurmd-watch-ends-on-an-earlier-boots-registration",
+        "charms/slurmd/src/node.py::return_after_reboot",
+        "(found.boot_time or 0) >= booted - BOOT_TIME_SLACK_S",
+        "found.boot_time is not None",
+        "tests/unit/slurmd/test_slurmd_reboot_return.py::"
+        "test_the_start_waits_for_the_registration_from_this_boot "
+        "tests/unit/slurmd/test_slurmd_reboot_return.py::"
+        "test_a_registration_after_the_start_hook_is_resumed_by_a_later_event",
+    ),
 ]
 
 

@@ -16,6 +16,11 @@ host that cannot hold the whole cluster. `--keep` leaves the lab up (its directo
 `--lab DIR` soaks again on such a kept lab without deploying (debugging only: its cluster is
 not fresh). Every `PROGRESS_EVERY_S` a line says the phase, the faults done, the jobs and what
 the loop waits for, so a run that stops moving shows where.
+
+A fault has converged when, after its repair, every unit is idle and active, every controller
+answers `scontrol ping`, no node of the charms is down or drained, and the services past
+slurmctld answer from the login node: accounting (`sacctmgr`) and each slurmrestd unit's API
+(an authenticated GET). The time from the repair to then is the fault's `convergence_s`.
 """
 
 from __future__ import annotations

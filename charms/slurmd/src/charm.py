@@ -4,6 +4,7 @@
 import hashlib
 import json
 import logging
+import time
 from collections.abc import Iterable
 from typing import Any
 
@@ -30,6 +31,8 @@ from hpc_libs.slurm.slurmd import SlurmdManager
 logger = logging.getLogger(__name__)
 
 SLURMCTLD = "slurmctld"
+REBOOT_WATCH_S = 600
+"""How long after `start` (a boot) the reconcile looks for slurmctld's DOWN for that boot."""
 
 
 class SlurmdCharm(SlurmCharm[SlurmdConfig]):
@@ -48,6 +51,8 @@ class SlurmdCharm(SlurmCharm[SlurmdConfig]):
         # `hardware`: this machine's last successful detection (JSON, with its Gres);
         # `detection_error`: why the last detection failed ("" when it succeeded).
         # `driver_installed`: the charm installed the NVIDIA driver (`nvidia-driver`).
+        # `reboot_watch_until`: until when (epoch s) the reconcile looks for slurmctld's DOWN
+        # after the machine's last boot (`_on_start`); 0 when it does not.
         self._stored.set_default(
             parameters="{}",
             registered="",
@@ -56,7 +61,10 @@ class SlurmdCharm(SlurmCharm[SlurmdConfig]):
             hardware="",
             detection_error="",
             driver_installed=False,
+            reboot_watch_until=0.0,
         )
+        self._enlisted_before = bool(self._stored.registered)
+        """Whether the node had enlisted before this hook (a `start` is then after a boot)."""
         self.scontrol = Scontrol()
         self.slurmctld = SlurmdProvider(self, SLURMCTLD)
         self.member = ClusterMember(self, self.slurmctld, self._stored, self._leave)
@@ -68,6 +76,7 @@ class SlurmdCharm(SlurmCharm[SlurmdConfig]):
         # Detection runs at install (first need), start and upgrade, and on request only.
         framework.observe(self.on.start, self._on_detect_event)
         framework.observe(self.on.upgrade_charm, self._on_detect_event)
+        framework.observe(self.on.start, self._on_start_after_boot)
         framework.observe(self.on.detect_hardware_action, self._on_detect_hardware_action)
         framework.observe(self.on.stop, self._on_departure)
         framework.observe(self.on.remove, self._on_departure)
@@ -86,6 +95,22 @@ class SlurmdCharm(SlurmCharm[SlurmdConfig]):
             return
         if self.hardware.detect() and not self.member.left:
             self.converge()
+
+    def _on_start_after_boot(self, _: ops.StartEvent) -> None:
+        """Return the node to service if its machine's boot made slurmctld set it DOWN.
+
+        Juju runs `start` after every boot. slurmctld sets a node whose slurmd registers from a
+        boot it did not ask for (a crash, a power cut) DOWN "Node unexpectedly rebooted", which
+        no registration ends (ReturnToService=1): the node would stay out of the cluster until
+        an operator resumed it. This hook waits for the registration from this boot; until
+        slurmctld holds it, each reconcile looks once, for `REBOOT_WATCH_S` (slurmctld may be
+        unreachable now). A `scontrol reboot` (the rolling rebuild) is no such boot: Slurm
+        returns that node itself, and the watch ends once it registered.
+        """
+        if not self._enlisted_before or self.member.left:
+            return
+        self._stored.reboot_watch_until = time.time() + REBOOT_WATCH_S
+        self._return_after_reboot(node.REGISTRATION_ATTEMPTS)
 
     def _on_detect_hardware_action(self, event: ops.ActionEvent) -> None:
         changed = self.hardware.detect()
@@ -259,6 +284,7 @@ class SlurmdCharm(SlurmCharm[SlurmdConfig]):
         self._run_slurmd(key, _fingerprint(key, self.node_name, conf_servers))
         self._converge_registration(desired)
         self._apply_initial_state(config)
+        self._return_after_reboot(attempts=1)
 
     def _desired_conf(self) -> dict[str, Any]:
         """Return the last known hardware, feature and parameters.
@@ -334,6 +360,19 @@ class SlurmdCharm(SlurmCharm[SlurmdConfig]):
             return
         self.scontrol.update_node(self.node_name, state="down", reason=config.default_node_reason)
         self._stored.initial_state_pending = False
+
+    def _return_after_reboot(self, attempts: int) -> None:
+        """While the watch after a boot lasts, end slurmctld's DOWN for that boot (`node`)."""
+        if time.time() >= float(self._stored.reboot_watch_until) or self._reregistering():
+            return
+        try:
+            booted = node.booted_at()
+            outcome = node.return_after_reboot(self.scontrol, self.node_name, booted, attempts)
+        except (OSError, ValueError, SlurmOpsError) as e:
+            logger.warning("cannot return node %s after its boot: %s", self.node_name, e)
+            return
+        if outcome is not None:  # Resumed, or registered from this boot without that DOWN.
+            self._stored.reboot_watch_until = 0.0
 
     # Helpers.
 

@@ -50,6 +50,13 @@ CHARM_REASONS = frozenset({REREGISTER_REASON, RETIRE_REASON})
 """Reasons the charms themselves drain a node with: such a state is never restored."""
 UNRESPONSIVE_REASON = "Not responding"
 """slurmctld's reason for a node it set DOWN; its next registration ends it (ReturnToService=1)."""
+REBOOTED_REASON = "Node unexpectedly rebooted"
+"""slurmctld's reason for a node whose slurmd registered from a boot it did not ask for: with
+ReturnToService below 2 no registration ends it (`return_after_reboot`)."""
+UPTIME = Path("/proc/uptime")
+BOOT_TIME_SLACK_S = 5
+"""How far slurmctld's boot time of the node may be from this machine's own (both are now less
+an uptime, each taken at its own moment) and still be this boot."""
 
 
 @dataclass(frozen=True)
@@ -142,6 +149,52 @@ def wait_for_registration(scontrol: Scontrol, node: str) -> bool:
         if attempt < REGISTRATION_ATTEMPTS - 1:
             time.sleep(1)
     return False
+
+
+def booted_at() -> float:
+    """When this machine booted (UNIX time), as slurmd tells slurmctld: now less its uptime."""
+    return time.time() - float(UPTIME.read_text().split()[0])
+
+
+def return_after_reboot(
+    scontrol: Scontrol, node: str, booted: float, attempts: int
+) -> bool | None:
+    """Resume the node if slurmctld set it DOWN for its machine's boot.
+
+    Looks `attempts` times, a second apart: a slurmd that just started may not have registered
+    yet. Only slurmctld's own DOWN (`REBOOTED_REASON`, set by SlurmUser) is ended: an
+    operator's DOWN or DRAIN has a reason of its own, or was set by another user. Returns True
+    once resumed; False once slurmctld holds a registration from the boot at `booted` without
+    that DOWN; None while it holds none (not registered yet, or slurmctld unreachable).
+
+    Raises:
+        SlurmOpsError: slurmctld refused the resume.
+
+    """
+    for attempt in range(attempts):
+        try:
+            found = scontrol.show_node(node)
+        except SlurmOpsError as e:
+            logger.debug("node %s not readable yet: %s", node, e)
+            found = None
+        if found is not None and _down_for_its_boot(found):
+            scontrol.update_node(node, state="resume")
+            logger.info("node %s returned to service (slurmctld: %s)", node, REBOOTED_REASON)
+            return True
+        if found is not None and (found.boot_time or 0) >= booted - BOOT_TIME_SLACK_S:
+            return False
+        if attempt < attempts - 1:
+            time.sleep(1)
+    return None
+
+
+def _down_for_its_boot(found: ScontrolNode) -> bool:
+    """Whether slurmctld itself set the node DOWN because it registered from a new boot."""
+    return (
+        found.has_state("down")
+        and found.reason == REBOOTED_REASON
+        and found.reason_set_by_user == SLURM_USER
+    )
 
 
 def drain(scontrol: Scontrol, node: str, reason: str) -> None:

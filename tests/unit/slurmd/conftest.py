@@ -44,6 +44,10 @@ class FakeTime:
     def monotonic(self) -> float:
         return self.now
 
+    def time(self) -> float:
+        """The wall clock: the monotonic one from a fixed epoch (2026-11-18)."""
+        return 1_795_000_000 + self.now
+
     def sleep(self, seconds: float) -> None:
         self.sleeps.append(seconds)
         self.now += seconds

@@ -21,6 +21,11 @@ SHOW_NODE = ("scontrol", "show", "node", NODE, "--json")
 REGISTERED = json.dumps({"meta": META_24_11, "nodes": [{"name": NODE, "state": ["IDLE"]}]})
 
 
+def scontrol_changes(machine) -> list[list[str]]:
+    """The scontrol commands that ran and change something: every one but `show` (a read)."""
+    return [command for command in machine.ran("scontrol") if command[1:2] != ["show"]]
+
+
 def databag(**fields: object) -> dict[str, str]:
     """A databag as ops.Relation.save writes it: every field JSON-encoded."""
     return {name: json.dumps(value) for name, value in fields.items()}

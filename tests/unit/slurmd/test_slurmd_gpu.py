@@ -11,7 +11,15 @@ from pathlib import Path
 import pytest
 from hpc_libs.machine import apt
 from ops import testing
-from test_charm_slurmd import again, auth_secret, controller_relation, installed, options, stored
+from test_charm_slurmd import (
+    again,
+    auth_secret,
+    controller_relation,
+    installed,
+    options,
+    scontrol_changes,
+    stored,
+)
 
 CPU_ONLY = (
     "NodeName=host0 CPUs=2 Boards=1 SocketsPerBoard=1 CoresPerSocket=2 ThreadsPerCore=1 "
@@ -43,7 +51,7 @@ def gpu_node(machine, tmp_path, request: pytest.FixtureRequest) -> testing.State
 def assert_node_untouched(machine, tmp_path, before_conf: str) -> None:
     """No drain, no re-registration, no restart, the same --conf."""
     assert options(tmp_path)["SLURMD_CONF"] == before_conf
-    assert machine.ran("scontrol") == []
+    assert scontrol_changes(machine) == []
     assert machine.ran("systemd-run") == []
     assert machine.calls("restart") == []
 
@@ -118,12 +126,12 @@ def test_the_failure_stays_the_status_until_a_detection_succeeds(ctx, machine, t
     later = ctx.run(ctx.on.update_status(), again(failed))
 
     assert DRIVER_FAILED in later.unit_status.message
-    assert machine.ran("scontrol") == []
+    assert scontrol_changes(machine) == []
     machine.responses[("slurmd", "-C")] = TWO_T4
     fixed = ctx.run(ctx.on.action("detect-hardware"), again(later))
     assert fixed.unit_status == testing.ActiveStatus()
     assert stored(fixed)["detection_error"] == ""
-    assert machine.ran("scontrol") == []  # Same Gres as before: nothing to change.
+    assert scontrol_changes(machine) == []  # Same Gres as before: nothing to change.
 
 
 @pytest.mark.parametrize(

@@ -93,6 +93,8 @@ class Node(_Parsed):
     reason_set_by_user: str = ""
     """Who set `reason`: the user who ran scontrol, or SlurmUser when slurmctld set it."""
     reason_changed_at: Timestamp = None
+    boot_time: Timestamp = None
+    """When the node's machine booted, as its slurmd's last registration said."""
     features: StrList = Field(default_factory=list[str])
     active_features: StrList = Field(default_factory=list[str])
     partitions: StrList = Field(default_factory=list[str])
