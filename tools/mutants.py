@@ -2028,6 +2028,14 @@ MUTATIONS = [
         "test_a_job_killed_in_the_second_the_takeover_began_is_requeued",
     ),
     Mutation(
+        "soak-autoscaler-blamed-for-a-job-ended-before-the-removal",
+        "tests/soak/history.py::autoscaler_removed_busy",
+        "if last.ended is None or last.ended >= removed[node]",
+        "if True",
+        "tests/unit/soak/test_soak_units.py::"
+        "test_a_job_that_ended_before_the_autoscaler_removed_its_node_is_no_violation",
+    ),
+    Mutation(
         "slurmd-resumes-an-operator-down-in-slurms-words",
         "charms/slurmd/src/node.py::_down_for_its_boot",
         "        and found.reason_set_by_user == SLURM_USER\n",

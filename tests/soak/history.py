@@ -66,6 +66,8 @@ class JobSeen:
     restarts: int
     nodes: set[str]
     at: float
+    ended: float | None = None
+    """When the job ended, as the controller said (None while it is live)."""
 
 
 @dataclass
@@ -128,13 +130,22 @@ def parse_squeue_json(document: Mapping[str, Any], at: float) -> dict[str, JobSe
         state = job.get("job_state", [])
         states = state if isinstance(state, list) else [state]
         nodes = str(job.get("nodes") or "")
+        state_now = base_state(str(states[0]) if states else "UNKNOWN")
         seen[str(job["job_id"])] = JobSeen(
-            state=base_state(str(states[0]) if states else "UNKNOWN"),
+            state=state_now,
             restarts=int(job.get("restart_cnt") or 0),
             nodes=set(expand_nodes(nodes)),
             at=at,
+            ended=None if state_now in LIVE else _time_of(job.get("end_time")),
         )
     return seen
+
+
+def _time_of(field: Any) -> float | None:
+    """A time in data_parser's `{"set": .., "number": ..}` form; None when not set."""
+    if isinstance(field, Mapping) and field.get("set") and field.get("number"):
+        return float(field["number"])
+    return None
 
 
 def expand_nodes(hostlist: str) -> list[str]:
@@ -364,12 +375,18 @@ def autoscaler_removed_busy(
     removed: Mapping[str, float],
 ) -> list[Violation]:
     """A job that ran on a node the autoscaler removed (`removed`: node -> when) and did not
-    complete, unless it failed by its own exit (a job meant to fail, `exit_code` not 0)."""
+    complete, unless it failed by its own exit (a job meant to fail, `exit_code` not 0) or
+    had ended before the removal (a fault of the node, long before: seed 1129)."""
     meant_to_fail = {s.job_id for s in submissions if s.shape.get("exit_code")}
     out = []
     for job_id, job in seen.items():
-        on = sorted(job.nodes & set(removed))
-        state = final.get(job_id, job).state
+        last = final.get(job_id, job)
+        on = sorted(
+            node
+            for node in job.nodes & set(removed)
+            if last.ended is None or last.ended >= removed[node]
+        )
+        state = last.state
         if not on or state == DONE or (state in OWN_END and job_id in meant_to_fail):
             continue
         out.append(

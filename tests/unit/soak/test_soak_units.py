@@ -210,6 +210,33 @@ def test_the_workloads_user_is_made_on_every_controller_too_and_on_units_added_l
     assert plan.user_machines(units, machines.__getitem__) == ["m0", "m7", "m2", "m3", "m9"]
 
 
+def test_a_job_that_ended_before_the_autoscaler_removed_its_node_is_no_violation():
+    # seed 1129: job 61 ended FAILED when scaled/1's slurmd was killed (691 s); the autoscaler
+    # removed the idle node 12 minutes later.
+    submissions = [sub("61", 600.0), sub("62", 601.0)]
+    seen = {
+        "61": JobSeen("FAILED", 0, {"scaled-1"}, 700.0, ended=692.0),
+        "62": JobSeen("CANCELLED", 0, {"scaled-1"}, 1420.0, ended=1414.0),
+    }
+
+    found = history.autoscaler_removed_busy(submissions, seen, seen, {"scaled-1": 1413.0})
+
+    assert [v.evidence for v in found] == ["job 62 on ['scaled-1'] ended CANCELLED"]
+
+
+def test_squeue_gives_the_end_of_an_ended_job_and_none_for_a_live_one():
+    document = {
+        "jobs": [
+            {"job_id": 1, "job_state": ["FAILED"], "end_time": {"set": True, "number": 692}},
+            {"job_id": 2, "job_state": ["RUNNING"], "end_time": {"set": True, "number": 999}},
+        ]
+    }
+
+    seen = history.parse_squeue_json(document, 700.0)
+
+    assert (seen["1"].ended, seen["2"].ended) == (692.0, None)
+
+
 def test_a_job_failing_by_its_own_exit_on_a_node_removed_later_is_no_autoscaler_violation():
     # seed 1, --small: 4 jobs exited 3 on scaled-1, which the autoscaler removed once idle
     submissions = [sub("85", 10.0, exit_code=3), sub("86", 11.0, exit_code=0)]
