@@ -51,12 +51,13 @@ scenarios 3.5). The rest take 1 to 4 minutes each. CI17 (stop 48), in minutes: r
 failover 15.8, accounting and REST 12.9, dynamic nodes 10.4, observability 10.0, worst moment
 5.6, accounting backup 4.9, hostile user 4.6, operator toolkit 4.5, key rotation 4.4, node
 health 3.4."""
-LONG_LAST_TEST = ("test_rebuild_and_upgrade.py",)
-"""Modules whose last test runs for minutes (the major upgrade of the HA cluster, about 5): a
-worker is handed its next module when its last test starts, so after one of these it gets the
-shortest module left, and the longest goes to the next worker that frees up (CI17: the key
-rotation's module, handed to the rebuild's worker 5 minutes before it was free, ran last and
-alone for 2 minutes)."""
+LONG_LAST_TEST = ("test_rebuild_and_upgrade.py", "test_ha_key_rotation.py")
+"""Modules whose last test runs for minutes (the major upgrade of the HA cluster, about 5; the
+key rotation's only test, which a worker starts with the deploy, 5): a worker is handed its
+next module when its last test starts, so after one of these it gets the shortest module left,
+and the longest goes to the next worker that frees up (CI17: the key rotation's module, handed
+to the rebuild's worker 5 minutes before it was free, ran last and alone for 2 minutes; CI18:
+node health waited 5 minutes behind the key rotation and ended the phase)."""
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
