@@ -2038,8 +2038,8 @@ MUTATIONS = [
     Mutation(
         "slurmd-resumes-an-operator-down-in-slurms-words",
         "charms/slurmd/src/node.py::_down_for_its_boot",
-        "        and found.reason_set_by_user == SLURM_USER\n",
-        "",
+        "_slurmctlds_reason(found, REBOOTED_REASON)",
+        "found.reason == REBOOTED_REASON",
         "tests/unit/slurmd/test_slurmd_reboot_return.py::"
         "test_any_other_state_after_the_boot_is_left_and_the_watch_ends",
     ),

@@ -52,7 +52,7 @@ class SlurmdCharm(SlurmCharm[SlurmdConfig]):
         # `detection_error`: why the last detection failed ("" when it succeeded).
         # `driver_installed`: the charm installed the NVIDIA driver (`nvidia-driver`).
         # `reboot_watch_until`: until when (epoch s) the reconcile looks for slurmctld's DOWN
-        # after the machine's last boot (`_on_start`); 0 when it does not.
+        # after the machine's last boot (`_on_start_after_boot`); 0 when it does not.
         self._stored.set_default(
             parameters="{}",
             registered="",

@@ -190,11 +190,7 @@ def return_after_reboot(
 
 def _down_for_its_boot(found: ScontrolNode) -> bool:
     """Whether slurmctld itself set the node DOWN because it registered from a new boot."""
-    return (
-        found.has_state("down")
-        and found.reason == REBOOTED_REASON
-        and found.reason_set_by_user == SLURM_USER
-    )
+    return found.has_state("down") and _slurmctlds_reason(found, REBOOTED_REASON)
 
 
 def drain(scontrol: Scontrol, node: str, reason: str) -> None:
@@ -231,7 +227,12 @@ def operator_state(scontrol: Scontrol, node: str) -> OperatorState | None:
 
 def _unresponsive(found: ScontrolNode) -> bool:
     """Whether slurmctld itself set the node DOWN for not answering: no operator did."""
-    return found.reason == UNRESPONSIVE_REASON and found.reason_set_by_user == SLURM_USER
+    return _slurmctlds_reason(found, UNRESPONSIVE_REASON)
+
+
+def _slurmctlds_reason(found: ScontrolNode, reason: str) -> bool:
+    """Whether the node's reason is `reason`, set by slurmctld itself (SlurmUser), no operator."""
+    return found.reason == reason and found.reason_set_by_user == SLURM_USER
 
 
 def reregister_unit(node: str) -> str:
