@@ -6,8 +6,11 @@ The base root filesystem is built (or taken from the cache) once per session.
 
 from __future__ import annotations
 
+import concurrent.futures
 import dataclasses
 import json
+import os
+import signal
 import subprocess
 import sys
 import time
@@ -234,6 +237,13 @@ def test_destroy_removes_the_machine_and_updates_hosts(lab: Lab, pair: tuple[Mac
     third = lab.create("node-c")
     assert "node-c" in pair[0].exec(["cat", "/etc/hosts"]).stdout
     assert pair[0].exec(["ping", "-c", "1", "-W", "2", "node-c"]).returncode == 0
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        running = pool.submit(third.exec, ["sleep", "60"])
+        time.sleep(1)
+        os.kill(third.init_pid, signal.SIGKILL)  # a power cut under a running command
+        # Not the command's failure: the lab's (nsenter's) plumbing must not show either.
+        with pytest.raises(LabError, match="went down during the command"):
+            running.result(timeout=30)
     lab.destroy("node-c")
     assert "node-c" not in pair[0].exec(["cat", "/etc/hosts"]).stdout
     assert [m.name for m in lab.machines()] == ["node-a", "node-b"]

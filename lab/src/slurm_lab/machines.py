@@ -132,7 +132,8 @@ class Machine:
     ) -> subprocess.CompletedProcess[str]:
         """Run argv inside the machine as root in /, with a clean environment plus env.
 
-        Raises LabError on timeout, and with check on a non-zero exit (message has stderr).
+        Raises LabError on timeout, when the machine went down before the command ended, and
+        with check on a non-zero exit (message has stderr).
         """
         if self.kind == "vm":
             data = (input or "").encode()
@@ -142,6 +143,10 @@ class Machine:
             )
         else:
             result = run_resumed(self.nsenter_argv(argv, env), input=input, timeout=timeout)
+            if result.returncode != 0 and start_time(self.init_pid) != self.init_start:
+                # The machine went down meanwhile: whatever failed (the command, or nsenter
+                # finding the init gone), no command ran to its end in a running machine.
+                raise LabError(f"machine {self.name} went down during the command")
         if check and result.returncode != 0:
             raise LabError(
                 f"{self.name}: {' '.join(argv)} exited {result.returncode}: "

@@ -15,18 +15,26 @@ from slurm_lab.errors import LabError
 logger = logging.getLogger(__name__)
 
 
+PF_EXITING = 0x4
+"""The kernel's flag (in /proc/PID/stat's flags) of a process whose exit has begun."""
+
+
 def start_time(pid: int) -> int:
     """Return when pid started (clock ticks since the host booted); 0 if it runs no more.
 
     With the PID it names one process: the host hands PIDs out again (32768 of them here, a
-    few minutes of CI), so a PID alone may name a stranger. A zombie counts as gone.
+    few minutes of CI), so a PID alone may name a stranger. A zombie counts as gone, and so
+    does a process already exiting: a container's killed init lingers in that state (still
+    `S`) until every process of its PID namespace is reaped.
     """
     try:
         stat = Path(f"/proc/{pid}/stat").read_text()
     except OSError:
         return 0
     fields = stat.rsplit(")", 1)[1].split()
-    return 0 if fields[0] == "Z" else int(fields[19])
+    if fields[0] == "Z" or int(fields[6]) & PF_EXITING:
+        return 0
+    return int(fields[19])
 
 
 def run(
