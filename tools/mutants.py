@@ -2061,6 +2061,36 @@ MUTATIONS = [
         "tests/unit/slurmd/test_slurmd_reboot_return.py::"
         "test_a_registration_after_the_start_hook_is_resumed_by_a_later_event",
     ),
+    Mutation(
+        "slurmctld-left-unit-reconciles-again",
+        "charms/slurmctld/src/charm.py::SlurmctldCharm.reconcile",
+        "        if self.departure.left:\n            return",
+        "        if False:\n            return",
+        "tests/unit/slurmctld/test_departure.py::test_once_left_no_later_hook_starts_anything",
+    ),
+    Mutation(
+        "slurmctld-departure-hands-over-to-the-primary-index",
+        "charms/slurmctld/src/departure.py::Departure._hand_over",
+        "if i not in (0, mine) and p.is_up",
+        "if i != mine and p.is_up",
+        "tests/unit/slurmctld/test_departure.py::"
+        "test_a_backup_in_charge_hands_over_to_another_backup_never_to_index_0",
+    ),
+    Mutation(
+        "slurmctld-departure-stops-before-the-handover",
+        "charms/slurmctld/src/departure.py::Departure._leave",
+        "        self._hand_over()\n        _stop_for_good(self.manager.service)\n",
+        "        _stop_for_good(self.manager.service)\n        self._hand_over()\n",
+        "tests/unit/slurmctld/test_departure.py::"
+        "test_the_controller_in_charge_hands_over_then_stops_for_good",
+    ),
+    Mutation(
+        "fence-holds-nothing-busy",
+        "charms/slurmctld/src/programs/fence.sh",
+        '( cd "$checkpoint" && exec sleep infinity )',
+        "( exec sleep infinity )",
+        "tests/unit/slurmctld/test_ha_fence.py::test_the_watchdog_holds_the_share_busy_until_it_stops",
+    ),
 ]
 
 

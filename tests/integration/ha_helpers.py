@@ -206,16 +206,19 @@ def repair(juju: jubilant.Juju, kind: FaultKind, machine: str) -> None:
     lab_of(juju).repair(kind, machine)
 
 
-def took_control_at(juju: jubilant.Juju, unit: str, since: float) -> float | None:
-    """When a controller unit's slurmctld last started serving as the controller in charge.
+def took_control_at(
+    juju: jubilant.Juju, unit: str, since: float, *, first: bool = False
+) -> float | None:
+    """When a controller unit's slurmctld last (or `first`) began serving as the one in charge.
 
-    The epoch time of its last `Running as primary controller` journal line after `since`
-    (lab machines share the host's clock), None if there is none.
+    The epoch time of its last (first) `Running as primary controller` journal line after
+    `since` (lab machines share the host's clock), None if there is none.
     """
+    which = "head" if first else "tail"
     out = exec_on(
         juju,
         f"journalctl -u slurmctld --no-pager -o short-unix --since=@{int(since)} "
-        f"| grep '{IN_CHARGE}' | tail -n 1",
+        f"| grep '{IN_CHARGE}' | {which} -n 1",
         unit=unit,
     )
     stamp = out.split(" ", 1)[0]

@@ -65,6 +65,8 @@ STATE_SAVE_WAIT = 7
 accepted less than 5 s before the primary dies is not on the share, and the backup never
 learns it. The fault comes after the queue is saved."""
 BURST = 1000
+SLURMCTLD_TIMEOUT = 12
+"""The charm's default `slurmctld-timeout`: a backup takes over unasked no sooner."""
 APPS = ("slurmctld", "compute", "login")
 
 
@@ -290,12 +292,26 @@ def test_removing_a_backup_keeps_the_others_order(cluster: jubilant.Juju):
         assert slurmctld_hosts_in_conf(cluster, unit) == hosts[:2]
 
 
-def test_new_leader_keeps_partitions_and_enlists_a_new_node(cluster: jubilant.Juju):
-    old = leader(cluster.status(), "slurmctld")
-    assert old is not None
+def test_removing_the_primarys_unit_hands_control_over_at_once_and_loses_no_job_end(
+    cluster: jubilant.Juju,
+):
+    """The primary's unit (the first unit, the leader) leaves: its first departure hook asks
+    backup1 to take over (`scontrol takeover`), then stops its slurmctld. backup1 serves at
+    once from the whole state, not `SlurmctldTimeout` after the machine went; a job that
+    ends meanwhile is COMPLETED (an end slurmctld never saved would leave it RUNNING until
+    its limit: soak seed 1129's TIMEOUT). Then a new leader keeps the partitions and
+    enlists a new node."""
+    hosts = ping_hosts(cluster)
+    status = cluster.status()
+    old = unit_of_host(status, "slurmctld", hosts[0])
+    backup = unit_of_host(status, "slurmctld", hosts[1])
+    assert leader(status, "slurmctld") == old
     before = partitions(cluster)
     assert "compute" in before
+    ending = submit_from_login(cluster, "sleep 3")
+    wait_state(cluster, ending, "RUNNING", timeout=60)
 
+    removed_at = time.time()
     cluster.remove_unit(old)
 
     cluster.wait(
@@ -306,6 +322,10 @@ def test_new_leader_keeps_partitions_and_enlists_a_new_node(cluster: jubilant.Ju
         error=jubilant.any_error,
         timeout=600,
     )
+    took_control = took_control_at(cluster, backup, removed_at, first=True)
+    assert took_control is not None, f"{backup} never took control"
+    assert took_control - removed_at < SLURMCTLD_TIMEOUT
+    wait_state(cluster, ending, "COMPLETED", timeout=60)
     remaining = list(cluster.status().apps["slurmctld"].units)
     poll(
         lambda: all_controllers_up(cluster, [unit_hostname(cluster.status(), remaining[0])]),

@@ -60,12 +60,16 @@ def use_charm(name: str) -> None:
         sys.path.insert(0, str(src))
 
 
-def charm_context(name: str, charm_type: type[ops.CharmBase]) -> testing.Context[ops.CharmBase]:
+def charm_context(
+    name: str, charm_type: type[ops.CharmBase], unit_id: int = 0
+) -> testing.Context[ops.CharmBase]:
     """A Context for charm `name`, with metadata, config and actions from its charmcraft.yaml."""
     project = copy.deepcopy(_charmcraft_project(name))
     config = {"options": project.pop("config", {}).get("options", {})}
     actions = project.pop("actions", None)
-    return testing.Context(charm_type, meta=project, config=config, actions=actions)
+    return testing.Context(
+        charm_type, meta=project, config=config, actions=actions, unit_id=unit_id
+    )
 
 
 @functools.cache

@@ -11,6 +11,7 @@ import actions
 import associations
 import controllers
 import credentials
+import departure
 import exporter_service
 import facts
 import lost_jobs
@@ -82,6 +83,10 @@ class SlurmctldCharm(SlurmCharm[SlurmctldConfig]):
             self, scrape_jobs=self._scrape_jobs, log_files=[render.SLURMCTLD_LOG_FILE]
         )
         self.scontrol = Scontrol()
+        # First: its observers run before any reconcile of the same departure hook.
+        self.departure = departure.Departure(
+            self, self.slurmctld, self.scontrol, tuple(self.meta.relations)
+        )
         self.applied = AppliedConfig(self, self.slurmctld, self.scontrol)
         self.peer = SlurmctldPeer(self, PEER)
         self.slurmd = SlurmdRequirer(self, SLURMD)
@@ -147,6 +152,8 @@ class SlurmctldCharm(SlurmCharm[SlurmctldConfig]):
         """
         if _is_install_hook():
             return  # Install only installs: keys and config wait for the shared filesystem.
+        if self.departure.left:
+            return  # Its slurmctld stays stopped: the machine goes with the unit.
         facts = self._facts = self._gather(config)
         self.open_ports(PortRange.single(SLURMCTLD_PORT))  # Any unit may run it once it leads.
         self.slurmctld.bound_stop_time()
@@ -222,6 +229,7 @@ class SlurmctldCharm(SlurmCharm[SlurmctldConfig]):
     def _status_order(self) -> tuple[StatusStep, ...]:
         """Return the README's numbered statuses ("How this charm is built"), in order."""
         return (
+            (lambda _: self.departure.statuses(), True),  # 0. the unit left
             (self.placement.problems, False),  # 1. host data Slurm cannot use
             (self.partitions.problems, False),  # 2. slurmd data
             (self.accounting.problems, False),  # 3. slurmdbd data

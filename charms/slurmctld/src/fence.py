@@ -22,7 +22,10 @@ service (`systemctl start --no-block`, `primary_watch.WAKE_NAME`). It never writ
 watch's signal file: that directory is the slurm group's, and a shell redirection there would
 follow any link slurm planted (root never writes where slurm can).
 
-A probe that hangs (a hard NFS mount) is never waited for: the next probe starts only once it
+While it runs, a child of the watchdog keeps its working directory on the share, so the
+share cannot be unmounted under a controller that may serve (a leaving filesystem-client
+unmounts at the same time as its principal's departure: `departure`). A probe that hangs (a
+hard NFS mount) is never waited for: the next probe starts only once it
 returned, and meanwhile the last success ages. Probing and killing use this machine's own
 process ids, never a unit's cgroup.
 """
@@ -76,6 +79,7 @@ def service_unit_text(checkpoint: str, state_dir: str, grace: int, user: str) ->
             f"ExecStart={PROGRAM} {checkpoint} {state_dir} {grace} {user}",
             "Restart=always",
             "RestartSec=1",
+            "TimeoutStopSec=5",  # Nothing to save: a stop never holds a departure up.
             f"RuntimeDirectory={Path(RUNTIME_DIR).name}",
             "RuntimeDirectoryPreserve=yes",
         ],

@@ -5,6 +5,7 @@ the machine's commands (`mountpoint`, `setpriv`, `systemctl`), so its timing rul
 executed, not only read.
 """
 
+import contextlib
 import dataclasses
 import os
 import signal
@@ -230,6 +231,29 @@ def test_the_watchdog_kills_slurmctld_without_the_state_and_starts_it_once_back(
     assert wait_for(lambda: wakes(fence, work) == 2, 2)  # And woken again once unfenced.
     assert systemctl_log(work).count("start --no-block slurmctld.service") == 1
     assert not any(work.glob("**/primary-changed"))
+
+
+def working_in(directory: Path) -> list[int]:
+    """The processes whose working directory is `directory` (which keep its mount busy)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            with contextlib.suppress(OSError):
+                if os.readlink(entry / "cwd") == str(directory):
+                    found.append(int(entry.name))
+    return found
+
+
+def test_the_watchdog_holds_the_share_busy_until_it_stops(watchdog):
+    """A plain unmount of the share fails while a process works in it (module doc)."""
+    work = watchdog()
+    assert wait_for(lambda: len(working_in(work)) == 1, 5)
+    [pin] = working_in(work)
+    watchdog_pid = int(Path(f"/proc/{pin}/stat").read_text().rsplit(")", 1)[1].split()[1])
+
+    os.kill(watchdog_pid, signal.SIGTERM)
+
+    assert wait_for(lambda: working_in(work) == [], 5)  # It takes its child with it.
 
 
 def systemctl_log(work: Path) -> list[str]:

@@ -8,6 +8,13 @@ run=/run/slurmctld-fence
 ok=$run/probe-ok flag=$run/fenced probe="$state/fence-probe-$(hostname)"
 touch "$ok"
 probe_pid=
+# Keep the share busy while this controller may serve: a process whose working directory
+# is on it makes a plain unmount (autofs's expiry, systemd stopping the mount, a leaving
+# filesystem-client's) fail as busy, so the state cannot go from under a running slurmctld
+# before the charm stops it. A child: a hung share blocks the child, never the watchdog.
+( cd "$checkpoint" && exec sleep infinity ) 2>/dev/null &
+pin_pid=$!
+trap 'kill "$pin_pid" ${probe_pid:+"$probe_pid"} 2>/dev/null; exit 0' TERM INT
 wake_charm() { systemctl start --no-block slurmctld-charm-primary.service || true; }
 while :; do
     if [ -z "$probe_pid" ] || ! kill -0 "$probe_pid" 2>/dev/null; then

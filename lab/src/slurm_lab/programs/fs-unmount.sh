@@ -5,4 +5,5 @@ systemctl disable --now --quiet "$unit" 2>/dev/null
 rm -f "/etc/systemd/system/$unit"
 systemctl daemon-reload
 if mountpoint -q "$1"; then umount "$1"; fi
-true
+# Still mounted (busy: a process works in it): say so, as the stand-in's log does.
+! mountpoint -q "$1"

@@ -102,8 +102,12 @@ class FilesystemClient(SubordinateStandIn):
         requested = self._requested(unit, rel)
         if isinstance(requested, tuple):
             mountpoint = requested[0]
-            self.run(unit, "fs-unmount.sh", mountpoint)
-            self.ctl.log(unit, "INFO", f"unmounted {mountpoint}")
+            result = self.run(unit, "fs-unmount.sh", mountpoint)
+            if result.returncode == 0:
+                self.ctl.log(unit, "INFO", f"unmounted {mountpoint}")
+            else:
+                reason = result.stderr.strip() or "still mounted"
+                self.ctl.log(unit, "WARNING", f"could not unmount {mountpoint}: {reason}")
         unit.workload = StatusValue("waiting", self.WAITING)
 
     def _set_mounted(self, unit: Unit, rel: Relation, value: str) -> None:

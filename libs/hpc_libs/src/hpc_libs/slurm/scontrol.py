@@ -264,6 +264,13 @@ class Scontrol:
         """`scontrol delete nodename=<name>` (refused by Slurm while jobs run on it)."""
         self._run(["delete", f"nodename={name}"])
 
+    def takeover(self, index: int) -> None:
+        """`scontrol takeover <index>`: that backup asks the controller in charge for control.
+
+        The one in charge saves its state and stands by; the backup then serves.
+        """
+        self._run(["takeover", str(index)])
+
     def reconfigure(self) -> None:
         """`scontrol reconfigure`: slurmctld rereads its configuration files."""
         self._run(["reconfigure"])
