@@ -153,6 +153,12 @@ def test_delete_node_and_reconfigure(fake_run: FakeRun) -> None:
     ]
 
 
+def test_takeover_names_the_backup_by_its_index(fake_run: FakeRun) -> None:
+    Scontrol().takeover(2)
+
+    assert fake_run.calls == [["scontrol", "takeover", "2"]]
+
+
 def test_failures_are_scontrol_errors_with_stderr(fake_run: FakeRun) -> None:
     fake_run.on("scontrol", "delete", returncode=1, stderr="Node has jobs running")
 
