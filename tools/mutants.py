@@ -2079,8 +2079,8 @@ MUTATIONS = [
     Mutation(
         "slurmctld-departure-stops-before-the-handover",
         "charms/slurmctld/src/departure.py::Departure._leave",
-        "        self._hand_over()\n        _stop_for_good(self.manager.service)\n",
-        "        _stop_for_good(self.manager.service)\n        self._hand_over()\n",
+        "        self._hand_over()\n        self.manager.service.stop_for_good()\n",
+        "        self.manager.service.stop_for_good()\n        self._hand_over()\n",
         "tests/unit/slurmctld/test_departure.py::"
         "test_the_controller_in_charge_hands_over_then_stops_for_good",
     ),

@@ -95,12 +95,12 @@ class Departure(ops.Object):
     def _leave(self) -> None:
         if self.left:
             return
-        _stop_for_good(Service(f"{primary_watch.WAKE_NAME}.path"))
+        Service(f"{primary_watch.WAKE_NAME}.path").stop_for_good()
         self._hand_over()
-        _stop_for_good(self.manager.service)
-        _stop_for_good(Service(fence.SERVICE_UNIT))
+        self.manager.service.stop_for_good()
+        Service(fence.SERVICE_UNIT).stop_for_good()
         if self.manager.service.is_active():  # The watchdog started it: the share came back.
-            _stop_for_good(self.manager.service)
+            self.manager.service.stop_for_good()
         self._stored.left = True
         logger.info("this unit leaves: slurmctld stopped and disabled")
 
@@ -132,12 +132,3 @@ class Departure(ops.Object):
                 return
             sleep(POLL_S)
         logger.warning("no other controller in charge after %d s; stopping anyway", HANDOVER_S)
-
-
-def _stop_for_good(service: Service) -> None:
-    """Stop `service` and keep it from starting at boot; log a failure, go on."""
-    for step in (service.stop, service.disable):
-        try:
-            step()
-        except SlurmOpsError as e:
-            logger.warning("%s: %s", service.name, e)

@@ -189,12 +189,7 @@ class Departure:
         )
 
     def _stop_slurmd(self) -> None:
-        service = self.slurmd.service
-        for step in (service.stop, service.disable):
-            try:
-                step()
-            except SlurmOpsError as e:
-                logger.warning("leaving anyway: %s", e)
+        self.slurmd.service.stop_for_good()
 
     def _delete_key(self) -> None:
         try:

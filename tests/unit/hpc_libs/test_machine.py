@@ -156,6 +156,17 @@ def test_service_operations_run_systemctl_with_timeouts(fake_run: FakeRun) -> No
     assert service.is_active() is False
 
 
+def test_stop_for_good_disables_even_when_the_stop_fails_and_never_raises(
+    fake_run: FakeRun, caplog: pytest.LogCaptureFixture
+) -> None:
+    fake_run.on("systemctl", "stop", returncode=1, stderr="Job for slurmd.service timed out")
+
+    systemd.Service("slurmd").stop_for_good()
+
+    assert fake_run.calls == [["systemctl", "stop", "slurmd"], ["systemctl", "disable", "slurmd"]]
+    assert "slurmd: leaving anyway" in caplog.text
+
+
 @pytest.mark.parametrize(
     ("answer", "returncode", "reloads"),
     [("no\n", 0, False), ("yes\n", 0, True), ("", 1, True)],

@@ -105,6 +105,18 @@ class Service:
         """Do not start the service at boot (without the SysV sync, `SKIP_SYSV`)."""
         _systemctl("disable", self.name, timeout=QUICK_TIMEOUT, env=SKIP_SYSV)
 
+    def stop_for_good(self) -> None:
+        """Stop the service and keep it from starting at boot, for a unit that leaves.
+
+        Never raises: a failing step is logged and the other still runs (the machine goes
+        with the unit anyway).
+        """
+        for step in (self.stop, self.disable):
+            try:
+                step()
+            except SlurmOpsError as e:
+                logger.warning("%s: leaving anyway: %s", self.name, e)
+
     def keep_running(self, changed: bool, *, new: bool = False) -> None:
         """Enable the service and restart it if what it runs `changed`; else start it if stopped.
 
