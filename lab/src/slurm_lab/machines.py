@@ -101,11 +101,15 @@ class Machine:
         variables.update(env or {})
         return variables
 
+    def _init_runs(self) -> bool:
+        """Whether this boot's init still runs (not gone, not exiting, not a reused PID)."""
+        return bool(self.init_pid) and start_time(self.init_pid) == self.init_start
+
     def nsenter_argv(self, argv: Sequence[str], env: Mapping[str, str] | None = None) -> list[str]:
         """Return the host command line that runs argv inside this machine (for shell-likes)."""
         if self.kind == "vm":
             raise LabError(f"{self.name} is a VM: no host command line enters it; use exec")
-        if not self.init_pid or start_time(self.init_pid) != self.init_start:
+        if not self._init_runs():
             raise LabError(f"machine {self.name} is not running")
         variables = self._variables(env)
         return [
@@ -143,7 +147,7 @@ class Machine:
             )
         else:
             result = run_resumed(self.nsenter_argv(argv, env), input=input, timeout=timeout)
-            if result.returncode != 0 and start_time(self.init_pid) != self.init_start:
+            if result.returncode != 0 and not self._init_runs():
                 # The machine went down meanwhile: whatever failed (the command, or nsenter
                 # finding the init gone), no command ran to its end in a running machine.
                 raise LabError(f"machine {self.name} went down during the command")
