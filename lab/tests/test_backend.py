@@ -207,6 +207,27 @@ def test_a_failing_hook_is_retried_on_its_own_with_back_off(juju: LabJuju):
     juju.config("beta", {"fail-first": "", "fail-times": 0})
 
 
+def test_a_hook_due_on_a_powered_off_machine_waits_for_its_boot_and_never_fails(juju: LabJuju):
+    machine = juju.state.units["beta/1"].machine
+    before = hooks_run(juju, "beta/1")
+    juju.lab.power_off(machine)  # type: ignore[attr-defined]
+    try:
+        juju.config("beta", {"linger-on-stop": 1})  # a config-changed, nothing else
+        juju.wait(lambda s: s.apps["beta"].units["beta/0"].juju_status.current == "idle")
+        off = juju.status().apps["beta"].units["beta/1"]
+        assert off.workload_status.current == "active"  # no hook tried, none failed
+        assert hooks_run(juju, "beta/1") == before
+    finally:
+        juju.lab.power_on(machine)  # type: ignore[attr-defined]
+    booted = time.monotonic()
+
+    juju.wait(jubilant.all_active, error=jubilant.any_error, delay=0.2, timeout=60)
+
+    assert time.monotonic() - booted < 5  # at once, with no retry back-off
+    assert hooks_run(juju, "beta/1")[len(before) :] == ["start", "config-changed"]
+    juju.config("beta", {"linger-on-stop": 0})
+
+
 def test_a_long_hook_blocks_only_its_own_unit_and_shows_its_status(juju: LabJuju):
     slow_runs = ran(juju, "beta/1", "config-changed"), ran(juju, "beta/1", "update-status")
     started = time.monotonic()

@@ -388,6 +388,41 @@ def test_an_exec_whose_process_died_frees_its_unit_without_an_error(tmp_path: Pa
     assert not unit.in_error
 
 
+class _LabWithAMachineDown(_NoLab):
+    """m0 is powered off; every other machine runs."""
+
+    @staticmethod
+    def is_running(name: str) -> bool:
+        return name != "m0"
+
+
+def test_a_machine_that_is_down_runs_no_hook_nor_retry_until_it_is_up_again():
+    ctl, model = _model_with("a", 2, peers=False)
+    ctl.lab = _LabWithAMachineDown()  # type: ignore[assignment]
+    ran = stand_in_hooks(ctl, model, "a")
+    model.queue = [
+        {"unit": "a/0", "kind": "config_changed"},
+        {"unit": "a/1", "kind": "config_changed"},
+    ]
+
+    ctl._start_runnable()  # pyright: ignore[reportPrivateUsage]
+
+    assert ran == ["a/1 config_changed"]
+    assert model.queue == [{"unit": "a/0", "kind": "config_changed"}]
+    ctl._failed(model.units["a/0"], {"unit": "a/0", "kind": "install"})  # pyright: ignore[reportPrivateUsage]
+    model.units["a/0"].retry_at = 0.0  # due
+    ctl._start_runnable()  # pyright: ignore[reportPrivateUsage]
+    assert ran == ["a/1 config_changed"]  # no retry while down
+    assert model.units["a/0"].in_error
+
+    ctl.lab = _NoLab()  # type: ignore[assignment]  # m0 is back (a lab without is_running: all up)
+    ctl._start_runnable()  # pyright: ignore[reportPrivateUsage]
+
+    assert ran == ["a/1 config_changed", "a/0 install"]  # the retry first, then the rest
+    ctl._start_runnable()  # pyright: ignore[reportPrivateUsage]
+    assert ran[-1] == "a/0 config_changed"
+
+
 def test_a_leader_change_moves_leadership_to_the_next_unit_which_gets_leader_elected():
     _, model = _model_with("a", 3, peers=False)
 

@@ -30,12 +30,11 @@ How the lab still differs from Juju 3 (everything else is meant to match it):
   `wait()` polling, counted per `LabJuju` object, not per unit from the unit's start.
 - Hook retries: a failed hook is retried after 5 s, doubling up to 5 minutes, as Juju does; the
   next retry time is kept in the model. Retries run only while the backend is driven (above).
-- A hook due on a powered-off machine (`Lab.power_off`) is tried and fails (the machine cannot
-  run it): the unit shows `error` ("hook failed") during the outage and, once the machine is
-  back, its queue waits for the back-off retry (up to 5 minutes) before `start` runs. On Juju
-  the unit's agent is down with its machine: the unit shows its agent lost, nothing runs and
-  nothing fails, and its hooks run as soon as the machine is back. The soak's convergence
-  time after a power fault includes this back-off (issue 37).
+- A machine that is down (powered off, or between the two boots of a reboot) runs no hook: a
+  hook due there, and a failed hook's retry, wait in the queue, as on Juju, whose unit agent
+  is down with its machine; once it boots, `start` runs first, then what waited. A hook the
+  power cut killed counts as failed and is retried after the boot. The difference: Juju shows
+  such a unit's agent `lost`; the lab shows its last status. `juju exec` there fails at once.
 - Leader election: the leader keeps leadership while its departure hooks run; the new leader is
   chosen right after the old one's `remove` hook (Juju waits for the lease to expire, up to a
   minute) and then gets leader-elected. The lowest-numbered remaining unit wins.
@@ -89,6 +88,27 @@ class _InFlight:
         self.event = event
         self.future = future
         self.started = time.monotonic()
+
+
+class _DownMachines:
+    """Which machines are down (powered off, or rebooting), each asked once per scheduling pass.
+
+    A lab without `is_running` (the backend's unit-test fakes) has every machine up.
+    """
+
+    def __init__(self, lab: LabLike) -> None:
+        self._is_running: Callable[[str], bool] | None = getattr(lab, "is_running", None)
+        self._seen: dict[str, bool] = {}
+
+    def __call__(self, machine: str) -> bool:
+        if self._is_running is None or not machine:
+            return False
+        if machine not in self._seen:
+            try:
+                self._seen[machine] = not self._is_running(machine)
+            except LabError:  # no such machine (destroyed): the hook fails as before
+                self._seen[machine] = False
+        return self._seen[machine]
 
 
 class Controller:
@@ -181,6 +201,7 @@ class Controller:
     def _start_runnable(self) -> bool:
         """Start every event that may run now; whether anything started or was dropped."""
         busy = {u.name for u in self.model.units.values() if u.running is not None}
+        down = _DownMachines(self.lab)
         pending, self.model.queue = self.model.queue, []
         waiting: list[JsonDict] = []
         progressed = False
@@ -197,7 +218,8 @@ class Controller:
                 juju_exec.answer(self.lab, event, {"code": 1, "message": "ERROR the unit is gone"})
                 progressed = True
                 continue
-            held = unit.in_error and event["kind"] != "custom"  # juju-exec runs in error too
+            hook = event["kind"] != "custom"  # juju-exec runs in error too, and fails if down
+            held = hook and (unit.in_error or down(unit.machine))
             if held or len(self._inflight) >= MAX_PARALLEL_HOOKS:
                 waiting.append(event)
                 continue
@@ -211,6 +233,7 @@ class Controller:
                 and unit.name not in busy
                 and time.time() >= unit.retry_at
                 and len(self._inflight) < MAX_PARALLEL_HOOKS
+                and not down(unit.machine)
             ):
                 if self._applies(unit, unit.failed_event):
                     retried = hook_name(unit.failed_event, self.model)
