@@ -1,4 +1,4 @@
-"""Undo what a takeover did to a job that started just before the primary died (issue 25).
+"""Undo what a takeover did to jobs that started or ended as the primary died (issue 25).
 
 slurmctld writes job state into `StateSaveLocation` at most every 5 s (`SAVE_MAX_WAIT` in
 state_save.c, compiled in, the same in 24.11 and 26.05; nothing forces a save). A backup that
@@ -15,6 +15,12 @@ every `SlurmctldTimeout/4` s names it), for `WINDOW` seconds after it noticed. A
 something slurmctld did (SlurmUser's name on it, Slurm's own words as the reason) since this
 unit last saw another controller in charge (`since`):
 
+- once, `REGISTER_AFTER` s into the window: every node that runs a job and carries no flag
+  but a dynamic node's is asked to register again (`scontrol update state=undrain` on a node
+  that is not drained; see `_register_busy_nodes`), so that slurmctld ends there what the
+  last save missed: a job whose end the old primary was told in its last seconds (soak seed
+  74) is requeued, or ended as a node failure if it may not be, instead of holding its node
+  until its time limit;
 - a node drained by slurmctld for a refused launch (`LAUNCH_DRAIN_REASONS`) is resumed;
 - a pending job requeued and held for a failed launch (`HELD_FOR_LAUNCH`) is released;
 - a requeueable batch job ended because its node refused the launch (for a revoked credential)
@@ -141,6 +147,29 @@ NODES_QUERY = [
     f"--Format=NodeList:{SEPARATOR},TimeStamp:0",
 ]
 """Drained and draining nodes (a line per node and partition): name, when the reason was set."""
+BUSY_NODES_QUERY = [
+    "sinfo",
+    "--all",
+    "--noheader",
+    "--Node",
+    "--states=allocated,mixed",
+    f"--Format=NodeList:{SEPARATOR},StateComplete:0",
+]
+"""Nodes that run jobs (a line per node and partition): name, and its state with every flag,
+lower case, `+`-joined (`mixed+dynamic_norm`, `allocated+drain+dynamic_norm`...)."""
+BUSY = ("allocated", "mixed")
+HARMLESS_FLAGS = frozenset({"dynamic_norm", "completing"})
+"""The flags a busy node may carry and still be asked to register: a dynamic node's (every
+node of the charms), a job ending on it. Any other (drain, not responding, reboot, power,
+maintenance...) leaves the node alone."""
+REGISTRATION = "registration"
+"""The step that has the busy nodes register again, done (or passed) once per takeover."""
+REGISTER_AFTER = 25
+"""Seconds after the window opens before the busy nodes are asked to register. slurmctld ends
+a batch job its node does not report only once the job has been inactive for
+`BatchStartTimeout` (10 s) plus `MessageTimeout` (at most 10 s), and a takeover marks every
+recovered job active: a registration sooner purges nothing (the lab: asked 2 s after the
+takeover, the job ran on to its time limit)."""
 _JOB_ID = re.compile(r"[1-9][0-9]{0,9}")
 _STATE = re.compile(r"[A-Z_]{1,32}")
 _COUNT = re.compile(r"[0-9]{1,5}")
@@ -250,6 +279,19 @@ def parse_node_line(line: str) -> tuple[str, int] | None:
     if not (NODE_NAME.fullmatch(name) and _EPOCH.fullmatch(stamp)):
         return None
     return name, int(stamp)
+
+
+def busy_nodes(output: str) -> list[str]:
+    """Return the nodes of `BUSY_NODES_QUERY`'s output: `BUSY`, no flag but `HARMLESS_FLAGS`."""
+    found: list[str] = []
+    for line in lines(output):
+        fields = line.split(SEPARATOR)
+        if len(fields) != 2 or not NODE_NAME.fullmatch(fields[0]):
+            continue
+        base, *flags = fields[1].split("+")
+        if base in BUSY and HARMLESS_FLAGS.issuperset(flags) and fields[0] not in found:
+            found.append(fields[0])
+    return found
 
 
 def lines(output: str) -> list[str]:
@@ -520,6 +562,9 @@ class TakeoverRepair(controllers.SlurmctldComponent):
         Both lists are read first (one look); each candidate's own record then decides, at
         most `CONFIRMED_PER_LOOK` of them per look.
         """
+        opened = self._stored.window_until - WINDOW
+        if self._new(REGISTRATION) and time.time() >= opened + REGISTER_AFTER:
+            self._register_busy_nodes()
         nodes = node_candidates(_query(NODES_QUERY), since)
         jobs = job_candidates(_query(JOBS_QUERY), since)
         looked: list[tuple[str, Callable[[], str | None]]] = [
@@ -532,6 +577,29 @@ class TakeoverRepair(controllers.SlurmctldComponent):
                 self._record(key, done)
             else:
                 self._pass(key)
+
+    def _register_busy_nodes(self) -> None:
+        """Have every node that runs a job, and carries no flag, register with this controller.
+
+        A node's registration is how slurmctld learns that a batch job it believes runs there
+        has ended (`_purge_missing_jobs`: requeued if it may be, else ended as a node failure).
+        The takeover's state is the last save, and an end the old primary was told in its last
+        seconds is not in it: without a registration the job runs on in the controller's
+        records, holding its node, until its time limit (soak seed 74: a 90 s job TIMEOUT at
+        3 minutes). slurmctld asks a node to register when it starts or is resumed, and
+        otherwise about every 21st ping round; a takeover asks none.
+        `scontrol update state=undrain`, on a node that is not drained, does only that.
+        Flagged nodes are left out, so an operator's drain stays (the node's state is read
+        just before; a drain set in between would be lifted: a window of one command).
+        """
+        nodes = busy_nodes(_query(BUSY_NODES_QUERY))
+        if nodes:
+            self.scontrol.update_node(nodes, state="undrain")
+            logger.warning(
+                "takeover repair: asked %s to register again (ends the last save missed)",
+                ",".join(nodes),
+            )
+        self._pass(REGISTRATION)
 
     def _resume(self, name: str, since: float) -> str | None:
         """Resume node `name` if its record shows the takeover drained it; say so."""

@@ -109,6 +109,22 @@ def sinfo_prints(node: dict[str, Any]) -> str | None:
     return f"{node['name']}|{number(node['reason_changed_at']) or 'Unknown'}"
 
 
+BUSY_QUERY = ("sinfo", "--all", "--noheader", "--Node", "--states=allocated,mixed")
+
+
+def sinfo_prints_busy(node: dict[str, Any]) -> str | None:
+    """The line `BUSY_NODES_QUERY` prints for `node`, None unless it is allocated or mixed:
+    its name and its state with every flag, lower case, `+`-joined."""
+    base, *flags = node["state"]
+    if base not in ("ALLOCATED", "MIXED"):
+        return None
+    return f"{node['name']}|{'+'.join(s.lower() for s in [base, *flags])}"
+
+
+def busy_node(name: str, *flags: str, base: str = "MIXED") -> dict[str, Any]:
+    return drained_node(name=name, state=[base, *flags])
+
+
 def slurm_shows(machine, nodes: list[dict[str, Any]], jobs: list[dict[str, Any]]) -> None:
     """Slurm holds these records: the narrow queries list them, `scontrol show` gives each.
 
@@ -127,6 +143,9 @@ def slurm_shows(machine, nodes: list[dict[str, Any]], jobs: list[dict[str, Any]]
     for job in jobs:
         key = ("scontrol", "show", "job", str(job["job_id"]))
         machine.responses[key] = json.dumps({"meta": META_24_11, "jobs": [job]})
+    machine.responses[BUSY_QUERY] = "".join(
+        f"{line}\n" for node in nodes if (line := sinfo_prints_busy(node)) is not None
+    )
     machine.responses[("sinfo",)] = "".join(
         f"{line}\n" for node in nodes if (line := sinfo_prints(node)) is not None
     )
@@ -165,6 +184,56 @@ def test_after_a_takeover_the_held_job_is_released_and_its_node_resumed(
         "repaired after takeover: resumed compute-0 (Duplicate jobid); "
         "released job 1 (held after a refused launch)"
     )
+
+
+def test_after_a_takeover_the_nodes_running_jobs_register_again_once(
+    ctx, machine, tmp_path, share, clock
+):
+    """Soak seed 74: a job whose end the old primary was told and never saved ran on in the
+    new primary's records until its time limit (TIMEOUT); a registration ends it there."""
+    slurm_shows(
+        machine,
+        [
+            busy_node("compute-0", "DYNAMIC_NORM"),
+            busy_node("compute-1", "DYNAMIC_NORM", base="ALLOCATED"),
+            busy_node("compute-2", "COMPLETING", "DYNAMIC_NORM"),
+            {**busy_node("compute-3", "DRAIN", "DYNAMIC_NORM"), "reason": "disk"},  # an operator's
+            busy_node("compute-4", "NOT_RESPONDING", "DYNAMIC_NORM"),
+            busy_node("compute-5", "DYNAMIC_NORM", base="IDLE"),
+        ],
+        [],
+    )
+
+    state = took_over(ctx, clock, tmp_path)
+    for look in (10, 20, 30, 40):  # the recheck's looks
+        if look == 30:  # before: too soon, Slurm would purge nothing
+            assert machine.ran("scontrol", "update") == []
+        clock.now = NOTICED + look
+        beat(tmp_path, 1, clock.now)
+        state = ctx.run(_Event("slurmctld_wake"), state)
+
+    assert machine.ran("scontrol", "update") == [
+        ["scontrol", "update", "nodename=compute-0,compute-1,compute-2", "state=undrain"]
+    ]
+
+
+def test_a_registration_slurm_refused_is_asked_again_at_the_next_look(
+    ctx, machine, tmp_path, share, clock
+):
+    slurm_shows(machine, [busy_node("compute-0", "DYNAMIC_NORM")], [])
+    machine.fail("scontrol", "update", returncode=1, stderr="slurm_update error: busy")
+
+    state = took_over(ctx, clock, tmp_path)
+    clock.now = NOTICED + 30
+    beat(tmp_path, 1, clock.now)
+    state = ctx.run(_Event("slurmctld_wake"), state)
+    assert state.unit_status.message.startswith("cannot repair after takeover yet: ")
+    machine._failures.clear()  # pyright: ignore[reportPrivateUsage]
+    clock.now = NOTICED + 40
+    beat(tmp_path, 1, clock.now)
+    ctx.run(_Event("slurmctld_wake"), state)
+
+    assert len(machine.ran("scontrol", "update")) == 2
 
 
 def test_the_window_keeps_the_charm_awake(ctx, machine, tmp_path, share, clock):
@@ -707,7 +776,7 @@ def test_a_candidate_its_record_rejects_is_read_once_per_takeover(
 
     ctx.run(_Event("slurmctld_wake"), state)
 
-    assert len(machine.ran("sinfo")) == 2
+    assert len(machine.ran("sinfo", "--all", "--noheader", "--Node", "--states=drain")) == 2
     assert len(machine.ran("scontrol", "show", "node", "compute-0")) == 1
     assert machine.ran("scontrol", "update") == []
 
