@@ -11,7 +11,8 @@ names): `squeue --json`, and sacct's `JobIDRaw|State` (`parse_sacct` counts the 
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterable, Mapping
+import re
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -19,6 +20,8 @@ SAVE_MARGIN_S = 6.0
 """Slurm saves its state at most every 5 s; an id handed out this long before a hard fault of
 the controller in charge is saved (issue 37: 5 s plus a margin)."""
 DONE = "COMPLETED"
+NODE_FAIL = "NODE_FAIL"
+HARD_KINDS = ("kill", "power", "network")
 OWN_END = frozenset({"FAILED", "TIMEOUT", "OUT_OF_MEMORY", "DEADLINE"})
 """Ends a job can reach by its own exit or its own limit."""
 LIVE = frozenset({"PENDING", "RUNNING", "CONFIGURING", "COMPLETING", "REQUEUED", "SUSPENDED"})
@@ -92,15 +95,39 @@ class Tally:
     lost_reported: int = 0
     lost_unreported: int = 0
     unfinished: int = 0
+    end_lost_by_controller_fault: int = 0
+    """Ended NODE_FAIL: its script had ended less than `SAVE_MARGIN_S` before a hard fault of
+    the controller in charge, which had not saved the end (`ends_lost_by_the_controller`)."""
 
 
 def hard_controller_fault_times(faults: Iterable[FaultRecord]) -> list[float]:
     """When a hard fault hit a controller (any: a backup may be serving at the time)."""
-    return [f.at for f in faults if f.kind in ("kill", "power", "network") and _ctl(f.target)]
+    return [f.at for f in faults if f.kind in HARD_KINDS and _ctl(f.target)]
 
 
 def _ctl(target: str) -> bool:
     return target.startswith("slurmctld/")
+
+
+def ends_lost_by_the_controller(runs: Iterable[Run], faults: Iterable[FaultRecord]) -> set[str]:
+    """The jobs whose last run's script ended less than `SAVE_MARGIN_S` before a hard fault of
+    the controller in charge.
+
+    Such an end may be in no state save: the new primary thinks the job still runs until its
+    node registers, then Slurm requeues it if it may be, else ends it as a node failure
+    (NODE_FAIL); the charm has the nodes register at once after a takeover (slurmctld's
+    `takeover._register_busy_nodes`). Its real end is then known only on its node.
+    """
+    in_charge_down = [f.at for f in faults if f.kind in HARD_KINDS and f.controller_in_charge]
+    last: dict[str, Run] = {}
+    for run in runs:
+        if run.job_id not in last or run.restart > last[run.job_id].restart:
+            last[run.job_id] = run
+    return {
+        job_id
+        for job_id, run in last.items()
+        if run.end is not None and any(0 <= t - run.end < SAVE_MARGIN_S for t in in_charge_down)
+    }
 
 
 def at_risk(submitted_at: float, fault_times: Iterable[float]) -> bool:
@@ -208,6 +235,8 @@ class Ends:
     """The ids `lost-jobs` reported, on any controller unit at any time."""
     faults: list[FaultRecord]
     at: float
+    runs: Iterable[Run] = ()
+    """Each start of a job's script on a node, as the script wrote it."""
 
 
 def classify(submissions: Iterable[Submission], ends: Ends) -> tuple[Tally, list[Violation]]:
@@ -222,6 +251,7 @@ def classify(submissions: Iterable[Submission], ends: Ends) -> tuple[Tally, list
     tally, violations = Tally(), []
     fault_times = hard_controller_fault_times(ends.faults)
     by_node = node_faults(ends.faults)
+    unsaved_ends = ends_lost_by_the_controller(ends.runs, ends.faults)
     for sub in submissions:
         tally.submitted += 1
         job = ends.history.get(sub.job_id)
@@ -240,6 +270,9 @@ def classify(submissions: Iterable[Submission], ends: Ends) -> tuple[Tally, list
         elif state in LIVE:
             tally.unfinished += 1
             violation = ("a job did not finish in the settle phase", f"still {state} at the end")
+        elif state == NODE_FAIL and sub.job_id in unsaved_ends:
+            tally.end_lost_by_controller_fault += 1
+            violation = None
         else:
             violation = _ended(sub, job, state, by_node, tally)
         if violation is not None:
@@ -326,6 +359,57 @@ def overlapping_runs(runs: Iterable[Run]) -> list[Violation]:
                     )
                 )
     return out
+
+
+FAULTS_THAT_FAIL_HOOKS = ("hook-kill", "power")
+"""Faults that fail a hook on their machine by design: the soak kills the charm's process
+(`hook-kill`: every charm process on the machine, a subordinate's too) or cuts the power under
+a running hook. Any other hook failure is the charm's: it turns failures into statuses."""
+
+
+HOOK_FAILURE = re.compile(
+    r'unit-(?P<app>[a-z0-9-]+)-(?P<number>[0-9]+): (?P<stamp>\S+) ERROR hook "(?P<hook>[^"]+)" '
+    r"(?:failed|lost)"
+)
+"""How the lab's debug log says a hook failed (it raised, exited non-zero, or its process
+died); the lines after it, up to the next unit's line, are what the hook printed."""
+
+
+@dataclass
+class HookFailure:
+    unit: str
+    hook: str
+    stamp: str
+    text: str
+    """The log line and the hook's output after it (its traceback)."""
+
+
+def hook_failures(lines: list[str]) -> list[HookFailure]:
+    """The hook failures in these lines of the lab's debug log, in order."""
+    found: list[HookFailure] = []
+    for line in lines:
+        match = HOOK_FAILURE.match(line)
+        if match is not None:
+            unit = f"{match['app']}/{match['number']}"
+            found.append(HookFailure(unit, match["hook"], match["stamp"], line))
+        elif found and not line.startswith("unit-"):
+            found[-1].text += "\n" + line
+    return found
+
+
+def hook_failure_cause(
+    unit: str, open_faults: Iterable[FaultRecord], machine_of: Callable[[str], str | None]
+) -> str:
+    """The fault that may have failed a hook of `unit` ("" if none): one of
+    `FAULTS_THAT_FAIL_HOOKS` on the unit's machine, held or not yet converged (`open_faults`).
+    `machine_of` gives a unit's machine, None for a unit that is gone."""
+    machine = machine_of(unit)
+    if machine is None:
+        return ""
+    for record in open_faults:
+        if record.kind in FAULTS_THAT_FAIL_HOOKS and machine_of(record.target) == machine:
+            return f"{record.kind} {record.target}"
+    return ""
 
 
 def secret_leaks(texts: Mapping[str, str], secrets: Iterable[str], at: float) -> list[Violation]:

@@ -70,6 +70,8 @@ CONFIG_TOGGLES: dict[str, tuple[str, str, str]] = {
 }
 """A harmless option of each application and its two values, flipped by config faults."""
 AUTOSCALE_EVERY_S = 30.0
+HOOK_KILL_WINDOW_S = 60.0
+"""How long a `hook-kill` fault waits for a hook to run on its machine."""
 LOOP_S = 5.0
 CONVERGENCE_BOUND_S = 600.0
 """After a fault's repair, how long the cluster may take to be healthy again before the
@@ -285,6 +287,8 @@ class Soak:
         self.phase = "faults"
         self.last_update_status = time.monotonic()
         self.last_progress = 0.0
+        self.hook_errors: list[dict[str, Any]] = []
+        self.debug_lines = 0
 
     # --- the loop --------------------------------------------------------------------------
 
@@ -332,6 +336,7 @@ class Soak:
         undo a held fault whose time is up, and time the convergence of the earlier ones."""
         with contextlib.suppress(Exception):
             self.cluster.juju.status()
+        self.note_hook_errors()
         self.fire_update_status()
         seen = self.cluster.squeue()
         if seen is not None:
@@ -373,6 +378,33 @@ class Soak:
         self.scan_runs()
         self.progress()
 
+    def note_hook_errors(self) -> None:
+        """Record every hook failure the lab logged since the last look, with what the hook
+        printed; one the soak did not cause is a violation, for the charms turn failures into
+        statuses. The soak causes one only by killing a hook or cutting the power under one
+        (`history.hook_failure_cause`)."""
+        lines = self.cluster.juju.debug_log().splitlines()
+        failures = history.hook_failures(lines[self.debug_lines :])
+        self.debug_lines = len(lines)
+        for failure in failures:
+            caused = history.hook_failure_cause(failure.unit, self.converging, self.machine_of)
+            self.hook_errors.append({**asdict(failure), "by_a_fault": caused})
+            print(f"{failure.unit}: hook {failure.hook} failed (by a fault: {caused})", flush=True)
+            if not caused:
+                self.violations.append(
+                    Violation(
+                        "a hook failed (failures are statuses)",
+                        f"{failure.unit}: {failure.text[:1500]}",
+                        time.time(),
+                    )
+                )
+
+    def machine_of(self, unit: str) -> str | None:
+        try:
+            return self.cluster.machine_of(unit)
+        except KeyError:  # a removed unit
+            return None
+
     def fire_update_status(self) -> None:
         """update-status on every unit each `update_status_interval` (300 s), as Juju's agents
         fire it: the lab fires it only in `wait()`, which the soak does not call, and a charm
@@ -398,7 +430,13 @@ class Soak:
         except Exception as e:
             return f"no status: {e}"
         if jubilant.any_error(status):
-            return "a unit in error"
+            failed = [
+                f"{name} ({unit.workload_status.message})"
+                for app in status.apps.values()
+                for name, unit in app.units.items()
+                if unit.workload_status.current == "error"
+            ]
+            return f"in error: {', '.join(failed) or 'an application'}"
         busy = [
             name
             for app in status.apps.values()
@@ -597,22 +635,37 @@ class Soak:
         record.note = f"{target} {option}={value!r}"
 
     def kill_a_hook(self, unit: str, record: FaultRecord) -> None:
-        """Change a config so that hooks run, then SIGKILL the charm's process on the unit's
-        machine as soon as one runs there (up to 60 s)."""
-        self.toggle(app_of(unit), record)
+        """SIGKILL the charm's process on the unit's machine while one of its hooks runs.
+
+        A watcher looks for one (up to `HOOK_KILL_WINDOW_S`) from before the config change
+        that makes the hooks run: the lab's `config` returns only once they have, so a look
+        after it found none (seed 74, stop 50: "no hook ran there in 60 s").
+        """
         machine = self.cluster.machine_of(unit)
-        deadline = time.time() + 60
-        while time.time() < deadline:
-            out = self.cluster.on(
-                machine, "pkill -KILL -f -e 'src/charm[.]py' || true", timeout=10
-            )
-            if out and "killed" in out:
-                record.note += f"; killed {out.strip()}"
-                return
-            with contextlib.suppress(Exception):
-                self.cluster.juju.status()  # drives the hooks
-            time.sleep(0.2)
-        record.note += "; no hook ran there in 60 s"
+        killed: list[str] = []
+        done = threading.Event()
+
+        def watch() -> None:
+            deadline = time.time() + HOOK_KILL_WINDOW_S
+            while not done.is_set() and time.time() < deadline:
+                out = self.cluster.on(machine, "pkill -KILL -f -e 'src/charm[.]py'", timeout=10)
+                if out and "killed" in out:
+                    killed.append(out.strip())
+                    return
+                time.sleep(0.1)
+
+        watcher = threading.Thread(target=watch, name="hook-kill", daemon=True)
+        watcher.start()
+        try:
+            self.toggle(app_of(unit), record)
+            while watcher.is_alive():  # the model runs hooks only while it is driven
+                with contextlib.suppress(Exception):
+                    self.cluster.juju.status()
+                watcher.join(timeout=0.5)
+        finally:
+            done.set()
+            watcher.join(timeout=15)
+        record.note += f"; killed {killed[0]}" if killed else "; no hook ran there"
 
     def act_on_leader(self, action: str, params: dict[str, Any], record: FaultRecord) -> None:
         try:
@@ -667,7 +720,9 @@ class Soak:
         if sacct is None:
             self.violations.append(Violation("no accounting at the end", "sacct failed", now))
         self.scan_runs()
-        ends = history.Ends(final, self.history, sacct or {}, self.reported, self.faults, now)
+        ends = history.Ends(
+            final, self.history, sacct or {}, self.reported, self.faults, now, self.runs.values()
+        )
         tally, found = history.classify(self.workload.submissions, ends)
         self.violations += found
         self.violations += history.sacct_disagreements(final, sacct or {}, now)
@@ -740,6 +795,7 @@ class Soak:
             "convergence_s": [r.convergence_s for r in self.faults],
             "settle_s": getattr(self, "settled_s", None),
             "autoscaler_units_per_pass": self.autoscale_units,
+            "hook_errors": self.hook_errors,
         }
         REPORT.parent.mkdir(exist_ok=True)
         REPORT.write_text(json.dumps(report, indent=1) + "\n")

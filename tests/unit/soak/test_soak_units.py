@@ -85,6 +85,29 @@ def test_an_end_other_than_completed_is_excused_only_by_a_fault_of_its_node_or_i
     assert [v.evidence.split(" ")[1] for v in violations] == ["2", "4"]
 
 
+def test_a_node_failure_is_excused_for_a_job_whose_script_ended_just_before_the_primary_died():
+    # seed 74: job 2's end reached the primary 3 s before its network was cut, and was in no
+    # save; the new primary then ends such a job as a node failure (or requeues it)
+    subs = [sub(j, 10.0) for j in ("1", "2", "3", "4", "5")]
+    final = {j: seen("NODE_FAIL", "compute-0") for j in ("1", "2", "3", "4", "5")}
+    runs = [
+        Run("1", 0, "compute-0", 20.0, 97.0),  # ended 3 s before the kill
+        Run("2", 0, "compute-0", 20.0, 90.0),  # 10 s before: saved
+        Run("3", 0, "compute-0", 20.0, 97.0),  # its last run (after a requeue) never ended
+        Run("3", 1, "compute-0", 98.0, None),
+        Run("4", 0, "compute-0", 20.0, 101.0),  # after the kill
+        Run("5", 0, "compute-0", 20.0, 150.0),  # 2 s before a kill of a backup, not in charge
+    ]
+    backup_killed = FaultRecord("kill", "slurmctld/1", 152.0)
+
+    tally, violations = history.classify(
+        subs, history.Ends(final, final, {}, set(), [KILL, backup_killed], 900.0, runs)
+    )
+
+    assert tally.end_lost_by_controller_fault == 1
+    assert [v.evidence.split(" ")[1] for v in violations] == ["2", "3", "4", "5"]
+
+
 def test_a_job_the_controller_forgot_is_judged_by_its_end_in_accounting():
     subs = [sub("5", 10.0), sub("6", 10.0)]
     sacct = {"5": "COMPLETED", "6": "PENDING"}  # 6: accounting has no end for it
@@ -251,3 +274,41 @@ def test_a_job_failing_by_its_own_exit_on_a_node_removed_later_is_no_autoscaler_
     assert [(v.evidence, v.at) for v in found] == [
         ("job 86 on ['scaled-1'] ended NODE_FAIL", 90.0)
     ]
+
+
+def test_only_a_killed_hook_or_a_power_cut_still_open_on_its_machine_excuses_a_failed_hook():
+    # seed 1131: a unit in error for 130 s after a power cut; which one was never recorded
+    machines = {"slurmctld/0": "m0", "fs/0": "m0", "slurmdbd/1": "m4", "compute/0": "m3"}
+    power = FaultRecord("power", "slurmctld/0", 100.0)
+    kill = FaultRecord("kill", "compute/0", 110.0)
+    hook_kill = FaultRecord("hook-kill", "slurmdbd/1", 120.0)
+    open_faults = [power, kill, hook_kill]
+
+    def cause(unit: str, faults: list[FaultRecord]) -> str:
+        return history.hook_failure_cause(unit, faults, machines.get)
+
+    assert cause("fs/0", open_faults) == "power slurmctld/0"  # a subordinate on that machine
+    assert cause("slurmdbd/1", open_faults) == "hook-kill slurmdbd/1"
+    assert cause("compute/0", open_faults) == ""  # a daemon's SIGKILL fails no hook
+    assert cause("fs/0", [kill, hook_kill]) == ""  # the power fault converged
+    assert cause("slurmctld/9", open_faults) == ""  # a removed unit
+
+
+def test_every_hook_failure_in_the_labs_log_is_found_with_what_the_hook_printed():
+    log = [
+        "unit-slurmctld-1: 2026-11-30T03:50:15 WARNING takeover repair: resumed compute-0",
+        'unit-filesystem-client-0: 2026-11-30T03:50:16 ERROR hook "stop" failed:',
+        "Traceback (most recent call last):",
+        "RuntimeError: boom",
+        'unit-compute-0: 2026-11-30T03:51:02 ERROR hook "config-changed" lost: its process died',
+        'unit-compute-0: 2026-11-30T03:51:07 INFO retrying "config-changed"',
+    ]
+
+    found = history.hook_failures(log)
+
+    assert [(f.unit, f.hook, f.stamp) for f in found] == [
+        ("filesystem-client/0", "stop", "2026-11-30T03:50:16"),
+        ("compute/0", "config-changed", "2026-11-30T03:51:02"),
+    ]
+    assert found[0].text.endswith("RuntimeError: boom")
+    assert found[1].text.endswith("its process died")
