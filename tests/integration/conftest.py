@@ -28,6 +28,7 @@ LONGEST_MODULES = (
     "test_accounting_and_rest.py",
     "test_dynamic_nodes.py",
     "test_observability.py",
+    "test_soak_short.py",
     "test_ha_worst_moment.py",
     "test_accounting_backup.py",
     "test_hostile_user.py",
