@@ -1067,6 +1067,13 @@ MUTATIONS = [
         "tests/unit/soak/test_soak_units.py",
     ),
     Mutation(
+        "lab-prelude-keeps-the-stamp-through-a-copy",
+        "lab/src/slurm_lab/juju/runner.py::prelude",
+        '  rm -f "$charm{REVISION_SUFFIX}"\n',
+        "",
+        "lab/tests/test_vm_units.py",
+    ),
+    Mutation(
         "lab-runs-hooks-on-a-machine-that-is-down",
         "lab/src/slurm_lab/juju/engine.py::Controller._start_runnable",
         "held = hook and (unit.in_error or down(unit.machine))",

@@ -12,6 +12,7 @@ import json
 import os
 import socket
 import stat
+import subprocess
 import tarfile
 import tempfile
 import threading
@@ -309,3 +310,34 @@ def test_the_vm_image_offers_the_packages_it_lacks_from_a_repository_of_its_own(
     assert "Packages\n" in (repository / "Release").read_text()
     source = (root / "etc/apt/sources.list.d/slurm-lab-local.list").read_text()
     assert source == f"deb [trusted=yes] file:{vmimage.LOCAL_REPOSITORY} ./\n"
+
+
+def test_the_prelude_leaves_the_charm_alone_without_its_source_and_redoes_a_cut_copy(
+    tmp_path: Path,
+):
+    """CI23: a `juju exec` as the machine went down saw no /lab/charms, took the charm for
+    changed, and was killed while it removed the old copy: half a charm dir, its stamp still
+    current, so no hook after the boot could run."""
+    charms, unit = tmp_path / "charms", "app/0"
+    charm = tmp_path / runner.charm_dir(unit).lstrip("/")
+    charm.mkdir(parents=True)
+    (charm / "dispatch").write_text("old\n")
+    Path(f"{charm}{runner.REVISION_SUFFIX}").write_text("1\n")
+    tools = tmp_path / runner.tools_dir(unit).lstrip("/")
+    shell = (
+        runner.prelude(unit, "app", str(charms))
+        .replace(runner.charm_dir(unit), str(charm))
+        .replace(runner.tools_dir(unit), str(tools))
+    )
+
+    gone = subprocess.run(["bash", "-c", shell], capture_output=True, text=True, check=False)
+
+    assert gone.returncode != 0 and "the charms' mount is gone" in gone.stderr
+    assert (charm / "dispatch").read_text() == "old\n"
+    (charms / "app").mkdir(parents=True)
+    (charms / "app" / "dispatch").write_text("new\n")
+    Path(f"{charms / 'app'}{runner.REVISION_SUFFIX}").write_text("2\n")
+    cut = shell.replace('cp -R --preserve=mode,timestamps "$source/." "$charm/"', "exit 9")
+
+    assert subprocess.run(["bash", "-c", cut], check=False).returncode == 9  # cut mid-copy
+    assert not Path(f"{charm}{runner.REVISION_SUFFIX}").exists()  # so the next hook copies

@@ -152,7 +152,11 @@ def prelude(unit: str, app: str, charms_mount: str) -> str:
     """Shell that unpacks the app's charm and installs the hook tools when they changed.
 
     The tools are installed as a whole (a copy renamed over the old directory), so a hook
-    never sees half of them. On a VM, whose /var/lib/juju is the host's 9p share, the charm
+    never sees half of them. The charm's revision stamp goes before its old copy and comes
+    back after the new one, so an interrupted copy is made again; a missing source (its mount
+    gone while the machine shuts down) fails the command and leaves the charm alone (CI23:
+    a `juju exec` during a reboot emptied half the charm dir, and every hook after the boot
+    failed). On a VM, whose /var/lib/juju is the host's 9p share, the charm
     dir is a directory of the VM's own disk (`LOCAL_CHARMS_DIR`) bound over its place, as
     Juju unpacks a charm onto the machine's disk: Python importing the charm's venv over 9p
     made every hook 23-37 s.
@@ -173,7 +177,12 @@ if grep -q "^[^ ]* /var/lib/juju 9p " /proc/mounts; then
     [ -e "$charm/dispatch" ] || rm -f "$charm{REVISION_SUFFIX}"
   fi
 fi
+if [ ! -e "$source{REVISION_SUFFIX}" ]; then
+  echo "no charm at $source: the charms' mount is gone (the machine is going down?)" >&2
+  exit 1
+fi
 if ! cmp -s "$source{REVISION_SUFFIX}" "$charm{REVISION_SUFFIX}"; then
+  rm -f "$charm{REVISION_SUFFIX}"
   mkdir -p "$charm"
   find "$charm" -mindepth 1 -maxdepth 1 ! -name .unit-state.db -exec rm -rf {{}} +
   if [ -n "$vm" ]; then
