@@ -1039,6 +1039,13 @@ MUTATIONS = [
         "tests/unit/soak/test_soak_units.py",
     ),
     Mutation(
+        "takeover-keeps-a-failed-look-after-control-moved",
+        "charms/slurmctld/src/takeover.py::TakeoverRepair._check",
+        '                stored.trouble = ""\n            stored.in_charge, stored.others_seen_at',
+        "                pass\n            stored.in_charge, stored.others_seen_at",
+        "tests/unit/slurmctld/test_takeover.py",
+    ),
+    Mutation(
         "takeover-registers-flagged-nodes",
         "charms/slurmctld/src/takeover.py::busy_nodes",
         "if base in BUSY and HARMLESS_FLAGS.issuperset(flags) and fields[0] not in found:",

@@ -479,6 +479,15 @@ class TakeoverRepair(controllers.SlurmctldComponent):
             return
         stored = self._stored
         if beat.index != my_index:
+            if stored.in_charge == my_index and stored.trouble:
+                # This unit looks no more: a look that failed as control moved on is no
+                # status of its own (seed 74 in CI: `blocked` until the next update-status).
+                logger.warning(
+                    "controller %d is in charge now; this unit's last look had failed: %s",
+                    beat.index,
+                    stored.trouble,
+                )
+                stored.trouble = ""
             stored.in_charge, stored.others_seen_at = beat.index, now
             return
         saw_another = stored.in_charge not in (-1, my_index)

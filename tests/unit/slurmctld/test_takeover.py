@@ -807,3 +807,20 @@ def test_a_huge_number_or_an_impossible_time_makes_a_line_no_record(
     fields[index] = field
 
     assert takeover_module.job_candidates("|".join(fields) + "\n", SEEN) == []
+
+
+def test_a_look_that_failed_is_no_status_once_another_controller_is_in_charge(
+    ctx, machine, tmp_path, share, clock
+):
+    """Soak seed 74 in CI: a look failed while the old primary took control back; the unit
+    looked no more and said `cannot repair after takeover` until the next update-status."""
+    slurm_shows(machine, [], [])
+    machine.time_out("sinfo")
+    state = took_over(ctx, clock, tmp_path)
+    assert state.unit_status.message.startswith("cannot repair after takeover yet: ")
+
+    clock.now = NOTICED + 10
+    beat(tmp_path, 0, clock.now)  # the old primary is back in charge
+    state = ctx.run(_Event("slurmctld_wake"), state)
+
+    assert not state.unit_status.message.startswith("cannot repair")
