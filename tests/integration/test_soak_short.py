@@ -1,4 +1,4 @@
-"""One short seed of the chaos soak in CI (issue 37, item 5): `just soak` on the smaller cluster.
+"""One short seed of the chaos soak (issue 37, item 5): `just soak-short`, on the smaller cluster.
 
 `tests/soak/soak.py` on a fresh lab of its own: two controllers on network state, slurmdbd with
 MySQL, slurmrestd, a login node, one compute unit and the autoscaled application (up to one
