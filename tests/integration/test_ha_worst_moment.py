@@ -214,6 +214,23 @@ def wake_log(juju: jubilant.Juju, unit: str, since: float) -> list[str]:
     return [line for line in out.splitlines() if line.strip()]
 
 
+def fault_until_taken_over(
+    juju: jubilant.Juju, kind: FaultKind, primary: str, backup_unit: str
+) -> tuple[float, float, float]:
+    """Take the primary down; when the fault was asked for, when it was done, and when the
+    backup's slurmctld then began serving as the one in charge."""
+    fault_at = time.time()
+    lab_of(juju).fault(kind, primary)
+    killed_at = time.time()
+    took_control = poll(
+        lambda: took_control_at(juju, backup_unit, fault_at - 1),
+        timeout=120,
+        interval=1,
+        what=f"{backup_unit} in charge",
+    )
+    return fault_at, killed_at, took_control
+
+
 def one_case(
     juju: jubilant.Juju, delay: float, kind: FaultKind = "kill", *, clean: bool = True
 ) -> dict[str, Any]:
@@ -233,15 +250,7 @@ def one_case(
     queued: list[str] = []
     queuing = queue_held(juju, QUEUED, queued)
     time.sleep(max(0.0, t0 + delay - time.time()))
-    fault_at = time.time()
-    lab_of(juju).fault(kind, primary)
-    killed_at = time.time()
-    took_control = poll(
-        lambda: took_control_at(juju, backup_unit, fault_at - 1),
-        timeout=120,
-        interval=1,
-        what=f"{backup_unit} in charge",
-    )
+    fault_at, killed_at, took_control = fault_until_taken_over(juju, kind, primary, backup_unit)
     queuing.join(timeout=300)
     after = [submit(juju, "true", "--hold") for _ in range(AFTER)]
     handed_out = [job, *queued]
@@ -472,14 +481,7 @@ def test_a_job_whose_end_the_dead_primary_never_saved_frees_its_node_at_once(
         assert time.monotonic() < deadline + 20, job_fields(cluster, job)
         time.sleep(0.1)
     told_at = time.time()
-    lab_of(cluster).fault("kill", primary)
-    killed_at = time.time()
-    took_control = poll(
-        lambda: took_control_at(cluster, backup_unit, killed_at - 1),
-        timeout=120,
-        interval=1,
-        what=f"{backup_unit} in charge",
-    )
+    _, killed_at, took_control = fault_until_taken_over(cluster, "kill", primary, backup_unit)
     states: list[tuple[float, str]] = []
     while time.time() < killed_at + 240:
         state = job_fields(cluster, job).get("JobState", "?")
