@@ -2058,6 +2058,31 @@ MUTATIONS = [
         "test_slurmd_starts_the_system_bus_it_installed",
     ),
     Mutation(
+        "slurmd-counts-any-users-slurmstepd",
+        "libs/hpc_libs/src/hpc_libs/slurm/slurmd.py::_stepd_title",
+        '        if _real_uid(process / "status") != 0:\n            return None\n',
+        "",
+        "tests/unit/hpc_libs/test_slurm_managers.py::"
+        "test_running_jobs_are_the_jobs_of_roots_slurmstepd_processes "
+        "tests/unit/slurmd/test_slurmd_departure.py::test_only_roots_slurmstepd_processes_are_jobs",
+    ),
+    Mutation(
+        "slurmd-takes-an-untitled-step-for-no-job",
+        "libs/hpc_libs/src/hpc_libs/slurm/slurmd.py::SlurmdManager.running_jobs",
+        "        if not all(steps):\n            return None\n",
+        "",
+        "tests/unit/slurmd/test_slurmd_departure.py::"
+        "test_a_step_whose_job_id_cannot_be_read_yet_keeps_the_departure_waiting",
+    ),
+    Mutation(
+        "reregister-counts-any-users-slurmstepd",
+        "charms/slurmd/src/programs/reregister.sh",
+        "    pgrep -x -u root slurmstepd >/dev/null\n",
+        "    pgrep -x slurmstepd >/dev/null\n",
+        "tests/unit/slurmd/test_charm_slurmd_transient.py::"
+        "test_reregister_waits_while_a_step_of_roots_runs",
+    ),
+    Mutation(
         "databag-models-built-at-import",
         "libs/hpc_libs/src/hpc_libs/interfaces/base.py::DatabagModel",
         'model_config = ConfigDict(extra="ignore", frozen=True, defer_build=True)',

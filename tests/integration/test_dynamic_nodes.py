@@ -8,7 +8,8 @@ fires every 5 minutes as on Juju, and a removed unit's machine goes right after 
 The cluster: slurmctld, slurmd application `compute` (units 0-3 once scaled up), slurmd
 application `debug` (one unit) and a sackd login node. Along the way `compute/3` leaves with
 a running job, `compute/2` leaves past its `retire-timeout`, the leader `compute/0` leaves,
-and `debug` is removed while a job runs in its partition.
+and `debug`, whose machine lost power under a job, is removed while a job runs in its
+partition.
 """
 
 from __future__ import annotations
@@ -50,6 +51,7 @@ from dynamic_nodes_helpers import (
     wait_job,
     wait_running,
 )
+from ha_helpers import lab_of
 
 SETTLE = 10 * 60
 """Bound for deployments and scaling, which install packages."""
@@ -447,6 +449,37 @@ def test_removing_the_leader_elects_another_unit_which_keeps_serving(cluster: ju
     ran_on = sh(cluster, "srun -p compute -N1 --mem=1 printenv SLURMD_NODENAME", wait=60)
     assert ran_on.split() == ["compute-1"]
     assert "compute-0" not in nodes(cluster)
+
+
+def test_a_power_cut_under_a_job_leaves_a_step_socket_and_the_node_comes_back_idle(
+    cluster: jubilant.Juju,
+):
+    """Issue 37 (soak seed 74, CI25): what a power cut leaves behind, for the removal below.
+
+    A step killed with its machine leaves its socket in slurmd's spool directory, and
+    `scontrol listjobs` lists its job for ten minutes or more (slurmd removes a stray socket
+    only once it is that old). The slurmd charm's departure waited on that list: the next
+    test removes `debug` and bounds the end of its partition at 30 s after its last job.
+    """
+    lab = lab_of(cluster)
+    status = cluster.status()
+    machine = status.machines[status.apps["debug"].units["debug/0"].machine].instance_id
+    job_id = submit(cluster, "debug", 600, node_name="debug-0", requeue=False)
+    wait_running(cluster, job_id)
+    listjobs = "scontrol listjobs debug-0 2>&1; true"
+    poll(
+        lambda: job_id in sh(cluster, listjobs, unit="debug/0").split(),
+        timeout=60,
+        what=f"job {job_id}'s step on debug-0",
+    )
+
+    lab.power_off(machine)
+    lab.power_on(machine)
+
+    wait_idle(cluster, "debug-0", timeout=REACT)
+    assert job_state(cluster, job_id) == "NODE_FAIL"
+    leftover = sh(cluster, listjobs, unit="debug/0").split()
+    assert job_id in leftover, f"no step socket left by the power cut: {leftover}"
 
 
 def test_partition_of_a_removed_application_goes_within_30s_of_its_last_job(

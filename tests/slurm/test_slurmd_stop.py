@@ -16,7 +16,6 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from hpc_libs.slurm.scontrol import NO_JOBS_MESSAGE
 from incluster import Cluster, wait_for
 from slurm_lab.machines import Machine
 
@@ -77,7 +76,7 @@ def reregister(cluster: Cluster, node: str) -> None:
         result = True
         """,
         unit=f"slurmd-reregister-{node}",
-        argv=["/bin/sh", "-c", REREGISTER.read_text(), "reregister", NO_JOBS_MESSAGE, node],
+        argv=["/bin/sh", "-c", REREGISTER.read_text(), "reregister", node],
     )
     wait_for(
         "the re-registration's transient unit to end",

@@ -315,3 +315,33 @@ def systemd_expands(word: str) -> str:
 
 def _expanded(match: re.Match[str]) -> str:
     return "$" if match[0] == "$$" else ""
+
+
+class FakeProcesses:
+    """The machine's processes, as `/proc` under the unit's root (`SlurmdManager.running_jobs`)."""
+
+    def __init__(self, root: Path) -> None:
+        self.proc = root / "proc"
+        self.proc.mkdir(exist_ok=True)
+        self.next_pid = 100
+
+    def run(self, title: str, *, name: str = "slurmstepd", uid: int = 0) -> None:
+        """Start a process named `name` (its comm), of user `uid`, whose title is `title`."""
+        self.next_pid += 1
+        process = self.proc / str(self.next_pid)
+        process.mkdir()
+        (process / "comm").write_text(f"{name}\n")
+        (process / "status").write_text(f"Name:\t{name}\nUid:\t{uid}\t{uid}\t{uid}\t{uid}\n")
+        (process / "cmdline").write_bytes(title.encode() + b"\0" * 8)
+
+    def steps(self, *jobs: int) -> None:
+        """Exactly the batch steps of `jobs` run (none: no job runs)."""
+        self.end_all()
+        for job in jobs:
+            self.run(f"slurmstepd: [{job}.batch]")
+
+    def end_all(self) -> None:
+        for process in self.proc.iterdir():
+            for entry in process.iterdir():
+                entry.unlink()
+            process.rmdir()

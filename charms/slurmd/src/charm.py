@@ -183,14 +183,16 @@ class SlurmdCharm(SlurmCharm[SlurmdConfig]):
 
     def _on_destroy_jobs_action(self, event: ops.ActionEvent) -> None:
         try:
-            jobs = self.scontrol.listjobs(self.node_name)
+            jobs = self.slurmd.running_jobs()
             self.scontrol.cancel_node_jobs(self.node_name)
         except SlurmOpsError as e:
             event.fail(f"cannot cancel jobs on {self.node_name}: {e}")
             return
-        event.set_results(
-            {"node": self.node_name, "cancelled": ",".join(map(str, jobs)) or "none"}
-        )
+        if jobs is None:
+            cancelled = "every job of the node (a step's id could not be read)"
+        else:
+            cancelled = ",".join(map(str, jobs)) or "none"
+        event.set_results({"node": self.node_name, "cancelled": cancelled})
 
     # Status, from facts.
 

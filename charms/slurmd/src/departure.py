@@ -10,8 +10,9 @@ The sequence (`Departure.leave`), every step bounded except the wait for jobs, w
 
 1. stop a running re-registration (its transient unit would restart slurmd);
 2. drain the node (`RETIRE_REASON`), unless slurmctld no longer knows it;
-3. poll `scontrol listjobs <node>` every 5 s until no job runs, saying in the unit's status
-   how many jobs it waits for;
+3. every 5 s, look at the job steps running on the machine (`SlurmdManager.running_jobs`:
+   the processes, not `scontrol listjobs`, which counts the sockets a power cut leaves
+   behind) until none runs, saying in the unit's status how many jobs it waits for;
 4. at the timeout, requeue the jobs that can be requeued and cancel the others;
 5. `scontrol delete nodename=<node>` (retried: it is refused while jobs complete). The node
    is deleted before slurmd stops, because configless `scontrol` finds the cluster through
@@ -113,8 +114,7 @@ class Departure:
     def _wait_for_jobs(self, timeout: int | None) -> list[int] | None:
         """Wait until no job runs on the node; return the jobs left at the timeout, or None.
 
-        An empty list at the timeout means jobs run whose ids `scontrol listjobs` could not
-        tell.
+        An empty list at the timeout means jobs may run whose ids could not be read.
         """
         deadline = None if timeout is None else time.monotonic() + timeout
         while (jobs := self._running_jobs()) is None or jobs:
@@ -125,15 +125,12 @@ class Departure:
         return None
 
     def _running_jobs(self) -> list[int] | None:
-        """Return the node's job ids; None when jobs run whose ids cannot be read."""
+        """Return the node's job ids; None when jobs may run whose ids cannot be read."""
         try:
-            return self.scontrol.listjobs(self.name)
+            return self.slurmd.running_jobs()
         except SlurmOpsError as e:
-            if self.slurmd.job_steps_running():
-                logger.warning("scontrol listjobs failed while job steps run: %s", e)
-                return None
-            logger.warning("scontrol listjobs failed and no job step runs: %s", e)
-            return []
+            logger.warning("cannot tell which jobs run on this machine: %s", e)
+            return None
 
     def _evict(self, jobs: list[int]) -> Outcome:
         """At the timeout: requeue the jobs that can be, cancel the rest (or all: no ids)."""

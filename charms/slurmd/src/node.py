@@ -33,8 +33,8 @@ from hpc_libs.errors import ConfigError, SlurmOpsError
 from hpc_libs.slurm import grammar, parameters, slurmd
 from hpc_libs.slurm.base import SLURM_USER
 from hpc_libs.slurm.naming import REREGISTER_REASON, RETIRE_REASON
-from hpc_libs.slurm.scontrol import NO_JOBS_MESSAGE, Scontrol
 from hpc_libs.slurm.scontrol import Node as ScontrolNode
+from hpc_libs.slurm.scontrol import Scontrol
 from slurmutils import ModelError, Node
 
 logger = logging.getLogger(__name__)
@@ -251,4 +251,4 @@ def reregister_command(node: str, restore: OperatorState | None = None) -> list[
     """
     text = (PROGRAMS_DIR / "reregister.sh").read_text()
     kept = [] if restore is None else [restore.state, restore.reason]
-    return ["/bin/sh", "-c", text, "reregister", NO_JOBS_MESSAGE, node, *kept]
+    return ["/bin/sh", "-c", text, "reregister", node, *kept]

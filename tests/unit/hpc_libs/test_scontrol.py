@@ -184,34 +184,6 @@ def test_missing_scontrol_is_a_scontrol_error(fake_run: FakeRun) -> None:
         Scontrol().reconfigure()
 
 
-def test_listjobs_lists_job_ids(fake_run: FakeRun) -> None:
-    fake_run.on("scontrol", "listjobs", stdout="JOBID\n1011    \n1012    \n")
-
-    assert Scontrol().listjobs("compute-3") == [1011, 1012]
-    assert fake_run.calls == [["scontrol", "listjobs", "compute-3"]]
-
-
-@pytest.mark.parametrize("returncode", [0, 1])
-def test_listjobs_without_slurmstepd_is_empty(fake_run: FakeRun, returncode: int) -> None:
-    fake_run.on(
-        "scontrol",
-        "listjobs",
-        returncode=returncode,
-        stderr="No slurmstepd's found on this node\n",
-    )
-
-    assert Scontrol().listjobs("compute-3") == []
-
-
-def test_listjobs_failure_is_a_scontrol_error(fake_run: FakeRun) -> None:
-    fake_run.on("scontrol", "listjobs", returncode=1, stderr="permission denied")
-
-    with pytest.raises(ScontrolError) as caught:
-        Scontrol().listjobs("compute-3")
-
-    assert caught.value.stderr == "permission denied"
-
-
 def test_cancel_node_jobs_uses_scancel(fake_run: FakeRun) -> None:
     Scontrol().cancel_node_jobs("compute-0")
 

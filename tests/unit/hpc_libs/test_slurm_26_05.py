@@ -7,7 +7,7 @@ application `compute`, dynamic nodes `compute-0` and `compute-1`; job 6 running 
 before and after `systemctl stop slurmctld`. What differs from 24.11: `scontrol ping --json`
 has no `pinged` and no `mode` any more (it has `status`). What reads the same: the node
 and job fields the charms use, unknown objects (exit 0, an empty list and a
-warning), `slurmd -C`, `scontrol listjobs`.
+warning), `slurmd -C`.
 """
 
 import json
@@ -135,17 +135,3 @@ def test_show_job_reads_a_running_requeueable_batch_job(fake_run: FakeRun) -> No
     assert job is not None
     assert job.job_state == ["RUNNING"]
     assert job.requeueable
-
-
-def test_listjobs_reads_the_job_ids_under_the_header(fake_run: FakeRun) -> None:
-    fake_run.on("scontrol", "listjobs", "compute-1", stdout=vector("listjobs-running.out"))
-
-    assert Scontrol().listjobs("compute-1") == [6]
-
-
-def test_listjobs_without_jobs_says_so_on_stderr_and_exits_1(fake_run: FakeRun) -> None:
-    fake_run.on(
-        "scontrol", "listjobs", "debug-0", stderr=vector("listjobs-none.err"), returncode=1
-    )
-
-    assert Scontrol().listjobs("debug-0") == []

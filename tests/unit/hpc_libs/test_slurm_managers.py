@@ -5,6 +5,7 @@ import os
 from pathlib import Path
 
 import pytest
+from charm_testing import FakeProcesses
 from hpc_libs.errors import ConfigError, PackageError, SlurmOpsError
 from hpc_libs.machine import files, systemd
 from hpc_libs.slurm.base import SLURM_PPA, conf_server_option
@@ -757,3 +758,49 @@ def test_migration_of_a_running_controller_in_the_charms_order(
     assert (manager.network_state_save_location / "job_state").read_text() == (
         "queued and running jobs"
     )
+
+
+def test_running_jobs_are_the_jobs_of_roots_slurmstepd_processes(tmp_path: Path) -> None:
+    processes = FakeProcesses(tmp_path)
+    for title in (
+        "slurmstepd: [12.batch]",
+        "slurmstepd: [12.extern]",
+        "slurmstepd: [13.0+1]",
+        "slurmstepd: [14.interactive stepmgr]",
+        "slurmstepd: [15]",
+    ):
+        processes.run(title)
+    processes.run("slurmstepd: [99.batch]", uid=1000)  # a user's process, named so
+    processes.run("slurmstepd: [98.batch]", name="python3")
+    processes.run("/usr/sbin/slurmd --systemd -Z", name="slurmd")
+
+    assert SlurmdManager(root=tmp_path).running_jobs() == [12, 13, 14, 15]
+
+
+def test_no_step_process_is_no_job_whatever_the_spool_directory_holds(tmp_path: Path) -> None:
+    # A step killed with its machine leaves its socket: `scontrol listjobs` would list job 7.
+    spool = tmp_path / "var/spool/slurmd"
+    spool.mkdir(parents=True)
+    (spool / "compute-0_7.4294967291").touch()
+    FakeProcesses(tmp_path)
+
+    assert SlurmdManager(root=tmp_path).running_jobs() == []
+
+
+@pytest.mark.parametrize(
+    "title",
+    ["/usr/sbin/slurmstepd", "slurmstepd: [12.batch]; rm -rf /", "slurmstepd: [x.batch]", ""],
+)
+def test_a_step_whose_title_is_not_a_step_id_means_unknown_jobs(
+    tmp_path: Path, title: str
+) -> None:
+    processes = FakeProcesses(tmp_path)
+    processes.steps(12)
+    processes.run(title)
+
+    assert SlurmdManager(root=tmp_path).running_jobs() is None
+
+
+def test_processes_that_cannot_be_listed_are_an_error(tmp_path: Path) -> None:
+    with pytest.raises(SlurmOpsError, match="cannot list the processes"):
+        SlurmdManager(root=tmp_path).running_jobs()

@@ -9,7 +9,7 @@ from types import ModuleType
 
 import ops
 import pytest
-from charm_testing import FakeMachine, charm_context, use_charm
+from charm_testing import FakeMachine, FakeProcesses, charm_context, use_charm
 from hpc_libs.errors import SlurmOpsError
 from hpc_libs.slurm.slurmd import SlurmdManager
 from ops import testing
@@ -65,18 +65,27 @@ def clock(monkeypatch: pytest.MonkeyPatch) -> FakeTime:
 
 
 @pytest.fixture
+def processes(tmp_path: Path) -> FakeProcesses:
+    """No process runs until a test starts one."""
+    return FakeProcesses(tmp_path)
+
+
+@pytest.fixture
 def machine(
-    machine: FakeMachine, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, clock: FakeTime
+    machine: FakeMachine,
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+    clock: FakeTime,
+    processes: FakeProcesses,
 ) -> FakeMachine:
     """The shared fake machine (tests/unit/conftest.py) with HARDWARE and no GPU.
 
-    slurmctld knows the node, idle. Waits (for the node to register, for jobs to end) take
-    no time (see `clock`).
+    slurmctld knows the node, idle; no job step runs (see `processes`). Waits (for the node to
+    register, for jobs to end) take no time (see `clock`).
     """
     machine.responses[("slurmd", "-C")] = HARDWARE
     machine.responses[SHOW_NODE] = REGISTERED
     machine.responses[("nvidia-smi",)] = SlurmOpsError("nvidia-smi not found")
-    machine.fail("pgrep", returncode=1)  # No slurmstepd runs.
     monkeypatch.setattr(charm, "SlurmdManager", partial(SlurmdManager, root=tmp_path))
     return machine
 

@@ -360,7 +360,7 @@ def test_node_config_hardware_fields_drain_and_reregister_without_killing_jobs(
     assert transient[-1] == NODE  # An argument of its own; no state to restore.
     script = transient[transient.index("-c") + 1]
     delete = script.index('scontrol delete nodename="$$node"')
-    assert script.index('scontrol listjobs "$$node"') < delete
+    assert script.index("until no_jobs") < delete
     assert delete < script.index("systemctl restart slurmd")
     assert machine.ran("scontrol", "delete") == []
     assert machine.service_calls == []
@@ -447,13 +447,23 @@ def test_node_config_before_enlistment_is_stored_for_later(ctx, machine, tmp_pat
 # destroy-jobs.
 
 
-def test_destroy_jobs_cancels_the_jobs_on_this_node(ctx, machine, enlisted):
-    machine.responses[("scontrol", "listjobs", NODE)] = "JOBID\n7 0 1\n8 0 1\n"
+def test_destroy_jobs_cancels_the_jobs_on_this_node(ctx, machine, processes, enlisted):
+    processes.steps(8, 7)
+    processes.run("slurmstepd: [7.extern]")
 
     ctx.run(ctx.on.action("destroy-jobs"), enlisted)
 
     assert machine.ran("scancel") == [["scancel", f"--nodelist={NODE}"]]
     assert ctx.action_results == {"node": NODE, "cancelled": "7,8"}
+
+
+def test_destroy_jobs_with_a_step_it_cannot_name_says_every_job(ctx, machine, processes, enlisted):
+    processes.run("/usr/sbin/slurmstepd")
+
+    ctx.run(ctx.on.action("destroy-jobs"), enlisted)
+
+    assert machine.ran("scancel") == [["scancel", f"--nodelist={NODE}"]]
+    assert ctx.action_results["cancelled"].startswith("every job of the node")
 
 
 def test_destroy_jobs_failure_fails_the_action(ctx, machine, enlisted):

@@ -9,15 +9,17 @@ import pytest
 FAKE_SCONTROL = """#!/bin/sh
 echo "scontrol $*" >> "$LOG"
 case "$1" in
-listjobs)
-  # Like Slurm: without the node name, scontrol looks for the hostname's steps and finds none.
-  if [ -z "$2" ]; then echo "No slurmstepd's found on this node" >&2; exit 1; fi
-  n=$(cat "$DIR/polls" 2>/dev/null || echo 0); n=$((n+1)); echo $n > "$DIR/polls"
-  if [ "$n" -le "$BUSY_POLLS" ]; then echo "JOBID PID"; echo "42 1234"; echo "busy" >> "$LOG"
-  elif [ -n "$BROKEN" ]; then echo "fatal: Could not establish a configuration source" >&2; exit 1
-  else echo "No slurmstepd's found on this node" >&2; exit 1; fi ;;
 delete) [ -z "$DELETE_FAILS" ] || exit 1 ;;
 esac
+"""
+# pgrep as the script sees it: a root slurmstepd runs for the first BUSY_POLLS looks (exit 0),
+# then none (exit 1); PGREP_FAILS makes it fail as pgrep does when it cannot look (exit 3).
+FAKE_PGREP = """#!/bin/sh
+echo "pgrep $*" >> "$LOG"
+[ -z "$PGREP_FAILS" ] || exit 3
+n=$(cat "$DIR/polls" 2>/dev/null || echo 0); n=$((n+1)); echo $n > "$DIR/polls"
+[ "$n" -le "$BUSY_POLLS" ] && exit 0
+exit 1
 """
 
 
@@ -29,7 +31,7 @@ def run_script(tmp_path: Path, node_module):
         "scontrol": FAKE_SCONTROL,
         "sleep": '#!/bin/sh\necho "sleep $*" >> "$LOG"\n',
         "systemctl": '#!/bin/sh\necho "systemctl $*" >> "$LOG"\n',
-        "pgrep": '#!/bin/sh\necho "pgrep $*" >> "$LOG"\nexit "${STEPD:-1}"\n',
+        "pgrep": FAKE_PGREP,
     }
     for name, text in commands.items():
         (bin_dir / name).write_text(text)
@@ -62,21 +64,25 @@ def test_reregister_leaves_the_node_drained_when_the_delete_fails(run_script, no
     assert not any(line.startswith("systemctl") for line in log)
 
 
-def test_broken_listjobs_with_a_running_step_keeps_waiting(run_script, node_module):
-    # listjobs cannot run (slurmd crashed) but a slurmstepd is alive: never delete.
-    # The script is made to give up after three polls, instead of waiting forever.
+def test_reregister_waits_while_a_step_of_roots_runs(run_script, node_module):
+    log = run_script(node_module.reregister_command("compute-0"), BUSY_POLLS="3")
+
+    assert log[:6] == ["pgrep -x -u root slurmstepd", "sleep 5"] * 3
+    assert log[6:] == [
+        "pgrep -x -u root slurmstepd",
+        "scontrol delete nodename=compute-0",
+        "systemctl restart slurmd",
+    ]
+
+
+def test_reregister_never_deletes_while_pgrep_cannot_look(run_script, node_module):
+    # The script is made to give up after three looks, instead of waiting forever.
     argv = node_module.reregister_command("compute-0")
     argv[2] = argv[2].replace(
         'sleep "$POLL"; done', 'sleep "$POLL"; [ "$(grep -c pgrep "$LOG")" -lt 3 ] || exit 2; done'
     )
 
-    log = run_script(argv, BROKEN="1", STEPD="0")
+    log = run_script(argv, PGREP_FAILS="1")
 
-    assert log.count("pgrep -x slurmstepd") == 3
+    assert log.count("pgrep -x -u root slurmstepd") == 3
     assert not any("delete" in line for line in log)
-
-
-def test_broken_listjobs_without_any_slurmstepd_proceeds(run_script, node_module):
-    log = run_script(node_module.reregister_command("compute-0"), BROKEN="1", STEPD="1")
-
-    assert "scontrol delete nodename=compute-0" in log

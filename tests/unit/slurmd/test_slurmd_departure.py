@@ -5,14 +5,12 @@ import json
 import config
 import pytest
 from hpc_libs.slurm.naming import RETIRE_REASON
-from hpc_libs.slurm.scontrol import NO_JOBS_MESSAGE
 from ops import testing
 from test_charm_slurmd import NODE, again, controller_relation, installed, stored
 
 META_24_11 = {"plugin": {"data_parser": "data_parser/v0.0.42"}}
 """The `meta` of Slurm 24.11's `scontrol ... --json`: the data_parser version it answers in."""
 
-LISTJOBS = ("scontrol", "listjobs", NODE)
 DRAIN = ["scontrol", "update", f"nodename={NODE}", "state=drain", f"reason={RETIRE_REASON}"]
 DELETE = ["scontrol", "delete", f"nodename={NODE}"]
 SHOW_NODE = ("scontrol", "show", "node", NODE, "--json")
@@ -21,17 +19,6 @@ REGISTERED = (
     + NODE
     + '", "state": ["IDLE"]}]}'
 )
-
-
-def busy(*jobs: int) -> str:
-    """`scontrol listjobs` output while `jobs` run on the node."""
-    return "JOBID    UID    STEPS\n" + "".join(f"{job}    1000    batch\n" for job in jobs)
-
-
-def jobs_end(machine) -> None:
-    """Make `scontrol listjobs` say no job runs, as Slurm 24.11 does (stderr, exit 1)."""
-    machine.responses.pop(LISTJOBS, None)
-    machine.fail(*LISTJOBS, returncode=1, stderr=NO_JOBS_MESSAGE)
 
 
 def show_job(job: int, *, requeue: bool, batch: bool = True) -> str:
@@ -74,16 +61,17 @@ def on_node(machine):
 
 
 def test_departure_waits_in_the_hook_for_the_jobs_then_deletes_the_node(
-    ctx, on_node, clock, tmp_path, enlisted
+    ctx, on_node, processes, clock, enlisted
 ):
     machine = on_node
-    machine.responses[LISTJOBS] = busy(1234, 1235)
+    root = processes.proc.parent
+    processes.steps(1234, 1235)
 
     def progress(sleeps: int) -> None:
         if sleeps == 2:
-            machine.responses[LISTJOBS] = busy(1234)
+            processes.steps(1234)
         if sleeps == 3:
-            jobs_end(machine)
+            processes.steps()
 
     clock.on_sleep.append(progress)
 
@@ -92,10 +80,9 @@ def test_departure_waits_in_the_hook_for_the_jobs_then_deletes_the_node(
     scontrol = machine.ran("scontrol")
     assert scontrol[1] == DRAIN
     assert scontrol[-1] == DELETE
-    assert machine.ran(*LISTJOBS) == [list(LISTJOBS)] * 4
     assert clock.sleeps == [5, 5, 5]
     assert machine.service_calls == [("stop", "slurmd"), ("disable", "slurmd")]
-    assert not (tmp_path / "etc/slurm/slurm.key").exists()
+    assert not (root / "etc/slurm/slurm.key").exists()
     assert "leaving: waiting for 2 jobs (1234,1235)" in statuses(ctx)
     assert "leaving: waiting for 1 job (1234)" in statuses(ctx)
     assert out.unit_status == testing.MaintenanceStatus("left the cluster")
@@ -103,10 +90,10 @@ def test_departure_waits_in_the_hook_for_the_jobs_then_deletes_the_node(
 
 
 def test_retire_timeout_requeues_the_requeueable_jobs_and_cancels_the_rest(
-    ctx, on_node, clock, enlisted, caplog
+    ctx, on_node, processes, clock, enlisted, *, caplog
 ):
     machine = on_node
-    machine.responses[LISTJOBS] = busy(1234, 1235)
+    processes.steps(1234, 1235)
     machine.responses[("scontrol", "show", "job", "1234")] = show_job(1234, requeue=True)
     machine.responses[("scontrol", "show", "job", "1235")] = show_job(1235, requeue=False)
 
@@ -124,9 +111,12 @@ def test_retire_timeout_requeues_the_requeueable_jobs_and_cancels_the_rest(
     )
 
 
-def test_an_interactive_job_is_cancelled_even_if_it_allows_requeue(ctx, on_node, clock, enlisted):
+def test_an_interactive_job_is_cancelled_even_if_it_allows_requeue(
+    ctx, on_node, processes, clock, enlisted
+):
     machine = on_node
-    machine.responses[LISTJOBS] = busy(7)
+    processes.run("slurmstepd: [7.extern]")
+    processes.run("slurmstepd: [7.interactive]")
     machine.responses[("scontrol", "show", "job", "7")] = show_job(7, requeue=True, batch=False)
 
     ctx.run(ctx.on.stop(), again(enlisted, config={"retire-timeout": "0"}))
@@ -135,9 +125,9 @@ def test_an_interactive_job_is_cancelled_even_if_it_allows_requeue(ctx, on_node,
     assert machine.ran("scancel") == [["scancel", "7"]]
 
 
-def test_retire_timeout_zero_does_not_wait(ctx, on_node, clock, enlisted):
+def test_retire_timeout_zero_does_not_wait(ctx, on_node, processes, clock, enlisted):
     machine = on_node
-    machine.responses[LISTJOBS] = busy(1234)
+    processes.steps(1234)
     machine.responses[("scontrol", "show", "job", "1234")] = show_job(1234, requeue=True)
 
     ctx.run(ctx.on.stop(), again(enlisted, config={"retire-timeout": "0"}))
@@ -147,10 +137,10 @@ def test_retire_timeout_zero_does_not_wait(ctx, on_node, clock, enlisted):
     assert machine.ran("scontrol")[-1] == DELETE
 
 
-def test_the_default_waits_as_long_as_jobs_run(ctx, on_node, clock, enlisted):
+def test_the_default_waits_as_long_as_jobs_run(ctx, on_node, processes, clock, enlisted):
     machine = on_node
-    machine.responses[LISTJOBS] = busy(1234)
-    clock.on_sleep.append(lambda sleeps: jobs_end(machine) if sleeps == 2000 else None)
+    processes.steps(1234)
+    clock.on_sleep.append(lambda sleeps: processes.steps() if sleeps == 2000 else None)
 
     ctx.run(ctx.on.stop(), enlisted)
 
@@ -160,9 +150,9 @@ def test_the_default_waits_as_long_as_jobs_run(ctx, on_node, clock, enlisted):
     assert machine.ran("scontrol")[-1] == DELETE
 
 
-def test_failed_requeue_cancels_those_jobs_too(ctx, on_node, clock, enlisted):
+def test_failed_requeue_cancels_those_jobs_too(ctx, on_node, processes, clock, enlisted):
     machine = on_node
-    machine.responses[LISTJOBS] = busy(1234)
+    processes.steps(1234)
     machine.responses[("scontrol", "show", "job", "1234")] = show_job(1234, requeue=True)
     machine.fail("scontrol", "requeue", stderr="Requested operation is presently disabled")
 
@@ -172,19 +162,48 @@ def test_failed_requeue_cancels_those_jobs_too(ctx, on_node, clock, enlisted):
     assert out.unit_status == testing.MaintenanceStatus("left the cluster: cancelled 1234")
 
 
-def test_listjobs_failing_while_a_step_runs_keeps_waiting(ctx, on_node, clock, enlisted):
-    machine = on_node
-    machine.heal()  # A slurmstepd runs...
-    machine.fail(*LISTJOBS, returncode=1, stderr="fatal: Could not establish a config source")
-    clock.on_sleep.append(
-        lambda sleeps: machine.fail("pgrep", returncode=1) if sleeps == 3 else None
-    )  # ...until it ends.
+def test_a_step_whose_job_id_cannot_be_read_yet_keeps_the_departure_waiting(
+    ctx, on_node, processes, clock, enlisted
+):
+    processes.run("/usr/sbin/slurmstepd")  # Started; its title is not set yet.
+    clock.on_sleep.append(lambda sleeps: processes.steps() if sleeps == 3 else None)
 
     ctx.run(ctx.on.stop(), enlisted)
 
     assert clock.sleeps == [5, 5, 5]
     assert "leaving: waiting for running jobs" in statuses(ctx)
-    assert DELETE in machine.ran("scontrol")
+    assert DELETE in on_node.ran("scontrol")
+
+
+def test_processes_it_cannot_list_keep_the_departure_waiting(
+    ctx, on_node, processes, clock, enlisted, *, caplog
+):
+    processes.proc.rename(processes.proc.with_name("proc-hidden"))
+    clock.on_sleep.append(
+        lambda sleeps: (
+            processes.proc.with_name("proc-hidden").rename(processes.proc) if sleeps == 2 else None
+        )
+    )
+
+    ctx.run(ctx.on.stop(), enlisted)
+
+    assert clock.sleeps == [5, 5]
+    assert "cannot tell which jobs run on this machine" in caplog.text
+    assert DELETE in on_node.ran("scontrol")
+
+
+def test_only_roots_slurmstepd_processes_are_jobs(ctx, on_node, processes, clock, enlisted):
+    # A user's process named slurmstepd with a step's title, root's processes of other names.
+    processes.run("slurmstepd: [99.batch]", uid=1000)
+    processes.run("slurmstepd: [98.batch]", name="sleep")
+    processes.run("slurmd --systemd -Z", name="slurmd")
+
+    # A bounded wait: were any of them a job, the hook would wait and then evict it.
+    out = ctx.run(ctx.on.stop(), again(enlisted, config={"retire-timeout": "60"}))
+
+    assert clock.sleeps == []
+    assert on_node.ran("scontrol")[-1] == DELETE
+    assert out.unit_status == testing.MaintenanceStatus("left the cluster")
 
 
 def test_departure_with_the_controller_unreachable_never_fails_the_hook(
@@ -193,7 +212,6 @@ def test_departure_with_the_controller_unreachable_never_fails_the_hook(
     machine.time_out("scontrol", "show")
     machine.time_out("scontrol", "update")
     machine.time_out("scontrol", "delete")
-    jobs_end(machine)
 
     out = leave(ctx, enlisted)
 
@@ -205,7 +223,6 @@ def test_departure_with_the_controller_unreachable_never_fails_the_hook(
 
 
 def test_a_failing_stop_of_slurmd_does_not_fail_the_hook(ctx, on_node, clock, tmp_path, enlisted):
-    jobs_end(on_node)
     on_node.fail("systemctl", "stop", stderr="Failed to stop slurmd.service")
 
     ctx.run(ctx.on.remove(), enlisted)
@@ -214,7 +231,6 @@ def test_a_failing_stop_of_slurmd_does_not_fail_the_hook(ctx, on_node, clock, tm
 
 
 def test_later_departure_events_find_the_work_done(ctx, on_node, clock, enlisted):
-    jobs_end(on_node)
     out = leave(ctx, enlisted)
     on_node.commands.clear()
     on_node.service_calls.clear()
@@ -242,7 +258,6 @@ def test_a_node_slurmctld_already_deleted_is_not_drained_again(
 
 
 def test_a_running_reregistration_is_stopped_first(ctx, on_node, clock, enlisted):
-    jobs_end(on_node)
     on_node.active.add(f"slurmd-reregister-{NODE}")
 
     ctx.run(ctx.on.stop(), enlisted)
@@ -276,7 +291,6 @@ def test_a_unit_that_never_enlisted_only_stops_slurmd_and_deletes_the_key(ctx, m
 
 
 def test_integrating_again_after_leaving_enlists_afresh(ctx, on_node, clock, enlisted):
-    jobs_end(on_node)
     left = ctx.run(ctx.on.stop(), enlisted)
     on_node.commands.clear()
     on_node.service_calls.clear()
@@ -297,9 +311,11 @@ def test_invalid_retire_timeout_blocks_naming_the_option(ctx, machine, value):
     assert out.unit_status.message.startswith("invalid config option 'retire-timeout'")
 
 
-def test_an_invalid_retire_timeout_at_departure_waits_for_the_jobs(ctx, on_node, clock, enlisted):
-    on_node.responses[LISTJOBS] = busy(1)
-    clock.on_sleep.append(lambda sleeps: jobs_end(on_node) if sleeps == 3 else None)
+def test_an_invalid_retire_timeout_at_departure_waits_for_the_jobs(
+    ctx, on_node, processes, clock, enlisted
+):
+    processes.steps(1)
+    clock.on_sleep.append(lambda sleeps: processes.steps() if sleeps == 3 else None)
 
     ctx.run(ctx.on.stop(), again(enlisted, config={"retire-timeout": "soon"}))
 
@@ -315,7 +331,6 @@ def test_valid_retire_timeouts(value, seconds):
 def test_a_leaving_unit_leaves_neither_slurm_key_nor_slurm_jwks(
     ctx, on_node, clock, tmp_path, enlisted
 ):
-    jobs_end(on_node)
     key_set = tmp_path / "etc/slurm/slurm.jwks"  # as an auth key rotation leaves it
     key_set.write_text('{"keys": []}')
 

@@ -36,12 +36,11 @@ HOSTILE_REASONS = [
     "cost $$5, 100% \"quoted\" 'single' $HOME ${HOME} $",
 ]
 
-# scontrol as the script sees it: listjobs finds no job; `update` fails until the node has
-# registered (UNKNOWN_UPDATES times); every call is logged as a JSON list of its arguments.
+# scontrol as the script sees it: `update` fails until the node has registered
+# (UNKNOWN_UPDATES times); every call is logged as a JSON list of its arguments.
 FAKE_SCONTROL = """#!/bin/sh
 "$PYTHON" -c 'import json, sys; print(json.dumps(sys.argv[1:]))' scontrol "$@" >> "$LOG"
 case "$1" in
-listjobs) echo "No slurmstepd's found on this node" >&2; exit 1 ;;
 update)
   n=$(cat "$DIR/updates" 2>/dev/null || echo 0); n=$((n+1)); echo $n > "$DIR/updates"
   [ "$n" -gt "${UNKNOWN_UPDATES:-0}" ] || { echo "Invalid node name specified" >&2; exit 1; } ;;
@@ -75,8 +74,9 @@ def run_script(tmp_path: Path):
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     (bin_dir / "scontrol").write_text(FAKE_SCONTROL)
-    for name in ("systemctl", "sleep", "pgrep", "rm", "touch"):
+    for name in ("systemctl", "sleep", "rm", "touch"):
         (bin_dir / name).write_text(LOGGED)
+    (bin_dir / "pgrep").write_text(LOGGED + "exit 1\n")  # No job step runs.
     for path in bin_dir.iterdir():
         path.chmod(0o755)
     log = tmp_path / "log"

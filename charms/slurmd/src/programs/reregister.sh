@@ -4,28 +4,24 @@
 # no job runs on the node, delete it from slurmctld, restart slurmd so that it registers anew
 # with its new configuration, then give back the operator's DRAIN or DOWN state, if any.
 #
-# Arguments: <no-jobs text> <node> [<state> <reason>]
-# <no-jobs text> is what `scontrol listjobs <node>` prints when no job runs on the node; the
-# reason is untrusted text, and stays one word.
+# Arguments: <node> [<state> <reason>]
+# The reason is untrusted text, and stays one word.
 # slurmd restarts only if the delete succeeded; otherwise the node stays drained with the
 # charm's reason, for an administrator to look at.
 set -u
-no_jobs_text=$1 node=$2
-shift 2
+node=$1
+shift
 POLL=5              # seconds between two looks
 DELETE_ATTEMPTS=12  # a delete refused while slurmctld still counts a job ending
 RESTORE_ATTEMPTS=60 # a second apart: the node is unknown until slurmd has registered
 
-# Whether no job runs here. The node name is required: without it scontrol looks up the
-# hostname, which is not the node's name, and reports no job while jobs run. Only if
-# `scontrol listjobs` itself fails (a crashed slurmd takes the configless configuration with
-# it) does the absence of any slurmstepd process count as "no job": otherwise such a node
-# would be polled forever.
+# Whether no job runs here: no job step process (root's slurmstepd; a user may name a
+# process of their own so). Not `scontrol listjobs`: it lists the step sockets in slurmd's
+# spool directory, and a step killed with its machine (a reboot, a power cut) leaves its
+# socket there for ten minutes or more. pgrep fails (not 1) when it cannot look: jobs may run.
 no_jobs() {
-    out=$(scontrol listjobs "$node" 2>&1)
-    status=$?
-    case "$out" in *"$no_jobs_text"*) return 0 ;; esac
-    [ "$status" -ne 0 ] && ! pgrep -x slurmstepd >/dev/null
+    pgrep -x -u root slurmstepd >/dev/null
+    [ $? -eq 1 ]
 }
 
 # retried <attempts> <pause s> <command>...: run the command until it succeeds, at most

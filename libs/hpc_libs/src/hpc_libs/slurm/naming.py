@@ -6,8 +6,7 @@ without importing the charm framework:
 * a unit's node name (`node_name`);
 * the drain reasons the charms set, so either side (and the autoscaler) can tell a node the
   charms drained from one an operator drained;
-* the job states that keep a node busy (`BUSY_JOB_STATES`; what "no jobs" looks like is
-  scontrol's, `scontrol.NO_JOBS_MESSAGE`);
+* the job states that keep a node busy (`BUSY_JOB_STATES`);
 * what a node name read back from Slurm's output may look like (`NODE_NAME`).
 """
 

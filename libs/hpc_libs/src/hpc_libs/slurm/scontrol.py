@@ -22,9 +22,6 @@ from hpc_libs.slurm import data_parser
 
 logger = logging.getLogger(__name__)
 
-NO_JOBS_MESSAGE = "No slurmstepd's found on this node"
-"""What `scontrol listjobs <node>` prints (on stderr) when no job runs on the node."""
-
 _UNKNOWN_MARKERS = (
     "Invalid node name",
     "Invalid partition name",
@@ -292,31 +289,6 @@ class Scontrol:
                 return value
         raise ScontrolError("scontrol token printed no SLURM_JWT", command=["scontrol", *args])
 
-    def listjobs(self, node_name: str) -> list[int]:
-        """Return the ids of the jobs with a slurmstepd on this machine, the node `node_name`.
-
-        The node name must be given: without it scontrol looks for the steps of a node named
-        after the short hostname, and a dynamic node started with `-N <name>` then always
-        reads as idle ("No slurmstepd's found on this node") while its jobs run.
-        Uses the text form: it is the form verified on Slurm 24.11, where "No slurmstepd's
-        found on this node" (on stderr) means no jobs.
-        """
-        command = ["scontrol", "listjobs", node_name]
-        try:
-            result = host.run(command, timeout=self.timeout, check=False)
-        except SlurmOpsError as e:
-            raise _scontrol_error(e) from e
-        if NO_JOBS_MESSAGE in result.stderr or NO_JOBS_MESSAGE in result.stdout:
-            return []
-        if result.returncode != 0:
-            raise ScontrolError(
-                "scontrol listjobs failed",
-                command=command,
-                stderr=result.stderr,
-                returncode=result.returncode,
-            )
-        return [int(line.split()[0]) for line in result.stdout.splitlines() if _is_id(line)]
-
     def requeue(self, job_ids: Sequence[int]) -> None:
         """`scontrol requeue <ids>`: stop the jobs and put them back in the queue."""
         self._run(["requeue", ",".join(str(job_id) for job_id in job_ids)])
@@ -382,11 +354,6 @@ class Scontrol:
             raise ScontrolError(
                 f"cannot parse the output of {' '.join(command)}: {e}", command=command
             ) from e
-
-
-def _is_id(line: str) -> bool:
-    fields = line.split()
-    return bool(fields) and fields[0].isdigit()
 
 
 def _scontrol_error(e: SlurmOpsError) -> ScontrolError:

@@ -26,7 +26,10 @@ so running job steps go on and the next slurmd finds them.
 """
 
 import logging
+import os
+import re
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 
 from slurmutils import Node
 
@@ -154,19 +157,63 @@ class SlurmdManager(SlurmManager):
             hardware["Gres"] = gres
         return hardware
 
-    def job_steps_running(self) -> bool:
-        """Whether a `slurmstepd` runs on this machine (a job step is running here).
+    def running_jobs(self) -> list[int] | None:
+        """Return the ids of the jobs a job step runs for on this machine, sorted.
 
-        The fallback when `scontrol listjobs` cannot answer (a crashed slurmd takes the
-        configless configuration with it). When `pgrep` itself fails, say True: a caller
-        waiting for jobs to end must not take an unknown for "none".
+        None when a step runs whose job id cannot be read yet (a slurmstepd that has not set
+        its title). What runs, not what `scontrol listjobs` says: listjobs lists the step
+        sockets in slurmd's spool directory, and a step killed with its machine (a power
+        cut, a reboot) leaves its socket there. slurmd removes such a socket only when it
+        connects to it and finds it 10 minutes old (Slurm's `_handle_stray_socket`), so a
+        departing node waited minutes for jobs that were gone.
+
+        A step is a process of root's whose name is `slurmstepd` (a user can give a process
+        of their own that name, not root's uid) and whose title is the one slurmstepd sets
+        itself, `slurmstepd: [<job>.<step>]`: a step id, no user text.
+
+        Raises:
+            SlurmOpsError: /proc cannot be listed.
+
         """
+        proc = self.root / "proc"
         try:
-            result = host.run(["pgrep", "-x", "slurmstepd"], timeout=10, check=False)
-        except SlurmOpsError as e:
-            logger.warning("cannot look for slurmstepd processes: %s", e)
-            return True
-        return result.returncode != 1
+            pids = [entry.name for entry in os.scandir(proc) if entry.name.isdigit()]
+        except OSError as e:
+            raise SlurmOpsError(f"cannot list the processes in {proc}: {e}") from e
+        titles = [title for pid in pids if (title := _stepd_title(proc / pid)) is not None]
+        steps = [STEPD_TITLE.fullmatch(title.rstrip()) for title in titles]
+        if not all(steps):
+            return None
+        return sorted({int(step.group(1)) for step in steps if step})
+
+
+STEPD_TITLE = re.compile(r"slurmstepd: \[(\d+)(?:\.\w+(?:\+\d+)?)?(?: stepmgr)?\]")
+"""The title a slurmstepd gives itself once it knows its step: `slurmstepd: [1234.batch]`
+(Slurm's `log_build_step_id_str`: `<job>`, `<job>.<step>` or `<job>.<step>+<component>`)."""
+
+
+def _stepd_title(process: Path) -> str | None:
+    """Return the title of process `process` (a /proc entry) if it is root's slurmstepd.
+
+    None for any other process, and for one that ended while it was read.
+    """
+    try:
+        if (process / "comm").read_text().strip() != "slurmstepd":
+            return None
+        if _real_uid(process / "status") != 0:
+            return None
+        return (process / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return None
+
+
+def _real_uid(status: Path) -> int | None:
+    """Return the real uid on the `Uid:` line of a /proc status file."""
+    for line in status.read_text().splitlines():
+        if line.startswith("Uid:"):
+            fields = line.split()
+            return int(fields[1]) if len(fields) > 1 and fields[1].isdigit() else None
+    return None
 
 
 def parse_slurmd_c(output: str) -> dict[str, int | str]:
