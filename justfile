@@ -210,7 +210,7 @@ test:
     mutants_log=$(mktemp)
     step mutants > "$mutants_log" 2>&1 & mutants=$!
     vm_log=$(mktemp)
-    step vm-defaults > "$vm_log" 2>&1 & vm=$!
+    step vm-defaults -s > "$vm_log" 2>&1 & vm=$!
     step lab-test || statuses+=($?)
     finish "$fuzz" "$fuzz_log" || statuses+=($?)
     finish "$slurm" "$slurm_log" || statuses+=($?)

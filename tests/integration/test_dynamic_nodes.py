@@ -59,6 +59,8 @@ REACT = 3 * 60
 """Bound for a status to follow a config change or a removal (a failing test ends sooner)."""
 UPDATE_STATUS_INTERVAL = 300
 """Juju's default; the lab's too. Nothing below may depend on update-status for timeliness."""
+POWER_OFF_S = 20
+"""How long a power cut keeps a machine off: more than Slurm's MessageTimeout (10 s) + 5 s."""
 LEAVING = re.compile(r"leaving\b.*\b1 job\b", re.IGNORECASE)
 """The status of a departing unit that waits for the one job on its node."""
 NODE_CONFIG_FIELDS = (
@@ -474,6 +476,10 @@ def test_a_power_cut_under_a_job_leaves_a_step_socket_and_the_node_comes_back_id
     )
 
     lab.power_off(machine)
+    # A real machine is off longer than the lab's container, and Slurm relies on it: it sees
+    # an unexpected reboot only in a boot later than the node's last message, and purges a
+    # job the node no longer reports only if the job began MessageTimeout + 5 s before it.
+    time.sleep(POWER_OFF_S)
     lab.power_on(machine)
 
     wait_idle(cluster, "debug-0", timeout=REACT)
