@@ -24,9 +24,10 @@ import time
 from pathlib import Path
 from typing import Any
 
+import jubilant
 from slurm_lab.machines import Machine
 
-from .cluster import CHARMS, CONTROLLER, LAB_OPTIONS, Bench, slurmd_options
+from .cluster import CHARMS, CONTROLLER, LAB_OPTIONS, SETTLE, Bench, slurmd_options
 from .figures import ENLIST_TIMEOUT, SLURM_KEY, node_of
 from .watch import ControllerWatch
 
@@ -71,7 +72,8 @@ def charm_on_vm(bench: Bench, watch: ControllerWatch) -> dict[str, Any]:
         num_units=0,
     )
     juju.integrate("slurmctld:slurmd", f"{APP}:slurmctld")
-    bench.wait_active()
+    # Not every application: one without units has no status to be active (Juju's "unknown").
+    juju.wait(lambda status: jubilant.all_active(status, "slurmctld"), timeout=SETTLE)
     started, wall = time.monotonic(), time.time()
     juju.add_unit(APP)
     (unit,) = juju.state.apps[APP].units
@@ -88,7 +90,7 @@ def charm_on_vm(bench: Bench, watch: ControllerWatch) -> dict[str, Any]:
     return {
         "unit": unit,
         "machine": machine.name,
-        "boot_s": bench.boots.boots.get(machine.name),
+        "boot_s": _rounded(bench.boots.boots.get(machine.name)),
         "to_first_hook_s": round(first_hook, 1) if first_hook is not None else None,
         "first_hook": hooks[0].hook if hooks else None,
         "enlistment_s": round(idle - started, 2),
@@ -130,7 +132,14 @@ def remove(bench: Bench, unit: str, node: str) -> None:
     bench.lab.destroy(BARE)
     bench.sh(CONTROLLER, f"scontrol delete nodename={node} || true")
     bench.juju.remove_unit(unit)
-    bench.wait_active()
+    bench.juju.wait(
+        lambda status: not status.apps[APP].units and jubilant.all_active(status, "slurmctld"),
+        timeout=SETTLE,
+    )
+
+
+def _rounded(seconds: float | None) -> float | None:
+    return None if seconds is None else round(seconds, 2)
 
 
 def vm_figure(bench: Bench, watch: ControllerWatch) -> dict[str, Any]:
