@@ -449,7 +449,8 @@ def test_window_table(cluster: jubilant.Juju):
     print("\n" + table(cases), flush=True)
 
 
-ENDED_JOB_SECONDS = 8
+SAVE_MAX_WAIT_S = 5
+"""Slurm saves its state at most once every this many seconds (`SAVE_MAX_WAIT`)."""
 
 
 def test_a_job_whose_end_the_dead_primary_never_saved_frees_its_node_at_once(
@@ -458,22 +459,34 @@ def test_a_job_whose_end_the_dead_primary_never_saved_frees_its_node_at_once(
     """Soak seed 74: a job's end reached the primary, which died before its next state save.
 
     The job's script ends on the node and the primary is told (the job shows COMPLETING or
-    COMPLETED), then the primary is killed within about a second, before the save that would
-    record the end. The backup reads the last save, where the job still runs. Without the
-    charm it ran on there, holding its node, until its time limit (TIMEOUT 3 minutes after
-    its start: its node never registered with the new primary). The new primary's charm asks
-    the busy nodes to register again (`takeover._register_busy_nodes`) and Slurm ends the job
-    it finds missing: this one may not be requeued, so as a node failure, within a minute of
-    the takeover (a requeueable one is requeued, soak seed 74's job 2).
+    COMPLETED), then the primary is killed before the save that would record the end. Slurm
+    saves a change at most once every 5 s (SAVE_MAX_WAIT), but at once after a quiet time: a
+    held job submitted just before the script ends makes that save, so the end waits for the
+    next one, 5 s later (killing "within about a second of the end" lost that race on a
+    loaded host in CI27: the end was saved, and the job ended COMPLETED). The backup reads
+    the last save, where the job still runs. Without the charm it ran on there, holding its
+    node, until its time limit (TIMEOUT 3 minutes after its start: its node never registered
+    with the new primary). The new primary's charm asks the busy nodes to register again
+    (`takeover._register_busy_nodes`) and Slurm ends the job it finds missing: this one may
+    not be requeued, so as a node failure, within a minute of the takeover (a requeueable one
+    is requeued, soak seed 74's job 2).
     """
     hosts = ping_hosts(cluster)
     primary, backup = hosts[0], hosts[1]
     if not all_controllers_up(cluster, hosts):
         clean_up(cluster, "kill", primary, hosts)
     backup_unit = unit_of_host(cluster.status(), "slurmctld", backup)
-    script = f"sleep {ENDED_JOB_SECONDS}; date +%s.%N >> {MARK}-$SLURM_JOB_ID.end"
+    go, end = f"{MARK}-$SLURM_JOB_ID.go", f"{MARK}-$SLURM_JOB_ID.end"
+    script = f"until [ -e {go} ]; do sleep 0.1; done; date +%s.%N >> {end}"
     job = submit(cluster, script, "--no-requeue", "--time=3")
     deadline = time.monotonic() + 120
+    while job_fields(cluster, job).get("JobState") != "RUNNING":
+        assert time.monotonic() < deadline, job_fields(cluster, job)
+        time.sleep(0.5)
+    time.sleep(SAVE_MAX_WAIT_S)  # No save is due now: the next change is saved at once.
+    submit(cluster, "true", "--hold")
+    time.sleep(1)  # That save is made; the next cannot come within 5 s.
+    on_node(cluster, f"touch {MARK}-{job}.go")
     while not on_node(cluster, f"cat {MARK}-{job}.end 2>/dev/null || true").strip():
         assert time.monotonic() < deadline, f"job {job} never ended on {NODE}"
         time.sleep(0.1)
