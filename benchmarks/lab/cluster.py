@@ -103,11 +103,16 @@ class Bench:
     def wait_active(
         self, timeout: float = SETTLE, blocked_for: float | None = None
     ) -> jubilant.Status:
-        """Wait until every application is active (drives the backend meanwhile).
+        """Wait until every application with units is active (drives the backend meanwhile).
 
-        With `blocked_for`, a unit still blocked that long after the start is an error.
+        An application without units has no status to be active (Juju's "unknown"): figure
+        11's VM application before its `add_unit` and after its removal. With `blocked_for`,
+        a unit still blocked that long after the start is an error.
         """
         started = time.monotonic()
+
+        def active(status: jubilant.Status) -> bool:
+            return jubilant.all_active(status, *(n for n, a in status.apps.items() if a.units))
 
         def error(status: jubilant.Status) -> bool:
             if jubilant.any_error(status):
@@ -115,7 +120,7 @@ class Bench:
             late = blocked_for is not None and time.monotonic() - started > blocked_for
             return late and jubilant.any_blocked(status)
 
-        return self.juju.wait(jubilant.all_active, error=error, timeout=timeout, successes=2)
+        return self.juju.wait(active, error=error, timeout=timeout, successes=2)
 
     def active(self) -> bool:
         """Whether every application is active now."""

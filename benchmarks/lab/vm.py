@@ -24,7 +24,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-import jubilant
 from slurm_lab.machines import Machine
 
 from .cluster import CHARMS, CONTROLLER, LAB_OPTIONS, SETTLE, Bench, slurmd_options
@@ -72,8 +71,7 @@ def charm_on_vm(bench: Bench, watch: ControllerWatch) -> dict[str, Any]:
         num_units=0,
     )
     juju.integrate("slurmctld:slurmd", f"{APP}:slurmctld")
-    # Not every application: one without units has no status to be active (Juju's "unknown").
-    juju.wait(lambda status: jubilant.all_active(status, "slurmctld"), timeout=SETTLE)
+    bench.wait_active()
     started, wall = time.monotonic(), time.time()
     juju.add_unit(APP)
     (unit,) = juju.state.apps[APP].units
@@ -132,10 +130,8 @@ def remove(bench: Bench, unit: str, node: str) -> None:
     bench.lab.destroy(BARE)
     bench.sh(CONTROLLER, f"scontrol delete nodename={node} || true")
     bench.juju.remove_unit(unit)
-    bench.juju.wait(
-        lambda status: not status.apps[APP].units and jubilant.all_active(status, "slurmctld"),
-        timeout=SETTLE,
-    )
+    bench.juju.wait(lambda status: not status.apps[APP].units, timeout=SETTLE)
+    bench.wait_active()
 
 
 def _rounded(seconds: float | None) -> float | None:
