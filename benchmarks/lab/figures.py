@@ -39,6 +39,8 @@ CHARMS_OF_APPS = {
     "mysql": "mysql",
 }
 """Applications that are not slurmd (every other application in the benchmark is)."""
+COMPUTE_ENDPOINT = "slurmd"
+"""The controller's endpoint the compute applications integrate with."""
 
 
 def node_of(unit: str) -> str:
@@ -521,11 +523,34 @@ def controller_load(bench: Bench) -> dict[str, Any]:
     }
 
 
+def controller_hooks(
+    runs: list[HookRun], since: float, until: float, added: int
+) -> dict[str, Any]:
+    """The controller's hooks that ended between two epoch times, per node added then.
+
+    The units' logs stamp a hook's end to the second, so a hook that ended in the second a step
+    began may count in both steps. Relation hooks are the ones an added unit causes on the
+    leader (`slurmd-relation-*`); the others are the controller's own (update-status...).
+    """
+    ended = [r for r in runs if r.unit == CONTROLLER and int(since) <= r.ended <= until]
+    relation = [r for r in ended if r.hook.startswith(f"{COMPUTE_ENDPOINT}-relation-")]
+    per_node = max(added, 1)
+    return {
+        "controller_hooks": len(ended),
+        "controller_hook_s_per_node": round(sum(r.seconds for r in ended) / per_node, 2),
+        "controller_relation_hooks_per_node": round(len(relation) / per_node, 2),
+        "controller_relation_hook_s_per_node": round(
+            sum(r.seconds for r in relation) / per_node, 2
+        ),
+    }
+
+
 def scale_step(bench: Bench, watch: ControllerWatch, count: int) -> dict[str, Any]:
-    """Add `count` slurmd units at once; wait until their nodes are idle; what it cost."""
+    """Add `count` slurmd units at once; wait until their nodes are idle; what it cost,
+    the controller's hooks in that time included (they must not grow with the node count)."""
     before = set(bench.juju.state.apps[COMPUTE].units)
     writes, reconfigures = watch.snapshot()
-    started = time.monotonic()
+    started, started_epoch = time.monotonic(), time.time()
     bench.juju.add_unit(COMPUTE, num_units=count)
     new = sorted(set(bench.juju.state.apps[COMPUTE].units) - before)
     for unit in new:
@@ -546,4 +571,5 @@ def scale_step(bench: Bench, watch: ControllerWatch, count: int) -> dict[str, An
         "reconfigures": after_reconfigures - reconfigures,
         "host_mem_available_mib": host_memory_available_mib(),
         **controller_load(bench),
+        **controller_hooks(bench.hook_runs(), started_epoch, time.time(), len(new)),
     }

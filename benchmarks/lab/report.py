@@ -255,6 +255,20 @@ def hook_tool_rows(figures: dict[str, Any]) -> list[list[str]]:
     return rows
 
 
+def controller_hook_trend(steps: list[dict[str, Any]]) -> str:
+    """The controller's hook seconds per added node, at the first and last steps (runs
+    before the figure had them: nothing)."""
+    first, last = steps[0], steps[-1]
+    if "controller_hook_s_per_node" not in first:
+        return ""
+    return (
+        f"; controller hooks per added node {first['controller_hook_s_per_node']} s at "
+        f"{first['nodes']} nodes, {last['controller_hook_s_per_node']} s at {last['nodes']} "
+        f"(relation hooks {first['controller_relation_hooks_per_node']} to "
+        f"{last['controller_relation_hooks_per_node']} per node)"
+    )
+
+
 def scale_rows(figures: dict[str, Any]) -> list[list[str]]:
     """Figure 7: how far one host went, and what the controller paid per node."""
     scale = figures.get("scale")
@@ -271,7 +285,8 @@ def scale_rows(figures: dict[str, Any]) -> list[list[str]]:
             f"{last['nodes']} nodes; slurmctld RSS {first['slurmctld_rss_mib']} to "
             f"{last['slurmctld_rss_mib']} MiB; "
             f"sinfo {first['sinfo_ms']} to {last['sinfo_ms']} ms; "
-            f"{work / max(added, 1):.2f} controller writes+reconfigures per node",
+            f"{work / max(added, 1):.2f} controller writes+reconfigures per node"
+            + controller_hook_trend(scale["steps"]),
             f"idle lab machine: {idle.get('rss_mib', '-')} MiB, "
             f"{idle.get('cpu_percent_of_one_core', '-')}% of a core",
             f"~{scale.get('fits_in_host_memory', '-')} would fit in host memory "
