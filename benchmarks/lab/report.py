@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import statistics
 from typing import Any
 
 NOT_MEASURED = "not measured"
@@ -256,16 +257,23 @@ def hook_tool_rows(figures: dict[str, Any]) -> list[list[str]]:
 
 
 def controller_hook_trend(steps: list[dict[str, Any]]) -> str:
-    """The controller's hook seconds per added node, at the first and last steps (runs
-    before the figure had them: nothing)."""
-    first, last = steps[0], steps[-1]
-    if "controller_hook_s_per_node" not in first:
+    """The controller's hook seconds per added node over the first and the last three steps
+    (medians: one step's hooks can meet another's, and a short last step weighs a hook more);
+    nothing for runs from before the figure had them."""
+    if "controller_hook_s_per_node" not in steps[0]:
         return ""
+    first, last = steps[:3], steps[-3:]
+
+    def median(chosen: list[dict[str, Any]], key: str) -> float:
+        return statistics.median(step[key] for step in chosen)
+
     return (
-        f"; controller hooks per added node {first['controller_hook_s_per_node']} s at "
-        f"{first['nodes']} nodes, {last['controller_hook_s_per_node']} s at {last['nodes']} "
-        f"(relation hooks {first['controller_relation_hooks_per_node']} to "
-        f"{last['controller_relation_hooks_per_node']} per node)"
+        f"; controller hooks per added node {median(first, 'controller_hook_s_per_node')} s "
+        f"at {first[0]['nodes']}-{first[-1]['nodes']} nodes, "
+        f"{median(last, 'controller_hook_s_per_node')} s at {last[0]['nodes']}-"
+        f"{last[-1]['nodes']} (slurmd-relation hooks "
+        f"{median(first, 'controller_relation_hooks_per_node')} to "
+        f"{median(last, 'controller_relation_hooks_per_node')} per node)"
     )
 
 
