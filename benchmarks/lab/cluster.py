@@ -131,11 +131,13 @@ class Bench:
         self.juju.status()
         time.sleep(0.2)
 
-    def hook_runs(self) -> list[HookRun]:
-        """Every hook run so far, from the units' logs (actions excluded)."""
+    def hook_runs(self, unit: str | None = None) -> list[HookRun]:
+        """Every hook run so far, from the units' logs (actions excluded); with `unit`, that
+        unit's only, from its log alone (at 128 units, not every log read for one unit's)."""
         runs: list[HookRun] = []
         log_dir = self.lab.state_dir / "juju" / "logs"
-        for path in sorted(log_dir.glob("unit-*.log")):
+        pattern = f"unit-{unit.replace('/', '-')}.log" if unit else "unit-*.log"
+        for path in sorted(log_dir.glob(pattern)):
             for line in path.read_text().splitlines():
                 match = HOOK_LINE.match(line)
                 if match is None or match["hook"].startswith("action "):

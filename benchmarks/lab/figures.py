@@ -119,9 +119,7 @@ def charm_enlistment(bench: Bench, watch: ControllerWatch) -> dict[str, Any]:
     if slurmd_start is not None and not started < slurmd_start < idle:
         slurmd_start = None  # restarted after registering: no clean split
     boot = bench.boots.boots.get(machine.name)
-    hooks = [
-        r for r in bench.hook_runs() if r.unit == unit and r.ended <= wall + (idle - started) + 1
-    ]
+    hooks = [r for r in bench.hook_runs(unit) if r.ended <= wall + (idle - started) + 1]
     after_writes, after_reconfigures = watch.snapshot()
     return {
         "unit": unit,
@@ -401,9 +399,7 @@ def config_changed(bench: Bench, max_node_count: int) -> dict[str, Any]:
     """slurmctld's config-changed for a `max-node-count` change (slurm.conf + reconfigure)."""
 
     def runs() -> list[HookRun]:
-        return [
-            r for r in bench.hook_runs() if r.unit == CONTROLLER and r.hook == "config-changed"
-        ]
+        return [r for r in bench.hook_runs(CONTROLLER) if r.hook == "config-changed"]
 
     before = len(runs())
     call = timed(lambda: bench.juju.config("slurmctld", {"max-node-count": max_node_count}))
@@ -526,13 +522,14 @@ def controller_load(bench: Bench) -> dict[str, Any]:
 def controller_hooks(
     runs: list[HookRun], since: float, until: float, added: int
 ) -> dict[str, Any]:
-    """The controller's hooks that ended between two epoch times, per node added then.
+    """The controller's hooks (`runs`, its log's) that ended between two epoch times, per node
+    added then.
 
     The units' logs stamp a hook's end to the second, so a hook that ended in the second a step
     began may count in both steps. Relation hooks are the ones an added unit causes on the
     leader (`slurmd-relation-*`); the others are the controller's own (update-status...).
     """
-    ended = [r for r in runs if r.unit == CONTROLLER and int(since) <= r.ended <= until]
+    ended = [r for r in runs if int(since) <= r.ended <= until]
     relation = [r for r in ended if r.hook.startswith(f"{COMPUTE_ENDPOINT}-relation-")]
     per_node = max(added, 1)
     return {
@@ -571,5 +568,5 @@ def scale_step(bench: Bench, watch: ControllerWatch, count: int) -> dict[str, An
         "reconfigures": after_reconfigures - reconfigures,
         "host_mem_available_mib": host_memory_available_mib(),
         **controller_load(bench),
-        **controller_hooks(bench.hook_runs(), started_epoch, time.time(), len(new)),
+        **controller_hooks(bench.hook_runs(CONTROLLER), started_epoch, time.time(), len(new)),
     }

@@ -83,7 +83,7 @@ def charm_on_vm(bench: Bench, watch: ControllerWatch) -> dict[str, Any]:
     assert idle is not None
     bench.wait_active()
     machine = bench.machine(unit)
-    hooks = sorted((r for r in bench.hook_runs() if r.unit == unit), key=lambda r: r.ended)
+    hooks = sorted(bench.hook_runs(unit), key=lambda r: r.ended)
     first_hook = hooks[0].ended - hooks[0].seconds - wall if hooks else None
     return {
         "unit": unit,

@@ -53,9 +53,9 @@ failover 15.8, accounting and REST 12.9, dynamic nodes 10.4, observability 10.0,
 5.6, accounting backup 4.9, hostile user 4.6, operator toolkit 4.5, key rotation 4.4, node
 health 3.4. CI27 (stop 47): rebuild 12.6, failover 11.7, worst moment 8.5 (11.7 in CI21, since
 its lost-end test), accounting and REST 8.3, dynamic nodes 6.5, observability 6.0; the worst
-moment, started sixth, ended 14.5 minutes into the 16-minute phase: it now starts third. The
-soak's short seed, 11-12 minutes beside the lab steps (CI22, CI23), starts with the longest since
-`just test` runs it with the integration modules, six at a time (stop 48)."""
+moment, started sixth, ended 14.5 minutes into the 16-minute phase: it now starts with the
+longest. So does the soak's short seed, 11-12 minutes beside the lab steps (CI22, CI23) and 12.1
+and 12.3 among the modules, six at a time since `just test` runs it there (CI30, CI31)."""
 LONG_LAST_TEST = ("test_rebuild_and_upgrade.py", "test_ha_key_rotation.py")
 """Modules whose last test runs for minutes (the major upgrade of the HA cluster, about 5; the
 key rotation's only test, which a worker starts with the deploy, 5): a worker is handed its
