@@ -1407,6 +1407,22 @@ MUTATIONS = [
         "test_a_failing_node_is_not_drained_past_the_partitions_share",
     ),
     Mutation(
+        "health-reads-drains-within-its-second",
+        "charms/slurmd/src/programs/health_check.py::act",
+        "            time.sleep(SAME_SECOND_S)",
+        "            pass",
+        "tests/unit/slurmd/test_health_check.py::"
+        "test_a_drain_stamped_in_the_same_second_is_read_before_the_node_keeps_its_own",
+    ),
+    Mutation(
+        "health-keeps-a-drain-past-the-share",
+        "charms/slurmd/src/programs/health_check.py::still_failing",
+        "    if not rebuilt and not keeps_its_drain(members(), name, max_drain):",
+        "    if False:",
+        "tests/unit/slurmd/test_health_check.py::"
+        "test_a_drain_past_the_share_left_by_a_failed_resume_is_undone_by_the_next_check",
+    ),
+    Mutation(
         "health-hanging-check-blocks-slurmd",
         "charms/slurmd/src/programs/health_check.py::run_checks",
         "        thread.join(max(0.0, deadline - time.monotonic()))",

@@ -51,6 +51,9 @@ QUICK = {
     "bare_runs": 1,
     "compare_jobs": 50,
     "failover_runs": 1,
+    "failover_timeouts": ((6, 3),),
+    "failover_calm": 10.0,
+    "failover_burst": 20,
     "tool_rounds": 1,
     "exporter_nodes": 8,
     "exporter_jobs": 200,
@@ -65,7 +68,10 @@ FULL = {
     "job_seconds": 30,
     "bare_runs": 2,
     "compare_jobs": 300,
-    "failover_runs": 5,
+    "failover_runs": 2,
+    "failover_timeouts": failover_figure.TIMEOUTS,
+    "failover_calm": 120.0,
+    "failover_burst": failover_figure.BURST_JOBS,
     "tool_rounds": 2,
     "exporter_nodes": 64,
     "exporter_jobs": 10000,
@@ -112,7 +118,23 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     )
     parser.add_argument("--bare-runs", type=int, help="bare slurmd floor runs (figure 1)")
     parser.add_argument(
-        "--failover-runs", type=int, help="failovers per fault kind (figure 4); 0 skips it"
+        "--failover-runs",
+        type=int,
+        help="failovers per fault kind and timeout (figure 4); 0 skips it",
+    )
+    parser.add_argument(
+        "--failover-timeouts",
+        type=lambda text: tuple(failover_figure.parse_timers(t) for t in text.split(",")),
+        help="the SlurmctldTimeout values figure 4 sweeps (a,b,...; a:m sets MessageTimeout m,"
+        " else half)",
+    )
+    parser.add_argument(
+        "--failover-calm",
+        type=float,
+        help="seconds with no fault before each timeout's faults (spurious takeovers)",
+    )
+    parser.add_argument(
+        "--failover-burst", type=int, help="sbatch submissions in each calm window (figure 4)"
     )
     parser.add_argument(
         "--tool-rounds",
@@ -337,8 +359,19 @@ class Run:
             self.watch.stop()  # Its controller is about to fail on purpose (stop is idempotent).
         self.log("failover: adding two backup controllers")
         self.figures["failover_setup"] = failover_figure.add_backups(self.bench)
-        self.log(f"failover: {self.args.failover_runs} run(s) per fault kind")
-        return failover_figure.failover(self.bench, self.args.failover_runs)
+        args = self.args
+        self.log(
+            f"failover: SlurmctldTimeout {args.failover_timeouts}, "
+            f"{args.failover_runs} run(s) per fault kind"
+        )
+        return failover_figure.failover(
+            self.bench,
+            args.failover_runs,
+            args.failover_timeouts,
+            args.failover_calm,
+            burst_jobs=args.failover_burst,
+            log=self.log,
+        )
 
     def enlistment(self) -> None:
         """Figures 1 and 2: one unit at a time from 1 to N, bare floors interleaved."""

@@ -305,24 +305,42 @@ def scale_rows(figures: dict[str, Any]) -> list[list[str]]:
 
 
 def failover_rows(figures: dict[str, Any]) -> list[list[str]]:
-    """Figure 4: per fault kind, from the fault to the backup in charge and to a client served."""
+    """Figure 4, per timeout of the sweep: per fault kind, from the fault to the backup in
+    charge and to a client served; then the spurious takeovers and fences without a fault."""
     failover = figures.get("failover")
     if not failover:
         why = figures.get("failover_skipped", NOT_MEASURED)
         return [["4", "Failover", why, "SlurmctldTimeout 120 s (Slurm's default)", "-"]]
     comparator = failover["comparator_s"]
     rows: list[list[str]] = []
-    for kind, summary in failover["summary"].items():
-        in_charge, served = summary["in_charge_s"], summary["served_s"]
+    for block in failover["sweep"]:
+        timers = (
+            f"SlurmctldTimeout {block['slurmctld_timeout']} s "
+            f"(MessageTimeout {block['message_timeout']} s)"
+        )
+        for kind, summary in block["summary"].items():
+            in_charge, served = summary["in_charge_s"], summary["served_s"]
+            rows.append(
+                [
+                    "4",
+                    f"Failover, {kind}, {timers} ({failover['runs']} runs): fault to backup "
+                    "in charge / to a login node served",
+                    f"median {in_charge['median']:.1f} s, max {in_charge['max']:.1f} s / "
+                    f"median {served['median']:.1f} s, max {served['max']:.1f} s",
+                    f"SlurmctldTimeout {comparator} s (Slurm's default)",
+                    f"{in_charge['median'] / comparator:.2f}x",
+                ]
+            )
+        load, spurious, burst = block["load_1min"], block["spurious"], block["burst"]
         rows.append(
             [
-                "4",
-                f"Failover, {kind} ({failover['runs']} runs): fault to backup in charge "
-                "/ to a login node served",
-                f"median {in_charge['median']:.1f} s, max {in_charge['max']:.1f} s / "
-                f"median {served['median']:.1f} s, max {served['max']:.1f} s",
-                f"SlurmctldTimeout {comparator} s (Slurm's default)",
-                f"{in_charge['median'] / comparator:.2f}x",
+                "4s",
+                f"Spurious takeovers / fences, {timers}: {block['unfaulted_s']:.0f} s without "
+                f"a fault, {burst['jobs']} sbatch in {burst['s']:.0f} s ({burst['failed']} "
+                f"failed), host load {load['median']:.1f} (max {load['max']:.1f})",
+                f"{len(spurious['takeovers'])} / {len(spurious['fences'])}",
+                "0 (the goal)",
+                "-",
             ]
         )
     return rows

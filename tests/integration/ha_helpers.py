@@ -27,6 +27,9 @@ TAKEOVER = "taking over"
 """What a backup's slurmctld logs when it takes control (`BackupController1 ... taking over`)."""
 IN_CHARGE = "Running as primary controller"
 """What slurmctld logs once it serves as the controller in charge (a backup after takeover)."""
+TAKEOVER_ASKED = "Performing background RPC: REQUEST_TAKEOVER"
+"""What a standby slurmctld logs when `scontrol takeover` asks it to take control (backup.c):
+a takeover it decided alone, its primary silent for `SlurmctldTimeout`, has no such line."""
 PROBE_TIMEOUT = 15
 """Seconds one client command may take while a controller is unreachable."""
 FAILOVER_BOUND = 30.0
@@ -219,6 +222,19 @@ def took_control_at(
         juju,
         f"journalctl -u slurmctld --no-pager -o short-unix --since=@{int(since)} "
         f"| grep '{IN_CHARGE}' | {which} -n 1",
+        unit=unit,
+    )
+    stamp = out.split(" ", 1)[0]
+    return float(stamp) if stamp else None
+
+
+def asked_to_take_over_at(juju: jubilant.Juju, unit: str, since: float) -> float | None:
+    """When a standby controller unit was first asked to take over (`scontrol takeover`) after
+    `since`: Slurm's `REQUEST_TAKEOVER` line in its journal, None if there is none."""
+    out = exec_on(
+        juju,
+        f"journalctl -u slurmctld --no-pager -o short-unix --since=@{int(since)} "
+        f"| grep '{TAKEOVER_ASKED}' | head -n 1",
         unit=unit,
     )
     stamp = out.split(" ", 1)[0]

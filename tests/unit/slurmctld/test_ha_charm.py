@@ -164,8 +164,8 @@ def test_the_default_timers_fail_over_quickly(ctx, machine, tmp_path):
     ctx.run(ctx.on.config_changed(), running())
 
     conf = slurm_conf(tmp_path).splitlines()
-    assert "slurmctldtimeout=12" in conf
-    assert "messagetimeout=6" in conf
+    assert "slurmctldtimeout=6" in conf
+    assert "messagetimeout=3" in conf
 
 
 def test_a_message_timeout_over_half_the_slurmctld_timeout_is_refused(ctx, machine, tmp_path):
@@ -550,7 +550,7 @@ def test_a_raised_upgrade_timeout_leaves_the_fence_on_the_configured_one(
     ctx.run(ctx.on.config_changed(), network_leader(peers, mount(), planned_units=2))
 
     unit = (tmp_path / "etc/systemd/system/slurmctld-charm-fence.service").read_text()
-    assert f" {CHECKPOINT} {CHECKPOINT}/slurmctld 6 slurm" in unit
+    assert f" {CHECKPOINT} {CHECKPOINT}/slurmctld 3 slurm" in unit
 
 
 def test_a_backup_whose_slurmctld_fails_says_why(ctx, machine, shared_fs):

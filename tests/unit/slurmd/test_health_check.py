@@ -266,6 +266,47 @@ def test_of_two_nodes_drained_at_once_past_the_share_the_later_resumes_itself() 
     assert hc.keeps_its_drain(both, NAME, 100)
 
 
+def test_a_drain_stamped_in_the_same_second_is_read_before_the_node_keeps_its_own(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """CI: compute-1 drained, then compute-0 28 ms later in the same second; compute-1 read
+    the records between the two drains, saw itself alone and kept its drain, and compute-0,
+    first by name in that second, kept its own: both drained past the share. A node now
+    reads only once its reason's second is over."""
+    ours = "compute-1"
+    records = [node(), node(ours)]
+    calls: list[tuple[str, ...]] = []
+
+    def scontrol(*arguments: str) -> str:
+        calls.append(arguments)
+        if arguments[:2] == ("update", f"nodename={ours}") and "state=drain" in arguments:
+            records[1] = health_drained(ours, at=100)
+        return json.dumps({"meta": META, "nodes": records})
+
+    def sleep(seconds: float) -> None:
+        assert seconds >= 1  # past the second
+        records[0] = health_drained(NAME, at=100)  # compute-0's drain, in that second
+
+    monkeypatch.setattr(hc, "scontrol", scontrol)
+    monkeypatch.setattr(hc, "squeue", lambda *_: "")
+    monkeypatch.setattr(hc.time, "sleep", sleep)
+
+    decision = hc.act(failing("mounts"), node(ours), "compute", 50)
+
+    assert decision.report == "not drained: health-max-drain reached"
+    assert calls[-1] == ("update", f"nodename={ours}", "state=resume")
+
+
+def test_a_drain_past_the_share_left_by_a_failed_resume_is_undone_by_the_next_check() -> None:
+    both = [health_drained(NAME, at=100), health_drained("compute-1", at=100)]
+
+    later = hc.decide(failing("mounts"), both[1], lambda: both, 50)
+    first = hc.decide(failing("mounts"), both[0], lambda: both, 50)
+
+    assert (later.action, later.report) == ("resume", "not drained: health-max-drain reached")
+    assert (first.action, first.report) == (None, "drained")
+
+
 def test_a_node_failing_after_a_rebuild_is_drained_whatever_the_share() -> None:
     partition = [node(), health_drained("compute-1")]
 

@@ -40,6 +40,11 @@ SETTER = "root"
 DEFAULT_TIMEOUT = 10.0
 """Seconds one check may take (slurmd itself kills the program after 60 s)."""
 COMMAND_TIMEOUT = 5.0
+SAME_SECOND_S = 1.1
+"""The wait between a node's drain and its read of the partition's drains: past the second
+Slurm stamped its reason with, so any drain stamped in that second is in the answer. Seen in
+CI: two nodes drained 28 ms apart; the first read the records before the second's drain and
+kept its own, and the second, first by name in that second, kept its own too."""
 """Seconds one Slurm command may take: the node's record, the checks (12 s), then at most
 five commands on any path, 42 s in all, within the 60 s slurmd allows the program."""
 _GPU_DEVICE = re.compile(r"nvidia[0-9]+")
@@ -387,7 +392,10 @@ def keeps_its_drain(members: list[NodeRecord], name: str, max_drain: int) -> boo
     """After draining: whether `name` is among the first health drains within the share.
 
     Two nodes that drained at once both see each other; the earlier drains (by the time of
-    the reason, then by name) keep theirs, the others resume themselves.
+    the reason, then by name) keep theirs, the others resume themselves. Slurm stamps a
+    reason to the second, so a node reads the records only once that second is over
+    (`SAME_SECOND_S`): a drain stamped in the same second as its own is then in the answer,
+    and both nodes order the pair alike.
     """
     limit = len(members) * max_drain // 100
     drained = sorted(
@@ -404,6 +412,26 @@ class Decision:
     action: str | None
     reason: str = ""
     report: str = ""
+
+
+def still_failing(
+    node: NodeRecord,
+    reason: str,
+    members: Callable[[], list[NodeRecord]],
+    max_drain: int,
+    *,
+    rebuilt: bool,
+) -> Decision:
+    """Decide for a node this check drained that fails again.
+
+    Its drain stays (with the new reason) within the share. A drain past the share that its
+    own check could not undo (the resume failed) is undone now.
+    """
+    name = str(node.get("name"))
+    if not rebuilt and not keeps_its_drain(members(), name, max_drain):
+        return Decision("resume", reason, report="not drained: health-max-drain reached")
+    same = node.get("reason") == reason
+    return Decision(None if same else "drain", reason, report="drained")
 
 
 def decide(
@@ -427,8 +455,7 @@ def decide(
         return Decision(None, report="healthy" if outcome.healthy else "undecided")
     reason = outcome.problems[0].reason
     if ours:
-        same = node.get("reason") == reason
-        return Decision(None if same else "drain", reason, report="drained")
+        return still_failing(node, reason, members, max_drain, rebuilt=rebuilt)
     if "DRAIN" in states:
         return Decision(None, reason, report="drained by someone else")
     if not rebuilt and not drain_allowed(members(), str(node.get("name")), max_drain):
@@ -554,7 +581,9 @@ def act(outcome: Outcome, node: NodeRecord, partition: str, max_drain: int) -> D
             scontrol("update", f"nodename={name}", "state=drain", f"reason={decision.reason}")
             if rollout is not None:
                 hold_rollout(rollout)
-            elif not keeps_its_drain(members(), name, max_drain):
+                return decision
+            time.sleep(SAME_SECOND_S)
+            if not keeps_its_drain(members(), name, max_drain):
                 scontrol("update", f"nodename={name}", "state=resume")
                 return Decision(None, decision.reason, "not drained: health-max-drain reached")
         elif decision.action == "resume":
