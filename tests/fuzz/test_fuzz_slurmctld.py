@@ -114,8 +114,8 @@ SCALAR_SEEDS: dict[str, list[Any]] = {
     "process-isolation": ["cgroup", "none", "", "CGROUP", "cgroup\n"],
     "slurm-package-source": ["auto", "ppa", "archive", "", "ppa; rm -rf /"],
     "max-node-count": [1, 1024, 0, -1, 65535, 65536, 2**31, 2**63],
-    "slurmctld-timeout": [12, 1, 0, -5, 65535, 65536, 2**40],
-    "message-timeout": [6, 1, 0, 100, 65536, 2**40],
+    "slurmctld-timeout": [6, 12, 1, 0, -5, 65535, 65536, 2**40],
+    "message-timeout": [3, 6, 1, 0, 100, 65536, 2**40],
 }
 
 

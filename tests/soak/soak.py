@@ -65,7 +65,7 @@ DAEMONS = {
     "slurmrestd": "slurmrestd",
 }
 CONFIG_TOGGLES: dict[str, tuple[str, str, str]] = {
-    "slurmctld": ("message-timeout", "6", "5"),
+    "slurmctld": ("message-timeout", "3", "2"),
     "compute": ("partition-config", "", "DefaultTime=120"),
 }
 """A harmless option of each application and its two values, flipped by config faults."""
