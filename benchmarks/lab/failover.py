@@ -48,6 +48,8 @@ PROBE_TIMEOUT = 15
 FAILOVER_LIMIT = 120
 RECOVERY_LIMIT = 300
 FENCE_UNIT = "slurmctld-charm-fence"
+IN_CHARGE = "Running as primary controller"
+"""What slurmctld logs once it serves as the controller in charge (a backup after takeover)."""
 BURST_JOBS = 500
 """Submissions in each calm window: a takeover is likeliest while the primary is busiest."""
 
@@ -127,13 +129,8 @@ def add_backups(bench: Bench, count: int = 2) -> dict[str, Any]:
 
 def took_control_at(bench: Bench, host: str, since: float) -> float | None:
     """When a controller's slurmctld last logged `Running as primary controller` (epoch s)."""
-    out = bench.sh(
-        bench.lab.get(host),
-        f"journalctl -u slurmctld --no-pager -o short-unix --since=@{int(since)} "
-        "| grep 'Running as primary controller' | tail -n 1",
-    )
-    stamp = out.split(" ", 1)[0]
-    return float(stamp) if stamp else None
+    stamps = journal_stamps(bench, host, "slurmctld", IN_CHARGE, since)
+    return stamps[-1] if stamps else None
 
 
 def one_failover(bench: Bench, kind: FaultKind) -> dict[str, float]:
@@ -239,9 +236,7 @@ def spurious(
     """A backup's takeovers outside the faults' windows; the faulted primary's fences outside
     them, and every fence of a backup (none is ever faulted)."""
     takeovers = [
-        t
-        for host in hosts[1:]
-        for t in journal_stamps(bench, host, "slurmctld", "Running as primary controller", since)
+        t for host in hosts[1:] for t in journal_stamps(bench, host, "slurmctld", IN_CHARGE, since)
     ]
     primary_fences = journal_stamps(bench, hosts[0], FENCE_UNIT, "fenced:", since)
     backup_fences = [

@@ -209,36 +209,37 @@ def repair(juju: jubilant.Juju, kind: FaultKind, machine: str) -> None:
     lab_of(juju).repair(kind, machine)
 
 
-def took_control_at(
-    juju: jubilant.Juju, unit: str, since: float, *, first: bool = False
+def logged_at(
+    juju: jubilant.Juju, unit: str, line: str, since: float, *, first: bool = False
 ) -> float | None:
-    """When a controller unit's slurmctld last (or `first`) began serving as the one in charge.
+    """When a controller unit's slurmctld last (or `first`) logged `line` after `since`.
 
-    The epoch time of its last (first) `Running as primary controller` journal line after
-    `since` (lab machines share the host's clock), None if there is none.
+    The epoch time of that journal line (lab machines share the host's clock), None if there
+    is none.
     """
     which = "head" if first else "tail"
     out = exec_on(
         juju,
         f"journalctl -u slurmctld --no-pager -o short-unix --since=@{int(since)} "
-        f"| grep '{IN_CHARGE}' | {which} -n 1",
+        f"| grep '{line}' | {which} -n 1",
         unit=unit,
     )
     stamp = out.split(" ", 1)[0]
     return float(stamp) if stamp else None
+
+
+def took_control_at(
+    juju: jubilant.Juju, unit: str, since: float, *, first: bool = False
+) -> float | None:
+    """When a controller unit's slurmctld last (or `first`) began serving as the one in charge:
+    its `Running as primary controller` line."""
+    return logged_at(juju, unit, IN_CHARGE, since, first=first)
 
 
 def asked_to_take_over_at(juju: jubilant.Juju, unit: str, since: float) -> float | None:
     """When a standby controller unit was first asked to take over (`scontrol takeover`) after
     `since`: Slurm's `REQUEST_TAKEOVER` line in its journal, None if there is none."""
-    out = exec_on(
-        juju,
-        f"journalctl -u slurmctld --no-pager -o short-unix --since=@{int(since)} "
-        f"| grep '{TAKEOVER_ASKED}' | head -n 1",
-        unit=unit,
-    )
-    stamp = out.split(" ", 1)[0]
-    return float(stamp) if stamp else None
+    return logged_at(juju, unit, TAKEOVER_ASKED, since, first=True)
 
 
 def backup_serves(juju: jubilant.Juju, primary: str, backup: str) -> bool:
