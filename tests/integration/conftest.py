@@ -5,7 +5,8 @@ installed. On the lab every unit is a real machine (systemd, Slurm) running the 
 charmcraft packed for the lab's suite (cached; `just lab-pack`): its `dispatch` and ops.main
 with real hook tools (lab/README.md); see slurm_lab.juju.
 SLURM_LAB_SUITE picks the machines' Debian suite, so the Slurm version under test: `trixie`
-(Slurm 24.11, the default) or `forky` (Debian testing, the newer Slurm: 26.05 today).
+(Slurm 24.11, the default) or `forky` (Debian testing, the newer Slurm: 26.05 today). A module
+that needs one release names it in `LAB_SUITE` (the major upgrade: its origin, trixie).
 """
 
 from __future__ import annotations
@@ -194,6 +195,12 @@ def lab_suite() -> str | None:
     return os.environ.get("SLURM_LAB_SUITE") or None
 
 
+def module_suite(request: pytest.FixtureRequest) -> str | None:
+    """The suite a module's lab runs: the module's own `LAB_SUITE` (a test that needs one
+    release, such as the upgrade from 24.11), else `lab_suite()`."""
+    return getattr(request.module, "LAB_SUITE", None) or lab_suite()
+
+
 def lab_usable() -> bool:
     """Whether this machine can run the lab: root, debootstrap and systemd-nspawn."""
     return (
@@ -220,7 +227,7 @@ def juju(
     from slurm_lab.juju import LabJuju
     from slurm_lab.machines import Lab
 
-    lab = Lab(tmp_path_factory.mktemp("lab"), suite=lab_suite())
+    lab = Lab(tmp_path_factory.mktemp("lab"), suite=module_suite(request))
     backend = LabJuju(lab, wait_timeout=20 * 60)
     try:
         yield backend

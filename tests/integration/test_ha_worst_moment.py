@@ -369,21 +369,54 @@ def lost_jobs_listed(juju: jubilant.Juju, unit: str) -> dict[str, dict[str, Any]
     return {key: value for key, value in results.items() if key.startswith("job-")}
 
 
-def submit_held_burst(juju: jubilant.Juju, count: int) -> list[str]:
+SAVE_WAKE_S = 1
+"""Time given the state saver to wake and write after the first request of a quiet time."""
+
+
+def submit_held_burst(juju: jubilant.Juju, count: int, *, after_a_save: bool = False) -> list[str]:
     """Queue `count` held jobs from the login node at once (one command, all in parallel);
     their ids.
 
-    In parallel: the first request after a quiet time makes slurmctld save its state at once,
-    the next save comes 5 s later (SAVE_MAX_WAIT), and only what is submitted between them
-    can be lost. One after the other, the burst took about 5 s on a loaded CI host, that
-    second save took every job, and nothing vanished (CI21).
+    The first request after a quiet time makes slurmctld save its state at once, the next
+    save comes 5 s later (SAVE_MAX_WAIT), and only what is submitted between them can be
+    lost. One after the other, the burst took about 5 s on a loaded CI host, that second save
+    took every job, and nothing vanished (CI21). In parallel, on a host at 100 % CPU the
+    saver woke only after all 8 were queued, the first save took them all, and again nothing
+    vanished (stop 49's CI). `after_a_save` sends one held job first, to start that first
+    save, and the burst `SAVE_WAKE_S` later, inside the 5 s after it (the first job is
+    returned too: it may be saved or not).
     """
-    out = exec_on(
-        juju,
-        f"seq {count} | xargs -P {count} -I{{}} sbatch --parsable --hold -p compute -N1 "
-        "--mem=1 -o /dev/null --wrap true",
-    )
+    sbatch = "sbatch --parsable --hold -p compute -N1 --mem=1 -o /dev/null --wrap true"
+    burst = f"seq {count} | xargs -P {count} -I{{}} {sbatch}"
+    command = f"{sbatch} && sleep {SAVE_WAKE_S} && {burst}" if after_a_save else burst
+    out = exec_on(juju, command)
     return sorted((line.split(";")[0] for line in out.split()), key=int)
+
+
+LOST_TRIES = 3
+"""Tries at losing a burst: one where the saver still took every job proves nothing, and is
+redone after the primary is back."""
+
+
+def kill_right_after_a_burst(
+    juju: jubilant.Juju, primary: str, backup_unit: str
+) -> tuple[list[str], list[str], set[str], float]:
+    """Queue a saved burst, then a burst the primary is SIGKILLed right after; the two
+    bursts' ids, the ids the backup knows once in charge, and the seconds from the last
+    submission to the kill."""
+    saved = submit_held_burst(juju, LOST_SAVED)
+    time.sleep(QUIET + 1)  # past the state save timer (5 s): these are saved
+    last = submit_held_burst(juju, LOST_LAST, after_a_save=True)
+    submitted_at = time.time()
+    lab_of(juju).fault("kill", primary)
+    killed_at = time.time()
+    poll(
+        lambda: took_control_at(juju, backup_unit, submitted_at - 1),
+        timeout=120,
+        interval=1,
+        what=f"{backup_unit} in charge",
+    )
+    return saved, last, set(known_job_ids(juju) or []), killed_at - submitted_at
 
 
 def test_lost_jobs_lists_exactly_the_jobs_a_killed_primary_lost(cluster: jubilant.Juju):
@@ -400,25 +433,20 @@ def test_lost_jobs_lists_exactly_the_jobs_a_killed_primary_lost(cluster: jubilan
         clean_up(cluster, "kill", primary, hosts)
     backup_unit = unit_of_host(cluster.status(), "slurmctld", backup)
     before = set(lost_jobs_listed(cluster, backup_unit))
-    saved = submit_held_burst(cluster, LOST_SAVED)
-    time.sleep(QUIET + 1)  # past the state save timer (5 s): these are saved
-    last = submit_held_burst(cluster, LOST_LAST)
-    submitted_at = time.time()
-    lab_of(cluster).fault("kill", primary)
-    killed_at = time.time()
-    poll(
-        lambda: took_control_at(cluster, backup_unit, submitted_at - 1),
-        timeout=120,
-        interval=1,
-        what=f"{backup_unit} in charge",
-    )
-    known = set(known_job_ids(cluster) or [])
-    vanished = sorted(set(saved + last) - known, key=int)
-    print(
-        f"\nkilled {killed_at - submitted_at:.1f} s after the last submission; "
-        f"saved {saved}, last {last}, vanished {vanished}"
-    )
-    assert vanished, "no job vanished: the scenario proved nothing"
+    vanished: list[str] = []
+    for tried in range(1, LOST_TRIES + 1):
+        saved, last, known, kill_delay = kill_right_after_a_burst(cluster, primary, backup_unit)
+        vanished = sorted(set(saved + last) - known, key=int)
+        print(
+            f"\ntry {tried}: killed {kill_delay:.1f} s after the last submission; "
+            f"saved {saved}, last {last}, vanished {vanished}"
+        )
+        assert kill_delay < 2.0
+        assert set(saved) <= known, "a job submitted 7 s before the kill was lost"
+        if vanished or tried == LOST_TRIES:
+            break
+        clean_up(cluster, "kill", primary, hosts)
+    assert vanished, f"no job vanished in {LOST_TRIES} tries: the scenario proved nothing"
 
     def listed_once_settled() -> list[str] | None:
         new = {k: v for k, v in lost_jobs_listed(cluster, backup_unit).items() if k not in before}
@@ -428,9 +456,6 @@ def test_lost_jobs_lists_exactly_the_jobs_a_killed_primary_lost(cluster: jubilan
     time.sleep(10)  # a second look: one scan finds them all, a later one adds nothing
     listed = listed_once_settled() or []
     print(f"listed {listed}")
-
-    assert killed_at - submitted_at < 2.0
-    assert set(saved) <= known, "a job submitted 7 s before the kill was lost"
     assert listed == vanished
     clean_up(cluster, "kill", primary, hosts)
 

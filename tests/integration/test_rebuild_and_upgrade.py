@@ -74,6 +74,8 @@ from hpc_libs.slurm import data_parser
 
 from conftest import on_real_juju
 
+LAB_SUITE = "trixie"
+"""The upgrade's origin, 24.11, whatever $SLURM_LAB_SUITE asks for (conftest.module_suite)."""
 LEADER = "slurmctld/leader"
 """rebuild-nodes runs on the leader, which records the rollout."""
 SETTLE = 15 * 60
@@ -208,7 +210,10 @@ def test_the_rebuild_partition_is_hidden_and_root_only(cluster: jubilant.Juju):
     line = sh(cluster, "scontrol show partition rebuild --oneliner")
 
     assert "Hidden=YES" in line and "RootOnly=YES" in line and "Default=NO" in line
-    assert "PriorityJobFactor=65533" in line and "OverSubscribe=EXCLUSIVE" in line
+    assert "PriorityJobFactor=65533" in line
+    # Whole nodes: 24.11 shows the charm's OverSubscribe=EXCLUSIVE as it is, 26.05 as
+    # Exclusive=NODE (with OverSubscribe=NO).
+    assert "OverSubscribe=EXCLUSIVE" in line or "Exclusive=NODE" in line
     members = sh(cluster, "sinfo --noheader --Node --partition=rebuild --format=%N").split()
     assert sorted(members) == sorted(ALL_NODES)  # every node of both partitions
     as_user = "runuser -u nobody -- sinfo --noheader --format=%R"
