@@ -306,6 +306,14 @@ MUTATIONS = [
         "tests/unit/slurmctld/test_ha_fence.py::test_the_watchdog_kills_slurmctld_without_the_state_and_starts_it_once_back",
     ),
     Mutation(
+        "fence-counts-whole-seconds",
+        "charms/slurmctld/src/programs/fence.sh",
+        '    age_ms=$(( $(date +%s%3N) - $(stat -c %.3Y "$ok" | tr -d .) ))',
+        '    age_ms=$(( ($(date +%s) - $(stat -c %Y "$ok")) * 1000 ))',
+        "tests/unit/slurmctld/test_ha_fence.py::"
+        "test_probes_that_are_slow_but_succeed_fence_nothing_at_the_shortest_grace",
+    ),
+    Mutation(
         "port-failure-aborts-reconcile",
         "libs/hpc_libs/src/hpc_libs/charm/base.py::SlurmCharm",
         "            self.failure = self.failure or e\n\n    def converge",

@@ -7,7 +7,9 @@ tmpfs the test mounts and unmounts: it does not survive a reboot). Driven as a s
 - a mount made to vanish drains its node with the reason within one interval, and the node
   is resumed once the mount is back; the unit's status says `unhealthy: mounts: ...`;
 - a failing check on both nodes of `compute` drains one (50%, the default share), the other
-  only reports;
+  only reports. Two checks that drain at the same moment both look again after their drain
+  and the later one resumes itself (the slurmd README): both may be drained for that look,
+  never longer than `OVERSHOOT_S`;
 - `debug-0`, drained by an operator at the start and failing its check throughout, keeps the
   operator's drain and reason, healthy or not;
 - a rebuild whose first node comes back without the mount stops the rollout: the node is
@@ -33,6 +35,10 @@ REACT = INTERVAL + 45
 REASON = f"health: mounts: {MOUNT} not mounted"
 OPERATOR_REASON = "operator: disk swap"
 COMPUTE = {"compute-0": "compute/0", "compute-1": "compute/1"}
+OVERSHOOT_S = 5.0
+"""The longest both compute nodes may stay drained: the later drain's look again (the health
+check's 1.1 s wait, a node listing and its resume) on a loaded host. CI35 sampled both drained
+once, inside that look, and the test, which allowed no such moment, failed."""
 CONTROLLER = "slurmctld/0"
 SETTLE = 15 * 60
 ROLLOUT = 6 * 60
@@ -122,14 +128,24 @@ def test_a_failing_check_on_every_node_of_a_partition_drains_at_most_its_share(
         timeout=REACT,
         what="one compute node drained",
     )
-    most = 0
+    both_since: float | None = None
+    longest_both = 0.0
     deadline = time.monotonic() + 2 * INTERVAL + 10
-    while time.monotonic() < deadline:  # two more intervals: never both
+    while time.monotonic() < deadline:  # two more intervals: never both for long
         records = nodes(juju)
-        most = max(most, sum(drained_by_health(records[n]) for n in COMPUTE))
-        time.sleep(1)
-    records = nodes(juju)
-    kept = next(n for n in COMPUTE if not drained_by_health(records[n]))
+        now = time.monotonic()
+        if all(drained_by_health(records[n]) for n in COMPUTE):
+            both_since = now if both_since is None else both_since
+            longest_both = max(longest_both, now - both_since)
+        else:
+            both_since = None
+        time.sleep(0.5)
+
+    def not_drained() -> str | None:
+        records = nodes(juju)
+        return next((n for n in COMPUTE if not drained_by_health(records[n])), None)
+
+    kept = poll(not_drained, timeout=OVERSHOOT_S, interval=0.5, what="a compute node undrained")
     message = unit_message(juju, COMPUTE[kept])
     for unit in COMPUTE.values():
         mount(juju, unit)
@@ -139,7 +155,8 @@ def test_a_failing_check_on_every_node_of_a_partition_drains_at_most_its_share(
         what="both compute nodes resumed",
     )
 
-    assert most == 1
+    print(f"\n[node health] both compute nodes drained for at most {longest_both:.1f} s")
+    assert longest_both <= OVERSHOOT_S
     assert message.endswith("(not drained: health-max-drain reached)"), message
 
 

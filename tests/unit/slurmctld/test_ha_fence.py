@@ -130,14 +130,13 @@ def test_without_network_state_there_is_no_watchdog(ctx, machine, tmp_path):
 # The watchdog itself, run for real.
 
 
-# The watchdog compares whole seconds (`date +%s` against the probe file's mtime), so a loss
-# of under a second can read as up to 2 s: a grace of 3 s keeps the short-loss case honest.
 WATCHDOG_GRACE = 3
 
 
 @pytest.fixture
-def watchdog(fence: ModuleType, tmp_path: Path) -> Iterator[Callable[[], Path]]:
-    """Run the watchdog (grace WATCHDOG_GRACE s) with stand-in commands; yield its directory.
+def watchdog(fence: ModuleType, tmp_path: Path) -> Iterator[Callable[..., Path]]:
+    """Start the watchdog (`grace` s, each probe's write taking `probe_s` more) with stand-in
+    commands; return its directory.
 
     `writable` present: the probe's write succeeds. `systemctl.log`: what it asked systemd.
     `slurmctld.pid`: a process standing in for slurmctld, which the fence must kill.
@@ -149,37 +148,41 @@ def watchdog(fence: ModuleType, tmp_path: Path) -> Iterator[Callable[[], Path]]:
     run_dir.mkdir()
     stand_in = subprocess.Popen(["sleep", "300"])
     (work / "slurmctld.pid").write_text(str(stand_in.pid))
-    commands = {
-        "mountpoint": "exit 0",
-        # setpriv --reuid=.. --regid=.. --clear-groups <command...>: fails unless writable.
-        "setpriv": f'[ -e {work}/writable ] || exit 1; shift 3; exec "$@"',
-        "systemctl": (
-            f'echo "$*" >> {work}/systemctl.log; '
-            f'[ "$1" = show ] && cat {work}/slurmctld.pid; exit 0'
-        ),
-    }
-    for name, body in commands.items():
-        path = work / "bin" / name
-        path.write_text(f"#!/bin/sh\n{body}\n")
-        path.chmod(0o755)
-    program = work / "fence"
-    text = fence.program_text().replace(fence.RUNTIME_DIR, str(run_dir))
-    program.write_text(text)
-    program.chmod(0o755)
-    (work / "writable").touch()
-    env = {**os.environ, "PATH": f"{work / 'bin'}:{os.environ['PATH']}"}
-    process = subprocess.Popen(
-        [str(program), str(work), str(work / "state"), str(WATCHDOG_GRACE), "nobody"],
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
+    processes: list[subprocess.Popen[str]] = []
+
+    def start(grace: int = WATCHDOG_GRACE, probe_s: float = 0) -> Path:
+        commands = {
+            "mountpoint": "exit 0",
+            # setpriv --reuid=.. --regid=.. --clear-groups <command...>: fails unless writable.
+            "setpriv": f'[ -e {work}/writable ] || exit 1; sleep {probe_s}; shift 3; exec "$@"',
+            "systemctl": (
+                f'echo "$*" >> {work}/systemctl.log; '
+                f'[ "$1" = show ] && cat {work}/slurmctld.pid; exit 0'
+            ),
+        }
+        for name, body in commands.items():
+            path = work / "bin" / name
+            path.write_text(f"#!/bin/sh\n{body}\n")
+            path.chmod(0o755)
+        program = work / "fence"
+        program.write_text(fence.program_text().replace(fence.RUNTIME_DIR, str(run_dir)))
+        program.chmod(0o755)
+        (work / "writable").touch()
+        env = {**os.environ, "PATH": f"{work / 'bin'}:{os.environ['PATH']}"}
+        argv = [str(program), str(work), str(work / "state"), str(grace), "nobody"]
+        processes.append(
+            subprocess.Popen(
+                argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+            )
+        )
+        return work
+
     try:
-        yield lambda: work
+        yield start
     finally:
-        process.send_signal(signal.SIGTERM)
-        process.wait(timeout=10)
+        for process in processes:
+            process.send_signal(signal.SIGTERM)
+            process.wait(timeout=10)
         stand_in.kill()
         stand_in.wait(timeout=10)
 
@@ -214,13 +217,13 @@ def test_the_watchdog_kills_slurmctld_without_the_state_and_starts_it_once_back(
 
     (work / "writable").unlink()  # The shared state is lost.
     # Never before the grace, counted from the last write that succeeded (`probe-ok`'s
-    # mtime; less the 1 s granularity of the probe's clock): that write may precede the loss
-    # by a probe period or more on a loaded host, so the loss itself is no reference. After
-    # the grace, a loaded host only delays the probe: the late side is liveness, not precision.
+    # mtime, to the millisecond): that write may precede the loss by a probe period or more
+    # on a loaded host, so the loss itself is no reference. After the grace, a loaded host
+    # only delays the probe: the late side is liveness, not precision.
     assert wait_for(flag.exists, 15)
     last_write = (work / "run/probe-ok").stat().st_mtime
     fenced_after = time.time() - last_write
-    assert fenced_after >= WATCHDOG_GRACE - 1
+    assert fenced_after >= WATCHDOG_GRACE
     assert wait_for(lambda: not stand_in_runs(work), 2)
     assert "cannot write" in flag.read_text()
     assert wait_for(lambda: wakes(fence, work) == 1, 2)  # The charm is woken to show the fence.
@@ -283,6 +286,21 @@ def test_a_short_loss_under_the_grace_fences_nothing(watchdog):
     time.sleep(0.8)
     (work / "writable").touch()
     time.sleep(3)
+
+    assert not (work / "run/fenced").exists()
+    assert stand_in_runs(work)
+
+
+def test_probes_that_are_slow_but_succeed_fence_nothing_at_the_shortest_grace(watchdog, fence):
+    """A loaded host: each write takes 1.5 s, so the last success is 1.5 s old when the
+    watchdog looks (each second), under the 2 s grace of `SlurmctldTimeout` 4: no fence.
+
+    The watchdog starts just after a second begins, so its looks do too and each success
+    lands mid-second: counted in whole seconds, 1.5 s read as 2 and the fence came at the
+    second look (the spurious backup fence of the stop 49 sweep, 4 s under CI's load)."""
+    time.sleep(1 - time.time() % 1)
+    work = watchdog(grace=fence.MIN_GRACE, probe_s=1.5)
+    time.sleep(8)
 
     assert not (work / "run/fenced").exists()
     assert stand_in_runs(work)

@@ -26,8 +26,11 @@ while :; do
         probe_pid=$!
     fi
     sleep 1
-    age=$(( $(date +%s) - $(stat -c %Y "$ok") ))
-    if [ "$age" -lt "$grace" ]; then
+    # In milliseconds: in whole seconds a probe that succeeded 1.1 s ago could read as 2 s old,
+    # and a grace of 2 s (SlurmctldTimeout 4) fenced a backup whose probes were only slow.
+    age_ms=$(( $(date +%s%3N) - $(stat -c %.3Y "$ok" | tr -d .) ))
+    age=$(( age_ms / 1000 ))
+    if [ "$age_ms" -lt $(( grace * 1000 )) ]; then
         [ -e "$flag" ] || continue
         rm -f "$flag"
         echo "the shared state is writable again: starting slurmctld"
