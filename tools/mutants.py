@@ -140,9 +140,9 @@ MUTATIONS = [
     Mutation(
         "leader-standing-by-never-reloads",
         "charms/slurmctld/src/applied.py::AppliedConfig.apply",
-        "            if standby:\n                self._refresh_standby(conf)\n",
-        "",
-        "tests/unit/slurmctld/test_ha_charm.py::test_a_leader_standing_by_reloads_what_its_reconfigure_does_not_reach",
+        "            if standby:\n                self._refresh_standby(conf, plugins)\n",
+        "            if standby:\n                pass\n",
+        "tests/unit/slurmctld/test_ha_charm.py::test_a_leader_standing_by_restarts_what_its_reconfigure_does_not_reach",
     ),
     Mutation(
         "fence-follows-raised-timeout",
@@ -154,18 +154,11 @@ MUTATIONS = [
     Mutation(
         "backup-never-reloads",
         "charms/slurmctld/src/applied.py::AppliedConfig.follow",
-        "        elif config != self._stored.config:\n"
-        "            self._refresh_standby(on_disk)\n",
+        "        elif config != self._stored.config or plugins != self._stored.plugins:\n"
+        "            self._stored.config = UNCONFIRMED\n"
+        "            self._refresh_standby(on_disk, plugins)\n",
         "",
-        "tests/unit/slurmctld/test_ha_charm.py::test_a_backup_reloads_a_change_and_restarts_only_when_the_controllers_change",
-    ),
-    Mutation(
-        "standby-reloaded-as-accounting-comes",
-        "charms/slurmctld/src/applied.py::AppliedConfig._refresh_standby",
-        "        if has_accounting(conf) and not self._stored.accounting:\n"
-        "            self.manager.service.restart()\n",
-        "        if False:\n            self.manager.service.restart()\n",
-        "tests/unit/slurmctld/test_slurmctld_cluster_id_and_digest.py::test_a_backup_restarts_when_accounting_comes_and_reloads_later_changes",
+        "tests/unit/slurmctld/test_ha_charm.py::test_a_standby_restarts_for_a_change_and_says_the_timeout_it_runs_with",
     ),
     Mutation(
         "redaction-of-one-token",
@@ -304,6 +297,125 @@ MUTATIONS = [
         '            kill -KILL "$pid"',
         '            : "$pid"',
         "tests/unit/slurmctld/test_ha_fence.py::test_the_watchdog_kills_slurmctld_without_the_state_and_starts_it_once_back",
+    ),
+    Mutation(
+        "new-idle-node-never-updated",
+        "charms/slurmd/src/charm.py::SlurmdCharm._apply_initial_state",
+        "            self.scontrol.update_node(self.node_name, comment=self.unit.name)\n",
+        "            pass\n",
+        "tests/unit/slurmd/test_charm_slurmd.py::"
+        "test_a_new_idle_node_is_updated_once_registered_so_slurm_schedules_at_once",
+    ),
+    Mutation(
+        "standby-plugins-only-reloaded",
+        "charms/slurmctld/src/applied.py::AppliedConfig._refresh_standby",
+        "        if in_control is False:\n            self.manager.service.restart()\n",
+        "        if in_control is False:\n            self.manager.service.reload()\n",
+        "tests/unit/slurmctld/test_ha_charm.py::"
+        "test_a_standby_restarts_to_load_a_plugin_slurm_conf_now_names",
+    ),
+    Mutation(
+        "journal-reason-of-any-run",
+        "libs/hpc_libs/src/hpc_libs/machine/systemd.py::journal_reason",
+        '    selector = [f"_SYSTEMD_INVOCATION_ID={invocation}"] if invocation else '
+        '["-u", unit]\n',
+        '    selector = ["-u", unit]\n',
+        "tests/unit/hpc_libs/test_machine.py::test_only_the_last_run_of_a_unit_gives_its_reason",
+    ),
+    Mutation(
+        "standby-reloaded-for-a-change-of-no-plugin",
+        "charms/slurmctld/src/applied.py::AppliedConfig._refresh_standby",
+        "        in_control = self._in_control(conf)\n",
+        "        if plugins == self._stored.plugins:\n"
+        "            self.manager.service.reload()\n"
+        "            return\n"
+        "        in_control = self._in_control(conf)\n",
+        "tests/unit/slurmctld/test_ha_charm.py::"
+        "test_a_standby_restarts_for_a_change_and_says_the_timeout_it_runs_with",
+    ),
+    Mutation(
+        "undecided-refresh-never-retried",
+        "charms/slurmctld/src/applied.py::AppliedConfig._refresh_standby",
+        "        self._stored.plugins = UNCONFIRMED if in_control is None else plugins\n",
+        "        self._stored.plugins = plugins\n",
+        "tests/unit/slurmctld/test_ha_charm.py::"
+        "test_a_standby_that_cannot_tell_its_role_reloads_and_restarts_once_it_can",
+    ),
+    Mutation(
+        "undecided-leader-standby-never-retried",
+        "charms/slurmctld/src/applied.py::AppliedConfig.apply",
+        "        elif standby and plugins != self._stored.plugins:\n"
+        "            self._refresh_standby(conf, plugins)  # A refresh that could not tell "
+        "its role.\n",
+        "",
+        "tests/unit/slurmctld/test_ha_charm.py::"
+        "test_a_leader_standing_by_that_could_not_tell_restarts_later_without_a_reconfigure",
+    ),
+    Mutation(
+        "heartbeat-ignored-for-in-control",
+        "charms/slurmctld/src/applied.py::AppliedConfig._in_control",
+        "        beat = fresh_heartbeat(self.manager.network_state_save_location, timeout, "
+        "time.time())\n",
+        "        beat = None\n",
+        "tests/unit/slurmctld/test_ha_charm.py::"
+        "test_a_standby_whose_ping_times_out_is_told_by_the_heartbeat",
+    ),
+    Mutation(
+        "stale-heartbeat-trusted",
+        "charms/slurmctld/src/takeover.py::fresh_heartbeat",
+        "now - beat.time <= slurmctld_timeout / 2 else None",
+        "now - beat.time <= slurmctld_timeout * 100 else None",
+        "tests/unit/slurmctld/test_ha_charm.py::"
+        "test_a_standby_answering_alone_without_a_fresh_heartbeat_waits_to_tell",
+    ),
+    Mutation(
+        "takeover-under-way-taken-for-standby",
+        "charms/slurmctld/src/applied.py::AppliedConfig._in_control",
+        "        if first_up is None or first_up == hostname:\n",
+        "        if first_up is None:\n",
+        "tests/unit/slurmctld/test_ha_charm.py::"
+        "test_a_standby_answering_alone_without_a_fresh_heartbeat_waits_to_tell",
+    ),
+    Mutation(
+        "invented-id-forgotten-after-the-shared-conf",
+        "charms/slurmctld/src/applied.py::AppliedConfig.apply",
+        "        # the file, and must not read the id slurmctld invented (module doc).\n"
+        "        self._forget_invented_cluster_id(conf)\n",
+        "        # the file, and must not read the id slurmctld invented (module doc).\n",
+        "tests/unit/slurmctld/test_slurmctld_cluster_id_and_digest.py::"
+        "test_the_id_is_gone_before_the_shared_slurm_conf_names_accounting",
+    ),
+    Mutation(
+        "failed-reconfigure-leaves-the-old-record",
+        "charms/slurmctld/src/applied.py::AppliedConfig.apply",
+        "            self._stored.config = UNCONFIRMED\n",
+        "",
+        "tests/unit/slurmctld/test_slurmctld_waits_and_failures.py::"
+        "test_a_change_undone_after_a_failed_reconfigure_is_reconfigured_again",
+    ),
+    Mutation(
+        "unregistered-node-counted-old",
+        "charms/slurmctld/src/native_metrics.py::cluster_daemons",
+        "release, node=True)",
+        "release)",
+        "tests/unit/slurmctld/test_native_metrics.py::"
+        "test_a_node_not_registered_again_since_a_failover_keeps_the_last_decision",
+    ),
+    Mutation(
+        "new-node-registration-left-to-a-later-hook",
+        "charms/slurmd/src/charm.py::SlurmdCharm._apply_initial_state",
+        "        looks = round(node.REGISTRATION_ATTEMPTS / node.REGISTRATION_LOOK_S)\n",
+        "        looks = 1\n",
+        "tests/unit/slurmd/test_charm_slurmd.py::"
+        "test_a_new_idle_node_is_updated_once_registered_so_slurm_schedules_at_once",
+    ),
+    Mutation(
+        "lib-dir-left-to-dpkg",
+        "libs/hpc_libs/src/hpc_libs/slurm/slurmctld.py::SlurmctldManager._own_lib_dir",
+        '        self.keep_root_after_dpkg(f"/{LIB_DIR}")\n',
+        "",
+        "tests/unit/hpc_libs/test_slurm_managers.py::"
+        "test_dpkg_gives_the_directories_the_charm_keeps_root_s_back_after_each_run",
     ),
     Mutation(
         "fence-counts-whole-seconds",
@@ -527,7 +639,7 @@ MUTATIONS = [
     Mutation(
         "native-metrics-ignores-node-versions",
         "charms/slurmctld/src/native_metrics.py::cluster_daemons",
-        '        yield Daemon(f"slurmd node {name}", release)\n',
+        '        yield Daemon(f"slurmd node {name}", release, node=True)\n',
         "        pass\n",
         "tests/unit/slurmctld/test_native_metrics.py::test_one_older_or_unknown_daemon_keeps_it_off_and_the_status_names_it",
     ),

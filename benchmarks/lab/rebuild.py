@@ -97,6 +97,7 @@ def rebuild(bench: Bench) -> dict[str, Any]:
         "bare_total_s": round(bare_total, 1),
         "rollout_node_s": rollout[first].out_s,
         "rollout_per_node_s": summary(outs),
+        "rollout_by_node_s": {name: t.out_s for name, t in sorted(rollout.items())},
         "rollout_total_s": round(total, 1),
         "rollout_total_per_node_s": round(total / len(rollout), 1),
     }

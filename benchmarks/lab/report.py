@@ -480,9 +480,9 @@ def autoscale_rows(figures: dict[str, Any]) -> list[list[str]]:
             [
                 "9",
                 f"Scale from zero: a {zero['job_nodes']}-node job, submission to running "
-                "(one pass adding the units; then to running)",
-                f"{_s(zero['submit_to_running_s'])} ({_s(zero['pass_s'])}; "
-                f"{_s(zero['pass_to_running_s'])})",
+                "(and to the end of the one pass adding the units: the lab's add_unit returns "
+                "once every hook it caused has run)",
+                f"{_s(zero['submit_to_running_s'])} (pass {_s(zero['pass_s'])})",
                 f"enlistment of one unit (figure 1): {_s(enlistment)}",
                 _ratio(zero["submit_to_running_s"], enlistment),
             ]

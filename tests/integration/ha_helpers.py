@@ -156,6 +156,25 @@ def submit_held(juju: jubilant.Juju, count: int) -> list[str]:
     return [line.split(";")[0] for line in out.split()]
 
 
+def submit_in_background(juju: jubilant.Juju, seconds: int, out: str) -> None:
+    """Submit held jobs from the login node one after another for `seconds`, in the background.
+
+    Each line of `out` (on the login node) is a job id, or sbatch's error and `failed`;
+    `done` ends it (`background_submissions`).
+    """
+    loop = (
+        f"end=$(($(date +%s) + {seconds})); while [ $(date +%s) -lt $end ]; do "
+        f"sbatch --parsable --hold {JOB_OPTIONS} --wrap true 2>&1 || echo failed; done; echo done"
+    )
+    exec_on(juju, f"nohup sh -c '{loop}' > {out} 2>&1 < /dev/null &")
+
+
+def background_submissions(juju: jubilant.Juju, out: str) -> list[str] | None:
+    """The lines of a finished `submit_in_background` (None while it runs)."""
+    lines = exec_on(juju, f"cat {out}").splitlines()
+    return lines if lines and lines[-1] == "done" else None
+
+
 def known_job_ids(juju: jubilant.Juju) -> list[str] | None:
     """Every job id the controller knows (any state, ended ones for MinJobAge), as listed."""
     out = probe(juju, "squeue --noheader --states=all --format=%i")
@@ -189,6 +208,56 @@ def wait_state(juju: jubilant.Juju, job_id: str, state: str, timeout: float) -> 
 
 
 # --- faults -------------------------------------------------------------------------------------
+
+
+UPGRADE_IN_PLACE = r"""set -eu
+package=$1
+old=$(dpkg-query -W -f='${Version}' "$package")
+work=$(mktemp -d)
+mkdir -p "$work/root/DEBIAN"
+dpkg-query -L "$package" | while IFS= read -r path; do
+    if [ -L "$path" ] || [ -f "$path" ]; then
+        cp -a --parents "$path" "$work/root"
+    elif [ -d "$path" ]; then  # dpkg removes an empty directory the new package lacks
+        mkdir -p "$work/root$path"
+        chown --reference="$path" "$work/root$path"
+        chmod --reference="$path" "$work/root$path"
+    fi
+done
+for part in preinst postinst prerm postrm; do
+    if [ -e "/var/lib/dpkg/info/$package.$part" ]; then
+        cp "/var/lib/dpkg/info/$package.$part" "$work/root/DEBIAN/$part"
+    fi
+done
+# A configuration file the charm removed (the package's logrotate rule) stays removed.
+if [ -e "/var/lib/dpkg/info/$package.conffiles" ]; then
+    while IFS= read -r path; do
+        if [ -e "$work/root$path" ]; then echo "$path"; fi
+    done < "/var/lib/dpkg/info/$package.conffiles" > "$work/root/DEBIAN/conffiles"
+fi
+{
+    dpkg-query -W -f='Package: ${Package}\nArchitecture: ${Architecture}\n' "$package"
+    echo "Version: $old+lab$(date +%s)"
+    dpkg-query -W -f='Maintainer: ${Maintainer}\nDepends: ${Depends}\n' "$package"
+    dpkg-query -W -f='Description: ${binary:Summary}\n' "$package"
+} > "$work/root/DEBIAN/control"
+dpkg-deb -b "$work/root" "$work/$package.deb" > /dev/null
+DEBIAN_FRONTEND=noninteractive dpkg -i --force-confold "$work/$package.deb"
+rm -rf "$work"
+dpkg-query -W -f='${Version}' "$package"
+"""
+"""A new Debian revision of an installed package, installed with dpkg: what a point release
+(apt upgrade, unattended-upgrades) runs. The machine reaches no archive, so the package is
+built there from dpkg's own record of the installed one (its files and maintainer scripts) with
+a higher version: the old prerm, the unpack and the new postinst run as for a real one. A
+configuration file the admin removed is left out, as dpkg would keep it removed."""
+
+
+def upgrade_in_place(juju: jubilant.Juju, unit: str, package: str) -> str:
+    """Install a new revision of `package` on a unit (`UPGRADE_IN_PLACE`); its new version."""
+    return exec_on(
+        juju, f"sh -s {package} <<'EOF'\n{UPGRADE_IN_PLACE}EOF", unit=unit, wait=300
+    ).split()[-1]
 
 
 def lab_of(juju: jubilant.Juju) -> Any:

@@ -180,6 +180,11 @@ def test_scale_from_zero_runs_a_two_node_job(
         f"\nsubmission to running: {running - submitted:.1f} s: the pass, adding 2 units, "
         f"{pass_done - submitted:.1f} s; then to running {running - pass_done:.1f} s"
     )
+    # Each new node was updated once registered (its Comment: its unit), which ran Slurm's
+    # main scheduler: its own registration does not, and the job would wait for backfill.
+    for unit in units(cluster):
+        shown = sh(cluster, f"scontrol show node {node_name(unit)} --oneliner")
+        assert f"Comment={unit}" in shown.split(), shown
     poll(lambda: job_state(cluster, job_id) == "COMPLETED", timeout=60, what="job completed")
 
 

@@ -496,6 +496,26 @@ def test_a_job_whose_end_the_dead_primary_never_saved_frees_its_node_at_once(
     not be requeued, so as a node failure, within a minute of the takeover (a requeueable one
     is requeued, soak seed 74's job 2).
     """
+    states = _end_told_then_primary_killed(cluster)
+    for attempt in range(2, END_TRIES + 1):
+        if states[-1][1] != "COMPLETED":
+            break
+        # The save came before the kill (a loaded host delayed it): the end was kept, and
+        # the scenario proved nothing. Again, once the primary is back.
+        print(f"try {attempt - 1}: the end was saved before the kill; again")
+        states = _end_told_then_primary_killed(cluster)
+    assert states[-1][1] == "NODE_FAIL", states
+    assert states[-1][0] <= 60, states
+
+
+END_TRIES = 3
+"""Tries at killing the primary between a job's end and its save: one where the save still
+came first (the job COMPLETED) proves nothing, and is redone."""
+
+
+def _end_told_then_primary_killed(cluster: jubilant.Juju) -> list[tuple[float, str]]:
+    """The job's end told to the primary, which is killed before its next save; the job's
+    states on the new primary, with the seconds after it took control."""
     hosts = ping_hosts(cluster)
     primary, backup = hosts[0], hosts[1]
     if not all_controllers_up(cluster, hosts):
@@ -534,6 +554,4 @@ def test_a_job_whose_end_the_dead_primary_never_saved_frees_its_node_at_once(
         f" states on the new primary (s after it took control): {states}; its log: {log}"
     )
     clean_up(cluster, "kill", primary, hosts)
-
-    assert states[-1][1] == "NODE_FAIL", states
-    assert states[-1][0] <= 60, states
+    return states

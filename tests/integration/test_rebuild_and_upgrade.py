@@ -388,7 +388,7 @@ def slurm_version(juju: jubilant.Juju, unit: str) -> str:
     return sh(juju, "dpkg-query --show --showformat='${Version}' slurm-client", unit=unit)
 
 
-CONFIGURED_TIMEOUT = 6
+CONFIGURED_TIMEOUT = 4
 """slurmctld-timeout as the module deploys it (the option's default); raised to 300 s only
 while the controllers upgrade."""
 

@@ -5,7 +5,8 @@ MySQL, slurmrestd, a login node, one compute unit and the autoscaled application
 unit), jobs from the login node all along, and the faults that `SEED` draws for `MINUTES`
 minutes with a fault every `FAULT_GAP_S` on average. Every invariant of the soak is checked
 throughout and at the end; the run fails on any violation, a hook failed by no fault, or a job
-lost in silence. Its report is `build/soak-report.json`.
+lost in silence. Its report is `build/soak-report.json`; a failed run keeps its logs in
+`build/soak-evidence` and prints each controller's turns (`SOAK_KEEP=1` keeps its lab).
 
 The seed is the one of seeds 1-400 whose schedule (`just soak --dry-run`) covers the most fault
 kinds with a hard fault of the controller in charge, the shorter holds first (chosen from the
@@ -19,6 +20,7 @@ from __future__ import annotations
 
 import importlib
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -39,7 +41,8 @@ def test_a_short_seed_keeps_every_invariant():
     soak = importlib.import_module("soak")  # tests/soak/soak.py: not a package
 
     options = {"--seed": SEED, "--minutes": MINUTES, "--fault-gap": FAULT_GAP_S}
-    status = soak.main([*(f"{k}={v}" for k, v in options.items()), "--small"])
+    keep = ["--keep"] if os.environ.get("SOAK_KEEP") else []  # to look at a failed run's lab
+    status = soak.main([*(f"{k}={v}" for k, v in options.items()), "--small", *keep])
 
     report = json.loads(soak.REPORT.read_text())
     assert report["seed"] == SEED

@@ -29,7 +29,9 @@ import argparse
 import contextlib
 import json
 import logging
+import re
 import shlex
+import shutil
 import sys
 import tempfile
 import threading
@@ -54,6 +56,14 @@ from conftest import charm_path, lab_usable  # noqa: E402
 logger = logging.getLogger("soak")
 
 REPORT = REPO / "build" / "soak-report.json"
+EVIDENCE = REPO / "build" / "soak-evidence"
+"""What a failed run keeps of its lab: the unit logs and each controller's slurmctld journal."""
+CONTROLLER_EVENTS = (
+    "fatal|MISMATCH|started on cluster|Running as primary|taking over|BackupController|"
+    "clustername|Main process|Stopped|Started|relinquish"
+)
+"""The lines of a controller's journal printed when a run fails: who ran, who took over, why
+a slurmctld died."""
 USER, UID = "soak", 2500
 RUNS = "/tmp/soak-runs"
 DAEMONS = {
@@ -65,7 +75,7 @@ DAEMONS = {
     "slurmrestd": "slurmrestd",
 }
 CONFIG_TOGGLES: dict[str, tuple[str, str, str]] = {
-    "slurmctld": ("message-timeout", "3", "2"),
+    "slurmctld": ("slurmctld-timeout", "4", "6"),
     "compute": ("partition-config", "", "DefaultTime=120"),
 }
 """A harmless option of each application and its two values, flipped by config faults."""
@@ -735,7 +745,33 @@ class Soak:
         if reason:
             self.violations.append(Violation("not healthy at the end", reason, now))
         self.write_report(tally)
-        return 1 if self.violations or tally.lost_unreported else 0
+        failed = bool(self.violations or tally.lost_unreported)
+        if failed:
+            self.keep_evidence()
+        return 1 if failed else 0
+
+    def keep_evidence(self) -> None:
+        """Keep what explains a failed run before its lab goes (`EVIDENCE`), and print each
+        controller's turns and deaths (`CONTROLLER_EVENTS`): a CI run shows only its output."""
+        shutil.rmtree(EVIDENCE, ignore_errors=True)
+        logs = self.cluster.lab.state_dir / "juju" / "logs"
+        if logs.is_dir():
+            shutil.copytree(logs, EVIDENCE / "juju-logs")
+        EVIDENCE.mkdir(parents=True, exist_ok=True)
+        for unit in self.cluster.units("slurmctld"):
+            machine = self.cluster.machine_of(unit)
+            journal = self.cluster.on(
+                machine, "journalctl -u slurmctld -o short-precise --no-pager", timeout=60
+            )
+            state = self.cluster.on(machine, "cat /var/lib/slurm/checkpoint/slurmctld/clustername")
+            name = unit.replace("/", "-")
+            (EVIDENCE / f"{name}-slurmctld.journal").write_text(journal or "(unreadable)\n")
+            events = [
+                line for line in (journal or "").splitlines() if re.search(CONTROLLER_EVENTS, line)
+            ]
+            print(f"{unit} ({machine}), clustername {state!r}; slurmctld's turns:", flush=True)
+            print("\n".join(f"  {line}" for line in events[-40:]), flush=True)
+        print(f"evidence: {EVIDENCE}", flush=True)
 
     def leaks(self, now: float) -> list[Violation]:
         """Every secret's content, looked for in the logs, databags, statuses and action

@@ -244,6 +244,9 @@ class FakeMachine:
             # loads afresh when asked.
             held = "yes" if name in self.active else "no"
             return subprocess.CompletedProcess(command, 0, f"{held}\n", "")
+        if verb == "show" and "--property=InvocationID" in command:
+            # The journal here is per unit, not per run: no run has an id of its own.
+            return subprocess.CompletedProcess(command, 0, "\n", "")
         if verb == "daemon-reload":
             return subprocess.CompletedProcess(command, 0, "", "")
         self.service_calls.append((verb, name))

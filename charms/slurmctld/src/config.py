@@ -49,8 +49,8 @@ class SlurmctldConfig(SlurmCharmConfig):
     max_node_count: int = pydantic.Field(1024, ge=1, le=MAX_NODE_COUNT, strict=True)
     process_isolation: Literal["cgroup", "none"] = "cgroup"
     use_network_state: bool = pydantic.Field(False, strict=True)
-    slurmctld_timeout: int = pydantic.Field(6, ge=2, le=MAX_SLURMCTLD_TIMEOUT, strict=True)
-    message_timeout: int = pydantic.Field(3, ge=1, le=MAX_MESSAGE_TIMEOUT, strict=True)
+    slurmctld_timeout: int = pydantic.Field(4, ge=2, le=MAX_SLURMCTLD_TIMEOUT, strict=True)
+    message_timeout: int = pydantic.Field(2, ge=1, le=MAX_MESSAGE_TIMEOUT, strict=True)
     # The operator's parameters, parsed (slurmutils fields): see `overrides`.
     slurm_conf_parameters: Annotated[
         dict[str, Any], refused_parameters(overrides.slurm_conf_parameters)

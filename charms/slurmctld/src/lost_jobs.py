@@ -68,7 +68,7 @@ from hpc_libs.machine import files, host
 from hpc_libs.slurm.scontrol import Scontrol
 from hpc_libs.slurm.slurmctld import SlurmctldManager
 from primary_watch import SIGNAL_FILE
-from takeover import controller_index, lines, read_heartbeat, signalled_at, trouble_text
+from takeover import controller_index, fresh_heartbeat, lines, signalled_at, trouble_text
 
 logger = logging.getLogger(__name__)
 
@@ -533,10 +533,9 @@ class LostJobs(SlurmctldComponent):
         """Scan once after each time this unit's slurmctld takes control as a backup."""
         now = time.time()
         state_dir = self.manager.network_state_save_location
-        beat = read_heartbeat(state_dir)
+        beat = fresh_heartbeat(state_dir, facts.running_timeout, now)
         my_index = controller_index(self.manager, facts.hostname)
-        fresh = beat is not None and now - beat.time <= facts.running_timeout / 2
-        if not fresh or my_index is None or beat is None:
+        if beat is None or my_index is None:
             return
         stored = self._stored
         if beat.index != my_index:

@@ -22,8 +22,10 @@ slurmdbd's queue, and carry memory in MB and times in microseconds.
   redirects, so a standby's scrape fails and delivers nothing, and HA never duplicates a
   native series (a collector on the backup would otherwise store the primary's series under
   the backup's unit).
-  A backup that took control answers 200 itself, but 26.05.5's held no native series for
-  minutes after the takeover (measured on the forky lab): COS lacks them until the failback.
+  A backup that took control answers 200 itself, with the series, if it loaded the metrics
+  plugin: a standby loads plugins only at its start, so the follower restarts it when
+  slurm.conf names MetricsType (`applied`; reloaded instead, it answered with an empty body
+  once in control on the forky lab).
 * Native names overlap the exporter's (`slurm_partition_jobs`, for one) with other
   labels and meanings, so every native series is stored as `slurm_native_<name without
   slurm_>`.
@@ -45,7 +47,14 @@ old under `auto`; `on` lets the operator vouch for those (a login unit of an old
 revision), but still refuses while one is known to be older. Off because of a daemon, the
 leader's status says which (`Decision.held_by`). Node records that cannot be read keep what
 the leader decided last (the peer databag's `native_metrics`): a busy controller's timeout
-never toggles the endpoint. The leader records its decision in the peer databag, so every
+never toggles the endpoint. So does a node listed without a release: Slurm does not save a
+node's release in its state, so a slurmctld that just started or took over lists every node
+with none (`N/A`) until it registers again, some seconds later. Counted as old, that window
+turned the endpoint off and on again across every failover (seen on the forky lab: the
+primary back in control answered with an empty body, having been re-executed without
+MetricsType). A node that never registered with a release that knows MetricsType cannot be
+listed at all: dynamic nodes exist once registered, and an older slurmd refuses the file.
+The leader records its decision in the peer databag, so every
 controller unit offers the same scrape jobs, and learns of a change (peer relation-changed).
 """
 
@@ -97,6 +106,8 @@ class Daemon:
 
     name: str
     release: str | None
+    node: bool = False
+    """A slurmd node, whose release the slurmctld in control may not have heard yet."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -151,14 +162,18 @@ def decide(
         held = f"this slurmctld runs {own_release or 'an unknown release'}"
         return Decision(False, _held(held, first) if vouch_for_unknown else None)
     try:
-        holdout = _first_older(daemons, first, vouch_for_unknown=vouch_for_unknown)
+        holdout, unheard = _first_older(daemons, first, vouch_for_unknown=vouch_for_unknown)
     except SlurmOpsError as e:
         logger.warning("cannot read the nodes' Slurm releases (%s): keeping MetricsType as is", e)
         return Decision(previous)
-    if holdout is None:
+    daemon = holdout or unheard
+    if daemon is None:
         return Decision(True)
-    said = f"runs {holdout.release}" if holdout.release else "has not said its Slurm release"
-    return Decision(False, _held(f"{holdout.name} {said}", first))
+    if holdout is None and previous:
+        logger.info("%s has not registered again yet: MetricsType stays", daemon.name)
+        return Decision(True)
+    said = f"runs {daemon.release}" if daemon.release else "has not said its Slurm release"
+    return Decision(False, _held(f"{daemon.name} {said}", first))
 
 
 def _held(why: str, first: tuple[int, int]) -> str:
@@ -168,14 +183,21 @@ def _held(why: str, first: tuple[int, int]) -> str:
 
 def _first_older(
     daemons: Iterable[Daemon], first: tuple[int, int], *, vouch_for_unknown: bool
-) -> Daemon | None:
-    """Return the first daemon known to run a release before `first` (or of unknown release)."""
+) -> tuple[Daemon | None, Daemon | None]:
+    """Return the first daemon known older than `first`, and the first node of no release.
+
+    A daemon of unknown release counts as older, but for a node listed without one (the
+    module doc: it keeps the last decision).
+    """
+    unheard = None
     for daemon in daemons:
         if daemon.release is None and vouch_for_unknown:
             continue
-        if not knows_metrics(daemon.release, first):
-            return daemon
-    return None
+        if daemon.release is None and daemon.node:
+            unheard = unheard or daemon
+        elif not knows_metrics(daemon.release, first):
+            return daemon, unheard
+    return None, unheard
 
 
 def cluster_daemons(
@@ -198,7 +220,7 @@ def cluster_daemons(
                 yield Daemon(f"{label} {unit}", release)
     output = host.run(NODES_QUERY, timeout=scontrol.timeout).stdout
     for name, release in node_releases(output).items():
-        yield Daemon(f"slurmd node {name}", release)
+        yield Daemon(f"slurmd node {name}", release, node=True)
 
 
 def node_releases(output: str) -> dict[str, str | None]:

@@ -214,6 +214,19 @@ def read_heartbeat(state_save_location: Path) -> Beat | None:
     return Beat(time=beat_time, index=index)
 
 
+def fresh_heartbeat(
+    state_save_location: Path, slurmctld_timeout: float, now: float
+) -> Beat | None:
+    """Return the heartbeat if it is fresher than half `slurmctld_timeout`, else None.
+
+    Half the timeout is twice the heartbeat's period. A fresh heartbeat names the controller
+    in charge: a backup takes over only once it went stale (backup.c). An older one is the
+    old primary's last beat while a backup takes over.
+    """
+    beat = read_heartbeat(state_save_location)
+    return beat if beat is not None and now - beat.time <= slurmctld_timeout / 2 else None
+
+
 @dataclass(frozen=True)
 class JobLine:
     """One job as `JOBS_QUERY` prints it (times None where Slurm prints none)."""
@@ -468,12 +481,12 @@ class TakeoverRepair(controllers.SlurmctldComponent):
         charge: the old primary's last beat while a backup takes over.
         """
         now = time.time()
-        beat = read_heartbeat(manager.network_state_save_location)
+        beat = fresh_heartbeat(manager.network_state_save_location, slurmctld_timeout, now)
         my_index = controller_index(manager, hostname)
         if my_index is None:
             return
         took_control = signalled_at(manager.root / SIGNAL_FILE.lstrip("/"), now)
-        if beat is None or now - beat.time > slurmctld_timeout / 2:
+        if beat is None:
             if now - took_control < WINDOW:  # slurmctld just signalled: look until one beats.
                 self._keep_looking(int(took_control) + WINDOW)
             return

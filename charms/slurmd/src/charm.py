@@ -351,16 +351,30 @@ class SlurmdCharm(SlurmCharm[SlurmdConfig]):
         )
 
     def _apply_initial_state(self, config: SlurmdConfig) -> None:
-        """Give a newly enlisted node the configured `default-node-state`."""
+        """Give a newly enlisted node the configured `default-node-state`, once it registered.
+
+        Either way the node is updated once, which runs slurmctld's scheduler: a dynamic
+        node's own registration does not (the node is idle from its creation, so never
+        "newly up"), and a job waiting for it would start only at the next backfill cycle
+        (`bf_interval`, 30 s by default). An idle node's update names its unit (`Comment=`).
+        The hook that started slurmd waits for the registration, looking every
+        `node.REGISTRATION_LOOK_S`: it may be the unit's last hook for minutes (a slurmd
+        started again once the operator fixed what stopped it), and only update-status would
+        look again.
+        """
         if not self._stored.initial_state_pending:
             return
-        if config.default_node_state == "idle":
-            self._stored.initial_state_pending = False
-            return
-        if not node.wait_for_registration(self.scontrol, self.node_name):
+        looks = round(node.REGISTRATION_ATTEMPTS / node.REGISTRATION_LOOK_S)
+        if not node.wait_for_registration(
+            self.scontrol, self.node_name, attempts=looks, interval=node.REGISTRATION_LOOK_S
+        ):
             logger.info("node %s not registered yet; setting its state later", self.node_name)
             return
-        self.scontrol.update_node(self.node_name, state="down", reason=config.default_node_reason)
+        if config.default_node_state == "idle":
+            self.scontrol.update_node(self.node_name, comment=self.unit.name)
+        else:
+            reason = config.default_node_reason
+            self.scontrol.update_node(self.node_name, state="down", reason=reason)
         self._stored.initial_state_pending = False
 
     def _return_after_reboot(self, attempts: int) -> None:

@@ -44,6 +44,9 @@ LIVE_FIELDS = frozenset({"weight", "features"})
 # How long (seconds) the hook waits for a freshly started slurmd to register before leaving
 # the initial state to a later event. Registration takes about 2 s.
 REGISTRATION_ATTEMPTS = 30
+REGISTRATION_LOOK_S = 0.25
+"""Seconds between a new node's looks for its registration (the charm's update of it then runs
+slurmctld's scheduler for the jobs waiting: the sooner seen, the sooner they start)."""
 PROGRAMS_DIR = Path(__file__).parent / "programs"
 """The shell programs the charm ships (`just lint` runs shellcheck over them)."""
 CHARM_REASONS = frozenset({REREGISTER_REASON, RETIRE_REASON})
@@ -138,16 +141,21 @@ def update_live_fields(
         logger.info("updated node %s live: %s", node, changes)
 
 
-def wait_for_registration(scontrol: Scontrol, node: str) -> bool:
-    """Wait briefly for a just-started slurmd to register; True once slurmctld knows it."""
-    for attempt in range(REGISTRATION_ATTEMPTS):
+def wait_for_registration(
+    scontrol: Scontrol, node: str, attempts: int = REGISTRATION_ATTEMPTS, interval: float = 1.0
+) -> bool:
+    """Wait briefly for a just-started slurmd to register; True once slurmctld knows it.
+
+    `attempts` looks, `interval` seconds apart.
+    """
+    for attempt in range(attempts):
         try:
             if scontrol.show_node(node) is not None:
                 return True
         except SlurmOpsError as e:
             logger.debug("node %s not visible yet: %s", node, e)
-        if attempt < REGISTRATION_ATTEMPTS - 1:
-            time.sleep(1)
+        if attempt < attempts - 1:
+            time.sleep(interval)
     return False
 
 

@@ -322,6 +322,24 @@ def test_journal_reason_falls_back_to_the_last_error_line(fake_run: FakeRun) -> 
     assert systemd.journal_reason("slurmd") == "error: second"
 
 
+def test_only_the_last_run_of_a_unit_gives_its_reason(fake_run: FakeRun) -> None:
+    """A fence's SIGKILL leaves no line: an earlier run's fatal line is not this death's."""
+    invocation = "80af1ed9ceb645d4a19124ad2721180f"
+    fake_run.on("systemctl", "show", stdout=f"{invocation}\n")
+    fake_run.on("journalctl", stdout="slurmctld: Running as primary controller\n")
+
+    assert systemd.journal_reason("slurmctld") is None
+    assert fake_run.calls[-1][:2] == ["journalctl", f"_SYSTEMD_INVOCATION_ID={invocation}"]
+
+
+def test_an_invocation_id_that_is_not_one_is_never_passed_on(fake_run: FakeRun) -> None:
+    fake_run.on("systemctl", "show", stdout="x -u other\n")
+    fake_run.on("journalctl", stdout="fatal: boom\n")
+
+    assert systemd.journal_reason("slurmctld") == "fatal: boom"
+    assert fake_run.calls[-1][:3] == ["journalctl", "-u", "slurmctld"]
+
+
 def test_an_unreadable_journal_gives_no_reason(fake_run: FakeRun) -> None:
     fake_run.missing("journalctl")
 

@@ -204,6 +204,24 @@ def test_state_save_location_owned_by_slurm(tmp_path: Path, owners: Owners) -> N
     assert owners["slurmctld"] == ("slurm", "slurm")
 
 
+def test_dpkg_gives_the_directories_the_charm_keeps_root_s_back_after_each_run(
+    tmp_path: Path, owners: Owners
+) -> None:
+    """Slurm's postinst makes /var/lib/slurm and /var/log/slurm slurm's at every upgrade."""
+    manager = SlurmctldManager(tmp_path)
+
+    manager.create_state_save_location()
+    manager.own_log_file("/var/log/slurm/slurmctld.log")
+
+    hooks = sorted((tmp_path / "etc/dpkg/dpkg.cfg.d").iterdir())
+    assert [h.name for h in hooks] == ["slurm-charms-var-lib-slurm", "slurm-charms-var-log-slurm"]
+    assert all(mode_of(h) == 0o644 for h in hooks)
+    assert [line for h in hooks for line in h.read_text().splitlines() if line[:1] != "#"] == [
+        "post-invoke=chown -h root:root /var/lib/slurm 2>/dev/null || true",
+        "post-invoke=chown -h root:root /var/log/slurm 2>/dev/null || true",
+    ]
+
+
 def test_slurmdbd_conf_is_0600_slurm(tmp_path: Path, owners: Owners) -> None:
     config = SlurmdbdManager(tmp_path).config
 
@@ -496,8 +514,9 @@ def test_share_etc_backs_up_then_moves_etc_slurm_behind_a_symlink(tmp_path: Path
     assert mode_of(manager.shared_etc_dir / "slurm.key") == 0o600
     assert manager.config.load().cluster_name == "c"
     assert manager.shared_files_ready()
-    # Nothing left over from the swap.
-    assert sorted(p.name for p in (tmp_path / "etc").iterdir()) == sorted(["slurm", backup.name])
+    # Nothing left over from the swap (dpkg/: `keep_root_after_dpkg`).
+    left = sorted(p.name for p in (tmp_path / "etc").iterdir() if p.name != "dpkg")
+    assert left == sorted(["slurm", backup.name])
 
 
 def test_share_etc_is_idempotent(tmp_path: Path) -> None:

@@ -4,6 +4,8 @@ import base64
 import dataclasses
 import json
 import socket
+import struct
+import time
 from pathlib import Path
 
 import pytest
@@ -92,6 +94,28 @@ def leader_wrote(checkpoint: Path, *hosts: str, **conf: object) -> Path:
     return shared
 
 
+def controllers_answer(machine, *up: str) -> None:
+    """`scontrol ping --json` (24.11) answered by the hosts `up`, in that order."""
+    pings = [{"hostname": h, "pinged": "UP", "responding": True} for h in up]
+    machine.responses[("scontrol", "ping")] = json.dumps({"meta": META_24_11, "pings": pings})
+
+
+def beat(checkpoint: Path, index: int, age: float = 0.0) -> None:
+    """The heartbeat controller `index` wrote into the shared StateSaveLocation `age` s ago."""
+    path = checkpoint / "slurmctld" / "heartbeat"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(struct.pack(">QQ", int(time.time() - age), index))
+
+
+def standing_by(ctx, machine, shared_fs: Path, **conf: object) -> testing.State:
+    """A backup (ctl0, this unit) settled behind ctl9 with the leader's files; no call kept."""
+    controllers_answer(machine, "ctl9", "ctl0")
+    leader_wrote(shared_fs, **conf)
+    state = ctx.run(ctx.on.update_status(), backup())
+    machine.service_calls.clear()
+    return state
+
+
 def slurmctld_calls(machine) -> list[tuple[str, str]]:
     """What was done to slurmctld itself (not to the primary watch's units)."""
     return [call for call in machine.service_calls if call[1] == "slurmctld"]
@@ -164,8 +188,8 @@ def test_the_default_timers_fail_over_quickly(ctx, machine, tmp_path):
     ctx.run(ctx.on.config_changed(), running())
 
     conf = slurm_conf(tmp_path).splitlines()
-    assert "slurmctldtimeout=6" in conf
-    assert "messagetimeout=3" in conf
+    assert "slurmctldtimeout=4" in conf
+    assert "messagetimeout=2" in conf
 
 
 def test_a_message_timeout_over_half_the_slurmctld_timeout_is_refused(ctx, machine, tmp_path):
@@ -490,14 +514,16 @@ def test_a_backup_runs_slurmctld_from_the_shared_files_and_writes_nothing(
     assert peer_data.local_app_data == {}  # Only the leader writes the peer memory.
 
 
-def test_a_backup_reloads_a_change_and_restarts_only_when_the_controllers_change(
+def test_a_standby_restarts_for_a_change_and_says_the_timeout_it_runs_with(
     ctx, machine, tmp_path, shared_fs
 ):
     """A backup reads slurm.conf only at start or on SIGHUP (backup.c), never at a reconfigure.
 
-    So the SlurmctldTimeout it judges the primary by is the one it last loaded: a change is
-    reloaded, and the unit says which SlurmctldTimeout it now runs with.
+    So the SlurmctldTimeout it judges the primary by is the one it last loaded: a standby is
+    restarted for a change (a SIGHUP would keep its plugins and forget its cluster id), and
+    the unit says which SlurmctldTimeout it now runs with.
     """
+    controllers_answer(machine, "ctl9", "ctl0")  # ctl0, this unit, stands by.
     leader_wrote(shared_fs)
     state = ctx.run(ctx.on.config_changed(), backup())
     state = ctx.run(ctx.on.update_status(), state)
@@ -507,7 +533,7 @@ def test_a_backup_reloads_a_change_and_restarts_only_when_the_controllers_change
 
     leader_wrote(shared_fs, maxnodecount=64, slurmctldtimeout=300)
     state = ctx.run(ctx.on.update_status(), state)
-    assert slurmctld_calls(machine) == [("reload", "slurmctld")]
+    assert slurmctld_calls(machine) == [("restart", "slurmctld")]
     assert machine.ran(*RECONFIGURE) == []
     peer = next(r for r in state.relations if r.endpoint == PEER)
     assert peer.local_unit_data["slurmctld_timeout"] == "300"
@@ -518,12 +544,122 @@ def test_a_backup_reloads_a_change_and_restarts_only_when_the_controllers_change
     assert machine.calls("restart") == ["slurmctld"]
 
 
-@pytest.mark.parametrize(("order", "reloads"), [([0, 2], []), ([2, 0], ["slurmctld"])])
-def test_a_leader_standing_by_reloads_what_its_reconfigure_does_not_reach(
-    ctx, machine, shared_fs, order, reloads
+METRICS_ON = {"metricstype": "metrics/openmetrics"}
+
+
+@pytest.mark.parametrize(
+    "plugin",
+    [METRICS_ON, {"preempttype": "preempt/qos"}, {"jobsubmitplugins": "lua"}],
+    ids=["metrics", "preemption", "job-submit"],
+)
+def test_a_standby_restarts_to_load_a_plugin_slurm_conf_now_names(ctx, machine, shared_fs, plugin):
+    """A standby's SIGHUP re-reads slurm.conf but loads no plugin (backup.c); one reloaded
+    into MetricsType served an empty body once in control (forky lab). It restarts instead,
+    and for a later change too: a SIGHUP would also make it forget its cluster id."""
+    state = standing_by(ctx, machine, shared_fs)
+
+    leader_wrote(shared_fs, **plugin)
+    state = ctx.run(ctx.on.update_status(), state)
+    assert slurmctld_calls(machine) == [("restart", "slurmctld")]
+    machine.service_calls.clear()
+
+    leader_wrote(shared_fs, maxnodecount=64, **plugin)
+    ctx.run(ctx.on.update_status(), state)
+    assert slurmctld_calls(machine) == [("restart", "slurmctld")]
+
+
+def test_a_backup_in_control_is_never_restarted_for_a_plugin(ctx, machine, shared_fs):
+    """In control (the primary is down) a SIGHUP re-executes slurmctld, which loads every
+    plugin: a restart would stop the cluster's only controller."""
+    controllers_answer(machine, "ctl0")  # ctl9 does not answer: ctl0 took over,
+    beat(shared_fs, 1)  # and names itself in the heartbeat.
+    leader_wrote(shared_fs)
+    state = ctx.run(ctx.on.update_status(), backup())
+    machine.service_calls.clear()
+
+    leader_wrote(shared_fs, **METRICS_ON)
+    state = ctx.run(ctx.on.update_status(), state)
+    assert slurmctld_calls(machine) == [("reload", "slurmctld")]
+    machine.service_calls.clear()
+
+    ctx.run(ctx.on.update_status(), state)
+    assert slurmctld_calls(machine) == []  # Re-executed: nothing is left to load.
+
+
+def test_a_standby_that_cannot_tell_its_role_reloads_and_restarts_once_it_can(
+    ctx, machine, shared_fs
+):
+    leader_wrote(shared_fs)
+    state = ctx.run(ctx.on.update_status(), backup())
+    machine.service_calls.clear()
+    machine.fail("scontrol", "ping", stderr="Unable to contact slurm controller")
+
+    leader_wrote(shared_fs, **METRICS_ON)
+    state = ctx.run(ctx.on.update_status(), state)
+    assert slurmctld_calls(machine) == [("reload", "slurmctld")]
+    machine.heal()
+    machine.service_calls.clear()
+    controllers_answer(machine, "ctl9", "ctl0")
+
+    ctx.run(ctx.on.update_status(), state)
+    assert slurmctld_calls(machine) == [("restart", "slurmctld")]
+
+
+def test_a_standby_whose_ping_times_out_is_told_by_the_heartbeat(ctx, machine, shared_fs):
+    """On a busy machine `scontrol ping` times out; the heartbeat is a file on the share."""
+    state = standing_by(ctx, machine, shared_fs)
+    machine.fail("scontrol", "ping", stderr="Socket timed out on send/recv operation")
+    beat(shared_fs, 0)
+
+    leader_wrote(shared_fs, **METRICS_ON)
+    ctx.run(ctx.on.update_status(), state)
+    assert slurmctld_calls(machine) == [("restart", "slurmctld")]
+
+
+@pytest.mark.parametrize("primary_beat_age", [0.0, 10.0], ids=["just-beaten", "beat-10s-ago"])
+def test_a_standby_answering_alone_while_the_primary_beats_is_still_restarted(
+    ctx, machine, shared_fs, primary_beat_age
+):
+    """A primary that misses a ping (re-executed by the leader's reconfigure, on a busy
+    machine) leaves the standby first to answer, yet not in control while the primary's
+    heartbeat is fresh (half SlurmctldTimeout, 15 s here). Taken for a takeover, a standby is
+    only reloaded as accounting comes, and takes over later with no cluster id."""
+    state = standing_by(ctx, machine, shared_fs, slurmctldtimeout=30)
+    controllers_answer(machine, "ctl0")
+    beat(shared_fs, 0, age=primary_beat_age)
+
+    leader_wrote(shared_fs, slurmctldtimeout=30, **METRICS_ON)
+    ctx.run(ctx.on.update_status(), state)
+    assert slurmctld_calls(machine) == [("restart", "slurmctld")]
+
+
+def test_a_standby_answering_alone_without_a_fresh_heartbeat_waits_to_tell(
+    ctx, machine, shared_fs
+):
+    """The primary down and no fresh heartbeat: a takeover may be under way. Reloaded, never
+    restarted, and the plugins stay unconfirmed until an event can tell."""
+    state = standing_by(ctx, machine, shared_fs, slurmctldtimeout=8)
+    controllers_answer(machine, "ctl0")
+    beat(shared_fs, 0, age=5.0)
+
+    leader_wrote(shared_fs, slurmctldtimeout=8, **METRICS_ON)
+    state = ctx.run(ctx.on.update_status(), state)
+    assert slurmctld_calls(machine) == [("reload", "slurmctld")]
+    machine.service_calls.clear()
+    controllers_answer(machine, "ctl9", "ctl0")
+
+    ctx.run(ctx.on.update_status(), state)
+    assert slurmctld_calls(machine) == [("restart", "slurmctld")]
+
+
+@pytest.mark.parametrize(("order", "restarts"), [([0, 2], []), ([2, 0], ["slurmctld"])])
+def test_a_leader_standing_by_restarts_what_its_reconfigure_does_not_reach(
+    ctx, machine, shared_fs, order, restarts
 ):
     """`scontrol reconfigure` reaches the controller in charge only: a leader listed after
-    another controller also reloads its own slurmctld, which reads slurm.conf only on SIGHUP."""
+    another controller also restarts its own standing-by slurmctld, which reads slurm.conf
+    only when it starts or on SIGHUP (which would keep its plugins and forget its id)."""
+    controllers_answer(machine, *("ctl0" if i == 0 else "ctl2" for i in order))
     peers = peer((2, "ctl2", "10.0.0.2"), order=order)
     state = ctx.run(ctx.on.config_changed(), network_leader(peers, planned_units=2))
     machine.service_calls.clear()
@@ -532,9 +668,30 @@ def test_a_leader_standing_by_reloads_what_its_reconfigure_does_not_reach(
     out = ctx.run(ctx.on.config_changed(), later(state, mount(), config=changed))
 
     assert machine.ran(*RECONFIGURE) == [RECONFIGURE]
-    assert slurmctld_calls(machine) == [("reload", name) for name in reloads]
+    assert slurmctld_calls(machine) == [("restart", name) for name in restarts]
     unit_data = next(r for r in out.relations if r.endpoint == PEER).local_unit_data
     assert unit_data["slurmctld_timeout"] == "40"
+
+
+def test_a_leader_standing_by_that_could_not_tell_restarts_later_without_a_reconfigure(
+    ctx, machine, shared_fs
+):
+    peers = peer((2, "ctl2", "10.0.0.2"), order=[2, 0])
+    state = ctx.run(ctx.on.config_changed(), network_leader(peers, planned_units=2))
+    machine.service_calls.clear()
+    machine.fail("scontrol", "ping", stderr="Socket timed out on send/recv operation")
+
+    changed = dict(state.config, **{"slurmctld-timeout": 40})
+    state = ctx.run(ctx.on.config_changed(), later(state, mount(), config=changed))
+    assert slurmctld_calls(machine) == [("reload", "slurmctld")]
+    machine.heal()
+    controllers_answer(machine, "ctl2", "ctl0")
+    machine.service_calls.clear()
+    reconfigures = len(machine.ran(*RECONFIGURE))
+
+    ctx.run(ctx.on.update_status(), later(state, mount(), config=changed))
+    assert slurmctld_calls(machine) == [("restart", "slurmctld")]
+    assert len(machine.ran(*RECONFIGURE)) == reconfigures  # The primary is not re-executed.
 
 
 def test_a_raised_upgrade_timeout_leaves_the_fence_on_the_configured_one(
@@ -550,7 +707,7 @@ def test_a_raised_upgrade_timeout_leaves_the_fence_on_the_configured_one(
     ctx.run(ctx.on.config_changed(), network_leader(peers, mount(), planned_units=2))
 
     unit = (tmp_path / "etc/systemd/system/slurmctld-charm-fence.service").read_text()
-    assert f" {CHECKPOINT} {CHECKPOINT}/slurmctld 3 slurm" in unit
+    assert f" {CHECKPOINT} {CHECKPOINT}/slurmctld 2 slurm" in unit
 
 
 def test_a_backup_whose_slurmctld_fails_says_why(ctx, machine, shared_fs):

@@ -51,7 +51,7 @@ def test_every_controller_of_network_state_runs_the_watchdog(ctx, machine, tmp_p
     service = tmp_path / "etc/systemd/system/slurmctld-charm-fence.service"
     assert (
         "ExecStart=/usr/local/libexec/slurmctld-charm/fence /var/lib/slurm/checkpoint "
-        f"{STATE_DIR} 3 slurm"
+        f"{STATE_DIR} 2 slurm"
     ) in service.read_text().splitlines()
     assert "Restart=always" in service.read_text().splitlines()
     program = tmp_path / "usr/local/libexec/slurmctld-charm/fence"

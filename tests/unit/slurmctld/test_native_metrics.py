@@ -323,6 +323,40 @@ def test_a_line_of_sinfo_that_is_no_nodes_keeps_the_last_decision(
     assert "metricstype" not in slurm_conf(tmp_path)
 
 
+@pytest.mark.parametrize("remembered", [True, False])
+def test_a_node_not_registered_again_since_a_failover_keeps_the_last_decision(
+    ctx, machine, tmp_path: Path, settled, remembered: bool
+):
+    """Slurm saves no node's release: the slurmctld that just took control (or restarted)
+    lists every node with none until it registers again. Counted as old, that window turned
+    the endpoint off and on at every failover (forky lab)."""
+    before = settled(cluster(machine, nodes={"compute_0": "26.05.5" if remembered else "24.11.5"}))
+    machine.responses[SHOW_NODES] = "compute-0|idle+dynamic_norm|N/A\n"
+
+    out = ctx.run(ctx.on.update_status(), before)
+
+    assert (METRICS_TYPE in slurm_conf(tmp_path).splitlines()) is remembered
+    assert memory(out)["native_metrics"] is remembered
+    assert machine.ran("scontrol", "reconfigure") == []
+    if not remembered:
+        held = HELD + "slurmd node compute-0 has not said its Slurm release"
+        assert out.unit_status == testing.ActiveStatus(held)
+
+
+def test_a_node_known_older_still_holds_it_off_beside_one_not_registered_again(
+    ctx, machine, tmp_path: Path, settled
+):
+    before = settled(cluster(machine))
+    machine.responses[SHOW_NODES] = (
+        "compute-0|idle+dynamic_norm|N/A\ncompute-1|idle+dynamic_norm|24.11.5\n"
+    )
+
+    out = ctx.run(ctx.on.update_status(), before)
+
+    assert_off(out, tmp_path)
+    assert out.unit_status == testing.ActiveStatus(HELD + "slurmd node compute-1 runs 24.11.5")
+
+
 def test_a_future_placeholder_sinfo_lists_after_all_holds_nothing(ctx, machine, tmp_path: Path):
     """sinfo leaves FUTURE nodes out, unless its environment says otherwise (SINFO_FUTURE)."""
     state = cluster(machine, nodes={"compute_0": "26.05.5"})

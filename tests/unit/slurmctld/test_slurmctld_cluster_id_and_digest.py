@@ -12,9 +12,18 @@ from pathlib import Path
 
 import pytest
 from hpc_libs.machine import host
+from hpc_libs.slurm.base import ConfigFile
 from ops import testing
 from test_charm_slurmctld import RECONFIGURE, compute_relation, later, running
-from test_ha_charm import backup, leader_wrote, mount, network_leader, peer, slurmctld_calls
+from test_ha_charm import (
+    controllers_answer,
+    leader_wrote,
+    mount,
+    network_leader,
+    peer,
+    slurmctld_calls,
+    standing_by,
+)
 from test_slurmctld_accounting_and_jwt import DBD, slurmdbd_relation
 
 INVENTED_ID = "614"
@@ -157,15 +166,11 @@ ACCOUNTING = {
 }
 
 
-def test_a_backup_restarts_when_accounting_comes_and_reloads_later_changes(
-    ctx, machine, shared_fs
-):
-    """Through a SIGHUP a backup keeps the cluster id it read at its start: an invented one
-    would be written back at its takeover and kill the next controller to start (CLUSTER ID
-    MISMATCH, seen on the lab). So the change that turns accounting on restarts it."""
-    leader_wrote(shared_fs)
-    state = ctx.run(ctx.on.update_status(), backup())
-    machine.service_calls.clear()
+def test_a_backup_restarts_when_accounting_comes_and_for_later_changes(ctx, machine, shared_fs):
+    """A standby with an invented cluster id would write it at its takeover and kill the next
+    controller to start (CLUSTER ID MISMATCH, soak seed 74); a reloaded one has no id at all
+    and waits for slurmdbd to take over. So it restarts, as accounting comes and after."""
+    state = standing_by(ctx, machine, shared_fs)
 
     leader_wrote(shared_fs, **ACCOUNTING)
     state = ctx.run(ctx.on.update_status(), state)
@@ -174,13 +179,14 @@ def test_a_backup_restarts_when_accounting_comes_and_reloads_later_changes(
 
     leader_wrote(shared_fs, maxnodecount=64, **ACCOUNTING)
     ctx.run(ctx.on.update_status(), state)
-    assert slurmctld_calls(machine) == [("reload", "slurmctld")]
+    assert slurmctld_calls(machine) == [("restart", "slurmctld")]
 
 
 def test_a_leader_standing_by_restarts_its_own_slurmctld_when_accounting_comes(
     ctx, machine, shared_fs
 ):
     peers = peer((2, "ctl2", "10.0.0.2"), order=[2, 0])
+    controllers_answer(machine, "ctl2", "ctl0")
     state = ctx.run(
         ctx.on.config_changed(), network_leader(peers, slurmdbd_relation(), planned_units=2)
     )
@@ -222,6 +228,29 @@ def test_with_network_state_the_id_on_the_share_is_deleted(
 
     assert seen == [False]
     assert local.exists()  # Not the StateSaveLocation in effect.
+
+
+def test_the_id_is_gone_before_the_shared_slurm_conf_names_accounting(
+    ctx, machine, shared_fs, monkeypatch
+):
+    """A standby restarts as soon as it reads a slurm.conf that names a new plugin: one that
+    read the invented id still on the share would take over with it and kill the next
+    controller to start. So the id goes before the file that makes the standby restart."""
+    state = ctx.run(ctx.on.update_status(), network_leader(slurmdbd_relation()))
+    path = cluster_id_file(shared_fs / "slurmctld")
+    id_there_as_written: list[bool] = []
+    write = ConfigFile.write
+
+    def watched_write(self, config):
+        if self.path.name == "slurm.conf" and "slurmdbd" in self.render(config):
+            id_there_as_written.append(path.exists())
+        return write(self, config)
+
+    monkeypatch.setattr(ConfigFile, "write", watched_write)
+
+    accounting_comes(ctx, state, mount(), config={"use-network-state": True})
+
+    assert id_there_as_written == [False]
 
 
 # The digest of the applied configuration.

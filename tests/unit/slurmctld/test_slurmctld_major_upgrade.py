@@ -320,7 +320,7 @@ def test_slurmctld_timeout_is_raised_before_the_primary_stops_and_restored_after
     app = databag(controllers=[{"unit": "slurmctld/0"}, {"unit": "slurmctld/1"}])
     first = running(ha_peer(app, "24.11.5", "12"), config={"slurm-package-source": FORKY})
     settled = ctx.run(ctx.on.config_changed(), next_event(first, "24.11.5", "24.11.5", "12"))
-    assert conf_timeout(tmp_path) == "slurmctldtimeout=6"  # slurmdbd's turn: not raised.
+    assert conf_timeout(tmp_path) == "slurmctldtimeout=4"  # slurmdbd's turn: not raised.
     assert remembered_timeout(settled) is None
     reconfigures = len(machine.ran(*RECONFIGURE))
 
@@ -344,7 +344,7 @@ def test_slurmctld_timeout_is_raised_before_the_primary_stops_and_restored_after
 
     done = ctx.run(ctx.on.update_status(), next_event(upgraded, "26.05.5", "26.05.5", "300"))
 
-    assert conf_timeout(tmp_path) == "slurmctldtimeout=6"
+    assert conf_timeout(tmp_path) == "slurmctldtimeout=4"
     assert remembered_timeout(done) is None
     assert RAISED not in done.unit_status.message
 

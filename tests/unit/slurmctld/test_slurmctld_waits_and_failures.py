@@ -464,3 +464,23 @@ def test_a_state_directory_planted_as_a_link_blocks_and_touches_nothing(ctx, mac
     assert "slurmctld is a symbolic link or not a directory" in state.unit_status.message
     assert (outside.stat().st_mode & 0o7777) == 0o711 and not any(outside.iterdir())
     assert "slurmctld" not in machine.calls("start")
+
+
+def test_a_change_undone_after_a_failed_reconfigure_is_reconfigured_again(
+    ctx, machine, tmp_path, settled
+):
+    """A reconfigure that timed out had re-executed slurmctld with the new file (forky lab):
+    going back to the file applied before must reconfigure again, not match an old record."""
+    state = settled(running())
+    machine.fail(*RECONFIGURE, stderr="slurm_reconfigure error: Socket timed out on send/recv")
+    tuned = {"slurm-conf-parameters": "MaxJobCount=20000"}
+    state = ctx.run(ctx.on.config_changed(), later(state, config=tuned))
+    assert state.unit_status.name == "blocked"
+    machine.heal()
+    machine.commands.clear()
+
+    out = ctx.run(ctx.on.config_changed(), later(state, config={}))
+
+    assert "maxjobcount=20000" not in slurm_conf(tmp_path).splitlines()
+    assert machine.ran(*RECONFIGURE) == [RECONFIGURE]
+    assert out.unit_status == testing.ActiveStatus()

@@ -108,4 +108,5 @@ def enlisted(ctx: testing.Context[ops.CharmBase], machine: FakeMachine) -> testi
     out = ctx.run(ctx.on.relation_changed(relation), installed(relation, secrets=[secret]))
     machine.commands.clear()
     machine.service_calls.clear()
+    machine.timeouts.clear()
     return out

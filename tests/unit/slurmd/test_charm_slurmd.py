@@ -298,6 +298,54 @@ def test_default_node_state_waits_for_a_slow_registration(ctx, machine):
     assert out.unit_status == testing.ActiveStatus()
 
 
+def test_a_new_idle_node_is_updated_once_registered_so_slurm_schedules_at_once(
+    ctx, machine, clock
+):
+    """A dynamic node's own registration does not run slurmctld's scheduler: one update of
+    the node does, so a job waiting for it (scale from zero) does not wait for backfill. The
+    hook that started slurmd waits for the registration, looking every quarter second: it may
+    be the unit's last hook for minutes (CI42: a slurmd started again once the operator fixed
+    what stopped it stayed "waiting for the node to register")."""
+    machine.responses[SHOW_NODE] = SlurmOpsError("no", stderr="Invalid node name specified")
+
+    def registers(sleeps: int) -> None:
+        if sleeps == 2:
+            machine.responses[SHOW_NODE] = REGISTERED
+
+    clock.on_sleep.append(registers)
+    secret = auth_secret()
+    relation = controller_relation(secret)
+
+    out = ctx.run(ctx.on.relation_changed(relation), installed(relation, secrets=[secret]))
+
+    assert len(machine.ran(*SHOW_NODE)) == 3
+    assert clock.sleeps == [0.25, 0.25]
+    assert machine.ran("scontrol", "update") == [
+        ["scontrol", "update", f"nodename={NODE}", "comment=slurmd/0"]
+    ]
+    assert out.unit_status == testing.ActiveStatus()
+
+
+def test_a_node_that_never_registers_is_updated_by_a_later_hook(ctx, machine, clock):
+    machine.responses[SHOW_NODE] = SlurmOpsError("no", stderr="Invalid node name specified")
+    secret = auth_secret()
+    relation = controller_relation(secret)
+
+    out = ctx.run(ctx.on.relation_changed(relation), installed(relation, secrets=[secret]))
+
+    assert sum(clock.sleeps) == pytest.approx(30 - 0.25)  # REGISTRATION_ATTEMPTS s in all.
+    assert machine.ran("scontrol", "update") == []
+    assert out.unit_status == testing.WaitingStatus("waiting for the node to register")
+    machine.responses[SHOW_NODE] = REGISTERED
+
+    out = ctx.run(ctx.on.update_status(), again(out))
+
+    assert machine.ran("scontrol", "update") == [
+        ["scontrol", "update", f"nodename={NODE}", "comment=slurmd/0"]
+    ]
+    assert out.unit_status == testing.ActiveStatus()
+
+
 def test_default_node_state_never_touches_an_enlisted_node(ctx, machine, enlisted):
     state = again(enlisted, config={"default-node-state": "down"})
 

@@ -112,12 +112,17 @@ def test_a_registration_after_the_start_hook_is_resumed_by_a_later_event(ctx, ma
     assert stored(out)["reboot_watch_until"] == 0
 
 
-def test_a_start_before_the_node_enlisted_reads_no_node(ctx, machine):
+def test_a_start_before_the_node_enlisted_reads_no_node_for_the_boot(ctx, machine):
+    """The enlistment looks once (for its default state, `test_charm_slurmd`); the watch after
+    a boot reads nothing more."""
     secret = auth_secret()
 
     ctx.run(ctx.on.start(), installed(controller_relation(secret), secrets=[secret]))
 
-    assert SHOW_NODE not in {tuple(c) for c in machine.ran("scontrol")}
+    assert [tuple(c) for c in machine.ran("scontrol", "show")] == [SHOW_NODE]
+    assert scontrol_changes(machine) == [
+        ["scontrol", "update", "nodename=slurmd-0", "comment=slurmd/0"]
+    ]
 
 
 def test_events_outside_the_watch_read_no_node(ctx, machine, enlisted):

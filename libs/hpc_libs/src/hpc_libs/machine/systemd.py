@@ -11,6 +11,7 @@ daemon's own reason, its last fatal line in the journal (see `journal_reason`).
 """
 
 import logging
+import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import ClassVar
@@ -48,6 +49,7 @@ also ship SysV init scripts, and syncing their `/etc/rc?.d` links (update-rc.d) 
 every enable on a lab machine; systemd, PID 1 on every base the charms support, never reads
 them for a service that has its own unit file."""
 _REASON_MARKERS = ("fatal:", "error:")
+_INVOCATION_ID = re.compile(r"[0-9a-f]{32}")
 
 
 class Service:
@@ -216,13 +218,18 @@ class CharmService:
 
 
 def journal_reason(unit: str, *, lines: int = JOURNAL_LINES) -> str | None:
-    """Return the last `fatal:` line of `unit`'s recent journal, else its last `error:` line.
+    """Return the last `fatal:` line of `unit`'s last run in the journal, else its last `error:`.
 
+    Only the last run counts (systemd's InvocationID, kept after the unit failed): a daemon
+    killed without a word (a fence's SIGKILL, `systemctl kill`) would otherwise be shown dying
+    of an earlier run's reason. Without an invocation id, the unit's recent journal is read.
     None when neither is found or the journal cannot be read (within `JOURNAL_TIMEOUT`).
     """
+    invocation = _last_invocation(unit)
+    selector = [f"_SYSTEMD_INVOCATION_ID={invocation}"] if invocation else ["-u", unit]
     try:
         result = host.run(
-            ["journalctl", "-u", unit, "-n", str(lines), "-o", "cat", "--no-pager"],
+            ["journalctl", *selector, "-n", str(lines), "-o", "cat", "--no-pager"],
             timeout=JOURNAL_TIMEOUT,
             check=False,
         )
@@ -235,6 +242,20 @@ def journal_reason(unit: str, *, lines: int = JOURNAL_LINES) -> str | None:
         if found:
             return found[-1][found[-1].index(marker) :]
     return None
+
+
+def _last_invocation(unit: str) -> str | None:
+    """Return the id of `unit`'s last run (`InvocationID`), or None if systemd gives none."""
+    try:
+        result = host.run(
+            ["systemctl", "show", "--property=InvocationID", "--value", unit],
+            timeout=JOURNAL_TIMEOUT,
+            check=False,
+        )
+    except SlurmOpsError:
+        return None
+    invocation = result.stdout.strip()
+    return invocation if _INVOCATION_ID.fullmatch(invocation) else None
 
 
 def _refusal(stderr: str, verb: str, unit: str) -> str | None:

@@ -11,7 +11,7 @@ import logging
 import re
 import secrets
 from collections.abc import Mapping, Sequence
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any, ClassVar, Generic, Literal, TypeVar, cast
 
 from slurmutils import BaseEditor, Model, ModelError
@@ -54,6 +54,16 @@ LOGROTATE_RULE = """\
 }}
 """
 """The package's rotation (12 compressed logs of 5 MB), but logrotate creates the new log."""
+
+DPKG_HOOK_DIR = Path("etc/dpkg/dpkg.cfg.d")
+DPKG_HOOK = """\
+# Written by the Slurm charms. Slurm's Debian packages give {path} to slurm
+# (`chown slurm:slurm` in their postinst) at every install and upgrade. The charms keep it
+# root's, since root reads and writes by name in it: dpkg gives it back to root after each run,
+# a point release from apt or unattended-upgrades included.
+post-invoke=chown -h root:root {path} 2>/dev/null || true
+"""
+"""dpkg's configuration (`post-invoke`, run by `sh -c` after every dpkg run) for one directory."""
 
 SLURM_PPA = "ppa:ubuntu-hpc/slurm-wlm-24.11"
 JWT_KEY_NAME = "jwt_hs256.key"
@@ -327,7 +337,8 @@ class SlurmManager:
         created for the daemon to append to (`files.log_file`). The daemon can no longer
         create it there, so logrotate does, with the charm's rule (`LOGROTATE_RULE`), and
         the package's rule for the same file, which leaves it to the daemon, is removed
-        (dpkg does not bring back a configuration file the admin removed).
+        (dpkg does not bring back a configuration file the admin removed). dpkg gives the
+        directory back to root after each run (`keep_root_after_dpkg`).
 
         Raises:
             SlurmOpsError: A component of `path` is a link, or a file operation failed.
@@ -336,6 +347,7 @@ class SlurmManager:
         files.log_file(
             self.root / path.lstrip("/"), owner=self.user, group=self.group, under=self.root
         )
+        self.keep_root_after_dpkg(str(PurePosixPath(path).parent))
         rules = self.root / LOGROTATE_DIR
         rule = LOGROTATE_RULE.format(path=path, daemon=self.daemon, owner=self.user)
         files.write_if_changed(rules / f"{self.daemon}-charm", rule, mode=0o644)
@@ -343,6 +355,23 @@ class SlurmManager:
             (rules / self.daemon).unlink(missing_ok=True)
         except OSError as e:
             raise SlurmOpsError(f"cannot remove {rules / self.daemon}: {e}") from e
+
+    def keep_root_after_dpkg(self, path: str) -> None:
+        """Have dpkg give the directory `path` (on the machine) back to root after every run.
+
+        The charm makes it root's at each reconcile, but Slurm's package scripts make it
+        slurm's again at every upgrade, and a point release comes from apt or
+        unattended-upgrades, outside the charm: until the next hook, slurm could plant a
+        link where root reads or writes by name. One `DPKG_HOOK` file per directory, the
+        same for every charm, so charms sharing a machine write the same file.
+
+        Raises:
+            SlurmOpsError: The file could not be written.
+
+        """
+        name = "slurm-charms" + path.rstrip("/").replace("/", "-")
+        hook = DPKG_HOOK.format(path=path)
+        files.write_if_changed(self.root / DPKG_HOOK_DIR / name, hook, mode=0o644)
 
     @property
     def options_variable(self) -> str:

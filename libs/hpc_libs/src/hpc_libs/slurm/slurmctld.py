@@ -114,8 +114,13 @@ class SlurmctldManager(SlurmManager):
         return target
 
     def _own_lib_dir(self) -> None:
-        """Make `/var/lib/slurm` root's, 0755, so slurm cannot replace what is in it."""
+        """Make `/var/lib/slurm` root's, 0755, so slurm cannot replace what is in it.
+
+        dpkg gives it back to root after each run (`keep_root_after_dpkg`): Slurm's packages
+        give it to slurm at every upgrade.
+        """
         files.make_dir(self.root / LIB_DIR, mode=0o755, owner="root", under=self.root)
+        self.keep_root_after_dpkg(f"/{LIB_DIR}")
 
     def _trusted(self, path: Path) -> Path:
         """Where a no-follow walk to `path` starts: the checkpoint for a path on the share.
