@@ -386,6 +386,14 @@ MUTATIONS = [
         "test_the_id_is_gone_before_the_shared_slurm_conf_names_accounting",
     ),
     Mutation(
+        "other-controllers-never-told-of-the-applied-config",
+        "charms/slurmctld/src/charm.py::SlurmctldCharm.reconcile",
+        '            "config_digest": config_digest,\n',
+        "",
+        "tests/unit/slurmctld/test_slurmctld_cluster_id_and_digest.py::"
+        "test_the_other_controllers_hear_of_the_applied_config_through_the_peer_memory",
+    ),
+    Mutation(
         "failed-reconfigure-leaves-the-old-record",
         "charms/slurmctld/src/applied.py::AppliedConfig.apply",
         "            self._stored.config = UNCONFIRMED\n",
@@ -951,10 +959,10 @@ MUTATIONS = [
         "tests/unit/slurmctld/test_rebuild.py::test_cancel_never_cancels_an_id_it_did_not_submit",
     ),
     Mutation(
-        "rebuild-record-dropped-by-the-reconcile",
+        "peer-memory-rebuilt-from-the-pass-alone",
         "charms/slurmctld/src/facts.py::Facts.remembered",
-        "            rollouts=memory.rollouts,\n",
-        "",
+        "        return self.memory.model_copy(update=now)\n",
+        "        return SlurmctldPeerData(**now)\n",
         "tests/unit/slurmctld/test_rebuild.py::test_the_status_counts_done_and_rebooting_nodes",
     ),
     Mutation(
@@ -1998,14 +2006,6 @@ MUTATIONS = [
         "",
         "tests/unit/slurmctld/test_associations.py::test_the_operators_enforce_items_are_added_"
         "to_the_charms",
-    ),
-    Mutation(
-        "accounts-record-dropped-by-the-peer-memory",
-        "charms/slurmctld/src/facts.py::Facts.remembered",
-        "            accounts_managed=memory.accounts_managed,\n",
-        "",
-        "tests/unit/slurmctld/test_associations.py::test_the_record_survives_a_reconcile_that_"
-        "could_not_apply",
     ),
     Mutation(
         "accounts-held-removal-forgotten",

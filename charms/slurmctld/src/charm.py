@@ -204,8 +204,13 @@ class SlurmctldCharm(SlurmCharm[SlurmctldConfig]):
         self._facts = self.facts(config).applying(keys.auth_key)
         self.peer.share_slurmctld_timeout(timeout)
         # Applied: now every controller unit offers the endpoint's jobs, or withdraws them,
-        # and the controllers may upgrade with SlurmctldTimeout raised (or it is restored).
-        applied = {"native_metrics": native.on, "upgrade_slurmctld_timeout": raised}
+        # the controllers may upgrade with SlurmctldTimeout raised (or it is restored), and
+        # the others follow the files the leader changed (`config_digest` is their event).
+        applied = {
+            "native_metrics": native.on,
+            "upgrade_slurmctld_timeout": raised,
+            "config_digest": config_digest,
+        }
         self._remember(remembered.model_copy(update=applied))
         self._publish_telemetry(self.facts(config))
         srun_ports = overrides.srun_port_range(config.slurm_conf_parameters)

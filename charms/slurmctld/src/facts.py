@@ -90,17 +90,12 @@ class Facts:
         self, partitions: Iterable[PartitionEntry], departed: Iterable[str]
     ) -> SlurmctldPeerData:
         """Return the leader's peer memory: what it serves and retires now, the rest kept."""
-        memory = self.memory
-        return SlurmctldPeerData(
-            partitions=list(partitions),
-            departed_nodes=[DepartedNode(name=n) for n in departed],
-            controllers=[ControllerSlot(unit=u) for u in self.order],
-            native_metrics=memory.native_metrics,
-            upgrade_slurmctld_timeout=memory.upgrade_slurmctld_timeout,
-            rollouts=memory.rollouts,
-            accounts_managed=memory.accounts_managed,
-            accounts_applied=memory.accounts_applied,
-        )
+        now = {
+            "partitions": list(partitions),
+            "departed_nodes": [DepartedNode(name=n) for n in departed],
+            "controllers": [ControllerSlot(unit=u) for u in self.order],
+        }
+        return self.memory.model_copy(update=now)
 
     def remembering(self, memory: SlurmctldPeerData) -> "Facts":
         """Return these facts with the peer memory this pass wrote."""

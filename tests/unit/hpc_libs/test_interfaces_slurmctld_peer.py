@@ -266,3 +266,17 @@ def test_an_invalid_applied_digest_reads_as_not_said(raw):
 
     assert data.accounts_applied is None
     assert data.accounts_managed is not None
+
+
+def test_the_leaders_config_digest_is_read_from_its_raw_vector():
+    assert read({"config_digest": '"0123456789abcdef"'}).config_digest == "0123456789abcdef"
+
+
+@pytest.mark.parametrize("raw", ["0123456789ABCDEF", "abc", "ab" * 33, 7, "ab" * 8 + "\n"])
+def test_an_invalid_config_digest_reads_as_not_said_and_keeps_the_rest(raw):
+    data = read(
+        {"config_digest": json.dumps(raw), "departed_nodes": json.dumps([{"name": "compute-3"}])}
+    )
+
+    assert data.config_digest is None
+    assert [n.name for n in data.departed_nodes or []] == ["compute-3"]

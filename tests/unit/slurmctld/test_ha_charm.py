@@ -544,6 +544,26 @@ def test_a_standby_restarts_for_a_change_and_says_the_timeout_it_runs_with(
     assert machine.calls("restart") == ["slurmctld"]
 
 
+def test_a_standby_follows_the_share_at_the_peer_event_of_the_leaders_new_digest(
+    ctx, machine, shared_fs
+):
+    """Juju gives no event for a file: the leader's new `config_digest` in the peer memory is
+    the other controllers' event to follow the files it changed on the share."""
+    state = standing_by(ctx, machine, shared_fs)
+    leader_wrote(shared_fs, slurmdtimeout=31)
+    [memory] = [r for r in state.relations if isinstance(r, testing.PeerRelation)]
+    memory = dataclasses.replace(
+        memory, local_app_data={**memory.local_app_data, "config_digest": json.dumps("ab" * 8)}
+    )
+    others = [r for r in state.relations if r is not memory and r.endpoint != PEER]
+    changed = dataclasses.replace(state, relations=[*others, memory])
+
+    ctx.run(ctx.on.relation_changed(memory), changed)
+
+    assert slurmctld_calls(machine) == [("restart", "slurmctld")]
+    assert machine.ran(*RECONFIGURE) == []
+
+
 METRICS_ON = {"metricstype": "metrics/openmetrics"}
 
 

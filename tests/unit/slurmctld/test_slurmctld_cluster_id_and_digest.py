@@ -14,7 +14,7 @@ import pytest
 from hpc_libs.machine import host
 from hpc_libs.slurm.base import ConfigFile
 from ops import testing
-from test_charm_slurmctld import RECONFIGURE, compute_relation, later, running
+from test_charm_slurmctld import RECONFIGURE, compute_relation, later, memory, running
 from test_ha_charm import (
     controllers_answer,
     leader_wrote,
@@ -307,6 +307,33 @@ def test_the_digest_changes_only_once_slurmctld_accepted_the_new_config(ctx, mac
     after = digests(out)
     assert set(after.values()) != set(before.values())
     assert len(set(after.values())) == 1
+
+
+def test_the_other_controllers_hear_of_the_applied_config_through_the_peer_memory(
+    ctx, machine, settled
+):
+    """The other controllers run from the files the leader writes on the share: the leader's
+    `config_digest` in the peer memory, the one the daemons get, changes with them, once
+    slurmctld accepted them (its change is the others' peer event)."""
+    state = settled(running(*consumers(), config={"process-isolation": "cgroup"}))
+    [before] = set(digests(state).values())
+    assert memory(state)["config_digest"] == before
+    isolated = later(state, *consumers_of(state), config={"process-isolation": "none"})
+    machine.fail(
+        *RECONFIGURE, stderr="slurm_reconfigure error: Unable to contact slurm controller"
+    )
+
+    failed = ctx.run(ctx.on.config_changed(), isolated)
+
+    assert memory(failed)["config_digest"] == before
+    machine.heal()
+    out = ctx.run(
+        ctx.on.update_status(),
+        later(failed, *consumers_of(failed), config={"process-isolation": "none"}),
+    )
+    [after] = set(digests(out).values())
+    assert after != before
+    assert memory(out)["config_digest"] == after
 
 
 def test_an_unchanged_config_publishes_the_same_digest(ctx, machine, settled):

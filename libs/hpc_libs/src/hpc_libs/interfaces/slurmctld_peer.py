@@ -27,7 +27,14 @@ the leader only, never in one unit's StoredState:
   nothing is removed on its word;
 * `accounts_applied`: the digest (64 hex digits) of the `accounts` document last applied in
   full, written with `accounts_managed`: while the document is unchanged, what slurmdbd holds
-  that differs from it was changed by hand. Anything else is logged and read as absent.
+  that differs from it was changed by hand. Anything else is logged and read as absent;
+* `config_digest`: the digest of the configuration the leader's slurmctld runs with and
+  serves (the controller interface's `config_digest`, same form), written once it applied it.
+  The other controllers run from the files the leader writes on the shared filesystem, and
+  Juju gives no event for a file: the change of this field is their event to follow the
+  files, whatever made the leader change them (a relation only the leader acted on yet, its
+  config-changed running after theirs). Anything but 8 to 64 hex digits is logged and read
+  as absent.
 
 Every field is optional and JSON-encoded under its own key (`ops.Relation.save`). An entry
 that does not parse (or breaks Slurm's grammar) is logged and skipped; the rest is read.
@@ -62,6 +69,7 @@ from hpc_libs.interfaces.base import (
     SlurmName,
     bounded_text,
 )
+from hpc_libs.interfaces.controller import CONFIG_DIGEST
 from hpc_libs.slurm import grammar
 from hpc_libs.slurm.accounts import Managed
 from hpc_libs.slurm.partition import PartitionSpec, node_set
@@ -192,6 +200,7 @@ class SlurmctldPeerData(DatabagModel):
     rollouts: list[Rollout] | None = None
     accounts_managed: AccountsManaged | None = None
     accounts_applied: str | None = None
+    config_digest: str | None = None
 
     def served(self) -> dict[str, PartitionEntry]:
         """Return the partitions the leader serves (retiring ones included), by name."""
@@ -241,6 +250,14 @@ class SlurmctldPeerData(DatabagModel):
         if value is None or (isinstance(value, str) and _DIGEST.fullmatch(value)):
             return value
         logger.warning("skipping invalid accounts_applied %r: not a sha256 hex digest", value)
+        return None
+
+    @field_validator("config_digest", mode="before")
+    @classmethod
+    def _config_digest(cls, value: Any) -> Any:
+        if value is None or (isinstance(value, str) and CONFIG_DIGEST.fullmatch(value)):
+            return value
+        logger.warning("skipping invalid config_digest %r: not 8 to 64 hex digits", value)
         return None
 
 
