@@ -247,7 +247,7 @@ def test_a_point_release_upgrade_restarts_the_primary_with_no_takeover(cluster: 
     takeovers = {u: takeover_count(cluster, u) for u in units}
     away: list[float] = []
     errors: list[str] = []
-    submitted = 0
+    submitted = failed = 0
     for n in range(UPGRADES):
         out = f"/tmp/upgrade-submissions-{n}"
         submit_in_background(cluster, UPGRADE_SUBMIT_S, out)
@@ -267,6 +267,7 @@ def test_a_point_release_upgrade_restarts_the_primary_with_no_takeover(cluster: 
             partial(background_submissions, cluster, out), timeout=120, what="submissions"
         )
         submitted += sum(line.split(";")[0].isdigit() for line in lines)
+        failed += lines.count("failed")  # One line per sbatch that failed.
         errors += [line for line in lines if line.startswith("sbatch: error")]
     print(
         f"\nprimary away for {', '.join(f'{s:.1f}' for s in away)} s (SIGTERM to in charge); "
@@ -278,8 +279,9 @@ def test_a_point_release_upgrade_restarts_the_primary_with_no_takeover(cluster: 
     assert max(away) < SLURMCTLD_TIMEOUT
     assert submitted > UPGRADES, "no submission ran across the restarts"
     # The one request in flight when slurmctld stops may be reset (Slurm's behaviour at any
-    # restart); none may time out or be refused: the clients waited for the primary.
-    assert len(errors) <= UPGRADES
+    # restart); none may time out or be refused: the clients waited for the primary. One
+    # reset submission may print two error lines, the send's and sbatch's (seen in a local CI).
+    assert failed <= UPGRADES, errors
     assert all(IN_FLIGHT_RESET in e for e in errors), errors
     exec_on(cluster, "scancel --state=PENDING --user=root")
 
