@@ -33,7 +33,7 @@ from slurm_lab.proc import run
 logger = logging.getLogger(__name__)
 
 #: Bump when the image's recipe changes in a way that must rebuild cached images.
-RECIPE_VERSION = 2
+RECIPE_VERSION = 3
 PACKAGES = ("linux-image-amd64", "busybox-static")
 WITHOUT = (
     "dbus",
@@ -267,7 +267,13 @@ def _configure(root: Path) -> None:
                 entry.unlink()
     fstab = ["/dev/vda / ext4 rw,noatime 0 0"]
     for tag, (mountpoint, mode) in SHARES.items():
-        options = f"trans=virtio,version=9p2000.L,{mode},cache=mmap,msize=262144,nofail"
+        # After the modules load: a mount tried before 9pnet_virtio registered the share's
+        # channel fails ("no channels available for device labjuju", a CI's VM), and nofail
+        # lets the boot go on without it, a machine without its agent directory.
+        options = (
+            f"trans=virtio,version=9p2000.L,{mode},cache=mmap,msize=262144,nofail,"
+            "x-systemd.after=systemd-modules-load.service"
+        )
         fstab.append(f"{tag} {mountpoint} 9p {options} 0 0")
         (root / mountpoint.lstrip("/")).mkdir(parents=True, exist_ok=True)
     (root / "etc/fstab").write_text("\n".join(fstab) + "\n")
