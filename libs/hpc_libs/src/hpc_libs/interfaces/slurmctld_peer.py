@@ -78,6 +78,11 @@ logger = logging.getLogger(__name__)
 
 _DIGEST = re.compile(r"[0-9a-f]{64}")
 """A sha256 digest in hex (`accounts_applied`)."""
+_DIGESTS = {
+    "accounts_applied": (_DIGEST, "a sha256 hex digest"),
+    "config_digest": (CONFIG_DIGEST, "8 to 64 hex digits"),
+}
+"""Each digest field's form, and how a refusal names it."""
 MAX_EPOCH = 1 << 40
 """A time far beyond any real clock, in seconds: bounds `since`."""
 
@@ -244,20 +249,13 @@ class SlurmctldPeerData(DatabagModel):
             return None
         return value
 
-    @field_validator("accounts_applied", mode="before")
+    @field_validator("accounts_applied", "config_digest", mode="before")
     @classmethod
-    def _accounts_applied(cls, value: Any) -> Any:
-        if value is None or (isinstance(value, str) and _DIGEST.fullmatch(value)):
+    def _digests(cls, value: Any, info: ValidationInfo) -> Any:
+        pattern, form = _DIGESTS[str(info.field_name)]
+        if value is None or (isinstance(value, str) and pattern.fullmatch(value)):
             return value
-        logger.warning("skipping invalid accounts_applied %r: not a sha256 hex digest", value)
-        return None
-
-    @field_validator("config_digest", mode="before")
-    @classmethod
-    def _config_digest(cls, value: Any) -> Any:
-        if value is None or (isinstance(value, str) and CONFIG_DIGEST.fullmatch(value)):
-            return value
-        logger.warning("skipping invalid config_digest %r: not 8 to 64 hex digits", value)
+        logger.warning("skipping invalid %s %r: not %s", info.field_name, value, form)
         return None
 
 
