@@ -2099,9 +2099,8 @@ MUTATIONS = [
     ),
     Mutation(
         "accounts-peer-digest-unchecked",
-        "libs/hpc_libs/src/hpc_libs/interfaces/slurmctld_peer.py::SlurmctldPeerData._accounts_"
-        "applied",
-        "if value is None or (isinstance(value, str) and _DIGEST.fullmatch(value)):",
+        "libs/hpc_libs/src/hpc_libs/interfaces/slurmctld_peer.py::SlurmctldPeerData._digests",
+        "if value is None or (isinstance(value, str) and pattern.fullmatch(value)):",
         "if True:",
         "tests/unit/hpc_libs/test_interfaces_slurmctld_peer.py::test_an_invalid_applied_digest_"
         "reads_as_not_said",
