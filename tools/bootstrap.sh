@@ -26,6 +26,8 @@ apt_base() {
     # `just pack-check` runs charmcraft on this host: its apt backend imports python3-apt, and
     # the uv plugin's build-packages (python3-dev, python3-venv) are then present beforehand.
     apt-get install -y --no-install-recommends python3-apt python3-dev python3-venv
+    # tests/slurm compiles the fault it preloads into slurmd (hang_forked_exit.c).
+    apt-get install -y --no-install-recommends gcc libc6-dev
 }
 
 tools() {

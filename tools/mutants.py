@@ -2185,6 +2185,30 @@ MUTATIONS = [
         "test_slurmds_drop_in_leaves_running_job_steps_alone_at_a_stop",
     ),
     Mutation(
+        "slurmd-stop-leaves-an-untracked-slurmd-holding-the-port",
+        "libs/hpc_libs/src/hpc_libs/slurm/slurmd.py::START_OVERRIDE",
+        "ExecStopPost=/usr/bin/python3 /usr/local/sbin/hpc-libs-reap-leftovers /usr/sbin/slurmd\n",
+        "",
+        "tests/unit/hpc_libs/test_slurm_managers.py::"
+        "test_slurmds_stop_ends_with_the_reaper_of_the_slurmd_systemd_lost_track_of",
+    ),
+    Mutation(
+        "reaper-kills-any-program-of-the-unit",
+        "libs/hpc_libs/src/hpc_libs/slurm/programs/reap_leftovers.py::runs",
+        "    return owner == 0 and image in wanted\n",
+        "    return owner == 0\n",
+        "tests/unit/hpc_libs/test_reap_leftovers.py::"
+        "test_the_daemon_left_in_the_unit_is_killed_and_its_job_steps_are_not",
+    ),
+    Mutation(
+        "reaper-misses-the-daemon-named-by-a-link",
+        "libs/hpc_libs/src/hpc_libs/slurm/programs/reap_leftovers.py::images",
+        "    paths = {executable, os.path.realpath(executable)}\n",
+        "    paths = {executable}\n",
+        "tests/unit/hpc_libs/test_reap_leftovers.py::"
+        "test_the_daemon_left_in_the_unit_is_killed_and_its_job_steps_are_not",
+    ),
+    Mutation(
         "slurmd-leaves-the-new-system-bus-stopped",
         "libs/hpc_libs/src/hpc_libs/slurm/slurmd.py::SlurmdManager.install",
         "            self.system_bus.start()\n",

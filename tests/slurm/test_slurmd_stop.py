@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -174,3 +175,65 @@ def test_slurmd_running_its_health_check_stops_promptly(cluster: Cluster):
         cluster.sh(machine, "systemctl", "start", "slurmd", timeout=200)
     cluster.wait_for_node_state(node, "IDLE", timeout=60)
     assert stopped < PROMPT_STOP_S, machine.journal("slurmd", 30)
+
+
+HANG_SOURCE = Path(__file__).with_name("hang_forked_exit.c")
+HANG_LIBRARY = "/usr/local/lib/hang-forked-exit.so"
+HANG_DROP_IN = "/etc/systemd/system/slurmd.service.d/99-test-hang-forked-exit.conf"
+
+
+def hang_library(tmp_path: Path) -> bytes:
+    """The fault, built on this host (the machines run a newer glibc: it loads there)."""
+    built = tmp_path / "hang.so"
+    subprocess.run(
+        ["gcc", "-shared", "-fPIC", "-O2", "-o", str(built), str(HANG_SOURCE)], check=True
+    )
+    return built.read_bytes()
+
+
+def slurmds(machine: Machine) -> list[str]:
+    """Root's slurmd processes (a hung fork child runs slurmd's program under a thread name)."""
+    found = machine.exec(["pgrep", "-u", "root", "-f", "^/usr/sbin/slurmd "]).stdout.split()
+    return sorted(found, key=int)
+
+
+def test_a_slurmd_systemd_lost_track_of_is_gone_with_the_unit_and_the_next_start_binds(
+    cluster: Cluster, tmp_path: Path
+):
+    """CI: a re-registration's restart of slurmd failed, and every start after it: "Unable to
+    bind listen port (6818): Address already in use". A reconfigure had left the old slurmd
+    waiting for its fork child, which hung on its way out, so systemd was never told the new
+    slurmd's pid; the stop killed the old process alone (KillMode=process) and the new one
+    held the port. Here a preloaded fault hangs that child; the drop-in's reaper must end the
+    untracked slurmd with the unit, so that the restart binds."""
+    node = "compute-0"
+    machine = cluster.computes[node]
+    machine.write_file(HANG_LIBRARY, hang_library(tmp_path), mode=0o755)
+    machine.write_file(HANG_DROP_IN, f"[Service]\nEnvironment=LD_PRELOAD={HANG_LIBRARY}\n")
+    try:
+        cluster.sh(machine, "systemctl", "daemon-reload")
+        cluster.sh(machine, "systemctl", "restart", "slurmd", timeout=200)
+        cluster.wait_for_node_state(node, "IDLE", timeout=60)
+        stuck = main_pid(cluster, machine)
+        asked = cluster.controller.exec(["scontrol", "reconfigure"], timeout=60)
+        assert asked.returncode == 0 or "Socket timed out" in asked.stderr, asked.stderr
+        wait_for(
+            "a new slurmd beside the old one and its hung fork child",
+            lambda: slurmds(machine),
+            lambda pids: len(pids) >= 3,
+        )
+        time.sleep(2)  # the old slurmd would have told systemd by now
+        assert main_pid(cluster, machine) == stuck, "the fault did not hold the old slurmd"
+    finally:
+        machine.exec(["rm", "-f", HANG_DROP_IN])
+        cluster.sh(machine, "systemctl", "daemon-reload")
+
+    restarted = machine.exec(["systemctl", "restart", "slurmd"], timeout=200)
+
+    journal = machine.journal("slurmd", 60)
+    assert restarted.returncode == 0, journal
+    cluster.wait_for_node_state(node, "IDLE", timeout=60)
+    assert slurmds(machine) == [main_pid(cluster, machine)], journal
+    reaped = [line for line in journal.splitlines() if "killed /usr/sbin/slurmd process" in line]
+    print("\n" + "\n".join(reaped))
+    assert len(reaped) == 2, journal  # the new slurmd and the old one's hung fork child

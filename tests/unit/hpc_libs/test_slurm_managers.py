@@ -12,6 +12,8 @@ from hpc_libs.slurm.base import SLURM_PPA, conf_server_option
 from hpc_libs.slurm.sackd import SackdManager
 from hpc_libs.slurm.slurmctld import SlurmctldManager
 from hpc_libs.slurm.slurmd import (
+    REAPER,
+    REAPER_SOURCE,
     START_OVERRIDE,
     SlurmdManager,
     parse_slurmd_c,
@@ -339,16 +341,43 @@ def test_slurmds_drop_in_leaves_running_job_steps_alone_at_a_stop(
 
     They run in slurmstepd's own systemd scope (cgroup v2) and outlive slurmd; a stop that
     also acted on them (a kill mode, a stop command, a signal of its own) would end every
-    running job at each restart. The drop-in sets the start and the stop's bound, nothing else
-    (a VM shows the steps live on: tests/integration/test_vm_defaults.py).
+    running job at each restart. The drop-in sets the start, the stop's bound and the reaper
+    of untracked slurmds, nothing else (a VM shows the steps live on:
+    tests/integration/test_vm_defaults.py).
     """
     fake_run.on("systemctl", "show", stdout="yes\n")
     SlurmdManager(tmp_path).set_start_options("compute-0", ["ctl-0"], "cpus=2")
 
     drop_in = tmp_path / "etc/systemd/system/slurmd.service.d/10-hpc-libs-dynamic-node.conf"
     service = drop_in.read_text().split("[Service]\n", 1)[1].split("\n")
-    keys = {line.split("=", 1)[0] for line in service if line and not line.startswith("#")}
-    assert keys == {"Type", "EnvironmentFile", "ExecStart", "TimeoutStopSec"}
+    keys = sorted(line.split("=", 1)[0] for line in service if line and not line.startswith("#"))
+    assert keys == [
+        "EnvironmentFile",
+        "ExecStart",
+        "ExecStart",
+        "ExecStopPost",  # the reaper of untracked slurmds (the next test), never job steps
+        "TimeoutStopSec",
+        "Type",
+    ]
+
+
+def test_slurmds_stop_ends_with_the_reaper_of_the_slurmd_systemd_lost_track_of(
+    tmp_path: Path, owners: Owners, fake_run: FakeRun, daemon_reloads: list[None]
+) -> None:
+    """Once the unit stopped, the program the manager installed root-owned kills slurmd's
+    untracked processes (tests/unit/hpc_libs/test_reap_leftovers.py, and on the lab
+    tests/slurm/test_slurmd_stop.py)."""
+    fake_run.on("systemctl", "show", stdout="yes\n")
+    SlurmdManager(tmp_path).set_start_options("compute-0", ["ctl-0"], "cpus=2")
+
+    drop_in = tmp_path / "etc/systemd/system/slurmd.service.d/10-hpc-libs-dynamic-node.conf"
+    lines = drop_in.read_text().splitlines()
+    stop_posts = [line for line in lines if line.startswith("ExecStopPost=")]
+    assert stop_posts == [f"ExecStopPost=/usr/bin/python3 {REAPER} /usr/sbin/slurmd"]
+    program = tmp_path / REAPER.lstrip("/")
+    assert program.read_bytes() == REAPER_SOURCE.read_bytes()
+    assert program.stat().st_mode & 0o7777 == 0o755
+    assert owners[program.name] == ("root", None)
 
 
 def test_slurmd_start_options_unchanged_means_no_reload(

@@ -23,6 +23,16 @@ a request it is still answering. Meanwhile it does not exit, and systemd's defau
 timeout (90 s) held every stop, restart and reboot of the machine. The drop-in bounds the
 stop (`TimeoutStopSec`); systemd then kills slurmd alone (the packaged `KillMode=process`),
 so running job steps go on and the next slurmd finds them.
+
+On `scontrol reconfigure` slurmd re-executes: the new process is the old one's grandchild,
+and the old one tells systemd the new main PID before it exits. Seen on the lab (Slurm
+24.11.5): the old process stayed, waiting for its fork child, which hung on its way out;
+systemd went on holding it as the main process, the real slurmd ran untracked, the next
+stop killed the old process alone (`KillMode=process`) and every start after it failed
+("Unable to bind listen port (6818): Address already in use"), a stop in the middle of a
+reconfigure leaves the same. So the drop-in's `ExecStopPost` runs `programs/reap_leftovers.py`
+(installed root-owned as `REAPER`): once the unit stopped, it kills the unit's processes
+still running root's slurmd; job steps (slurmstepd) are never touched.
 """
 
 import logging
@@ -34,13 +44,17 @@ from pathlib import Path
 from slurmutils import Node
 
 from hpc_libs.errors import SlurmOpsError
-from hpc_libs.machine import apt, host, systemd
+from hpc_libs.machine import apt, files, host, systemd
 from hpc_libs.slurm import gpu, grammar, parameters
 from hpc_libs.slurm.base import SlurmManager, conf_server_option
 from hpc_libs.slurm.upgrade import DebSource
 
 logger = logging.getLogger(__name__)
 
+REAPER = "/usr/local/sbin/hpc-libs-reap-leftovers"
+"""Where the manager installs `programs/reap_leftovers.py`, root-owned: the drop-in's
+`ExecStopPost` runs it."""
+REAPER_SOURCE = Path(__file__).parent / "programs/reap_leftovers.py"
 START_OVERRIDE_NAME = "10-hpc-libs-dynamic-node"
 START_OVERRIDE = """\
 # Written by the Slurm charms: run slurmd as a dynamic node (-Z).
@@ -55,6 +69,10 @@ ExecStart=/usr/sbin/slurmd --systemd -Z $SLURMD_OPTIONS --conf ${SLURMD_CONF}
 # bound the stop. Past it systemd kills slurmd alone (the packaged KillMode=process): job
 # steps run on, and the next slurmd finds them.
 TimeoutStopSec=10
+# A slurmd systemd lost track of (a reconfigure's new process, announced to systemd by an old
+# one that hung or was stopped first) would hold slurmd's port and fail every next start:
+# once the unit stopped, kill the unit's processes still running slurmd (never job steps).
+ExecStopPost=/usr/bin/python3 /usr/local/sbin/hpc-libs-reap-leftovers /usr/sbin/slurmd
 """
 
 HARDWARE_KEYS = (
@@ -119,6 +137,9 @@ class SlurmdManager(SlurmManager):
         """
         if not nodename or not conf_servers or not node_conf.strip():
             raise ValueError("slurmd needs a node name, a controller and a node configuration")
+        files.write_if_changed(  # the stop runs it: a new copy needs no restart
+            self.root / REAPER.lstrip("/"), REAPER_SOURCE.read_bytes(), mode=0o755
+        )
         override_changed = systemd.write_override(
             self.daemon, START_OVERRIDE_NAME, START_OVERRIDE, root=self.root
         )
