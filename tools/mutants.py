@@ -2193,6 +2193,14 @@ MUTATIONS = [
         "test_slurmds_stop_ends_with_the_reaper_of_the_slurmd_systemd_lost_track_of",
     ),
     Mutation(
+        "sackd-stop-leaves-an-untracked-sackd",
+        "libs/hpc_libs/src/hpc_libs/slurm/sackd.py::STOP_OVERRIDE",
+        "KillMode=control-group\n",
+        "",
+        "tests/unit/hpc_libs/test_slurm_managers.py::"
+        "test_a_sackd_stop_ends_every_process_of_its_unit_within_a_bound",
+    ),
+    Mutation(
         "reaper-kills-any-program-of-the-unit",
         "libs/hpc_libs/src/hpc_libs/slurm/programs/reap_leftovers.py::runs",
         "    return owner == 0 and image in wanted\n",

@@ -5,6 +5,9 @@ SIGKILL. slurmd acts on SIGTERM only once the requests it serves end (a health c
 prolog): such a stop cost every stop and reboot of its machine up to those 90 s, and in a
 `rebuild-nodes` rollout a node was out 186 s instead of 6 s. Each test brings the node's
 slurmd to a state the charms bring it to, then stops it as a shutdown does.
+
+The last two leave a daemon systemd lost track of (a reconfigure whose old process hangs,
+injected) and show the stop ends it, so that the next start binds: slurmd and sackd.
 """
 
 from __future__ import annotations
@@ -179,7 +182,7 @@ def test_slurmd_running_its_health_check_stops_promptly(cluster: Cluster):
 
 HANG_SOURCE = Path(__file__).with_name("hang_forked_exit.c")
 HANG_LIBRARY = "/usr/local/lib/hang-forked-exit.so"
-HANG_DROP_IN = "/etc/systemd/system/slurmd.service.d/99-test-hang-forked-exit.conf"
+HANG_DROP_IN = "99-test-hang-forked-exit.conf"
 
 
 def hang_library(tmp_path: Path) -> bytes:
@@ -191,10 +194,43 @@ def hang_library(tmp_path: Path) -> bytes:
     return built.read_bytes()
 
 
-def slurmds(machine: Machine) -> list[str]:
-    """Root's slurmd processes (a hung fork child runs slurmd's program under a thread name)."""
-    found = machine.exec(["pgrep", "-u", "root", "-f", "^/usr/sbin/slurmd "]).stdout.split()
+def daemons(machine: Machine, daemon: str) -> list[str]:
+    """The processes of `daemon` (a hung fork child runs its program under a thread name)."""
+    found = machine.exec(["pgrep", "-f", f"^/usr/sbin/{daemon} "]).stdout.split()
     return sorted(found, key=int)
+
+
+def tracked(cluster: Cluster, machine: Machine, daemon: str) -> str:
+    return cluster.sh(machine, "systemctl", "show", "--value", "-p", "MainPID", daemon).strip()
+
+
+def lose_track_on_reconfigure(
+    cluster: Cluster,
+    machine: Machine,
+    daemon: str,
+    reconfigure: Callable[[], object],
+    fault: bytes,
+) -> None:
+    """Reconfigure `daemon` with its fork child hung on its way out, as the CI saw slurmd's:
+    the old process waits for that child forever and never tells systemd the new one's pid."""
+    drop_in = f"/etc/systemd/system/{daemon}.service.d/{HANG_DROP_IN}"
+    machine.write_file(HANG_LIBRARY, fault, mode=0o755)
+    machine.write_file(drop_in, f"[Service]\nEnvironment=LD_PRELOAD={HANG_LIBRARY}\n")
+    try:
+        cluster.sh(machine, "systemctl", "daemon-reload")
+        cluster.sh(machine, "systemctl", "restart", daemon, timeout=200)
+        stuck = tracked(cluster, machine, daemon)
+        reconfigure()
+        wait_for(
+            f"a new {daemon} beside the old one and its hung fork child",
+            lambda: daemons(machine, daemon),
+            lambda pids: len(pids) >= 3,
+        )
+        time.sleep(2)  # the old process would have told systemd by now
+        assert tracked(cluster, machine, daemon) == stuck, "the fault did not hold the old one"
+    finally:
+        machine.exec(["rm", "-f", drop_in])
+        cluster.sh(machine, "systemctl", "daemon-reload")
 
 
 def test_a_slurmd_systemd_lost_track_of_is_gone_with_the_unit_and_the_next_start_binds(
@@ -204,36 +240,45 @@ def test_a_slurmd_systemd_lost_track_of_is_gone_with_the_unit_and_the_next_start
     bind listen port (6818): Address already in use". A reconfigure had left the old slurmd
     waiting for its fork child, which hung on its way out, so systemd was never told the new
     slurmd's pid; the stop killed the old process alone (KillMode=process) and the new one
-    held the port. Here a preloaded fault hangs that child; the drop-in's reaper must end the
-    untracked slurmd with the unit, so that the restart binds."""
+    held the port. The drop-in's reaper must end the untracked slurmd with the unit."""
     node = "compute-0"
     machine = cluster.computes[node]
-    machine.write_file(HANG_LIBRARY, hang_library(tmp_path), mode=0o755)
-    machine.write_file(HANG_DROP_IN, f"[Service]\nEnvironment=LD_PRELOAD={HANG_LIBRARY}\n")
-    try:
-        cluster.sh(machine, "systemctl", "daemon-reload")
-        cluster.sh(machine, "systemctl", "restart", "slurmd", timeout=200)
+
+    def reconfigure() -> None:
         cluster.wait_for_node_state(node, "IDLE", timeout=60)
-        stuck = main_pid(cluster, machine)
         asked = cluster.controller.exec(["scontrol", "reconfigure"], timeout=60)
         assert asked.returncode == 0 or "Socket timed out" in asked.stderr, asked.stderr
-        wait_for(
-            "a new slurmd beside the old one and its hung fork child",
-            lambda: slurmds(machine),
-            lambda pids: len(pids) >= 3,
-        )
-        time.sleep(2)  # the old slurmd would have told systemd by now
-        assert main_pid(cluster, machine) == stuck, "the fault did not hold the old slurmd"
-    finally:
-        machine.exec(["rm", "-f", HANG_DROP_IN])
-        cluster.sh(machine, "systemctl", "daemon-reload")
 
+    lose_track_on_reconfigure(cluster, machine, "slurmd", reconfigure, hang_library(tmp_path))
     restarted = machine.exec(["systemctl", "restart", "slurmd"], timeout=200)
 
     journal = machine.journal("slurmd", 60)
     assert restarted.returncode == 0, journal
     cluster.wait_for_node_state(node, "IDLE", timeout=60)
-    assert slurmds(machine) == [main_pid(cluster, machine)], journal
+    assert daemons(machine, "slurmd") == [tracked(cluster, machine, "slurmd")], journal
     reaped = [line for line in journal.splitlines() if "killed /usr/sbin/slurmd process" in line]
     print("\n" + "\n".join(reaped))
     assert len(reaped) == 2, journal  # the new slurmd and the old one's hung fork child
+
+
+def test_a_sackd_systemd_lost_track_of_is_gone_with_the_unit(
+    cluster: Cluster, login: Machine, tmp_path: Path
+):
+    """The same on a login node: sackd's drop-in makes a stop end all of the unit, within a
+    bound (the packaged KillMode=process and 90 s kept the untracked sackd running)."""
+    lose_track_on_reconfigure(
+        cluster,
+        login,
+        "sackd",
+        lambda: cluster.sh(login, "systemctl", "reload", "sackd"),  # SIGHUP: reconfigure
+        hang_library(tmp_path),
+    )
+
+    started = time.monotonic()
+    cluster.sh(login, "systemctl", "restart", "sackd", timeout=200)
+    restarted_in = time.monotonic() - started
+
+    print(f"\nsackd restarted in {restarted_in:.1f} s")
+    assert daemons(login, "sackd") == [tracked(cluster, login, "sackd")], login.journal("sackd")
+    assert restarted_in < PROMPT_STOP_S, login.journal("sackd", 30)
+    cluster.sh(login, "sinfo", timeout=60)  # the new sackd serves the login node

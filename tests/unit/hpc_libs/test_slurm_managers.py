@@ -271,7 +271,10 @@ def test_a_controller_stop_is_bounded_once(fake_run: FakeRun, tmp_path: Path) ->
     assert fake_run.calls == [["systemctl", "daemon-reload"]]  # Once: the second wrote nothing.
 
 
-def test_sackd_conf_servers(tmp_path: Path, owners: Owners) -> None:
+def test_sackd_conf_servers(
+    tmp_path: Path, owners: Owners, fake_run: FakeRun, daemon_reloads: list[None]
+) -> None:
+    fake_run.on("systemctl", "show", stdout="no\n")
     sackd = SackdManager(tmp_path)
 
     assert sackd.set_conf_servers(["ctl-0", "ctl-1:7817"]) is True
@@ -279,6 +282,23 @@ def test_sackd_conf_servers(tmp_path: Path, owners: Owners) -> None:
     assert sackd.options.read() == {"SACKD_OPTIONS": "--conf-server ctl-0:6817,ctl-1:7817"}
     with pytest.raises(ValueError):
         sackd.set_conf_servers([])
+
+
+def test_a_sackd_stop_ends_every_process_of_its_unit_within_a_bound(
+    tmp_path: Path, owners: Owners, fake_run: FakeRun, daemon_reloads: list[None]
+) -> None:
+    """A reconfigure's new sackd that systemd did not hold as the main process must not
+    outlive a stop (the packaged KillMode=process let it): sackd keeps no child running."""
+    fake_run.on("systemctl", "show", stdout="yes\n")  # sackd held loaded: the drop-in is new
+    sackd = SackdManager(tmp_path)
+
+    sackd.set_conf_servers(["ctl-0"])
+    assert sackd.set_conf_servers(["ctl-0"]) is False
+
+    drop_in = tmp_path / "etc/systemd/system/sackd.service.d/10-hpc-libs-stop.conf"
+    service = drop_in.read_text().split("[Service]\n", 1)[1].splitlines()
+    assert service == ["KillMode=control-group", "TimeoutStopSec=10"]
+    assert daemon_reloads == [None]  # once: the second call wrote nothing
 
 
 def test_options_refuse_quote_characters(tmp_path: Path, owners: Owners) -> None:

@@ -4,8 +4,18 @@ import hashlib
 from collections.abc import Sequence
 
 from hpc_libs.errors import SlurmOpsError
-from hpc_libs.machine import files
+from hpc_libs.machine import files, systemd
 from hpc_libs.slurm.base import SlurmManager, conf_server_option
+
+STOP_OVERRIDE_NAME = "10-hpc-libs-stop"
+STOP_OVERRIDE = """\
+# Written by the Slurm charms. sackd runs no process that must outlive it: a stop ends every
+# process of the unit (the packaged KillMode=process left a reconfigure's new sackd running
+# when systemd still held the old one, see hpc_libs.slurm.slurmd), within a bound.
+[Service]
+KillMode=control-group
+TimeoutStopSec=10
+"""
 
 
 class SackdManager(SlurmManager):
@@ -17,12 +27,16 @@ class SackdManager(SlurmManager):
     def set_conf_servers(self, controllers: Sequence[str]) -> bool:
         """Point sackd at `controllers` (primary first); return whether the options changed.
 
+        It also installs the drop-in that makes a stop end all of sackd (`STOP_OVERRIDE`).
+
         Raises:
             ValueError: `controllers` is empty.
 
         """
         if not controllers:
             raise ValueError("sackd needs at least one controller")
+        if systemd.write_override(self.daemon, STOP_OVERRIDE_NAME, STOP_OVERRIDE, root=self.root):
+            systemd.reload_for(self.daemon)  # applies at the next stop: no restart
         return self.options.write(
             {self.options_variable: f"--conf-server {conf_server_option(controllers)}"}
         )
