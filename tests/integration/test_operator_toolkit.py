@@ -9,7 +9,9 @@ Run with `-s` to see the measurements.
 
 from __future__ import annotations
 
+import base64
 import json
+import subprocess
 import time
 from collections.abc import Callable
 from functools import partial
@@ -283,3 +285,62 @@ def test_rotate_auth_key_keeps_a_running_job_and_refuses_the_old_key(cluster: ju
     assert not sackd_with("/root/old-slurm.key")
     assert sackd_with(current)
     assert poll(lambda: try_sh(cluster, "sinfo -h", unit=LOGIN), timeout=60, what="sinfo again")
+
+
+HANG_SOURCE = Path(__file__).resolve().parents[1] / "slurm/hang_forked_exit.c"
+HANG_LIBRARY = "/usr/local/lib/hang-forked-exit.so"
+HANG_DROP_IN = "/etc/systemd/system/slurmd.service.d/99-test-hang-forked-exit.conf"
+
+
+def slurmd_processes(juju: jubilant.Juju) -> list[str]:
+    out = sh(juju, "pgrep -u root -f '^/usr/sbin/slurmd ' || true", unit="compute/0")
+    return out.split()
+
+
+def slurmd_main_pid(juju: jubilant.Juju) -> str:
+    return sh(juju, "systemctl show --value -p MainPID slurmd", unit="compute/0").strip()
+
+
+def test_a_reregistration_after_a_reconfigure_that_lost_slurmd_restarts_it(
+    cluster: jubilant.Juju, tmp_path: Path
+):
+    """CI5's failure, on the deployed charm: a reconfigure's old slurmd waited forever for its
+    fork child, hung on its way out (here a preloaded fault, tests/slurm/hang_forked_exit.c),
+    so systemd never learnt the new slurmd's pid; the re-registration's restart then stopped
+    the old one alone and slurmd could not bind 6818 again. The charm's drop-in reaps it."""
+    library = tmp_path / "hang.so"
+    subprocess.run(
+        ["gcc", "-shared", "-fPIC", "-O2", "-s", "-o", str(library), str(HANG_SOURCE)],
+        check=True,
+    )
+    encoded = base64.b64encode(library.read_bytes()).decode()
+    sh(
+        cluster,
+        f"echo {encoded} | base64 -d > {HANG_LIBRARY} && "
+        f"printf '[Service]\\nEnvironment=LD_PRELOAD={HANG_LIBRARY}\\n' > {HANG_DROP_IN} && "
+        "systemctl daemon-reload && systemctl restart slurmd",
+        unit="compute/0",
+    )
+    poll(
+        lambda: "IDLE" in node_record(cluster)["state"],
+        timeout=REACT,
+        what=f"{NODE} idle under the fault",
+    )
+    held = slurmd_main_pid(cluster)
+    sh(cluster, "scontrol reconfigure")
+    poll(
+        lambda: len(slurmd_processes(cluster)) >= 3,
+        timeout=REACT,
+        what="a new slurmd beside the old one and its hung fork child",
+    )
+    time.sleep(2)  # the old slurmd would have named the new one by now
+    assert slurmd_main_pid(cluster) == held, "the fault did not hold the old slurmd"
+    sh(cluster, f"rm -f {HANG_DROP_IN} && systemctl daemon-reload", unit="compute/0")
+
+    memory = reregister_with_less_memory(cluster)
+
+    assert slurmd_processes(cluster) == [slurmd_main_pid(cluster)]
+    journal = sh(cluster, "journalctl -u slurmd --no-pager", unit="compute/0")
+    reaped = [line for line in journal.splitlines() if "killed /usr/sbin/slurmd process" in line]
+    assert len(reaped) == 2, journal  # the new slurmd and the old one's hung fork child
+    say(f"re-registered (RealMemory={memory}) after a lost slurmd; reap lines: {len(reaped)}")
