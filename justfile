@@ -99,12 +99,14 @@ vm-defaults *args:
 integration-ha *args:
     uv run pytest tests/integration/test_ha.py {{ args }}
 
-# The integration tests marked `newer_slurm` (the dynamic-node and login-node scenarios, and
-# Slurm's own metrics endpoint through COS, from 25.11) on the newer Slurm: a lab of Debian
-# testing (forky, Slurm 26.05 today; needs root), one lab per module (`just test`: two at a
-# time). The first run builds and caches the forky base (~2-3 min).
+# The integration modules' copies on the newer Slurm (marked `newer_slurm`: the modules whose
+# `RELEASES` name forky, and those that need it), a lab of Debian testing each (forky, Slurm
+# 26.05 today; needs root). `just integration` runs them beside the 24.11 copies; the first run
+# builds and caches the forky base (~2-3 min). The whole suite on forky instead:
+# `SLURM_LAB_SUITE=forky just integration`.
 integration-newer *args:
-    SLURM_LAB_BACKEND=lab SLURM_LAB_SUITE=forky uv run pytest tests/integration -m newer_slurm \
+    SLURM_LAB_BACKEND=lab uv run pytest tests/integration -m newer_slurm \
+        -n {{ lab_workers }} --dist loadfile --durations=40 \
         --ignore tests/integration/test_vm_defaults.py {{ args }}
 
 # A seeded chaos soak on a fresh lab (issue 37; root): jobs from the login node at --rate a
@@ -175,9 +177,10 @@ test:
     phase_done checks
     [ "${#statuses[@]}" = 0 ] || exit "${statuses[0]}"
     # Then the steps with labs of their own run side by side: the lab's own tests, the fuzz
-    # suite (Slurm judges in a chroot of the base), the hpc_libs-on-Slurm tests, the newer
-    # Slurm's charms packed then its scenarios, the lab benchmark's smoke run; beside them
-    # `just pack`'s path with the real charmcraft and both Ubuntu Python ABIs.
+    # suite (Slurm judges in a chroot of the base), the hpc_libs-on-Slurm tests, the charms
+    # packed for the newer Slurm's machines (the integration phase's forky labs), the lab
+    # benchmark's smoke run; beside them `just pack`'s path with the real charmcraft and both
+    # Ubuntu Python ABIs.
     # The next phase keeps both CPUs 90-99% busy (the charms' hooks in its labs); this one was
     # 65% busy in CI21: the newer Slurm's pack waits on the network (its base) about 3 minutes
     # with the CPUs nearly idle. The mutation checks fill that; what is added past it costs
@@ -187,12 +190,7 @@ test:
     # The background steps' output follows once they are done; the first failure fails the
     # run, after all of them ended.
     newer_log=$(mktemp)
-    {
-        started=$SECONDS
-        "{{ just_executable() }}" lab-pack forky "charms/*"
-        echo "== just lab-pack forky: $((SECONDS - started)) s"
-        step integration-newer -n 2 --dist loadfile
-    } > "$newer_log" 2>&1 & newer=$!
+    step lab-pack forky > "$newer_log" 2>&1 & newer=$!
     fuzz_log=$(mktemp)
     step fuzz > "$fuzz_log" 2>&1 & fuzz=$!
     slurm_log=$(mktemp)
@@ -218,10 +216,11 @@ test:
     finish "$newer" "$newer_log" || statuses+=($?)
     phase_done labs
     [ "${#statuses[@]}" = 0 ] || exit "${statuses[0]}"
-    # The integration modules, a lab each, six at a time: the soak's short seed (issue 37) is
-    # the sixth lab. This phase left a quarter of the CPUs idle with five (CI29: 74% busy, the
-    # failovers' and the requeue's waits); the lab phase had none to give (97%).
-    LAB_WORKERS=6 step integration --ignore tests/integration/test_bench_lab_smoke.py \
+    # The integration modules, a lab each, seven at a time, the copies on 24.11 and on 26.05
+    # side by side (each module's `RELEASES`), and the soak's short seed (issue 37). Six left
+    # a fifth of the CPUs idle (CI8: 79% busy, the failovers' and the requeue's waits); the
+    # lab phase had none to give (97%).
+    LAB_WORKERS=7 step integration --ignore tests/integration/test_bench_lab_smoke.py \
         || statuses+=($?)
     phase_done integration
     [ "${#statuses[@]}" = 0 ] || exit "${statuses[0]}"

@@ -4,14 +4,19 @@ The same test files run on both. Set SLURM_LAB_BACKEND=lab to use the lab even w
 installed. On the lab every unit is a real machine (systemd, Slurm) running the `.charm`
 charmcraft packed for the lab's suite (cached; `just lab-pack`): its `dispatch` and ops.main
 with real hook tools (lab/README.md); see slurm_lab.juju.
-SLURM_LAB_SUITE picks the machines' Debian suite, so the Slurm version under test: `trixie`
-(Slurm 24.11, the default) or `forky` (Debian testing, the newer Slurm: 26.05 today). A module
-that needs one release names it in `LAB_SUITE` (the major upgrade: its origin, trixie).
+The Slurm release under test is the lab machines' Debian suite: `trixie` (Slurm 24.11) or `forky`
+(Debian testing, the newer Slurm: 26.05 today). A module names the releases it runs on in
+`RELEASES` (default: trixie's only); one that runs on both is collected once per release, each
+copy with a lab of its own, and xdist schedules the copies as separate modules. A module that
+needs one release whatever the run asks names it in `LAB_SUITE` (the major upgrade: its origin,
+trixie). SLURM_LAB_SUITE runs every other module on that one suite instead. The forky copies
+carry the `newer_slurm` marker (`just integration-newer`: `-m newer_slurm`).
 """
 
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import time
 from collections.abc import Callable, Iterator
@@ -66,8 +71,45 @@ to the rebuild's worker 5 minutes before it was free, ran last and alone for 2 m
 node health waited 5 minutes behind the key rotation and ended the phase)."""
 
 
+NEWER_SUITE = "forky"
+"""The suite of the newer Slurm (26.05 today): its tests carry the `newer_slurm` marker."""
+RELEASE_IN_ID = re.compile(r"\[(?:.*-)?(trixie|forky)(?:-.*)?\]$")
+"""The release in a test's id, where its module runs on more than one (`pytest_generate_tests`)."""
+
+
+def module_releases(module: Any) -> tuple[str | None, ...]:
+    """The suites a module's labs run in this run (None: no lab suite, real Juju).
+
+    The module's `LAB_SUITE` (a release it needs), else $SLURM_LAB_SUITE (one release for the
+    whole run), else the module's `RELEASES` (the matrix `just test` runs), else trixie.
+    """
+    if on_real_juju():
+        return (None,)
+    needed = getattr(module, "LAB_SUITE", None) or lab_suite()
+    return (needed,) if needed else tuple(getattr(module, "RELEASES", ("trixie",)))
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """A module on more than one release: each test once per release, a lab per release."""
+    releases = module_releases(metafunc.module)
+    if len(releases) > 1 and "lab_release" in metafunc.fixturenames:
+        metafunc.parametrize("lab_release", releases, indirect=True, scope="module", ids=str)
+
+
+def item_release(item: pytest.Item) -> str | None:
+    """The suite an item's lab runs."""
+    callspec = getattr(item, "callspec", None)
+    if callspec is not None and "lab_release" in callspec.params:
+        return callspec.params["lab_release"]
+    return module_releases(getattr(item, "module", None))[0]
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Put the longest modules first; the order inside each module is kept (stable sort)."""
+    """Mark the newer Slurm's tests `newer_slurm`, and put the longest modules first; the order
+    inside each module is kept (stable sort)."""
+    for item in items:
+        if item_release(item) == NEWER_SUITE:
+            item.add_marker(pytest.mark.newer_slurm)
     rank = {name: position for position, name in enumerate(LONGEST_MODULES)}
     items.sort(key=lambda item: rank.get(item.path.name, len(rank)))
 
@@ -92,6 +134,12 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
         filler_round = False
         """Whether the first round runs: a worker that has a module already gets a filler."""
 
+        def _split_scope(self, nodeid: str) -> str:
+            """A module's file, and its release where it runs on more than one."""
+            release = RELEASE_IN_ID.search(nodeid)
+            scope = super()._split_scope(nodeid)
+            return f"{scope}@{release.group(1)}" if release else scope
+
         def schedule(self) -> None:
             self.filler_round = self.collection is None
             super().schedule()
@@ -113,7 +161,7 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
         def _ends_long(self, node: Any) -> bool:
             """Whether the worker is about to run the last test of a `LONG_LAST_TEST` module."""
             return any(
-                scope.endswith(LONG_LAST_TEST) and not all(work.values())
+                scope.split("@")[0].endswith(LONG_LAST_TEST) and not all(work.values())
                 for scope, work in self.assigned_work.get(node, {}).items()
             )
 
@@ -141,10 +189,10 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
 
 
 @pytest.fixture(scope="module", autouse=True)
-def timeline(request: pytest.FixtureRequest) -> Iterator[None]:
-    """Write the module's start and end to TIMELINE, with its worker and minutes taken."""
+def timeline(request: pytest.FixtureRequest, lab_release: str | None) -> Iterator[None]:
+    """Write the module's start and end to TIMELINE, with its worker, release and minutes."""
     worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
-    name = request.module.__name__
+    name = f"{request.module.__name__} ({lab_release or 'juju'})"
     began = time.time()
     with TIMELINE.open("a") as log:
         log.write(f"{began:.0f} {worker} {name} started\n")
@@ -195,10 +243,11 @@ def lab_suite() -> str | None:
     return os.environ.get("SLURM_LAB_SUITE") or None
 
 
-def module_suite(request: pytest.FixtureRequest) -> str | None:
-    """The suite a module's lab runs: the module's own `LAB_SUITE` (a test that needs one
-    release, such as the upgrade from 24.11), else `lab_suite()`."""
-    return getattr(request.module, "LAB_SUITE", None) or lab_suite()
+@pytest.fixture(scope="module")
+def lab_release(request: pytest.FixtureRequest) -> str | None:
+    """The suite of the module's lab: the copy's release (`pytest_generate_tests`), else the
+    module's only one (`module_releases`)."""
+    return getattr(request, "param", None) or module_releases(request.module)[0]
 
 
 def lab_usable() -> bool:
@@ -212,7 +261,9 @@ def lab_usable() -> bool:
 
 @pytest.fixture(scope="module")
 def juju(
-    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+    request: pytest.FixtureRequest,
+    tmp_path_factory: pytest.TempPathFactory,
+    lab_release: str | None,
 ) -> Iterator[jubilant.Juju]:
     """A fresh model for the test module: a temporary Juju model, or a fresh lab."""
     if on_real_juju():
@@ -227,7 +278,7 @@ def juju(
     from slurm_lab.juju import LabJuju
     from slurm_lab.machines import Lab
 
-    lab = Lab(tmp_path_factory.mktemp("lab"), suite=module_suite(request))
+    lab = Lab(tmp_path_factory.mktemp("lab"), suite=lab_release)
     backend = LabJuju(lab, wait_timeout=20 * 60)
     try:
         yield backend

@@ -36,6 +36,9 @@ from accounting_rest_helpers import (
 )
 from deploy_helpers import deploy_accounting, deploy_slurm, wait_for_active
 
+RELEASES = ("trixie", "forky")
+"""slurmdbd's database, its dump and its restore, on 24.11 and 26.05."""
+
 SETTLE = 10 * 60
 PARTITION = "compute"
 DBD_APP = "slurmdbd"

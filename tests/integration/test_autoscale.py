@@ -46,6 +46,9 @@ from hpc_libs.slurm.naming import node_name
 from slurm_autoscale import cli
 from slurm_autoscale.slurm import parse_view
 
+RELEASES = ("trixie", "forky")
+"""The autoscaler reads the REST API in the version each release serves: 24.11 and 26.05."""
+
 APP = "compute"
 LOGIN = "login/0"
 IDLE_TIMEOUT = 20

@@ -36,6 +36,9 @@ from dynamic_nodes_helpers import (
     wait_all_idle,
 )
 
+RELEASES = ("forky",)
+"""One release, the newer: the overrides meet the same grammar and slurmctld's own parser."""
+
 SETTLE = 10 * 60
 REACT = 3 * 60
 PUSHED_CONF = "cat /run/slurm/conf/slurm.conf"

@@ -53,6 +53,9 @@ from dynamic_nodes_helpers import (
 )
 from ha_helpers import lab_of
 
+RELEASES = ("trixie", "forky")
+"""Dynamic nodes' registration, drain and removal, on 24.11 and 26.05."""
+
 SETTLE = 10 * 60
 """Bound for deployments and scaling, which install packages."""
 REACT = 3 * 60
@@ -114,7 +117,6 @@ def memo() -> dict[str, Any]:
     return {}
 
 
-@pytest.mark.newer_slurm
 def test_job_without_partition_runs_on_both_nodes(cluster: jubilant.Juju):
     """Issue 3: `srun -N2 hostname` (default partition, no -p) reaches both units."""
     status = cluster.status()
@@ -128,7 +130,6 @@ def test_job_without_partition_runs_on_both_nodes(cluster: jubilant.Juju):
     assert set(names.split()) == {"compute-0", "compute-1"}
 
 
-@pytest.mark.newer_slurm
 def test_login_node_reaches_the_cluster(cluster: jubilant.Juju, charm_path: Callable[[str], Path]):
     """A sackd login node gets the key and controllers; users run jobs from it."""
     cluster.deploy(charm_path("sackd"), "login", config=LAB_OPTIONS)
@@ -170,7 +171,6 @@ def test_scaling_up_enlists_nodes_without_reconfigure_or_conf_write(cluster: jub
     assert "Nodes=compute-[0-3]" in partition(cluster, "compute")
 
 
-@pytest.mark.newer_slurm
 def test_partition_config_change_shows_in_scontrol_with_one_reconfigure(
     cluster: jubilant.Juju,
 ):
@@ -190,7 +190,6 @@ def test_partition_config_change_shows_in_scontrol_with_one_reconfigure(
     assert reconfigure_count(cluster) - reconfigures == 1
 
 
-@pytest.mark.newer_slurm
 def test_node_config_live_changes_show_in_scontrol(cluster: jubilant.Juju):
     task = cluster.run("compute/0", "node-config", {"parameters": "Weight=10 Features=fast"})
 
@@ -205,7 +204,6 @@ def test_node_config_live_changes_show_in_scontrol(cluster: jubilant.Juju):
     assert is_idle(record)
 
 
-@pytest.mark.newer_slurm
 def test_resume_brings_a_drained_node_back_to_idle(cluster: jubilant.Juju):
     sh(cluster, "scontrol update nodename=compute-1 state=drain reason=maintenance")
     poll(
@@ -223,7 +221,6 @@ def test_resume_brings_a_drained_node_back_to_idle(cluster: jubilant.Juju):
     )
 
 
-@pytest.mark.newer_slurm
 def test_destroy_jobs_cancels_the_running_job(cluster: jubilant.Juju):
     job_id = submit_sleep(cluster, "compute-1", 600)
 

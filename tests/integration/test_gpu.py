@@ -25,6 +25,9 @@ from dynamic_nodes_helpers import all_nodes_idle, node, node_states, poll, sh
 
 from conftest import on_real_juju
 
+RELEASES = ("trixie", "forky")
+"""GRES as 24.11 and 26.05 configure and report them."""
+
 GPU_MODEL = "Tesla T4"
 GPU_GRES = "gpu:tesla_t4:2"
 # GRES are never oversubscribed; CPUs are (FORCE), so the GPUs alone limit the jobs below.

@@ -61,6 +61,9 @@ from ha_helpers import (
     wait_state,
 )
 
+RELEASES = ("trixie", "forky")
+"""Failover, the fence and the takeover's repair on 24.11 and 26.05."""
+
 SETTLE = 15 * 60
 QUEUED = 50
 RUNNING_SECONDS = 45

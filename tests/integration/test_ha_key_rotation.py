@@ -33,6 +33,9 @@ from ha_helpers import (
     wait_state,
 )
 
+RELEASES = ("trixie", "forky")
+"""auth/slurm's key change under HA, on 24.11 and 26.05."""
+
 SETTLE = 15 * 60
 REACT = 3 * 60
 APPS = ("slurmctld", "compute", "login")

@@ -22,6 +22,9 @@ from ha_helpers import exec_on, failover_seconds, logged_at, ping_hosts, recover
 
 from conftest import on_real_juju
 
+RELEASES = ("trixie", "forky")
+"""The takeover and its repair on 24.11 and 26.05."""
+
 pytestmark = pytest.mark.skipif(on_real_juju(), reason="the faults are the lab's")
 
 SETTLE = 15 * 60

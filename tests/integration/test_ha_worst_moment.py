@@ -51,6 +51,9 @@ from ha_helpers import (
     unit_of_host,
 )
 
+RELEASES = ("trixie", "forky")
+"""Failover at its worst moments on 24.11 and 26.05."""
+
 SETTLE = 15 * 60
 NODE = "compute-0"
 JOB_SECONDS = 40

@@ -57,6 +57,9 @@ from ha_helpers import (
     unit_of_host,
 )
 
+RELEASES = ("forky",)
+"""One release, the newer: what is proven is the charms' file handling, not Slurm's."""
+
 SETTLE = 15 * 60
 USER = "nobody"
 APP = "compute"

@@ -1,5 +1,5 @@
 """Slurm's own metrics endpoint (Slurm 25.11 and newer) through cos-agent, on the newer Slurm
-(`just integration-newer`: Debian forky's 26.05; on Slurm 24.11 the module is skipped).
+(Debian forky's 26.05, whatever the run's suite: `LAB_SUITE`).
 
 One lean deployment: two slurmctld units on network state (HA), one slurmd, the COS collector
 stand-in on both controllers and the stand-in for COS's Prometheus. Both controllers' collectors
@@ -29,13 +29,11 @@ from dynamic_nodes_helpers import poll
 from ha_helpers import inject, repair, unit_of_host
 from test_observability import prometheus, value
 
-from conftest import lab_suite, on_real_juju
+from conftest import on_real_juju
 
-pytestmark = [
-    pytest.mark.newer_slurm,
-    pytest.mark.skipif(on_real_juju(), reason="the COS stand-ins are the lab's"),
-    pytest.mark.skipif(lab_suite() != "forky", reason="needs Slurm 25.11 or newer (forky)"),
-]
+pytestmark = pytest.mark.skipif(on_real_juju(), reason="the COS stand-ins are the lab's")
+LAB_SUITE = "forky"
+"""Slurm's own endpoint needs 25.11 or newer."""
 
 SETTLE = 15 * 60
 SCRAPE_S = 10

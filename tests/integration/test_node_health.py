@@ -28,6 +28,9 @@ import pytest
 from deploy_helpers import deploy_slurm, wait_for_active
 from dynamic_nodes_helpers import all_nodes_idle, job_time, node_states, nodes, poll, sh
 
+RELEASES = ("forky",)
+"""One release, the newer: HealthCheckProgram's contract is the same in both."""
+
 MOUNT = "/srv/health"
 INTERVAL = 15
 REACT = INTERVAL + 45

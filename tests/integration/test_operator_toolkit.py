@@ -31,6 +31,9 @@ from accounting_rest_helpers import (
 )
 from deploy_helpers import deploy_accounting, deploy_rest_api, deploy_slurm, wait_for_active
 
+RELEASES = ("trixie", "forky")
+"""The actions parse Slurm's own output (scontrol, sinfo, sacct) of 24.11 and 26.05."""
+
 SETTLE = 10 * 60
 REACT = 3 * 60
 APPS = ("slurmctld", "compute", "login", "mysql", "slurmdbd", "slurmrestd")

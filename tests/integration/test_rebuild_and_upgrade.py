@@ -75,7 +75,7 @@ from hpc_libs.slurm import data_parser
 from conftest import on_real_juju
 
 LAB_SUITE = "trixie"
-"""The upgrade's origin, 24.11, whatever $SLURM_LAB_SUITE asks for (conftest.module_suite)."""
+"""The upgrade's origin, 24.11, whatever $SLURM_LAB_SUITE asks for (conftest.module_releases)."""
 LEADER = "slurmctld/leader"
 """rebuild-nodes runs on the leader, which records the rollout."""
 SETTLE = 15 * 60

@@ -21,6 +21,9 @@ import jubilant
 import pytest
 from deploy_helpers import deploy_slurm
 
+RELEASES = ("forky",)
+"""One release, the newer: what is proven is the charm's file handling, not Slurm's."""
+
 SETTLE = 10 * 60
 REACT = 6 * 60
 """Bound for the next update-status: fired at once on the lab, Juju's 5 minutes otherwise."""
