@@ -18,7 +18,16 @@ from pathlib import Path
 import jubilant
 import pytest
 from deploy_helpers import deploy_accounting, deploy_slurm, wait_for_active
-from ha_helpers import exec_on, failover_seconds, logged_at, ping_hosts, recover, unit_of_host
+from dynamic_nodes_helpers import poll
+from ha_helpers import (
+    all_controllers_up,
+    exec_on,
+    failover_seconds,
+    logged_at,
+    ping_hosts,
+    recover,
+    unit_of_host,
+)
 
 from conftest import on_real_juju
 
@@ -65,3 +74,36 @@ def test_a_backup_takes_over_with_slurmdbd_stopped_right_after_a_change(cluster:
     finally:
         exec_on(cluster, "systemctl start slurmdbd", unit="slurmdbd/0")
         recover(cluster, "kill", primary_host, hosts)
+
+
+def test_a_standby_that_crashed_is_started_again_by_systemd_alone(cluster: jubilant.Juju):
+    """A slurmctld that exits with an error (here a SIGSEGV; on 26.05, a backup that handed
+    control back late exits with `fatal: Two slurmctld daemons are running as primary`) is
+    started again by systemd (the charm's drop-in: `Restart=on-failure`), not by a hook: the
+    probes go over ssh, which runs no hook on the lab, and no Juju event follows a crash."""
+    hosts = ping_hosts(cluster)
+    backup = unit_of_host(cluster.status(), "slurmctld", hosts[1])
+    restarts = "systemctl show -p NRestarts --value slurmctld"
+    before = int(exec_on(cluster, restarts, unit=backup))
+    crashed_at = time.time()
+    # By PID: `systemctl kill` signals a cgroup that every lab machine shares on a v1 host.
+    exec_on(cluster, "kill -SEGV $(systemctl show -p MainPID --value slurmctld)", unit=backup)
+    poll(
+        lambda: not all_controllers_up(cluster, hosts) or None,
+        timeout=30,
+        interval=0.5,
+        what=f"{backup}'s slurmctld gone after its crash",
+    )
+    try:
+        poll(
+            lambda: all_controllers_up(cluster, hosts) or None,
+            timeout=120,
+            interval=1,
+            what=f"{backup}'s slurmctld standing by again",
+        )
+    except AssertionError as e:
+        unit = exec_on(cluster, "systemctl status --no-pager -n 20 slurmctld || true", unit=backup)
+        raise AssertionError(f"{e}\n{unit}") from None
+    print(f"\n{backup}: standing by again {time.time() - crashed_at:.0f} s after its crash")
+    assert int(exec_on(cluster, restarts, unit=backup)) == before + 1
+    assert logged_at(cluster, backup, STARTED, crashed_at) is not None

@@ -267,7 +267,12 @@ def test_a_controller_stop_is_bounded_once(fake_run: FakeRun, tmp_path: Path) ->
     assert controller.bound_stop_time() is False
 
     drop_in = tmp_path / "etc/systemd/system/slurmctld.service.d/charm-stop.conf"
-    assert "\n[Service]\nTimeoutStopSec=20\n" in drop_in.read_text()
+    assert drop_in.read_text().split("\n[Service]\n")[1].splitlines() == [
+        "TimeoutStopSec=20",
+        "Restart=on-failure",
+        "RestartSec=10",
+        "RestartPreventExitStatus=SIGKILL",
+    ]
     assert fake_run.calls == [["systemctl", "daemon-reload"]]  # Once: the second wrote nothing.
 
 

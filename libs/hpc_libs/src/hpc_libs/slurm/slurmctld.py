@@ -46,12 +46,20 @@ NETWORK_STATE_NAME = "slurmctld"
 STOP_OVERRIDE_NAME = "charm-stop"
 STOP_TIMEOUT = 20
 """Seconds systemd waits for slurmctld to stop before SIGKILL (its own default is 90)."""
+RESTART_SECONDS = 10
+"""Seconds before systemd starts again a slurmctld that exited with an error."""
 STOP_OVERRIDE = f"""# Written by the slurmctld charm.
 # A standby backup slurmctld (24.11) sometimes never exits after "BackupController
 # terminating"; systemd's default would keep it, and the failover it stands for, away for
 # 90 s. A controller saves its state in well under a second; past this, SIGKILL.
+# A backup in control that hands control back late (26.05) exits with "Two slurmctld daemons
+# are running as primary": started again, it stands by. SIGKILL is the fence's (and the
+# OOM killer's): a fenced controller stays down until the fence ends.
 [Service]
 TimeoutStopSec={STOP_TIMEOUT}
+Restart=on-failure
+RestartSec={RESTART_SECONDS}
+RestartPreventExitStatus=SIGKILL
 """
 
 
@@ -139,7 +147,10 @@ class SlurmctldManager(SlurmManager):
         return self.checkpoint_dir
 
     def bound_stop_time(self) -> bool:
-        """Install the drop-in bounding a stop to `STOP_TIMEOUT` s; return whether it changed.
+        """Install the drop-in bounding a stop and restarting a slurmctld that failed.
+
+        A stop takes `STOP_TIMEOUT` s at most; a slurmctld that exited with an error (not
+        SIGKILL) starts again after `RESTART_SECONDS`. Returns whether the drop-in changed.
 
         Raises:
             SlurmOpsError: The drop-in cannot be written or systemd cannot reload.
