@@ -1,8 +1,9 @@
 """The integration suite's release matrix is what docs/operations.md says it is.
 
 Collects tests/integration as `just integration` does on the lab (no test runs) and reads the
-copies each module gets: a module on both releases is collected once per release, the newer
-release's copies carry `newer_slurm`, and xdist's scope keeps each copy apart (a lab each).
+copies each module gets: a module on both releases is collected once per release, and the
+newer release's copies carry `newer_slurm`. Copies are told apart by the conftest's
+`RELEASE_IN_ID`, the pattern its xdist scheduler splits them by (a lab each).
 """
 
 import importlib.util
