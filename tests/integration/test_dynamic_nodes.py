@@ -53,8 +53,10 @@ from dynamic_nodes_helpers import (
 )
 from ha_helpers import lab_of
 
-RELEASES = ("trixie", "forky")
-"""Dynamic nodes' registration, drain and removal, on 24.11 and 26.05."""
+RELEASES = ("trixie",)
+"""24.11 only (CI time): a dynamic node's registration, drain and removal are the charms' own
+steps on the same `slurmd -Z`; on 26.05 every module's slurmd registers the same way, and the
+rebuild's last rollouts and the autoscaler add and remove nodes there."""
 
 SETTLE = 10 * 60
 """Bound for deployments and scaling, which install packages."""

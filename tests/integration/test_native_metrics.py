@@ -112,6 +112,17 @@ def test_cos_holds_native_series_from_the_primary_only(cluster: jubilant.Juju):
     # slurm_partition_jobs{partition,state}.
     assert value(cluster, "count(slurm_native_partition_jobs)")
     assert value(cluster, 'count(slurm_partition_jobs{state=""})') is None
+    # The exporter's own series, parsed from 26.05's output (test_observability runs on 24.11
+    # only): one controller in charge, the node's state, its partition's CPUs.
+    poll(
+        lambda: (
+            value(cluster, "sum(slurm_controller_primary)") == 1
+            and value(cluster, "count(slurm_node_state_info)")
+            and value(cluster, "count(slurm_partition_cpus)")
+        ),
+        timeout=120,
+        what="the exporter's series from 26.05's output in COS's Prometheus",
+    )
 
 
 def endpoint_answer(juju: jubilant.Juju, unit: str) -> str:
