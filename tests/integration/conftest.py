@@ -40,7 +40,7 @@ LONGEST_MODULES = (
     "test_hostile_user.py",
     "test_operator_toolkit.py",
     "test_bench_lab_smoke.py",
-    "test_ha_key_rotation.py",
+    "test_ha_with_accounting.py",
     "test_node_health.py",
 )
 """Started first when modules run in parallel (`just integration`), longest first, so that no long
@@ -62,9 +62,9 @@ its lost-end test), accounting and REST 8.3, dynamic nodes 6.5, observability 6.
 moment, started sixth, ended 14.5 minutes into the 16-minute phase: it now starts with the
 longest. So does the soak's short seed, 11-12 minutes beside the lab steps (CI22, CI23) and 12.1
 and 12.3 among the modules, six at a time since `just test` runs it there (CI30, CI31)."""
-LONG_LAST_TEST = ("test_rebuild_and_upgrade.py", "test_ha_key_rotation.py")
+LONG_LAST_TEST = ("test_rebuild_and_upgrade.py", "test_ha_with_accounting.py")
 """Modules whose last test runs for minutes (the major upgrade of the HA cluster, about 5; the
-key rotation's only test, which a worker starts with the deploy, 5): a worker is handed its
+key rotation, the HA-with-accounting module's last test, 5): a worker is handed its
 next module when its last test starts, so after one of these it gets the shortest module left,
 and the longest goes to the next worker that frees up (CI17: the key rotation's module, handed
 to the rebuild's worker 5 minutes before it was free, ran last and alone for 2 minutes; CI18:

@@ -63,7 +63,7 @@ from ha_helpers import (
 
 RELEASES = ("trixie",)
 """One release, the older: 26.05's failovers run in test_ha_worst_moment, its takeover's repair
-in test_ha_without_slurmdbd and its key change in test_ha_key_rotation (CI time)."""
+and its key change in test_ha_with_accounting (CI time)."""
 
 SETTLE = 15 * 60
 QUEUED = 50

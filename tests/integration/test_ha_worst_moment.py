@@ -53,7 +53,7 @@ from ha_helpers import (
 
 RELEASES = ("forky",)
 """One release, the newer: 24.11's failovers run in test_ha, the takeover's repair and the key
-change on both (test_ha_without_slurmdbd, test_ha_key_rotation) (CI time)."""
+change on both (test_ha_with_accounting) (CI time)."""
 
 SETTLE = 15 * 60
 NODE = "compute-0"
