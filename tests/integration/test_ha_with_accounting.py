@@ -79,7 +79,7 @@ def cluster(juju: jubilant.Juju, charm_path: Callable[[str], Path]) -> jubilant.
     lab_of(juju)  # The failovers need the lab's faults.
     deploy_slurm(juju, charm_path, controllers=2, network_state=True)
     deploy_accounting(juju, charm_path)
-    wait_for_active(juju, timeout=SETTLE)
+    wait_active(juju)
     return juju
 
 
@@ -89,7 +89,7 @@ def test_a_backup_takes_over_with_slurmdbd_stopped_right_after_a_change(cluster:
     backup = unit_of_host(cluster.status(), "slurmctld", backup_host)
     changed_at = time.time()
     cluster.config("slurmctld", {"slurm-conf-parameters": "SlurmdTimeout=31\n"})
-    wait_for_active(cluster, timeout=SETTLE)
+    wait_active(cluster)
     # The backup's config-changed may run before the leader wrote the files; no update-status
     # is fired: the leader's new `config_digest` in the peer memory is the backup's event.
     assert logged_at(cluster, backup, STARTED, changed_at) is not None, (
