@@ -53,6 +53,37 @@ def test_a_daemon_that_cannot_start_blocks_with_its_reason_and_is_retried(
     assert state.unit_status == ops.ActiveStatus()
 
 
+def test_secret_changed_tracks_the_newest_revision_then_reconciles(
+    ctx: testing.Context[ExampleCharm], machine: FakeMachine
+):
+    key = testing.Secret({"key": "b2xk"}, latest_content={"key": "bmV3"})
+
+    state = ctx.run(ctx.on.secret_changed(key), testing.State(
+        secrets={key}, stored_states=INSTALLED.stored_states))  # fmt: skip
+
+    assert state.get_secret(id=key.id).tracked_content == {"key": "bmV3"}
+    assert machine.calls("restart") == ["sackd"]
+
+
+def test_a_changed_secret_that_cannot_be_read_is_logged_and_the_reconcile_runs(
+    ctx: testing.Context[ExampleCharm],
+    machine: FakeMachine,
+    caplog: pytest.LogCaptureFixture,
+    monkeypatch: pytest.MonkeyPatch,
+):
+    gone = testing.Secret({"key": "b2xk"})
+
+    def removed(*args: object, **kwargs: object) -> dict[str, str]:
+        raise ops.SecretNotFoundError(gone.id)
+
+    monkeypatch.setattr(ops.Secret, "get_content", removed)
+    ctx.run(ctx.on.secret_changed(gone), testing.State(
+        secrets={gone}, stored_states=INSTALLED.stored_states))  # fmt: skip
+
+    assert f"cannot track the newest revision of secret {gone.id}" in caplog.text
+    assert machine.calls("restart") == ["sackd"]
+
+
 def test_a_timed_out_command_waits(ctx: testing.Context[ExampleCharm], machine: FakeMachine):
     machine.active.add("sackd")
     machine.time_out("systemctl", "restart")

@@ -115,10 +115,26 @@ def test_slurmdbd_reads_the_granted_key():
     assert read({"jwt_key_id": json.dumps(secret.id)}, secret) == (JWT_KEY, None)
 
 
-def test_a_new_revision_is_read():
-    secret = testing.Secret({"key": "b2xk"}, latest_content={"key": JWT_KEY})
+def test_the_tracked_revision_is_read_in_one_secret_get():
+    """A newer revision waits for its secret-changed hook (`SlurmCharm` tracks it there)."""
+    secret = testing.Secret({"key": JWT_KEY}, latest_content={"key": "bmV3LWtleQ=="})
+    relation = testing.Relation("slurmctld", remote_app_data={"jwt_key_id": json.dumps(secret.id)})
+    ctx = testing.Context(Dbd, meta=DBD_META)
+    state = testing.State(relations={relation}, secrets={secret})
+    with ctx(ctx.on.update_status(), state) as manager:
+        backend = manager.charm.model._backend  # pyright: ignore[reportPrivateUsage]
+        reads: list[dict[str, object]] = []
+        secret_get = backend.secret_get
 
-    assert read({"jwt_key_id": json.dumps(secret.id)}, secret)[0] == JWT_KEY
+        def counted(**kwargs: object) -> dict[str, str]:
+            reads.append(kwargs)
+            return secret_get(**kwargs)  # pyright: ignore[reportArgumentType]
+
+        backend.secret_get = counted  # pyright: ignore[reportAttributeAccessIssue]
+
+        assert manager.charm.slurmctld.jwt_key() == JWT_KEY
+        assert len(reads) == 1
+        assert not reads[0].get("refresh")
 
 
 @pytest.mark.parametrize(

@@ -95,6 +95,21 @@ def main(charm_class: type[ops.CharmBase]) -> None:
     gc.freeze()
 
 
+def track_newest_revision(secret: ops.Secret) -> None:
+    """Make this unit track `secret`'s newest revision (one `secret-get --refresh`).
+
+    Juju fires secret-changed on a unit that tracks an older revision than the newest. The
+    readers of granted secrets (the keys, the database credentials) read the tracked
+    revision, once per hook: tracking the newest here, before the reconcile, is what brings a
+    rotated key or password to the unit. A failure is logged; the reconcile's own read then
+    fails the same way and says so in the status.
+    """
+    try:
+        secret.get_content(refresh=True)
+    except (ops.SecretNotFoundError, ops.ModelError) as e:
+        logger.warning("cannot track the newest revision of secret %s: %s", secret.id, e)
+
+
 class SlurmCharm(ops.CharmBase, Generic[C]):
     """Base of the Slurm charms: one guarded reconcile path and the status preamble.
 
@@ -206,6 +221,8 @@ class SlurmCharm(ops.CharmBase, Generic[C]):
     def _on_reconcile_event(self, event: ops.EventBase) -> None:
         if isinstance(event, ops.StartEvent):  # After a reboot, slurmd may run a new Slurm.
             self.installer.refresh_version()
+        elif isinstance(event, ops.SecretChangedEvent):
+            track_newest_revision(event.secret)
         self._converge(refresh=False)
 
     def _on_upgrade_charm(self, _: ops.UpgradeCharmEvent) -> None:

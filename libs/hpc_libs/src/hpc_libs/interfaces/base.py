@@ -199,7 +199,12 @@ def get_or_create_app_secret(
 
 
 def read_granted_secret(model: ops.Model, secret_id: str, field: str, what: str) -> str:
-    """Return `field` of the key secret another application granted (read fresh each time).
+    """Return `field` of the key secret another application granted, in one `secret-get`.
+
+    The revision read is the one this unit tracks. A new revision reaches the unit in the
+    hook of the secret-changed event Juju fires for it, where `hpc_libs.charm.base.SlurmCharm`
+    moves the tracking to the newest revision before reconciling: every other hook reads the
+    secret once, where refreshing on each read cost a second `secret-get`.
 
     Every key the charms share (the auth key, the JWT key) is base64 text, as Slurm's key
     files hold it; anything else is refused before it can reach a file.
@@ -210,7 +215,7 @@ def read_granted_secret(model: ops.Model, secret_id: str, field: str, what: str)
 
     """
     try:
-        content = model.get_secret(id=secret_id).get_content(refresh=True)
+        content = model.get_secret(id=secret_id).get_content()
     except (ops.SecretNotFoundError, ops.ModelError) as e:
         raise IntegrationError(f"cannot read the {what} secret: {e}") from e
     value = content.get(field)

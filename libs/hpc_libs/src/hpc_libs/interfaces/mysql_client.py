@@ -231,7 +231,8 @@ class MysqlRequirer(Interface):
         if secret_id:
             try:
                 grammar.token(secret_id)
-                content = self.model.get_secret(id=secret_id).get_content(refresh=True)
+                # The tracked revision: SlurmCharm tracks the newest on secret-changed.
+                content = self.model.get_secret(id=secret_id).get_content()
             except ValueError:
                 raise MysqlClientError("invalid secret-user id") from None
             except (ops.SecretNotFoundError, ops.ModelError) as e:
