@@ -118,6 +118,8 @@ def test_every_daemon_opened_the_port_it_listens_on(cluster: jubilant.Juju):
 
 def test_slurm_conf_parameters_show_in_scontrol_with_one_reconfigure(cluster: jubilant.Juju):
     reconfigures = reconfigure_count(cluster)
+    # The charm's default, which the operator's SchedulerParameters replace.
+    assert show_config(cluster)["SchedulerParameters"] == "batch_sched_delay=1"
 
     cluster.config("slurmctld", {"slurm-conf-parameters": TUNING})
     shown = poll(
@@ -127,7 +129,7 @@ def test_slurm_conf_parameters_show_in_scontrol_with_one_reconfigure(cluster: ju
     )
     wait_active(cluster)
 
-    assert "bf_interval=45" in shown["SchedulerParameters"]
+    assert shown["SchedulerParameters"] == "bf_interval=45"
     assert reconfigure_count(cluster) - reconfigures == 1
     assert show_config(cluster)["MaxJobCount"] == "20000"  # And no later change.
     poll(  # Pushed to the login node by the reconfigure (sackd listens on 6818).

@@ -487,13 +487,34 @@ def test_a_power_cut_under_a_job_leaves_a_step_socket_and_the_node_comes_back_id
     assert job_id in leftover, f"no step socket left by the power cut: {leftover}"
 
 
+def reconfigured_after_last_write(juju: jubilant.Juju) -> float:
+    """When slurmctld took in slurm.conf as last written: its first reconfigure since (epoch s).
+
+    The charm applies a changed slurm.conf with `scontrol reconfigure` right after writing it;
+    slurmctld's journal says when it began (`Processing Reconfiguration Request`).
+    """
+    written = float(sh(juju, "date -r /etc/slurm/slurm.conf +%s.%N"))
+    journal = sh(
+        juju,
+        f"journalctl -u slurmctld -o short-unix --no-pager --since @{int(written)}"
+        " | grep 'Processing Reconfiguration Request' || true",
+    )
+    stamps = [float(line.split()[0]) for line in journal.splitlines()]
+    since = [stamp for stamp in stamps if stamp >= written]
+    assert since, f"no reconfigure of slurmctld since slurm.conf was written at {written}"
+    return since[0]
+
+
 def test_partition_of_a_removed_application_goes_within_30s_of_its_last_job(
     cluster: jubilant.Juju,
 ):
     """Issue 7: slurmctld wakes itself when the partition's last job ends.
 
     update-status stays at Juju's 5 minutes: the partition must go within 30 s of the job's
-    end all the same.
+    end all the same. Both ends are the controller's own clock: the job's end as Slurm
+    recorded it, and slurmctld's reconfigure that took in the slurm.conf without the partition
+    (`reconfigured_after_last_write`). The test's own polling (a `juju exec` a second, each
+    several seconds under CI's load) only waits for the removal, it is not in the figure.
     """
     assert getattr(cluster, "update_status_interval", UPDATE_STATUS_INTERVAL) >= (
         UPDATE_STATUS_INTERVAL
@@ -516,8 +537,8 @@ def test_partition_of_a_removed_application_goes_within_30s_of_its_last_job(
         interval=1,
         what="partition debug removed",
     )
-    gone_after = time.time() - ended
-    assert gone_after <= 30, f"partition debug went {gone_after:.0f} s after its last job"
+    gone_after = reconfigured_after_last_write(cluster) - ended
+    assert gone_after <= 30, f"partition debug went {gone_after:.1f} s after its last job"
 
 
 def test_removing_the_application_leaves_nothing_behind(cluster: jubilant.Juju):

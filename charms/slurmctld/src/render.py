@@ -54,7 +54,15 @@ CONFINEMENT: dict[str, dict[str, Any]] = {
 # off for SlurmdTimeout) would stay DOWN after its slurmd registers again, until an operator
 # resumes it. 1 returns it at that registration, and only when its reason is still Slurm's own
 # "Not responding": an operator's drain or down replaces that reason and stays.
-OPERATOR_DEFAULTS: dict[str, Any] = {"returntoservice": 1}
+# SchedulerParameters' batch_sched_delay (Slurm's default 3 s): what a node's registration, a
+# node update or a submission asks of the main scheduler runs at slurmctld's next background
+# tick (every second) only once this many seconds passed since that path's last pass. A new
+# dynamic node's waiting jobs then started up to 3 s after it registered (scale from zero,
+# benchmarks/README.md); 1 keeps one such pass a second at most.
+OPERATOR_DEFAULTS: dict[str, Any] = {
+    "returntoservice": 1,
+    "schedulerparameters": {"batch_sched_delay": 1},
+}
 JWT_KEY_FILE = f"/etc/slurm/{JWT_KEY_NAME}"  # SlurmctldManager.jwt_key writes it.
 # Tokens (`scontrol token`, slurmrestd's rest_auth/jwt) are accepted besides auth/slurm.
 JWT_AUTH: dict[str, Any] = {

@@ -44,6 +44,26 @@ def test_a_node_down_not_responding_returns_at_its_registration_by_default(
     assert "returntoservice=1" in slurm_conf(tmp_path).splitlines()
 
 
+def test_a_new_nodes_jobs_are_scheduled_within_a_second_by_default(
+    ctx, machine, tmp_path, settled
+):
+    # Slurm's batch_sched_delay (3 s) held a registered node's jobs up to 3 s (scale from zero).
+    settled(running())
+
+    assert "schedulerparameters=batch_sched_delay=1" in slurm_conf(tmp_path).splitlines()
+
+
+def test_the_operators_scheduler_parameters_replace_the_default(ctx, machine, tmp_path, settled):
+    state = settled(running())
+    config = {"slurm-conf-parameters": "SchedulerParameters=bf_continue,batch_sched_delay=5"}
+
+    ctx.run(ctx.on.config_changed(), later(state, config=config))
+
+    lines = slurm_conf(tmp_path).splitlines()
+    assert "schedulerparameters=bf_continue,batch_sched_delay=5" in lines
+    assert "schedulerparameters=batch_sched_delay=1" not in lines
+
+
 def test_the_operator_chooses_return_to_service(ctx, machine, tmp_path, settled):
     state = settled(running())
     config = {"slurm-conf-parameters": "ReturnToService=0"}
