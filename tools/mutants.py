@@ -1505,10 +1505,18 @@ MUTATIONS = [
     Mutation(
         "return-to-service-left-at-slurms-zero",
         "charms/slurmctld/src/render.py::OPERATOR_DEFAULTS",
-        '{"returntoservice": 1}',
-        "{}",
+        '    "returntoservice": 1,\n',
+        "",
         "tests/unit/slurmctld/test_overrides_charm.py::"
         "test_a_node_down_not_responding_returns_at_its_registration_by_default",
+    ),
+    Mutation(
+        "new-nodes-jobs-wait-for-slurms-batch-delay",
+        "charms/slurmctld/src/render.py::OPERATOR_DEFAULTS",
+        '    "schedulerparameters": {"batch_sched_delay": 1},\n',
+        "",
+        "tests/unit/slurmctld/test_overrides_charm.py::"
+        "test_a_new_nodes_jobs_are_scheduled_within_a_second_by_default",
     ),
     Mutation(
         "return-to-service-default-outranks-the-operator",
